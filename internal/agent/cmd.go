@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// Cmd runs any program as the agent: prompt on stdin and in
+// $RALPH_PROMPT_FILE. Its final message is the content of
+// $RALPH_OUTPUT_FILE if it wrote one, else the last paragraph of stdout —
+// so a prompt the program echoes earlier never counts as its answer.
+type Cmd struct {
+	Argv   []string
+	Runner proc.Runner
+}
+
+func init() {
+	Register("cmd", func(o Options) (Agent, error) {
+		if len(o.Command) == 0 {
+			return nil, errors.New("--agent cmd needs --agent-cmd 'PROGRAM ARGS…'")
+		}
+		return &Cmd{Argv: append(append([]string{}, o.Command...), o.Args...), Runner: proc.Exec{}}, nil
+	})
+}
+
+func (c *Cmd) Name() string { return "cmd" }
+
+// OutputFile is where a cmd agent may write its final message.
+func OutputFile(promptFile string) string {
+	return filepath.Join(filepath.Dir(promptFile), "output.md")
+}
+
+func (c *Cmd) Plan(req Request) (Invocation, error) {
+	env := []string{}
+	if req.PromptFile != "" {
+		env = append(env, "RALPH_OUTPUT_FILE="+OutputFile(req.PromptFile))
+	}
+	return Invocation{Argv: c.Argv, Env: env, PromptStdin: true}, nil
+}
+
+func (c *Cmd) Run(ctx context.Context, req Request) (Result, error) {
+	inv, _ := c.Plan(req)
+	out := ""
+	if req.PromptFile != "" {
+		out = OutputFile(req.PromptFile)
+		_ = os.Remove(out)
+	}
+	p := &TextParser{}
+	res, err := RunCLI(ctx, c.Runner, inv, req, p)
+	if err != nil {
+		return res, err
+	}
+	if out != "" {
+		if b, rerr := os.ReadFile(out); rerr == nil {
+			res.FinalText = string(b)
+		}
+	}
+	return res, nil
+}
+
+// TextParser is the parser for agents that print plain text (cmd, amp).
+// It keeps a bounded tail and recognises one control line:
+// `RALPH_RATE_LIMIT: <seconds | RFC3339 time> [message]`.
+type TextParser struct {
+	tail      TailBuffer
+	rateLimit *RateLimit
+}
+
+// RateLimitMarker starts a plain-text rate-limit line.
+const RateLimitMarker = "RALPH_RATE_LIMIT:"
+
+func (p *TextParser) Line(line []byte) {
+	if p.tail.Max == 0 {
+		p.tail.Max = 64 << 10
+	}
+	s := string(line)
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(s), RateLimitMarker); ok {
+		p.rateLimit = ParseRateLimitLine(strings.TrimSpace(rest), time.Now())
+	}
+	_, _ = p.tail.Write(append(line, '\n'))
+}
+
+func (p *TextParser) Finish(res *Result, stderrTail string) {
+	res.FinalText = LastParagraph(p.tail.String())
+	res.RateLimit = p.rateLimit
+	if res.ExitCode != 0 && !res.TimedOut {
+		res.ErrorText = fmt.Sprintf("exit %d: %s", res.ExitCode, lastLines(stderrTail, 5))
+	}
+}
+
+// ParseRateLimitLine reads "<seconds|RFC3339> [message]".
+func ParseRateLimitLine(s string, now time.Time) *RateLimit {
+	first, msg, _ := strings.Cut(s, " ")
+	rl := &RateLimit{Message: strings.TrimSpace(msg)}
+	if n, err := strconv.Atoi(first); err == nil {
+		rl.ResetAt = now.Add(time.Duration(n) * time.Second)
+	} else if t, err := time.Parse(time.RFC3339, first); err == nil {
+		rl.ResetAt = t
+	} else {
+		rl.Message = strings.TrimSpace(s)
+	}
+	if rl.Message == "" {
+		rl.Message = "rate limited"
+	}
+	return rl
+}
+
+// LastParagraph returns the text after the last blank line (trailing blank
+// lines ignored).
+func LastParagraph(s string) string {
+	s = strings.TrimRight(s, "\n\r\t ")
+	if i := strings.LastIndex(s, "\n\n"); i >= 0 {
+		s = s[i+2:]
+	}
+	return strings.TrimSpace(s)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/demo"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/source"
+)
+
+// DemoOptions are `ralph demo`'s settings.
+type DemoOptions struct {
+	IO  *Factory
+	Dir string
+}
+
+// NewCmdDemo builds `ralph demo`.
+func NewCmdDemo(f *Factory, runF func(*DemoOptions) error) *cobra.Command {
+	opts := &DemoOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole loop on a small generated project with the scripted agent",
+		Long: `Create a small Go project in a temporary folder (a calculator with a failing
+test per story), a three-story prd.json where story 3 depends on stories 1
+and 2, and run the full loop with the built-in scripted agent: a
+deterministic replay of file edits, not a model. Story 2's first attempt
+fails its check, so you see a retry whose prompt carries the gate output.
+The folder is kept so you can look at the commits and transcripts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runDemo(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "folder to create the demo in (default: a new temporary folder)")
+	return cmd
+}
+
+func runDemo(ctx context.Context, o *DemoOptions) error {
+	w := o.IO.IO.ErrOut
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ralph-demo-")
+		if err != nil {
+			return err
+		}
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 && o.Dir != "" {
+		return engine.UsageError("--dir %s is not empty", dir)
+	}
+	start := time.Now()
+	script, err := demo.Create(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("creating the demo project: %w", err)
+	}
+	root := demo.ProjectDir(dir)
+	fmt.Fprintf(w, "ralph demo: project in %s (3 stories; US-003 depends on US-001 and US-002)\n", root)
+	fmt.Fprintf(w, "ralph demo: agent = scripted (replays %s; it is not a model)\n\n", script)
+
+	repo := git.New(root)
+	gates := gate.Runner{Proc: proc.Exec{}, Timeout: 2 * time.Minute}
+	src, err := source.OpenPRD(filepath.Join(root, "prd.json"), repo, gates)
+	if err != nil {
+		return err
+	}
+	ag, err := agent.New("scripted", agent.Options{Script: script})
+	if err != nil {
+		return err
+	}
+	paths := engine.PathsFor(root)
+	eng, err := engine.New(engine.Config{
+		Paths: paths, Source: src, Agent: ag, AgentName: "scripted", Git: repo, Gates: gates,
+		IterationTimeout: time.Minute, OnEvent: func(ev engine.Event) {
+			printEvent(w, ev)
+			if ev.Type == "iteration_started" && ev.Data["retry"] == true {
+				fmt.Fprintf(w, "  (retry: the prompt carries the failing gate's output)\n")
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	outcome, err := eng.Run(ctx)
+	if err != nil && outcome.State == nil {
+		return err
+	}
+	printSummary(w, outcome, paths)
+	log, _ := repo.Log(ctx, "main..HEAD", "%h %s")
+	fmt.Fprintf(w, "\nralph demo: commits on %s:\n", src.Branch)
+	for _, l := range log {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	if tr := retryTranscript(paths.Transcripts); tr != "" {
+		fmt.Fprintf(w, "\nralph demo: the retry's prompt is in %s\n", tr)
+	}
+	fmt.Fprintf(w, "ralph demo: done in %s. Look around: cd %s && git log --stat && ralph status\n", time.Since(start).Round(100*time.Millisecond), root)
+	if outcome.Status != engine.StatusComplete {
+		return &statusError{status: outcome.Status, reason: outcome.Reason}
+	}
+	return nil
+}
+
+// retryTranscript finds the transcript of the first retry iteration.
+func retryTranscript(dir string) string {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), "## Previous attempt failed") {
+			return p
+		}
+	}
+	return ""
+}

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/prd"
+)
+
+// Exit codes: the one table (DESIGN.md §5).
+const (
+	ExitOK          = 0
+	ExitError       = 1
+	ExitUsage       = 2
+	ExitLimit       = 3 // max iterations or budget reached with work left
+	ExitBlocked     = 4
+	ExitInterrupted = 130
+)
+
+// statusCodes maps how a run ended to its exit code.
+var statusCodes = map[string]int{
+	engine.StatusComplete:      ExitOK,
+	engine.StatusMaxIterations: ExitLimit,
+	engine.StatusBudget:        ExitLimit,
+	engine.StatusBlocked:       ExitBlocked,
+	engine.StatusStopped:       ExitInterrupted,
+	engine.StatusInterrupted:   ExitInterrupted,
+	engine.StatusError:         ExitError,
+}
+
+// statusError carries a run's end status out of a command; the summary was
+// already printed, so Run prints nothing more.
+type statusError struct {
+	status string
+	reason string
+}
+
+func (e *statusError) Error() string { return e.status + ": " + e.reason }
+
+// exitError carries an explicit code with a message already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return "exit" }
+
+// ExitCode maps any error to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		if c, ok := statusCodes[se.status]; ok {
+			return c
+		}
+		return ExitError
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var pe *prd.ParseError
+	var ve *prd.ValidationError
+	if errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) || isFlagError(err) {
+		return ExitUsage
+	}
+	var ue interface{ UsageError() bool }
+	if errors.As(err, &ue) && ue.UsageError() {
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// isFlagError recognises cobra's argument and flag errors.
+func isFlagError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "unknown command", "required flag", "if any flags in the group"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// NewCmdPRD builds `ralph prd`.
+func NewCmdPRD(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "prd",
+		Short: "Create and validate PRD files",
+	}
+	cmd.AddCommand(NewCmdPRDNew(f, nil), NewCmdPRDValidate(f, nil))
+	return cmd
+}
+
+// PRDNewOptions are `ralph prd new`'s settings.
+type PRDNewOptions struct {
+	IO      *Factory
+	Project string
+	Feature string
+	Output  string
+	Force   bool
+}
+
+// NewCmdPRDNew builds `ralph prd new`.
+func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
+	opts := &PRDNewOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "new --project P --feature F [-o prd.json]",
+		Short: "Write a PRD template (snake_case format) to fill in",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			doc := prd.Template(opts.Project, opts.Feature)
+			b, err := doc.Marshal()
+			if err != nil {
+				return err
+			}
+			if opts.Output == "-" {
+				_, err := f.IO.Out.Write(b)
+				return err
+			}
+			if _, err := os.Stat(opts.Output); err == nil && !opts.Force {
+				return engine.UsageError("%s already exists (use --force to overwrite)", opts.Output)
+			}
+			if err := store.WriteFile(opts.Output, b, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.ErrOut, "ralph: wrote %s (branch %s); edit its stories, then `ralph prd validate %s`\n", opts.Output, doc.BranchName, opts.Output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Project, "project", "", "project name (required)")
+	cmd.Flags().StringVar(&opts.Feature, "feature", "", "feature name (required)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "prd.json", "file to write, - for stdout")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
+	_ = cmd.MarkFlagRequired("project")
+	_ = cmd.MarkFlagRequired("feature")
+	return cmd
+}
+
+// PRDValidateOptions are `ralph prd validate`'s settings.
+type PRDValidateOptions struct {
+	IO   *Factory
+	File string
+}
+
+// NewCmdPRDValidate builds `ralph prd validate`.
+func NewCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.Command {
+	opts := &PRDValidateOptions{IO: f}
+	return &cobra.Command{
+		Use:   "validate [FILE]",
+		Short: "Check a prd.json (either format) and print every problem",
+		Long: `Check a PRD in the snake_case format (user_stories, depends_on, …) or the
+camelCase format of the bash Ralph (userStories, acceptanceCriteria, …).
+JSON errors name file:line:col; story errors name the story and the rule
+(duplicate id, unknown dependency, dependency cycle with its path, priority or
+complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.File = "prd.json"
+			if len(args) == 1 {
+				opts.File = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			b, err := os.ReadFile(opts.File)
+			if err != nil {
+				return engine.UsageError("%v", err)
+			}
+			doc, err := prd.Parse(filepath.Clean(opts.File), b)
+			if err != nil {
+				return err
+			}
+			if err := doc.Validate(); err != nil {
+				return err
+			}
+			deps := 0
+			for _, s := range doc.Stories {
+				deps += len(s.DependsOn)
+			}
+			fmt.Fprintf(f.IO.Out, "%s: valid (%s format): %d stories, %d dependencies, %d levels, %d gates\n",
+				opts.File, doc.Format, len(doc.Stories), deps, len(doc.Stages()), len(doc.QualityChecks.Gates()))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/source"
+)
+
+// RunOptions are `ralph run`'s settings.
+type RunOptions struct {
+	IO               *Factory
+	PRD              string
+	Tasks            string
+	Pipeline         string
+	RunDir           string
+	Agent            string
+	AgentCmd         string
+	AgentArgs        []string
+	Script           string
+	Model            string
+	BaseURL          string
+	Provider         string
+	Prompt           string
+	Promise          string
+	MaxIterations    int
+	MaxAttempts      int
+	IterationTimeout time.Duration
+	GateTimeout      time.Duration
+	MaxCost          float64
+	MaxTokens        int64
+	AllowDirty       bool
+	DryRun           bool
+	JSON             bool
+	RateLimitBackoff time.Duration
+}
+
+// NewCmdRun builds `ralph run`.
+func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+	opts := &RunOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "run [RUN_DIR]",
+		Short: "Run the loop over a PRD, a task tree or a pipeline",
+		Long: `Run the Ralph loop: pick the next ready story, run a fresh agent on it,
+run the quality gates yourself, commit it when they pass, retry with the
+failure in the prompt when they do not, and stop when everything passed or a
+limit is reached. State lives in .ralph/ (state.json, events.jsonl,
+progress.md, transcripts/); run again after a crash and it resumes.
+
+RUN_DIR is a run folder (seed layout ralph/runs/<id>/ with prd.json,
+PROMPT.md, progress.md, transcripts/).
+
+Stop gracefully with ` + "`ralph stop`" + ` (or create .ralph/stop): the current iteration
+finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
+		Example: `  ralph run --prd prd.json --agent claude
+  ralph run --prd prd.json --agent cmd --agent-cmd 'python3 my_agent.py'
+  ralph run --prd prd.json --agent scripted --script demo-script.yaml
+  ralph run --dry-run --agent codex`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.RunDir = args[0]
+			}
+			if err := opts.applyConfig(cmd); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.PRD, "prd", "", "PRD file (default prd.json in the repository root)")
+	fl.StringVar(&opts.Agent, "agent", "", "agent: "+strings.Join(agent.Names(), ", ")+" (default claude)")
+	fl.StringVar(&opts.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments, split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
+	fl.StringArrayVar(&opts.AgentArgs, "agent-arg", nil, "extra argument for the agent CLI (repeatable)")
+	fl.StringVar(&opts.Script, "script", "", "for --agent scripted: the script file")
+	fl.StringVar(&opts.Model, "model", "", "model name passed to the agent")
+	fl.StringVar(&opts.BaseURL, "base-url", "", "API endpoint for the agent (native, claude, codex, opencode, gemini)")
+	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: anthropic or openai")
+	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
+	fl.StringVar(&opts.Promise, "promise", "", "completion promise text the agent prints as <promise>TEXT</promise> (default COMPLETE)")
+	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after this many iterations (default 10 × stories)")
+	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "attempts per story before it is blocked (default 3)")
+	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this long (default 60m)")
+	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit per quality gate (default 10m)")
+	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches this many USD")
+	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach this")
+	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
+	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
+	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait after a rate limit without a reset time (default 1m, doubling to 30m)")
+	return cmd
+}
+
+// applyConfig fills unset flags from .ralph/config.yaml.
+func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
+	root, _, err := o.IO.RepoRoot(cmd.Context())
+	if err != nil {
+		return err
+	}
+	c, err := o.IO.Config(root)
+	if err != nil {
+		return err
+	}
+	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	str := func(dst *string, name, v string) {
+		if !set(name) && v != "" {
+			*dst = v
+		}
+	}
+	str(&o.PRD, "prd", c.PRD)
+	str(&o.Agent, "agent", c.Agent)
+	str(&o.AgentCmd, "agent-cmd", c.AgentCmd)
+	str(&o.Script, "script", c.Script)
+	str(&o.Model, "model", c.Model)
+	str(&o.BaseURL, "base-url", c.BaseURL)
+	str(&o.Provider, "provider", c.Provider)
+	str(&o.Prompt, "prompt", c.Prompt)
+	str(&o.Promise, "promise", c.Promise)
+	if !set("agent-arg") && len(c.AgentArgs) > 0 {
+		o.AgentArgs = c.AgentArgs
+	}
+	if !set("max-iterations") && c.MaxIterations > 0 {
+		o.MaxIterations = c.MaxIterations
+	}
+	if !set("max-attempts") && c.MaxAttempts > 0 {
+		o.MaxAttempts = c.MaxAttempts
+	}
+	if !set("iteration-timeout") && c.IterationTimeout > 0 {
+		o.IterationTimeout = time.Duration(c.IterationTimeout)
+	}
+	if !set("gate-timeout") && c.GateTimeout > 0 {
+		o.GateTimeout = time.Duration(c.GateTimeout)
+	}
+	if !set("max-cost") && c.MaxCost > 0 {
+		o.MaxCost = c.MaxCost
+	}
+	if !set("max-tokens") && c.MaxTokens > 0 {
+		o.MaxTokens = c.MaxTokens
+	}
+	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
+		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
+	}
+	if o.Agent == "" {
+		o.Agent = "claude"
+	}
+	for k, v := range c.Env {
+		configEnv = append(configEnv, k+"="+v)
+	}
+	return nil
+}
+
+var configEnv []string
+
+func (o *RunOptions) buildAgent() (agent.Agent, error) {
+	ao := agent.Options{Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
+	if o.Agent == "cmd" && o.AgentCmd != "" {
+		argv, err := proc.SplitArgs(o.AgentCmd)
+		if err != nil {
+			return nil, engine.UsageError("--agent-cmd: %v", err)
+		}
+		ao.Command = argv
+	}
+	a, err := agent.New(o.Agent, ao)
+	if err != nil {
+		return nil, engine.UsageError("%v", err)
+	}
+	return a, nil
+}
+
+func runRun(ctx context.Context, o *RunOptions) error {
+	f := o.IO
+	root, repo, err := f.RepoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	paths := engine.PathsFor(root)
+	promptPaths := []string{o.Prompt, filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}
+	if o.Prompt != "" {
+		if _, err := os.Stat(o.Prompt); err != nil {
+			return engine.UsageError("--prompt: %v", err)
+		}
+		promptPaths = []string{o.Prompt}
+	}
+	if o.RunDir != "" {
+		rd, err := filepath.Abs(o.RunDir)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(rd); err != nil || !st.IsDir() {
+			return engine.UsageError("run folder %s does not exist", o.RunDir)
+		}
+		if o.PRD == "" {
+			o.PRD = filepath.Join(rd, "prd.json")
+		}
+		paths.Progress = filepath.Join(rd, "progress.md")
+		paths.Transcripts = filepath.Join(rd, "transcripts")
+		if o.Prompt == "" {
+			promptPaths = []string{filepath.Join(rd, "PROMPT.md")}
+		}
+	}
+	gates := gate.Runner{Proc: proc.Exec{}, Timeout: o.GateTimeout}
+	src, err := o.openSource(ctx, root, repo, gates)
+	if err != nil {
+		return err
+	}
+	ag, err := o.buildAgent()
+	if err != nil {
+		return err
+	}
+	out := f.IO
+	cfg := engine.Config{
+		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
+		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
+		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
+		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv,
+	}
+	if o.JSON {
+		enc := json.NewEncoder(out.Out)
+		cfg.OnEvent = func(ev engine.Event) { _ = enc.Encode(ev) }
+	} else {
+		cfg.OnEvent = func(ev engine.Event) { printEvent(out.ErrOut, ev) }
+	}
+	if o.DryRun {
+		return dryRun(ctx, o, cfg)
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		return err
+	}
+	outcome, err := eng.Run(ctx)
+	if err != nil && outcome.State == nil {
+		return err
+	}
+	if !o.JSON {
+		printSummary(out.ErrOut, outcome, paths)
+	}
+	if outcome.Status == engine.StatusComplete {
+		return nil
+	}
+	return &statusError{status: outcome.Status, reason: outcome.Reason}
+}
+
+func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
+	n := 0
+	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, engine.UsageError("give one of --prd, --tasks, --pipeline")
+	}
+	if o.Tasks != "" || o.Pipeline != "" {
+		if open := sourceOpeners[map[bool]string{true: "tasks", false: "pipeline"}[o.Tasks != ""]]; open != nil {
+			return open(ctx, o, root, repo, gates)
+		}
+	}
+	p := o.PRD
+	if p == "" {
+		p = filepath.Join(root, "prd.json")
+		if _, err := os.Stat(p); err != nil {
+			return nil, engine.UsageError("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
+		}
+	}
+	return source.OpenPRD(p, repo, gates)
+}
+
+// sourceOpeners lets the tasks and pipeline commands register their
+// sources without run.go knowing their packages.
+var sourceOpeners = map[string]func(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error){}
+
+func printEvent(w io.Writer, ev engine.Event) {
+	switch ev.Type {
+	case "gate_result", "agent_finished":
+		fmt.Fprintf(w, "  %s\n", ev.Message)
+	case "iteration_started":
+		fmt.Fprintf(w, "ralph: %s\n", ev.Message)
+		if t, ok := ev.Data["transcript"].(string); ok {
+			fmt.Fprintf(w, "  transcript %s\n", t)
+		}
+	default:
+		fmt.Fprintf(w, "ralph: %s\n", ev.Message)
+	}
+}
+
+func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
+	st := o.State
+	passed, blocked, total := st.Counts()
+	fmt.Fprintf(w, "\nralph: run %s ended: %s — %s\n", st.RunID, o.Status, o.Reason)
+	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %d iterations", passed, total, blocked, st.Iteration)
+	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 {
+		fmt.Fprintf(w, ", %d tokens", st.Usage.InputTokens+st.Usage.OutputTokens)
+	}
+	if st.Usage.CostUSD > 0 {
+		fmt.Fprintf(w, ", $%.4f", st.Usage.CostUSD)
+	}
+	fmt.Fprintln(w)
+	for _, id := range st.Order {
+		is := st.Items[id]
+		line := fmt.Sprintf("  %-8s %-8s %s", is.Status, id, is.Title)
+		if is.Commit != "" {
+			line += "  (" + is.Commit[:min(8, len(is.Commit))] + ")"
+		}
+		if is.Status == engine.ItemBlocked && is.Reason != "" {
+			line += "  — " + is.Reason
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "ralph: transcripts in %s, progress in %s\n", p.Transcripts, p.Progress)
+}
+
+func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
+	w := o.IO.IO.Out
+	st, _ := engine.LoadState(cfg.Paths.State)
+	if st == nil {
+		st = &engine.State{Items: map[string]*engine.ItemState{}}
+	}
+	it, err := cfg.Source.Next(st, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "source: %s %s\n", cfg.Source.Kind(), cfg.Source.Path())
+	fmt.Fprintf(w, "items: %d\n", len(cfg.Source.Items()))
+	if it == nil {
+		fmt.Fprintln(w, "next: nothing is ready")
+		return nil
+	}
+	fmt.Fprintf(w, "next: %s %s — %s\n", it.Kind, it.ID, it.Title)
+	text, from, err := engine.LoadPromptTemplate(cfg.PromptPaths...)
+	if err != nil {
+		return err
+	}
+	d := engine.PromptData{Kind: it.Kind, ProgressPath: cfg.Paths.Progress, ItemID: it.ID, Title: it.Title, Description: it.Description,
+		Criteria: it.Criteria, Iteration: st.Iteration + 1, MaxIterations: max(cfg.MaxIterations, 10*len(cfg.Source.Items())), Attempt: 1,
+		MaxAttempts: max(cfg.MaxAttempts, 3), Promise: cfg.Promise}
+	if d.Promise == "" {
+		d.Promise = "COMPLETE"
+	}
+	cfg.Source.PromptData(it, &d)
+	prompt, err := engine.BuildPrompt(from, text, "", d)
+	if err != nil {
+		return engine.UsageError("%v", err)
+	}
+	inv, err := cfg.Agent.Plan(agent.Request{Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: cfg.Paths.Root, Model: cfg.Model, ItemID: it.ID, Attempt: 1})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "agent: %s\n", cfg.AgentName)
+	if len(inv.Argv) > 0 {
+		fmt.Fprintf(w, "argv: %s\n", proc.QuoteArgv(inv.Argv))
+	}
+	if inv.Note != "" {
+		fmt.Fprintf(w, "runs: %s\n", inv.Note)
+	}
+	if inv.PromptStdin {
+		fmt.Fprintln(w, "stdin: the prompt, then closed")
+	} else {
+		fmt.Fprintln(w, "stdin: closed")
+	}
+	env := append(append([]string{}, inv.Env...), cfg.AgentEnv...)
+	env = append(env, "RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID)
+	fmt.Fprintln(w, "env set by ralph (on top of yours):")
+	for _, kv := range agent.MaskEnv(env) {
+		fmt.Fprintf(w, "  %s\n", kv)
+	}
+	for p := range inv.Files {
+		fmt.Fprintf(w, "writes: %s\n", p)
+	}
+	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", from, prompt)
+	return nil
+}

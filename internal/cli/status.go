@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// StatusOptions are `ralph status`'s settings.
+type StatusOptions struct {
+	IO   *Factory
+	JSON bool
+}
+
+// NewCmdStatus builds `ralph status`.
+func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the progress of the current or last run",
+		Long: `Show the current or last run of this repository as markdown: passed/total,
+each item with its status and attempts, the current iteration, whether a run
+is active now, and the stop reason. --json prints the same as JSON.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			root, _, err := f.RepoRoot(cmd.Context())
+			if err != nil {
+				return err
+			}
+			p := engine.PathsFor(root)
+			st, err := engine.LoadState(p.State)
+			if err != nil {
+				return err
+			}
+			if st == nil {
+				return engine.UsageError("no ralph run in %s yet (start one with `ralph run`)", root)
+			}
+			active := false
+			if l, err := store.TryLock(p.Lock); err != nil {
+				active = store.IsLocked(err)
+			} else {
+				l.Unlock()
+			}
+			if opts.JSON {
+				passed, blocked, total := st.Counts()
+				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
+				enc := json.NewEncoder(f.IO.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			fmt.Fprint(f.IO.Out, StatusMarkdown(st, active))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	return cmd
+}
+
+// StatusMarkdown renders a run as seed 002's status markdown.
+func StatusMarkdown(st *engine.State, active bool) string {
+	var b strings.Builder
+	passed, blocked, total := st.Counts()
+	kind := map[string]string{"prd": "stories", "tasks": "tasks", "pipeline": "stages"}[st.Source]
+	fmt.Fprintf(&b, "# Ralph status\n\n")
+	fmt.Fprintf(&b, "- **Run:** %s (%s %s, agent %s)\n", st.RunID, st.Source, st.SourcePath, st.Agent)
+	state := st.Status
+	if st.Status == engine.StatusRunning && !active {
+		state = "interrupted (no ralph process holds the lock; `ralph run` resumes it)"
+	}
+	fmt.Fprintf(&b, "- **Status:** %s\n", state)
+	if st.StopReason != "" {
+		fmt.Fprintf(&b, "- **Stop reason:** %s\n", st.StopReason)
+	}
+	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed, %d blocked\n", passed, total, kind, blocked)
+	fmt.Fprintf(&b, "- **Iteration:** %d/%d\n", st.Iteration, st.MaxIterations)
+	if st.Branch != "" {
+		fmt.Fprintf(&b, "- **Branch:** %s\n", st.Branch)
+	}
+	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 || st.Usage.CostUSD > 0 {
+		fmt.Fprintf(&b, "- **Usage:** %d input / %d output tokens, $%.4f\n", st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CostUSD)
+	}
+	if st.RateLimitedAt != nil {
+		fmt.Fprintf(&b, "- **Rate limited until:** %s\n", st.RateLimitedAt.Format(time.RFC3339))
+	}
+	for _, c := range st.Current {
+		fmt.Fprintf(&b, "- **Working on:** %s (iteration %d, attempt %d, %s phase, since %s)\n", c.Item, c.Iteration, c.Attempt, c.Phase, c.StartedAt.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "\n| ID | Title | Status | Attempts | Commit |\n|---|---|---|---|---|\n")
+	for _, id := range st.Order {
+		is := st.Items[id]
+		mark := map[string]string{engine.ItemPassed: "✅ passed", engine.ItemBlocked: "⛔ blocked", engine.ItemRunning: "🔄 running", engine.ItemPending: "⏳ pending"}[is.Status]
+		commit := is.Commit
+		if len(commit) > 8 {
+			commit = commit[:8]
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, commit)
+	}
+	for _, id := range st.Order {
+		if is := st.Items[id]; is.Status == engine.ItemBlocked && is.Reason != "" {
+			fmt.Fprintf(&b, "\n**%s blocked:** %s\n", id, is.Reason)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,91 @@
+// Package config reads .ralph/config.yaml: the same settings as the `ralph
+// run` flags (flags win). Unknown keys are errors naming their line, so a
+// typo never silently does nothing.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Config mirrors the run flags.
+type Config struct {
+	Agent            string            `yaml:"agent"`
+	AgentCmd         string            `yaml:"agent_cmd"`
+	AgentArgs        []string          `yaml:"agent_args"`
+	Model            string            `yaml:"model"`
+	BaseURL          string            `yaml:"base_url"`
+	Provider         string            `yaml:"provider"`
+	APIKeyEnv        string            `yaml:"api_key_env"`
+	Script           string            `yaml:"script"`
+	PRD              string            `yaml:"prd"`
+	Tasks            string            `yaml:"tasks"`
+	Pipeline         string            `yaml:"pipeline"`
+	Prompt           string            `yaml:"prompt"`
+	Promise          string            `yaml:"promise"`
+	MaxIterations    int               `yaml:"max_iterations"`
+	MaxAttempts      int               `yaml:"max_attempts"`
+	IterationTimeout Duration          `yaml:"iteration_timeout"`
+	GateTimeout      Duration          `yaml:"gate_timeout"`
+	Parallel         int               `yaml:"parallel"`
+	MaxCost          float64           `yaml:"max_cost"`
+	MaxTokens        int64             `yaml:"max_tokens"`
+	RateLimitBackoff Duration          `yaml:"rate_limit_backoff"`
+	Env              map[string]string `yaml:"env"`
+	Roles            map[string]string `yaml:"roles"` // role name → agent (per-role agents)
+}
+
+// Duration accepts "90s", "5m", "1h30m".
+type Duration time.Duration
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use e.g. 90s, 5m, 1h)", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads path; a missing file is an empty config.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Config{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+// Parse parses config text; name is used in errors.
+func Parse(name string, b []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
+	}
+	return &c, nil
+}
+
+// Template is what `ralph init` writes.
+const Template = `# ralph settings; every key is also a ` + "`ralph run`" + ` flag, and flags win.
+# agent: claude | codex | opencode | gemini | amp | native | cmd | scripted
+agent: claude
+# agent_cmd: "python3 my_agent.py"   # for agent: cmd
+# agent_args: []                     # extra arguments for the agent CLI
+# model: ""
+prd: prd.json
+promise: COMPLETE
+max_attempts: 3
+# max_iterations: 30                 # default: 10 × stories
+iteration_timeout: 30m
+gate_timeout: 10m
+# max_cost: 5.00                     # USD, across the run
+# env:                               # extra environment for the agent
+#   FOO: bar
+`

@@ -1,0 +1,424 @@
+// Package engine is ralph's one state machine. Every driver (the process
+// loop, the Stop hook, the MCP server) goes through it; it depends on
+// interfaces only (Source, agent.Agent, gate runner, git repo, clock).
+//
+// One iteration: select → prompt → agent → signals → verify → decide →
+// persist. Sequential mode is the scheduler with one worker.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// Clock is time, replaceable in tests.
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+func (RealClock) Now() time.Time { return time.Now() }
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Config is one run's settings (flags over config file over defaults).
+type Config struct {
+	Paths            Paths
+	Source           Source
+	Agent            agent.Agent
+	AgentName        string
+	Model            string
+	Git              *git.Repo
+	Gates            gate.Runner
+	Clock            Clock
+	MaxIterations    int           // 0 = 10 × items
+	MaxAttempts      int           // 0 = 3
+	IterationTimeout time.Duration // 0 = 60 min
+	Promise          string        // "" = COMPLETE
+	MaxCost          float64
+	MaxTokens        int64
+	PromptPaths      []string
+	RoleText         func(it *Item, st *State) string
+	AllowDirty       bool
+	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
+	RateLimitMaxWait time.Duration // cap; 0 = 30 min
+	BreakerThreshold int           // 0 = 5
+	ProgressDigest   int           // bytes; 0 = 4 KiB
+	RetryContextMax  int           // bytes; 0 = 4 KiB
+	AgentEnv         []string
+	OnEvent          func(Event)
+}
+
+func (c *Config) defaults() {
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.IterationTimeout <= 0 {
+		c.IterationTimeout = 60 * time.Minute
+	}
+	if c.Promise == "" {
+		c.Promise = "COMPLETE"
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.RateLimitBackoff <= 0 {
+		c.RateLimitBackoff = time.Minute
+	}
+	if c.RateLimitMaxWait <= 0 {
+		c.RateLimitMaxWait = 30 * time.Minute
+	}
+	if c.BreakerThreshold <= 0 {
+		c.BreakerThreshold = 5
+	}
+	if c.ProgressDigest <= 0 {
+		c.ProgressDigest = 4 << 10
+	}
+	if c.RetryContextMax <= 0 {
+		c.RetryContextMax = 4 << 10
+	}
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Status string
+	Reason string
+	State  *State
+}
+
+// ErrUsage marks errors in what the user asked for (exit 2).
+var ErrUsage = errors.New("usage")
+
+// UsageError wraps a message as a usage error.
+func UsageError(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// Engine runs a loop.
+type Engine struct {
+	cfg      Config
+	box      *stateBox
+	template string
+	tmplFrom string
+	backoff  time.Duration
+}
+
+// New validates cfg.
+func New(cfg Config) (*Engine, error) {
+	cfg.defaults()
+	if cfg.Source == nil || cfg.Agent == nil || cfg.Git == nil {
+		return nil, errors.New("engine: source, agent and git are required")
+	}
+	text, from, err := LoadPromptTemplate(cfg.PromptPaths...)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTemplate(from, text); err != nil {
+		return nil, UsageError("%v", err)
+	}
+	return &Engine{cfg: cfg, template: text, tmplFrom: from}, nil
+}
+
+func newRunID(now time.Time) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// Run runs the loop until the work is done or a limit stops it. ctx
+// cancellation (SIGINT) persists state and returns StatusInterrupted.
+func (e *Engine) Run(ctx context.Context) (Outcome, error) {
+	cfg := &e.cfg
+	p := cfg.Paths
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return Outcome{}, err
+	}
+	lock, err := store.TryLock(p.Lock)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer lock.Unlock()
+	if err := cfg.Git.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		return Outcome{}, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
+	}
+
+	st, resumed, err := e.loadOrStart(ctx)
+	if err != nil {
+		return Outcome{}, err
+	}
+	e.box = &stateBox{st: st, path: p.State, now: cfg.Clock.Now}
+	if err := e.box.update(func(st *State) { st.Status = StatusRunning; st.StopReason = "" }); err != nil {
+		return Outcome{}, err
+	}
+	if resumed {
+		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", st.RunID, st.Iteration)})
+	} else {
+		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", st.RunID, cfg.Source.Path(), plural(len(st.Order), e.kind()), cfg.AgentName)})
+	}
+
+	// Finish iterations a crash left half-done before anything new starts.
+	if err := e.recover(ctx); err != nil {
+		return e.stop(StatusError, err.Error()), err
+	}
+
+	for {
+		if ctx.Err() != nil {
+			return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
+		}
+		if _, err := os.Stat(p.Stop); err == nil {
+			_ = os.Remove(p.Stop)
+			return e.stop(StatusStopped, "stop requested (.ralph/stop)"), nil
+		}
+		var snap State
+		e.box.read(func(st *State) { snap = *st })
+		if cfg.MaxCost > 0 && snap.Usage.CostUSD >= cfg.MaxCost {
+			return e.stop(StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", snap.Usage.CostUSD, cfg.MaxCost)), nil
+		}
+		if cfg.MaxTokens > 0 && snap.Usage.InputTokens+snap.Usage.OutputTokens >= cfg.MaxTokens {
+			return e.stop(StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", snap.Usage.InputTokens+snap.Usage.OutputTokens, cfg.MaxTokens)), nil
+		}
+		var it *Item
+		var nerr error
+		e.box.read(func(st *State) { it, nerr = cfg.Source.Next(st, nil) })
+		if nerr != nil {
+			return e.stop(StatusError, nerr.Error()), nerr
+		}
+		if it == nil {
+			passed, blocked, total := snap.Counts()
+			if passed == total {
+				return e.stop(StatusComplete, fmt.Sprintf("all %s passed", plural(total, e.kind()))), nil
+			}
+			return e.stop(StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", e.kind(), passed, blocked, total-passed-blocked)), nil
+		}
+		if snap.Iteration >= snap.MaxIterations {
+			return e.stop(StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", snap.MaxIterations)), nil
+		}
+		if reason := e.breakerOpen(); reason != "" {
+			return e.stop(StatusBlocked, reason), nil
+		}
+		if err := e.iterate(ctx, it, nil); err != nil {
+			if ctx.Err() != nil {
+				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
+			}
+			return e.stop(StatusError, err.Error()), err
+		}
+	}
+}
+
+// loadOrStart resumes the state of a run over the same source or starts a
+// new one (archiving a finished or foreign state under .ralph/runs/).
+func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
+	cfg := &e.cfg
+	src := cfg.Source
+	st, err := LoadState(cfg.Paths.State)
+	if err != nil {
+		return nil, false, err
+	}
+	if st != nil && st.Source == src.Kind() && st.SourcePath == src.Path() {
+		e.syncItems(st)
+		if cfg.MaxIterations > 0 {
+			st.MaxIterations = cfg.MaxIterations
+		}
+		st.MaxAttempts = cfg.MaxAttempts
+		return st, true, nil
+	}
+	if st != nil {
+		dir := filepath.Join(cfg.Paths.Dir, "runs", st.RunID)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, false, err
+		}
+		if err := os.Rename(cfg.Paths.State, filepath.Join(dir, "state.json")); err != nil {
+			return nil, false, err
+		}
+	}
+	dirty, err := cfg.Git.StatusPorcelain(ctx, ".ralph/", relTo(cfg.Paths.Root, src.Path()))
+	if err != nil {
+		return nil, false, err
+	}
+	if !cfg.AllowDirty {
+		if len(dirty) > 0 {
+			more := ""
+			if len(dirty) > 5 {
+				more = fmt.Sprintf(" and %d more", len(dirty)-5)
+				dirty = dirty[:5]
+			}
+			return nil, false, UsageError("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
+		}
+	}
+	now := cfg.Clock.Now().UTC()
+	st = &State{
+		Version: 1, RunID: newRunID(now), Source: src.Kind(), SourcePath: src.Path(),
+		Agent: cfg.AgentName, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
+		MaxAttempts: cfg.MaxAttempts, Items: map[string]*ItemState{},
+	}
+	if cfg.AllowDirty {
+		st.Preexisting = dirty
+	}
+	e.syncItems(st)
+	if sd, ok := src.(Seeder); ok {
+		sd.Seed(st)
+	}
+	st.MaxIterations = cfg.MaxIterations
+	if st.MaxIterations <= 0 {
+		st.MaxIterations = 10 * len(st.Order)
+	}
+	return st, false, nil
+}
+
+// syncItems makes state know every item of the source (a PRD edited
+// between runs may have new stories).
+func (e *Engine) syncItems(st *State) {
+	st.Order = st.Order[:0]
+	for _, it := range e.cfg.Source.Items() {
+		st.Order = append(st.Order, it.ID)
+		is := st.item(it.ID)
+		is.Title = it.Title
+	}
+}
+
+func relTo(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func (e *Engine) stop(status, reason string) Outcome {
+	var out *State
+	_ = e.box.update(func(st *State) {
+		st.Status = status
+		st.StopReason = reason
+		out = st
+	})
+	e.emit(Event{Type: "run_stopped", Message: reason, Data: map[string]any{"status": status}})
+	return Outcome{Status: status, Reason: reason, State: out}
+}
+
+func (e *Engine) emit(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = e.cfg.Clock.Now().UTC()
+	}
+	if e.box != nil {
+		e.box.read(func(st *State) {
+			ev.RunID = st.RunID
+		})
+	}
+	_ = store.AppendJSONL(e.cfg.Paths.Events, ev)
+	if e.cfg.OnEvent != nil {
+		e.cfg.OnEvent(ev)
+	}
+}
+
+func (e *Engine) breakerOpen() string {
+	var b Breaker
+	e.box.read(func(st *State) { b = st.Breaker })
+	th := e.cfg.BreakerThreshold
+	if b.SameCount >= th {
+		return fmt.Sprintf("circuit breaker: the same failure %d times in a row", b.SameCount)
+	}
+	if b.NoProgress >= 2*th {
+		return fmt.Sprintf("circuit breaker: no item passed in %d iterations", b.NoProgress)
+	}
+	return ""
+}
+
+// recover finishes iterations that a crash interrupted.
+func (e *Engine) recover(ctx context.Context) error {
+	var cur []*Current
+	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	for _, c := range cur {
+		it := e.itemByID(c.Item)
+		if it == nil {
+			_ = e.box.update(func(st *State) { st.dropCurrent(c.Item) })
+			continue
+		}
+		switch c.Phase {
+		case PhaseCommit:
+			var commit string
+			var done bool
+			var err error
+			e.box.read(func(st *State) { commit, done, err = e.cfg.Source.Recover(ctx, it, st) })
+			if err != nil {
+				return err
+			}
+			if done {
+				e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("%s was committed as %s before the crash", it.ID, short(commit))})
+				e.markPassed(it, c.Iteration, commit, nil, "passed (recovered after crash)")
+				continue
+			}
+			fallthrough
+		case PhaseVerify:
+			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted while verifying; verifying again", c.Iteration, it.ID)})
+			if err := e.iterate(ctx, it, c); err != nil {
+				return err
+			}
+		default:
+			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted; running it again (no attempt spent)", c.Iteration, it.ID)})
+			_ = e.box.update(func(st *State) {
+				st.dropCurrent(c.Item)
+				st.Iteration = c.Iteration - 1
+				if is := st.Items[c.Item]; is != nil && is.Status == ItemRunning {
+					is.Status = ItemPending
+				}
+			})
+		}
+	}
+	return nil
+}
+
+func (e *Engine) itemByID(id string) *Item {
+	for _, it := range e.cfg.Source.Items() {
+		if it.ID == id {
+			it := it
+			return &it
+		}
+	}
+	return nil
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
+
+func (e *Engine) kind() string {
+	if items := e.cfg.Source.Items(); len(items) > 0 {
+		return items[0].Kind
+	}
+	return "item"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	if strings.HasSuffix(word, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

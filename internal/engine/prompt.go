@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"text/template"
+)
+
+// PromptData are the named variables a PROMPT.md template may use.
+type PromptData struct {
+	Kind          string // story | task | stage
+	PRDPath       string
+	TasksPath     string
+	ProgressPath  string
+	Branch        string
+	ItemID        string
+	Title         string
+	Description   string
+	Criteria      []string
+	Iteration     int
+	MaxIterations int
+	Attempt       int
+	MaxAttempts   int
+	Promise       string
+	Stage         string
+	Role          string
+	RetryContext  string
+	Progress      string // bounded digest of progress.md
+}
+
+// DefaultPrompt is used when the repo has no PROMPT.md. It carries what
+// seed 001 calls Ralph-ready: read first, one story, test, progress,
+// promise — but the harness, not the agent, commits and marks passes.
+const DefaultPrompt = `You are one iteration of a Ralph loop: a fresh agent run that gets the same instructions every time. Your memory is the repository, its git history and {{.ProgressPath}}.
+
+1. Read first: the progress notes below and ` + "`git log --oneline -10`" + ` show what earlier iterations did.
+2. Work on exactly one {{.Kind}}: {{.ItemID}}, described below. Implement it completely and run the project's checks yourself.
+3. Do not set "passes" in {{.PRDPath}} and do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} passed only when they pass. It also commits your work.
+4. In your final message, list what you learned that the next iteration should know under a "## Learnings" heading.
+5. Only when the {{.Kind}} is complete and its checks pass, end your final message with the completion tag for this loop (the word {{.Promise}} inside promise tags).
+`
+
+// LoadPromptTemplate returns the text of the first existing file, or the
+// default.
+func LoadPromptTemplate(paths ...string) (text, from string, err error) {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err == nil {
+			return string(b), p, nil
+		}
+		if !os.IsNotExist(err) {
+			return "", "", err
+		}
+	}
+	return DefaultPrompt, "built-in", nil
+}
+
+// CheckTemplate parses a template so a typo in PROMPT.md fails before the
+// loop starts, naming the file.
+func CheckTemplate(name, text string) error {
+	_, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return fmt.Errorf("prompt template %s: %w", name, err)
+	}
+	return nil
+}
+
+// BuildPrompt renders base with d, then appends the work item, the retry
+// context and the progress digest — sections every prompt needs whatever
+// the user's template says.
+func BuildPrompt(name, base, roleText string, d PromptData) (string, error) {
+	t, err := template.New(name).Option("missingkey=error").Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("prompt template %s: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("prompt template %s: %w", name, err)
+	}
+	out := strings.TrimRight(b.String(), "\n")
+	if roleText != "" {
+		out += "\n\n---\n\n" + strings.TrimSpace(roleText)
+	}
+	out += fmt.Sprintf("\n\n## Your %s: %s — %s\n", d.Kind, d.ItemID, d.Title)
+	if d.Description != "" {
+		out += "\n" + strings.TrimSpace(d.Description) + "\n"
+	}
+	if len(d.Criteria) > 0 {
+		out += "\nAcceptance criteria:\n"
+		for _, c := range d.Criteria {
+			out += "- " + c + "\n"
+		}
+	}
+	out += fmt.Sprintf("\nIteration %d of at most %d; attempt %d of %d on this %s.\n", d.Iteration, d.MaxIterations, d.Attempt, d.MaxAttempts, d.Kind)
+	if d.RetryContext != "" {
+		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
+	}
+	if d.Progress != "" {
+		out += "\n## Progress so far (latest entries of " + d.ProgressPath + ")\n\n" + d.Progress + "\n"
+	}
+	return out, nil
+}
+
+// ProgressDigest returns the newest entries of a progress file within max
+// bytes, cut at an entry boundary, so prompts stay bounded however long a
+// run gets.
+func ProgressDigest(path string, max int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := st.Size() - int64(max)
+	if off < 0 {
+		off = 0
+	}
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && len(buf) == 0 {
+		return ""
+	}
+	s := string(buf)
+	if off > 0 {
+		if i := strings.Index(s, "\n## "); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.TrimSpace(s)
+}

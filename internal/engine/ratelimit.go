@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+)
+
+// rateLimited records a limit hit: the iteration is undone (no attempt,
+// no iteration spent) and every worker waits until the reset time, or a
+// backoff that doubles from RateLimitBackoff up to RateLimitMaxWait.
+func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error {
+	now := e.cfg.Clock.Now()
+	until := rl.ResetAt
+	if until.IsZero() || !until.After(now) {
+		if e.backoff == 0 {
+			e.backoff = e.cfg.RateLimitBackoff
+		} else {
+			e.backoff *= 2
+		}
+		if e.backoff > e.cfg.RateLimitMaxWait {
+			e.backoff = e.cfg.RateLimitMaxWait
+		}
+		if until.IsZero() || !until.After(now) {
+			until = now.Add(e.backoff)
+		}
+	}
+	if until.Sub(now) > e.cfg.RateLimitMaxWait {
+		until = now.Add(e.cfg.RateLimitMaxWait)
+	}
+	until = until.UTC()
+	err := e.box.update(func(st *State) {
+		st.RateLimitedAt = &until
+		st.dropCurrent(it.ID)
+		st.Iteration--
+		s := st.item(it.ID)
+		s.Status = ItemPending
+		if n := len(s.Iterations); n > 0 {
+			s.Iterations = s.Iterations[:n-1]
+		}
+	})
+	e.emit(Event{Type: "rate_limited", Iteration: cur.Iteration, Item: it.ID,
+		Message: fmt.Sprintf("rate limited (%s): waiting until %s; %s will be retried without spending an attempt", rl.Message, until.Format(time.RFC3339), it.ID),
+		Data:    map[string]any{"until": until}})
+	return err
+}
+
+// waitForRateLimit pauses before an agent starts while the run is
+// rate-limited.
+func (e *Engine) waitForRateLimit(ctx context.Context) error {
+	var until *time.Time
+	e.box.read(func(st *State) { until = st.RateLimitedAt })
+	if until == nil {
+		return nil
+	}
+	if d := until.Sub(e.cfg.Clock.Now()); d > 0 {
+		if err := e.cfg.Clock.Sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	return e.box.update(func(st *State) { st.RateLimitedAt = nil })
+}

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
+)
+
+// Item is one unit of work: a PRD story, a task, a pipeline stage.
+type Item struct {
+	ID          string
+	Title       string
+	Description string
+	Criteria    []string
+	Kind        string // story | task | stage
+}
+
+// Attempt is what the engine hands a source to judge one iteration.
+type Attempt struct {
+	Item      *Item
+	Dir       string // work tree the agent ran in
+	Result    agent.Result
+	Prompt    string
+	Promise   string
+	Claimed   bool // set by the engine from the promise; a source may add its own signals
+	Learnings []string
+	Log       *Transcript
+}
+
+// Verdict is a source's judgement of an iteration.
+type Verdict struct {
+	Passed   bool
+	Claimed  bool
+	Gates    []gate.Result
+	Summary  string // one line for output and state
+	Failure  string // retry context for the next prompt (empty on pass)
+	Tampered []string
+}
+
+// Source is a work source. The engine owns the loop (limits, prompts,
+// agents, retries, state, events); a source owns what its work means:
+// which item is next, which tree it runs in, how "done" is checked and
+// recorded.
+type Source interface {
+	Kind() string
+	Path() string
+	// Items lists every item in display order.
+	Items() []Item
+	// Next returns the best ready item not in busy, or nil when none is
+	// ready (the engine then decides complete vs blocked from state).
+	Next(st *State, busy map[string]bool) (*Item, error)
+	// Prepare readies the tree for an iteration on it and returns the dir.
+	Prepare(ctx context.Context, it *Item, st *State) (string, error)
+	// Verify judges an iteration: the claim, the gates, control-plane
+	// integrity.
+	Verify(ctx context.Context, a *Attempt, st *State) Verdict
+	// Accept records a passed item (commit, merge, write-back) and returns
+	// the commit that holds it.
+	Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error)
+	// Block gives up on an item after its attempts.
+	Block(ctx context.Context, it *Item, st *State, reason string) error
+	// Recover finishes an iteration that was in its commit phase when the
+	// process died: it returns the commit if the item was already recorded.
+	Recover(ctx context.Context, it *Item, st *State) (commit string, done bool, err error)
+	// PromptData fills the source's fields of the prompt variables.
+	PromptData(it *Item, d *PromptData)
+}
+
+// Seeder is implemented by sources that know items already done before
+// the first run (a PRD whose stories were passed by hand).
+type Seeder interface {
+	Seed(st *State)
+}

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// Run statuses; every stop has one and a reason.
+const (
+	StatusRunning       = "running"
+	StatusComplete      = "complete"
+	StatusMaxIterations = "max_iterations"
+	StatusBudget        = "budget"
+	StatusBlocked       = "blocked"
+	StatusStopped       = "stopped"
+	StatusInterrupted   = "interrupted"
+	StatusError         = "error"
+)
+
+// Item statuses.
+const (
+	ItemPending = "pending"
+	ItemRunning = "running"
+	ItemPassed  = "passed"
+	ItemBlocked = "blocked"
+)
+
+// Iteration phases, persisted so a resume knows what was under way.
+const (
+	PhaseAgent  = "agent"
+	PhaseVerify = "verify"
+	PhaseCommit = "commit"
+)
+
+// State is .ralph/state.json: the harness's truth about a run. It is
+// rewritten atomically after every step.
+type State struct {
+	Version       int                   `json:"version"`
+	RunID         string                `json:"run_id"`
+	Source        string                `json:"source"` // prd | tasks | pipeline
+	SourcePath    string                `json:"source_path"`
+	Branch        string                `json:"branch,omitempty"`
+	BaseBranch    string                `json:"base_branch,omitempty"`
+	Agent         string                `json:"agent"`
+	Status        string                `json:"status"`
+	StopReason    string                `json:"stop_reason,omitempty"`
+	StartedAt     time.Time             `json:"started_at"`
+	UpdatedAt     time.Time             `json:"updated_at"`
+	Iteration     int                   `json:"iteration"`
+	MaxIterations int                   `json:"max_iterations"`
+	MaxAttempts   int                   `json:"max_attempts"`
+	Order         []string              `json:"order"`
+	Items         map[string]*ItemState `json:"items"`
+	Current       []*Current            `json:"current,omitempty"`
+	Usage         agent.Usage           `json:"usage"`
+	RateLimitedAt *time.Time            `json:"rate_limited_until,omitempty"`
+	Breaker       Breaker               `json:"breaker"`
+	Extra         map[string]any        `json:"extra,omitempty"` // per-source state (pipeline stage, …)
+	// Preexisting lists paths that were dirty when the run started with
+	// --allow-dirty: they are the user's, and ralph never commits them.
+	Preexisting []string `json:"preexisting,omitempty"`
+}
+
+// ItemState is the harness's record of one story/task/stage.
+type ItemState struct {
+	ID          string     `json:"id"`
+	Title       string     `json:"title"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"` // iterations spent without passing
+	Runs        int        `json:"runs"`     // agent starts, rate-limited ones included
+	Commit      string     `json:"commit,omitempty"`
+	PassedAt    *time.Time `json:"passed_at,omitempty"`
+	LastResult  string     `json:"last_result,omitempty"`  // one line
+	LastFailure string     `json:"last_failure,omitempty"` // retry context for the next prompt
+	Reason      string     `json:"reason,omitempty"`       // why blocked / how passed
+	BaseHead    string     `json:"base_head,omitempty"`    // HEAD before the item's first iteration
+	Iterations  []int      `json:"iterations,omitempty"`
+}
+
+// Current is an iteration under way (several with --parallel).
+type Current struct {
+	Item      string    `json:"item"`
+	Iteration int       `json:"iteration"`
+	Attempt   int       `json:"attempt"`
+	Phase     string    `json:"phase"`
+	BaseHead  string    `json:"base_head"` // HEAD before the agent ran
+	StartedAt time.Time `json:"started_at"`
+	Worktree  string    `json:"worktree,omitempty"`
+}
+
+// Breaker counts repeated failures; it opens when the same failure
+// signature repeats N times in a row or nothing passes for N iterations.
+type Breaker struct {
+	LastSignature string `json:"last_signature,omitempty"`
+	SameCount     int    `json:"same_count"`
+	NoProgress    int    `json:"no_progress"`
+}
+
+// Paths are ralph's files inside a repository.
+type Paths struct {
+	Root        string // repo top level
+	Dir         string // .ralph
+	State       string
+	Events      string
+	Progress    string
+	Transcripts string
+	Lock        string
+	Stop        string
+	PromptFile  string
+}
+
+// PathsFor returns the layout under root/.ralph.
+func PathsFor(root string) Paths {
+	d := filepath.Join(root, ".ralph")
+	return Paths{
+		Root: root, Dir: d,
+		State:       filepath.Join(d, "state.json"),
+		Events:      filepath.Join(d, "events.jsonl"),
+		Progress:    filepath.Join(d, "progress.md"),
+		Transcripts: filepath.Join(d, "transcripts"),
+		Lock:        filepath.Join(d, "run.lock"),
+		Stop:        filepath.Join(d, "stop"),
+		PromptFile:  filepath.Join(d, "prompt.md"),
+	}
+}
+
+// LoadState reads state.json; (nil, nil) when there is none.
+func LoadState(path string) (*State, error) {
+	var st State
+	err := store.ReadJSON(path, &st)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading run state: %w", err)
+	}
+	if st.Items == nil {
+		st.Items = map[string]*ItemState{}
+	}
+	return &st, nil
+}
+
+// stateBox serialises state changes from concurrent workers and writes
+// every change atomically.
+type stateBox struct {
+	mu   sync.Mutex
+	st   *State
+	path string
+	now  func() time.Time
+}
+
+func (b *stateBox) update(fn func(st *State)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn(b.st)
+	b.st.UpdatedAt = b.now().UTC()
+	return store.WriteJSON(b.path, b.st)
+}
+
+func (b *stateBox) read(fn func(st *State)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn(b.st)
+}
+
+func (st *State) item(id string) *ItemState {
+	is, ok := st.Items[id]
+	if !ok {
+		is = &ItemState{ID: id, Status: ItemPending}
+		st.Items[id] = is
+	}
+	return is
+}
+
+func (st *State) current(id string) *Current {
+	for _, c := range st.Current {
+		if c.Item == id {
+			return c
+		}
+	}
+	return nil
+}
+
+func (st *State) dropCurrent(id string) {
+	out := st.Current[:0]
+	for _, c := range st.Current {
+		if c.Item != id {
+			out = append(out, c)
+		}
+	}
+	st.Current = out
+}
+
+// Passed returns the set of passed item ids.
+func (st *State) Passed() map[string]bool {
+	m := map[string]bool{}
+	for id, is := range st.Items {
+		if is.Status == ItemPassed {
+			m[id] = true
+		}
+	}
+	return m
+}
+
+// Counts returns passed, blocked and total items.
+func (st *State) Counts() (passed, blocked, total int) {
+	for _, id := range st.Order {
+		switch st.Items[id].Status {
+		case ItemPassed:
+			passed++
+		case ItemBlocked:
+			blocked++
+		}
+	}
+	return passed, blocked, len(st.Order)
+}

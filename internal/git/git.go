@@ -1,0 +1,392 @@
+// Package git drives the git CLI through proc.Runner with argv lists. It is
+// the only place in ralph that runs git; task titles and story ids reach
+// branch names and messages, so nothing here is ever a shell string.
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// Repo is a work tree (main checkout or a linked worktree).
+type Repo struct {
+	Dir    string
+	Runner proc.Runner
+}
+
+// New returns a Repo using the real process runner.
+func New(dir string) *Repo { return &Repo{Dir: dir, Runner: proc.Exec{}} }
+
+// At returns the same runner bound to another directory (a worktree).
+func (r *Repo) At(dir string) *Repo { return &Repo{Dir: dir, Runner: r.Runner} }
+
+// cmd builds `git -C dir <args>` with an identity fallback, so commits work
+// on a fresh machine without a global user.name.
+func (r *Repo) cmd(args ...string) proc.Cmd {
+	argv := append([]string{"git", "-C", r.Dir}, args...)
+	return proc.Cmd{Argv: argv, Env: gitEnv()}
+}
+
+func gitEnv() []string {
+	extra := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
+	if os.Getenv("GIT_AUTHOR_NAME") == "" && !hasGlobalIdentity() {
+		extra = append(extra,
+			"GIT_AUTHOR_NAME=ralph", "GIT_AUTHOR_EMAIL=ralph@localhost",
+			"GIT_COMMITTER_NAME=ralph", "GIT_COMMITTER_EMAIL=ralph@localhost")
+	}
+	return proc.Environ(nil, extra...)
+}
+
+var identityChecked, identityFound bool
+
+func hasGlobalIdentity() bool {
+	if !identityChecked {
+		identityChecked = true
+		out, err := proc.Output(context.Background(), proc.Exec{}, proc.Cmd{Argv: []string{"git", "config", "user.email"}})
+		identityFound = err == nil && strings.TrimSpace(out) != ""
+	}
+	return identityFound
+}
+
+// Run runs git and returns trimmed stdout.
+func (r *Repo) Run(ctx context.Context, args ...string) (string, error) {
+	out, err := proc.Output(ctx, r.Runner, r.cmd(args...))
+	return strings.TrimRight(out, "\n"), err
+}
+
+// ok runs git and reports only whether it exited 0.
+func (r *Repo) ok(ctx context.Context, args ...string) bool {
+	res, err := r.Runner.Run(ctx, r.cmd(args...))
+	return err == nil && res.ExitCode == 0
+}
+
+// Toplevel returns the root of the work tree containing Dir.
+func (r *Repo) Toplevel(ctx context.Context) (string, error) {
+	out, err := r.Run(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", fmt.Errorf("%s is not inside a git repository", r.Dir)
+	}
+	return out, nil
+}
+
+// GitDir returns the absolute .git directory (common dir for worktrees).
+func (r *Repo) CommonDir(ctx context.Context) (string, error) {
+	out, err := r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	return out, err
+}
+
+// CurrentBranch returns the checked-out branch ("" when detached).
+func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
+	out, err := r.Run(ctx, "symbolic-ref", "--quiet", "--short", "HEAD")
+	if err != nil {
+		var ee *proc.ExitError
+		if errors.As(err, &ee) {
+			return "", nil
+		}
+		return "", err
+	}
+	return out, nil
+}
+
+// HasCommits reports whether HEAD points at a commit.
+func (r *Repo) HasCommits(ctx context.Context) bool {
+	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+}
+
+// Head returns the full SHA of HEAD.
+func (r *Repo) Head(ctx context.Context) (string, error) { return r.Run(ctx, "rev-parse", "HEAD") }
+
+// RevParse resolves a revision to a SHA.
+func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
+	return r.Run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+}
+
+// BranchExists reports whether refs/heads/name exists.
+func (r *Repo) BranchExists(ctx context.Context, name string) bool {
+	return r.ok(ctx, "show-ref", "--verify", "--quiet", "refs/heads/"+name)
+}
+
+// CreateBranch creates name at start (HEAD when empty) without checking out.
+func (r *Repo) CreateBranch(ctx context.Context, name, start string) error {
+	args := []string{"branch", "--", name}
+	if start != "" {
+		args = append(args, start)
+	}
+	_, err := r.Run(ctx, args...)
+	return err
+}
+
+// Checkout switches to an existing branch.
+func (r *Repo) Checkout(ctx context.Context, name string) error {
+	_, err := r.Run(ctx, "checkout", "--quiet", name, "--")
+	return err
+}
+
+// DeleteBranch force-deletes a local branch.
+func (r *Repo) DeleteBranch(ctx context.Context, name string) error {
+	_, err := r.Run(ctx, "branch", "-D", "--", name)
+	return err
+}
+
+// StatusPorcelain lists changed paths (tracked and untracked, not ignored),
+// skipping any under the given prefixes.
+func (r *Repo) StatusPorcelain(ctx context.Context, skip ...string) ([]string, error) {
+	out, err := proc.Output(ctx, r.Runner, r.cmd("status", "--porcelain=v1", "-z", "--untracked-files=all"))
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	fields := strings.Split(out, "\x00")
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		if len(f) < 4 {
+			continue
+		}
+		code, path := f[:2], f[3:]
+		if code[0] == 'R' || code[0] == 'C' {
+			i++ // the source path follows
+		}
+		keep := true
+		for _, s := range skip {
+			if path == s || strings.HasPrefix(path, strings.TrimSuffix(s, "/")+"/") {
+				keep = false
+			}
+		}
+		if keep {
+			paths = append(paths, path)
+		}
+	}
+	return paths, nil
+}
+
+// AddAll stages everything (respecting ignore rules, including .ralph's
+// entry in info/exclude).
+func (r *Repo) AddAll(ctx context.Context) error {
+	_, err := r.Run(ctx, "add", "--all", "--", ".")
+	return err
+}
+
+// StagedFiles lists staged paths against HEAD (or all, on an unborn branch).
+func (r *Repo) StagedFiles(ctx context.Context) ([]string, error) {
+	out, err := r.Run(ctx, "diff", "--cached", "--name-only", "-z")
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, f := range strings.Split(out, "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// Commit commits what is staged with msg (read from stdin, so any text is
+// safe) and returns the new SHA. allowEmpty lets a story that needed no
+// change still leave its commit.
+func (r *Repo) Commit(ctx context.Context, msg string, allowEmpty bool) (string, error) {
+	args := []string{"commit", "--quiet", "--no-verify", "-F", "-"}
+	if allowEmpty {
+		args = append(args, "--allow-empty")
+	}
+	c := r.cmd(args...)
+	c.Stdin = strings.NewReader(msg)
+	if _, err := proc.Output(ctx, r.Runner, c); err != nil {
+		return "", err
+	}
+	return r.Head(ctx)
+}
+
+// ResetHard moves the current branch to rev and resets the tree.
+func (r *Repo) ResetHard(ctx context.Context, rev string) error {
+	_, err := r.Run(ctx, "reset", "--quiet", "--hard", rev)
+	return err
+}
+
+// CleanUntracked removes untracked files except ignored ones and the given
+// excluded paths.
+func (r *Repo) CleanUntracked(ctx context.Context, exclude ...string) error {
+	args := []string{"clean", "-fdq"}
+	for _, e := range exclude {
+		args = append(args, "-e", e)
+	}
+	_, err := r.Run(ctx, args...)
+	return err
+}
+
+// Log returns commit subjects of rev range (newest first).
+func (r *Repo) Log(ctx context.Context, rng string, format string) ([]string, error) {
+	out, err := r.Run(ctx, "log", "--format="+format, rng, "--")
+	if err != nil {
+		return nil, err
+	}
+	if out == "" {
+		return nil, nil
+	}
+	return strings.Split(out, "\n"), nil
+}
+
+// IsAncestor reports whether a is an ancestor of b.
+func (r *Repo) IsAncestor(ctx context.Context, a, b string) bool {
+	return r.ok(ctx, "merge-base", "--is-ancestor", a, b)
+}
+
+// MergeSquash squash-merges branch into the current branch's index and
+// tree. On conflict it returns *ConflictError listing the paths; the caller
+// decides whether to resolve or abort (ResetHard).
+func (r *Repo) MergeSquash(ctx context.Context, branch string) error {
+	_, err := r.Run(ctx, "merge", "--squash", "--no-commit", branch)
+	if err == nil {
+		return nil
+	}
+	paths, _ := r.Run(ctx, "diff", "--name-only", "--diff-filter=U")
+	if strings.TrimSpace(paths) != "" {
+		return &ConflictError{Branch: branch, Paths: strings.Split(paths, "\n")}
+	}
+	return err
+}
+
+// ConflictError is a merge that stopped on conflicts.
+type ConflictError struct {
+	Branch string
+	Paths  []string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("merge of %s conflicts in %s", e.Branch, strings.Join(e.Paths, ", "))
+}
+
+// WorktreeAdd creates a linked worktree at path on branch (created from
+// start when it does not exist).
+func (r *Repo) WorktreeAdd(ctx context.Context, path, branch, start string) error {
+	if r.BranchExists(ctx, branch) {
+		_, err := r.Run(ctx, "worktree", "add", "--quiet", path, branch)
+		return err
+	}
+	_, err := r.Run(ctx, "worktree", "add", "--quiet", "-b", branch, path, start)
+	return err
+}
+
+// WorktreeRemove removes a linked worktree (forcefully: its changes are
+// either merged or deliberately discarded by the caller).
+func (r *Repo) WorktreeRemove(ctx context.Context, path string) error {
+	_, err := r.Run(ctx, "worktree", "remove", "--force", path)
+	return err
+}
+
+// WorktreePrune forgets worktrees whose folders are gone.
+func (r *Repo) WorktreePrune(ctx context.Context) error {
+	_, err := r.Run(ctx, "worktree", "prune")
+	return err
+}
+
+// EnsureExcluded lists pattern in .git/info/exclude (never the user's
+// .gitignore) so ralph's own files stay out of commits and status.
+func (r *Repo) EnsureExcluded(ctx context.Context, pattern string) error {
+	common, err := r.CommonDir(ctx)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(common, "info", "exclude")
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == pattern {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	prefix := ""
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		prefix = "\n"
+	}
+	_, err = f.WriteString(prefix + "# ralph's own state\n" + pattern + "\n")
+	return err
+}
+
+// Init creates a repository with an initial branch (tests and the demo).
+func Init(ctx context.Context, r proc.Runner, dir, branch string) (*Repo, error) {
+	repo := &Repo{Dir: dir, Runner: r}
+	_, err := repo.Run(ctx, "init", "--quiet", "--initial-branch="+branch)
+	return repo, err
+}
+
+var unsafeRef = regexp.MustCompile(`[^a-z0-9._/-]+`)
+
+// Slug turns any title into a string safe inside a git ref: lower case,
+// [a-z0-9-] words, no "..", no leading/trailing separators, bounded length.
+func Slug(s string, max int) string {
+	s = strings.ToLower(s)
+	s = unsafeRef.ReplaceAllString(s, "-")
+	s = strings.NewReplacer("/", "-", ".", "-", "_", "-").Replace(s)
+	for strings.Contains(s, "--") {
+		s = strings.ReplaceAll(s, "--", "-")
+	}
+	s = strings.Trim(s, "-")
+	if max > 0 && len(s) > max {
+		s = strings.TrimRight(s[:max], "-")
+	}
+	if s == "" {
+		s = "task"
+	}
+	return s
+}
+
+// CheckRefName asks git whether name is a valid branch name.
+func (r *Repo) CheckRefName(ctx context.Context, name string) error {
+	if !r.ok(ctx, "check-ref-format", "--branch", name) {
+		return fmt.Errorf("%q is not a valid git branch name", name)
+	}
+	return nil
+}
+
+// AddAllExcept stages everything except the given paths (files the user
+// had in the tree before ralph started: ralph never commits those).
+func (r *Repo) AddAllExcept(ctx context.Context, except []string) error {
+	args := []string{"add", "--all", "--", "."}
+	for _, p := range except {
+		args = append(args, ":(exclude,literal)"+p)
+	}
+	_, err := r.Run(ctx, args...)
+	return err
+}
+
+// ResetSoft moves the branch to rev keeping index and tree (folds an
+// agent's own commits into ralph's one commit per item).
+func (r *Repo) ResetSoft(ctx context.Context, rev string) error {
+	_, err := r.Run(ctx, "reset", "--quiet", "--soft", rev)
+	return err
+}
+
+// Message returns the full commit message of rev.
+func (r *Repo) Message(ctx context.Context, rev string) (string, error) {
+	return r.Run(ctx, "log", "-1", "--format=%B", rev, "--")
+}
+
+// Trailer returns the value of trailer key in rev's message ("" if none).
+func (r *Repo) Trailer(ctx context.Context, rev, key string) string {
+	msg, err := r.Message(ctx, rev)
+	if err != nil {
+		return ""
+	}
+	var val string
+	for _, line := range strings.Split(msg, "\n") {
+		if v, ok := strings.CutPrefix(line, key+": "); ok {
+			val = strings.TrimSpace(v)
+		}
+	}
+	return val
+}

@@ -1,0 +1,117 @@
+// Package llmtest is a scripted LLM server for end-to-end tests. It speaks the
+// Anthropic Messages, OpenAI Responses, OpenAI Chat Completions and Gemini
+// generateContent APIs (streaming and not) and picks its reply statelessly from
+// the number of assistant turns already present in the request's conversation.
+package llmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// ToolCall is one tool invocation the scripted model makes.
+type ToolCall struct {
+	Name string `json:"name"`
+	// Input is a JSON object with the tool's arguments. Empty means {}.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Step is one scripted model turn.
+type Step struct {
+	// Text is the assistant text (may be empty when there are tool calls).
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+
+	// Fault injection: when Status != 0 the server answers this HTTP status
+	// (with the provider's error JSON, and a Retry-After header for 429) for
+	// the first Times requests that land on this step (Times 0 = 1), then
+	// serves the step normally.
+	Status       int    `json:"status,omitempty"`
+	Times        int    `json:"times,omitempty"`
+	RetryAfter   int    `json:"retry_after,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
+}
+
+// Script is the whole conversation the scripted model plays.
+type Script struct {
+	Steps []Step `json:"steps"`
+	// SideAnswer is the plain-text answer to requests that carry no tools
+	// (titles, summaries, quota checks). Default "ok".
+	SideAnswer string `json:"side_answer,omitempty"`
+}
+
+// LoadScript reads a script from a JSON file (or YAML when the name ends in
+// .yaml or .yml).
+func LoadScript(path string) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml") {
+		data, err = yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	s, err := ParseScript(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseScript parses a JSON script and validates it.
+func ParseScript(data []byte) (*Script, error) {
+	var s Script
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("parse script: %w", err)
+	}
+	if err := s.normalize(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// normalize validates the script and compacts tool inputs.
+func (s *Script) normalize() error {
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		if st.Times < 0 {
+			return fmt.Errorf("step %d: negative times", i)
+		}
+		if st.Status != 0 && (st.Status < 400 || st.Status > 599) {
+			return fmt.Errorf("step %d: status %d is not an HTTP error status", i, st.Status)
+		}
+		for j := range st.ToolCalls {
+			tc := &st.ToolCalls[j]
+			if tc.Name == "" {
+				return fmt.Errorf("step %d tool call %d: empty name", i, j)
+			}
+			in := bytes.TrimSpace(tc.Input)
+			if len(in) == 0 || string(in) == "null" {
+				tc.Input = json.RawMessage(`{}`)
+				continue
+			}
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, in); err != nil {
+				return fmt.Errorf("step %d tool call %d: input: %w", i, j, err)
+			}
+			tc.Input = json.RawMessage(buf.Bytes())
+		}
+	}
+	return nil
+}
+
+func (s *Script) sideAnswer() string {
+	if s.SideAnswer == "" {
+		return "ok"
+	}
+	return s.SideAnswer
+}

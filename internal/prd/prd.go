@@ -1,0 +1,329 @@
+// Package prd reads, checks and writes back prd.json files, and decides which
+// user story an iteration should work on next.
+//
+// Two dialects exist in the wild: the snake_case format of seed 002
+// (user_stories, depends_on, quality_checks, ...) and the camelCase format of
+// the bash Ralph (userStories, acceptanceCriteria, branchName, ...). Files are
+// edited by people and by agents, so the package keeps whatever it does not
+// understand: unknown fields and the original key order survive a write-back,
+// and the file is written in the dialect it was read in.
+//
+// Selection takes the set of passed story ids from the caller rather than
+// trusting the file's "passes" flags, because the harness, not the agent, owns
+// "done" (an agent may flip passes in the file; that must not count).
+package prd
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+)
+
+// Format is the dialect a prd.json was written in; Marshal writes the same one
+// so that tools and people that produced the file can keep reading it.
+type Format int
+
+const (
+	// FormatSnake is seed 002's dialect: user_stories, acceptance_criteria,
+	// depends_on, quality_checks, branch_name, created_at, updated_at.
+	FormatSnake Format = iota
+	// FormatCamel is the bash Ralph dialect: userStories, acceptanceCriteria,
+	// branchName, passes, notes (and dependsOn when dependencies are used).
+	FormatCamel
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatSnake:
+		return "snake"
+	case FormatCamel:
+		return "camel"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// PRD is one prd.json. The zero value is an empty snake_case PRD.
+type PRD struct {
+	Format                Format
+	Project               string
+	Feature               string
+	BranchName            string
+	Version               string
+	Description           string
+	Stories               []Story
+	TechnicalRequirements []string
+	QualityChecks         QualityChecks
+	CreatedAt             string
+	UpdatedAt             string
+
+	// name is what Parse was given, so Validate can name the file.
+	name string
+	// top and quality remember the parsed objects' keys (known and unknown,
+	// in file order) so Marshal can reproduce them; nil means "never parsed",
+	// and Marshal then writes the format's canonical layout.
+	top     *layout
+	quality *layout
+}
+
+// Story is one user story.
+type Story struct {
+	ID                 string
+	Title              string
+	Description        string
+	AcceptanceCriteria []string
+	// Passes mirrors the file's flag. Selection ignores it (see package doc);
+	// it is kept for write-back and for PassedInFile.
+	Passes bool
+	// Priority: 1 is highest; 0 means not given and sorts after every given
+	// priority, so unprioritised stories run last in file order.
+	Priority  int
+	DependsOn []string
+	// Complexity is 1..5; 0 means not given.
+	Complexity int
+	Notes      string
+	// Checks are commands the harness runs for this story only, after the
+	// PRD's quality gates (ralph's extension: a story's own acceptance test).
+	Checks []string
+
+	// priorityGiven/complexityGiven tell an explicit 0 (invalid: users who
+	// write 0 usually mean "highest") apart from an absent field.
+	priorityGiven   bool
+	complexityGiven bool
+	lay             *layout
+}
+
+// QualityChecks are the gate commands. Empty means "no such gate". Kept
+// comparable with == on purpose; unknown keys of the object live in PRD.
+type QualityChecks struct {
+	Typecheck string
+	Lint      string
+	Test      string
+	Build     string
+}
+
+// Gate is one quality gate to run.
+type Gate struct {
+	Name    string
+	Command string
+}
+
+// Gates lists the configured gates in the order a developer would run them
+// by hand: cheap and fast first, so a failure is reported as early as
+// possible.
+func (q QualityChecks) Gates() []Gate {
+	var gs []Gate
+	for _, g := range []Gate{
+		{"typecheck", q.Typecheck},
+		{"lint", q.Lint},
+		{"test", q.Test},
+		{"build", q.Build},
+	} {
+		if g.Command != "" {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// Load reads, parses and validates a prd.json. Error messages name path as
+// given, so pass the path the user typed. On any error the PRD is nil: an
+// invalid file must not drive a run. Use Parse and Validate separately to
+// inspect an invalid file.
+func Load(path string) (*PRD, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Story returns the story with that id (the first, if ids repeat), or nil.
+// The pointer aliases p.Stories so callers can update the story in place.
+func (p *PRD) Story(id string) *Story {
+	for i := range p.Stories {
+		if p.Stories[i].ID == id {
+			return &p.Stories[i]
+		}
+	}
+	return nil
+}
+
+// NextStory is the story the next iteration should work on, or nil when none
+// is ready (all passed, all excluded, or the rest blocked by dependencies).
+// exclude lets a scheduler skip stories that are already claimed by another
+// worker or have used up their attempts.
+func (p *PRD) NextStory(passed, exclude map[string]bool) *Story {
+	ready := p.ReadyStories(passed, exclude)
+	if len(ready) == 0 {
+		return nil
+	}
+	return ready[0]
+}
+
+// ReadyStories lists every story that could be started now, best first.
+// A story is ready when it is not passed, not excluded, and every dependency
+// is passed; a dependency on an unknown id therefore never becomes ready
+// (Validate reports it).
+func (p *PRD) ReadyStories(passed, exclude map[string]bool) []*Story {
+	var ready []*Story
+	for i := range p.Stories {
+		s := &p.Stories[i]
+		if passed[s.ID] || exclude[s.ID] {
+			continue
+		}
+		ok := true
+		for _, d := range s.DependsOn {
+			if !passed[d] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			ready = append(ready, s)
+		}
+	}
+	sortSelection(ready)
+	return ready
+}
+
+// sortSelection orders by priority (given ones first, 1 highest) and keeps
+// file order among equals, so authors can order ties by position.
+func sortSelection(ss []*Story) {
+	slices.SortStableFunc(ss, func(a, b *Story) int {
+		return cmp.Compare(priorityKey(a.Priority), priorityKey(b.Priority))
+	})
+}
+
+func priorityKey(p int) int {
+	if p == 0 {
+		return int(^uint(0) >> 1) // not given: after every given priority
+	}
+	return p
+}
+
+// Stages groups stories into dependency levels for parallel execution: every
+// story in stage n depends only on stories in earlier stages, so a whole stage
+// can run concurrently once the previous ones are merged. A story's level is
+// 1 + the highest level of its dependencies. Stories whose level is undefined
+// (in or behind a dependency cycle, or depending on an unknown id) are left
+// out; Validate reports why.
+func (p *PRD) Stages() [][]*Story {
+	index := p.indexByID()
+	const (
+		unknown  = -1
+		visiting = -2
+		invalid  = -3
+	)
+	level := make([]int, len(p.Stories))
+	for i := range level {
+		level[i] = unknown
+	}
+	var visit func(i int) int
+	visit = func(i int) int {
+		switch level[i] {
+		case visiting:
+			level[i] = invalid
+			return invalid
+		case unknown:
+		default:
+			return level[i]
+		}
+		level[i] = visiting
+		lv := 0
+		for _, d := range p.Stories[i].DependsOn {
+			j, ok := index[d]
+			if !ok {
+				lv = invalid
+				break
+			}
+			dl := visit(j)
+			if dl == invalid {
+				lv = invalid
+				break
+			}
+			lv = max(lv, dl+1)
+		}
+		if level[i] == invalid { // part of a cycle found below us
+			lv = invalid
+		}
+		level[i] = lv
+		return lv
+	}
+	var stages [][]*Story
+	for i := range p.Stories {
+		if index[p.Stories[i].ID] != i {
+			continue // a repeated id is ambiguous; only the first counts
+		}
+		lv := visit(i)
+		if lv < 0 {
+			continue
+		}
+		for len(stages) <= lv {
+			stages = append(stages, nil)
+		}
+		stages[lv] = append(stages[lv], &p.Stories[i])
+	}
+	for _, st := range stages {
+		sortSelection(st)
+	}
+	return stages
+}
+
+// indexByID maps each id to its first story.
+func (p *PRD) indexByID() map[string]int {
+	m := make(map[string]int, len(p.Stories))
+	for i, s := range p.Stories {
+		if _, ok := m[s.ID]; !ok {
+			m[s.ID] = i
+		}
+	}
+	return m
+}
+
+// PassedCount counts the PRD's stories that are in passed; ids in passed that
+// the PRD does not have (a story removed from the file) do not count.
+func (p *PRD) PassedCount(passed map[string]bool) int {
+	n := 0
+	for _, s := range p.Stories {
+		if passed[s.ID] {
+			n++
+		}
+	}
+	return n
+}
+
+// IsComplete reports whether every story is in passed.
+func (p *PRD) IsComplete(passed map[string]bool) bool {
+	return p.PassedCount(passed) == len(p.Stories)
+}
+
+// MarkPassed records a verified pass in the model so that the next Marshal
+// writes passes: true for that story (and nothing else changes).
+func (p *PRD) MarkPassed(id string) bool {
+	s := p.Story(id)
+	if s == nil {
+		return false
+	}
+	s.Passes = true
+	return true
+}
+
+// PassedInFile is what the file claims. The harness compares it with its own
+// state to detect an agent that flipped passes by itself.
+func (p *PRD) PassedInFile() map[string]bool {
+	m := make(map[string]bool)
+	for _, s := range p.Stories {
+		if s.Passes {
+			m[s.ID] = true
+		}
+	}
+	return m
+}

@@ -1,0 +1,201 @@
+package prd
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Validation rules, as found in Problem.Rule. They are stable strings so
+// that callers (and agents reading the output) can act on them.
+const (
+	RuleNoStories         = "no-stories"
+	RuleMissingID         = "missing-id"
+	RuleDuplicateID       = "duplicate-id"
+	RuleMissingTitle      = "missing-title"
+	RuleUnknownDependency = "unknown-dependency"
+	RuleSelfDependency    = "self-dependency"
+	RuleDependencyCycle   = "dependency-cycle"
+	RulePriorityRange     = "priority-range"
+	RuleComplexityRange   = "complexity-range"
+)
+
+// Priority and complexity bounds. 999 leaves room for any hand-numbered
+// scheme while catching values that are clearly not priorities.
+const (
+	MaxPriority   = 999
+	MaxComplexity = 5
+)
+
+// Problem is one broken rule. StoryID is empty for problems that are not
+// about one identifiable story (then Message says where).
+type Problem struct {
+	StoryID string
+	Rule    string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.StoryID == "" {
+		return p.Message
+	}
+	return "story " + p.StoryID + ": " + p.Message
+}
+
+// ValidationError lists every problem at once, so a person or agent fixing
+// the file does not go through one round trip per mistake.
+type ValidationError struct {
+	File     string
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.File)
+		b.WriteString(": ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Validate checks the rules between fields that JSON types cannot express.
+// It returns nil or a *ValidationError.
+func (p *PRD) Validate() error {
+	name := p.name
+	if name == "" {
+		name = "prd.json"
+	}
+	f := p.Format
+	if f != FormatCamel {
+		f = FormatSnake
+	}
+	storiesKey := topSpec.name(tStories, f)
+	if k, ok := p.top.key(tStories); ok {
+		storiesKey = k
+	}
+	var probs []Problem
+	add := func(id, rule, format string, args ...any) {
+		probs = append(probs, Problem{StoryID: id, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	}
+	if len(p.Stories) == 0 {
+		add("", RuleNoStories, "%s is empty; there is nothing to work on", storiesKey)
+	}
+
+	// Problems are listed story by story, in file order, so the report reads
+	// like the file; cycles span stories and come last.
+	first := map[string]int{}
+	for i, s := range p.Stories {
+		if _, dup := first[s.ID]; !dup && strings.TrimSpace(s.ID) != "" {
+			first[s.ID] = i
+		}
+	}
+	for i, s := range p.Stories {
+		label, where := s.ID, ""
+		if strings.TrimSpace(s.ID) == "" {
+			label, where = "", fmt.Sprintf("%s[%d]: ", storiesKey, i)
+			add("", RuleMissingID, "%smissing id", where)
+		} else if j := first[s.ID]; j != i {
+			add(label, RuleDuplicateID, "duplicate id (%s[%d] repeats %s[%d])", storiesKey, i, storiesKey, j)
+		}
+		if strings.TrimSpace(s.Title) == "" {
+			add(label, RuleMissingTitle, "%smissing title", where)
+		}
+		depsKey := storySpec.name(sDeps, f)
+		if k, ok := s.lay.key(sDeps); ok {
+			depsKey = k
+		}
+		for _, d := range s.DependsOn {
+			switch {
+			case d == s.ID:
+				add(label, RuleSelfDependency, "%sdepends on itself (%s)", where, depsKey)
+			default:
+				if _, ok := first[d]; !ok {
+					add(label, RuleUnknownDependency, "%sunknown dependency %q (%s)", where, d, depsKey)
+				}
+			}
+		}
+		if s.Priority != 0 || s.priorityGiven {
+			if s.Priority < 1 || s.Priority > MaxPriority {
+				add(label, RulePriorityRange, "%spriority %d out of range; use 1 (highest) to %d, or leave it out", where, s.Priority, MaxPriority)
+			}
+		}
+		if s.Complexity != 0 || s.complexityGiven {
+			if s.Complexity < 1 || s.Complexity > MaxComplexity {
+				add(label, RuleComplexityRange, "%scomplexity %d out of range; use 1 to %d, or leave it out", where, s.Complexity, MaxComplexity)
+			}
+		}
+	}
+
+	for _, cyc := range p.cycles(first) {
+		add(cyc[0], RuleDependencyCycle, "dependency cycle %s", strings.Join(cyc, " -> "))
+	}
+
+	if len(probs) == 0 {
+		return nil
+	}
+	return &ValidationError{File: name, Problems: probs}
+}
+
+// cycles finds dependency cycles by depth-first search in file order and
+// returns each as a closed path (first id repeated at the end), rotated to
+// start at the story that comes first in the file so the report is stable.
+// Self-dependencies and unknown ids are reported by their own rules.
+func (p *PRD) cycles(index map[string]int) [][]string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(p.Stories))
+	var stack []int
+	var found [][]string
+	var visit func(i int)
+	visit = func(i int) {
+		color[i] = grey
+		stack = append(stack, i)
+		for _, d := range p.Stories[i].DependsOn {
+			j, ok := index[d]
+			if !ok || j == i {
+				continue
+			}
+			switch color[j] {
+			case white:
+				visit(j)
+			case grey:
+				// The path from j down the stack back to j is a cycle.
+				at := len(stack) - 1
+				for stack[at] != j {
+					at--
+				}
+				loop := append([]int(nil), stack[at:]...)
+				// Rotate so the earliest story in the file leads.
+				lo := 0
+				for k := range loop {
+					if loop[k] < loop[lo] {
+						lo = k
+					}
+				}
+				loop = append(loop[lo:], loop[:lo]...)
+				// The stack runs from dependent to dependency, which reads
+				// naturally as "A depends on B depends on ... A".
+				ids := make([]string, 0, len(loop)+1)
+				for _, k := range loop {
+					ids = append(ids, p.Stories[k].ID)
+				}
+				ids = append(ids, ids[0])
+				found = append(found, ids)
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+	}
+	for i := range p.Stories {
+		if j, ok := index[p.Stories[i].ID]; ok && j == i && color[i] == white {
+			visit(i)
+		}
+	}
+	return found
+}

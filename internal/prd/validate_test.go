@@ -1,0 +1,138 @@
+package prd
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestValidateRules(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []Problem
+	}{
+		{
+			name: "valid",
+			src:  `{"user_stories": [{"id": "A", "title": "a", "priority": 999, "complexity": 5}]}`,
+		},
+		{
+			name: "no stories",
+			src:  `{"userStories": []}`,
+			want: []Problem{{"", RuleNoStories, "userStories is empty; there is nothing to work on"}},
+		},
+		{
+			name: "missing id",
+			src:  `{"user_stories": [{"id": "A", "title": "a"}, {"title": "b"}]}`,
+			want: []Problem{{"", RuleMissingID, "user_stories[1]: missing id"}},
+		},
+		{
+			name: "duplicate id",
+			src:  `{"user_stories": [{"id": "A", "title": "a"}, {"id": "B", "title": "b"}, {"id": "A", "title": "c"}]}`,
+			want: []Problem{{"A", RuleDuplicateID, "duplicate id (user_stories[2] repeats user_stories[0])"}},
+		},
+		{
+			name: "missing title",
+			src:  `{"user_stories": [{"id": "A", "title": "  "}]}`,
+			want: []Problem{{"A", RuleMissingTitle, "missing title"}},
+		},
+		{
+			name: "unknown dependency",
+			src:  `{"user_stories": [{"id": "US-003", "title": "a", "depends_on": ["US-009"]}]}`,
+			want: []Problem{{"US-003", RuleUnknownDependency, `unknown dependency "US-009" (depends_on)`}},
+		},
+		{
+			name: "unknown dependency camel",
+			src:  `{"userStories": [{"id": "US-003", "title": "a", "dependsOn": ["US-009"]}]}`,
+			want: []Problem{{"US-003", RuleUnknownDependency, `unknown dependency "US-009" (dependsOn)`}},
+		},
+		{
+			name: "self dependency",
+			src:  `{"user_stories": [{"id": "A", "title": "a", "depends_on": ["A"]}]}`,
+			want: []Problem{{"A", RuleSelfDependency, "depends on itself (depends_on)"}},
+		},
+		{
+			name: "two-story cycle",
+			src: `{"user_stories": [{"id": "US-001", "title": "a", "depends_on": ["US-002"]},
+				{"id": "US-002", "title": "b", "depends_on": ["US-001"]}]}`,
+			want: []Problem{{"US-001", RuleDependencyCycle, "dependency cycle US-001 -> US-002 -> US-001"}},
+		},
+		{
+			name: "cycle found from outside starts at earliest story",
+			src: `{"user_stories": [{"id": "X", "title": "x", "depends_on": ["C"]},
+				{"id": "A", "title": "a", "depends_on": ["B"]},
+				{"id": "B", "title": "b", "depends_on": ["C"]},
+				{"id": "C", "title": "c", "depends_on": ["A"]}]}`,
+			want: []Problem{{"A", RuleDependencyCycle, "dependency cycle A -> B -> C -> A"}},
+		},
+		{
+			name: "priority range",
+			src: `{"user_stories": [{"id": "A", "title": "a", "priority": -1}, {"id": "B", "title": "b", "priority": 1000},
+				{"id": "C", "title": "c", "priority": 0}, {"id": "D", "title": "d", "priority": null}]}`,
+			want: []Problem{
+				{"A", RulePriorityRange, "priority -1 out of range; use 1 (highest) to 999, or leave it out"},
+				{"B", RulePriorityRange, "priority 1000 out of range; use 1 (highest) to 999, or leave it out"},
+				{"C", RulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
+			},
+		},
+		{
+			name: "complexity range",
+			src:  `{"user_stories": [{"id": "A", "title": "a", "complexity": 6}, {"id": "B", "title": "b", "complexity": 0}]}`,
+			want: []Problem{
+				{"A", RuleComplexityRange, "complexity 6 out of range; use 1 to 5, or leave it out"},
+				{"B", RuleComplexityRange, "complexity 0 out of range; use 1 to 5, or leave it out"},
+			},
+		},
+		{
+			name: "all problems collected",
+			src: `{"user_stories": [{"id": "A", "depends_on": ["A", "Q"], "priority": 0},
+				{"id": "A", "title": "b"}, {"title": "c", "complexity": 9}]}`,
+			want: []Problem{
+				{"A", RuleMissingTitle, "missing title"},
+				{"A", RuleSelfDependency, "depends on itself (depends_on)"},
+				{"A", RuleUnknownDependency, `unknown dependency "Q" (depends_on)`},
+				{"A", RulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
+				{"A", RuleDuplicateID, "duplicate id (user_stories[1] repeats user_stories[0])"},
+				{"", RuleMissingID, "user_stories[2]: missing id"},
+				{"", RuleComplexityRange, "user_stories[2]: complexity 9 out of range; use 1 to 5, or leave it out"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := mustParse(t, tt.src).Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate = %v, want *ValidationError", err)
+			}
+			if ve.File != "prd.json" {
+				t.Errorf("File = %q", ve.File)
+			}
+			if !reflect.DeepEqual(ve.Problems, tt.want) {
+				t.Errorf("Problems:\n got %q\nwant %q", ve.Problems, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidationErrorText(t *testing.T) {
+	err := mustParse(t, `{"user_stories": [{"id": "US-003", "title": "t", "depends_on": ["US-009"]}, {"title": "x"}]}`).Validate()
+	want := "prd.json: story US-003: unknown dependency \"US-009\" (depends_on)\n" +
+		"prd.json: user_stories[1]: missing id"
+	if err == nil || err.Error() != want {
+		t.Errorf("Error() =\n%v\nwant\n%s", err, want)
+	}
+}
+
+// A nil *ValidationError stored in an error interface would not be nil.
+func TestValidateReturnsUntypedNil(t *testing.T) {
+	if err := Template("p", "f").Validate(); err != nil {
+		t.Fatalf("Validate = %#v", err)
+	}
+}

@@ -1,0 +1,219 @@
+// Package proc runs child processes from argv lists. Every child gets its own
+// process group so that a timeout or cancel kills the whole tree (an agent's
+// `sleep` grandchild included), and nothing here ever goes through a shell
+// built from data.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Cmd describes one child process.
+type Cmd struct {
+	Argv    []string
+	Dir     string
+	Env     []string // full environment; nil means inherit os.Environ()
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration // 0 = none beyond ctx
+}
+
+// String renders the argv for logs and errors, quoting where needed.
+func (c Cmd) String() string { return QuoteArgv(c.Argv) }
+
+// Result is what a finished child left behind.
+type Result struct {
+	ExitCode int
+	TimedOut bool
+	Duration time.Duration
+}
+
+// Runner runs commands. The real one is Exec; tests of a single package use
+// FakeRunner.
+type Runner interface {
+	Run(ctx context.Context, c Cmd) (Result, error)
+}
+
+// ErrNotFound wraps a missing executable so callers can print install hints.
+var ErrNotFound = errors.New("executable not found")
+
+// Exec is the real Runner.
+type Exec struct {
+	// Grace is how long a group gets between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+// Run starts c and waits for it. A non-zero exit is not an error: it is in
+// Result.ExitCode. Errors are for "could not run at all" and for ctx ending.
+func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
+	if len(c.Argv) == 0 {
+		return Result{}, errors.New("proc: empty argv")
+	}
+	path, err := exec.LookPath(c.Argv[0])
+	if err != nil {
+		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrNotFound, c.Argv[0])
+	}
+	cmd := exec.Command(path, c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.Stdin = c.Stdin
+	cmd.Stdout = c.Stdout
+	cmd.Stderr = c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{ExitCode: -1}, fmt.Errorf("proc: start %s: %w", c.Argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var timer <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	grace := e.Grace
+	if grace == 0 {
+		grace = 2 * time.Second
+	}
+	var res Result
+	var waitErr error
+	var ctxErr error
+	select {
+	case waitErr = <-done:
+	case <-timer:
+		res.TimedOut = true
+		waitErr = killGroup(pgid, done, grace)
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		waitErr = killGroup(pgid, done, grace)
+	}
+	// The leader may be gone while children of the group still live (an
+	// agent that backgrounds a process); never leave them behind.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	res.Duration = time.Since(start)
+	res.ExitCode = exitCode(waitErr)
+	if ctxErr != nil {
+		return res, ctxErr
+	}
+	return res, nil
+}
+
+func killGroup(pgid int, done <-chan error, grace time.Duration) error {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return <-done
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// Output runs c capturing stdout and stderr (for small outputs such as git
+// plumbing). A non-zero exit becomes an *ExitError carrying stderr.
+func Output(ctx context.Context, r Runner, c Cmd) (string, error) {
+	var out, errb strings.Builder
+	c.Stdout = &out
+	c.Stderr = &errb
+	res, err := r.Run(ctx, c)
+	if err != nil {
+		return out.String(), err
+	}
+	if res.ExitCode != 0 {
+		return out.String(), &ExitError{Cmd: c.String(), Code: res.ExitCode, Stderr: strings.TrimSpace(errb.String()), Stdout: out.String()}
+	}
+	return out.String(), nil
+}
+
+// ExitError is a command that ran and failed.
+type ExitError struct {
+	Cmd    string
+	Code   int
+	Stderr string
+	Stdout string
+}
+
+func (e *ExitError) Error() string {
+	msg := e.Stderr
+	if msg == "" {
+		msg = strings.TrimSpace(e.Stdout)
+	}
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
+	}
+	return fmt.Sprintf("%s: exit %d: %s", e.Cmd, e.Code, msg)
+}
+
+// QuoteArgv renders argv the way a shell user would type it.
+func QuoteArgv(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		parts[i] = Quote(a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Quote single-quotes s when it holds anything a shell would interpret.
+func Quote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Environ returns os.Environ() with extra KEY=VALUE pairs applied on top
+// (later pairs win), so a child sees one value per key.
+func Environ(base []string, extra ...string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range append(append([]string{}, base...), extra...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package tasks
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ValidateChanges checks what changed between two loads of the same files
+// (before and after an agent's iteration) and returns a *ValidationError
+// naming every change the loop should reject:
+//
+//   - a new task reusing the id of an archived task;
+//   - a new task under a parent that is already complete;
+//   - a new task that starts as "active" (only the loop claims tasks);
+//   - a task deleted from tasks.jsonl without being completed;
+//   - an archived task removed or rewritten (the archive is append-only).
+//
+// Structural problems (bad JSON, duplicates, missing parents, …) are
+// already reported by the Load that produced after.
+func ValidateChanges(before, after *Set) error {
+	var probs []Problem
+	add := func(file string, t *Task, format string, args ...any) {
+		probs = append(probs, Problem{File: file, Line: int(t.line), ID: t.ID, Msg: fmt.Sprintf(format, args...)})
+	}
+	wasShadowed := make(map[string]bool, len(before.shadowed))
+	for _, e := range before.shadowed {
+		wasShadowed[e.id] = true
+	}
+	// Lines with the id of an archived task are "shadowed" by Load; the
+	// agent may have added them.
+	all := append(slices.Clone(after.active), after.shadowed...)
+	slices.SortStableFunc(all, func(a, b entry) int { return int(a.line) - int(b.line) })
+	for i := range all {
+		e := &all[i]
+		if _, ok := before.find(e.id); ok || wasShadowed[e.id] {
+			continue
+		}
+		t := e.task()
+		if before.archivedTask(t.ID) != nil {
+			add(after.activeName, t, "id %s is already used by a completed task (in %s); pick a new id", t.ID, after.doneName)
+			continue
+		}
+		if pid := t.Parent(); pid != "" {
+			if _, active := before.find(pid); !active && before.archivedTask(pid) != nil {
+				add(after.activeName, t, "parent %s is already complete; add the task somewhere else", pid)
+			}
+		}
+		if t.Status == StatusActive {
+			add(after.activeName, t, `a new task must start as "pending" (the loop claims tasks)`)
+		}
+	}
+	for i := range before.active {
+		e := &before.active[i]
+		if _, ok := after.find(e.id); ok || after.archived(e.id) != nil {
+			continue
+		}
+		probs = append(probs, Problem{File: after.activeName, ID: e.id,
+			Msg: fmt.Sprintf("was deleted without being completed (it was on line %d); mark it complete or blocked instead", e.line)})
+	}
+	for i := range before.done {
+		e := &before.done[i]
+		a := after.archived(e.id)
+		switch {
+		case a == nil:
+			probs = append(probs, Problem{File: after.doneName, ID: e.id,
+				Msg: fmt.Sprintf("was removed from the archive, which is append-only (it was on line %d)", e.line)})
+		case before.archived(e.id) == e && a.raw != nil && e.raw != nil && string(a.raw) != string(e.raw):
+			probs = append(probs, Problem{File: after.doneName, Line: int(a.line), ID: a.id, Msg: "was changed in the archive, which is append-only"})
+		}
+	}
+	if len(probs) > 0 {
+		return &ValidationError{probs}
+	}
+	return nil
+}

@@ -1,0 +1,485 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// entry is one line of a file. Lines are checked when read but turned into
+// a Task only when someone asks for it, so a 100,000-line file costs a
+// small record per line, and untouched lines are written back as read.
+type entry struct {
+	id     string // shares the file's bytes
+	raw    []byte // the line, nil for a task added since
+	t      *Task  // nil until needed
+	status string // as read (one of the constants when valid)
+	line   int32
+	leaf   bool
+	flags  uint8
+}
+
+func (e *entry) Status() string {
+	if e.t != nil {
+		return e.t.Status
+	}
+	return e.status
+}
+
+func (e *entry) Leaf() bool {
+	if e.t != nil {
+		return e.t.Leaf
+	}
+	return e.leaf
+}
+
+func (e *entry) needsWrite() bool {
+	if e.t != nil {
+		return e.t.dirty()
+	}
+	return e.raw == nil || e.flags&(fLeafMissing|fStatusMissing) != 0
+}
+
+// task materializes e.
+func (e *entry) task() *Task {
+	if e.t == nil {
+		t := new(Task)
+		_ = parseLine(e.raw, t) // checked when read
+		t.line = e.line
+		t.flags |= e.flags & fArchived
+		t.Leaf = e.leaf // may be derived from the tree
+		if e.flags&fArchived != 0 {
+			t.Status = StatusComplete // seed-style archive lines have no status
+		}
+		e.t = t
+	}
+	return e.t
+}
+
+func canonStatus(s string) string {
+	switch s {
+	case StatusPending:
+		return StatusPending
+	case StatusActive:
+		return StatusActive
+	case StatusBlocked:
+		return StatusBlocked
+	case StatusComplete:
+		return StatusComplete
+	}
+	return s
+}
+
+// Set is the loaded content of both files. Use it inside Update to change
+// tasks; a Set from Load is a read-only snapshot.
+type Set struct {
+	activeName, doneName string
+
+	active   []entry // sorted by CompareIDs
+	done     []entry // archive, in file order
+	doneIdx  map[string]int
+	doneKids map[string]bool // ids with an archived child
+
+	shadowed    []entry // active lines whose task is already archived
+	archivedNow []*Task // archived by this Update, to append
+	changed     bool    // tasks added/removed/reordered since load
+	warnings    []string
+	now         func() time.Time
+}
+
+// Warnings are things Load skipped or will repair on the next Update: a
+// torn last line, tasks left in both files by an interrupted completion.
+func (s *Set) Warnings() []string { return s.warnings }
+
+// Load reads and validates both files. A missing file reads as empty. A
+// torn last line of tasks.jsonl (a crash in the middle of an append) is
+// skipped with a warning; anything else invalid is a *ValidationError
+// naming file:line for every problem.
+func (s *Store) Load() (*Set, error) {
+	data, err := readFile(s.ActivePath)
+	if err != nil {
+		return nil, err
+	}
+	doneData, err := readFile(s.DonePath)
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{activeName: s.ActivePath, doneName: s.DonePath, now: s.now}
+	var probs []Problem
+	probs = set.parseActive(data, probs)
+	probs = set.parseDone(doneData, probs)
+	if len(probs) == 0 {
+		set.findShadowed()
+		p, _ := set.check(nil)
+		probs = append(probs, p...)
+	}
+	if len(probs) > 0 {
+		return nil, &ValidationError{probs}
+	}
+	return set, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// lines calls fn for every non-blank line of data with its 1-based number
+// and whether it is the last non-blank line.
+func lines(data []byte, fn func(n int, line []byte, last bool)) {
+	n := 0
+	for len(data) > 0 {
+		n++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		last := len(bytes.TrimSpace(data)) == 0
+		fn(n, line, last)
+	}
+}
+
+func invalidJSON(line []byte, err error) string {
+	var v any
+	if jerr := json.Unmarshal(line, &v); jerr != nil {
+		return "invalid JSON: " + jerr.Error()
+	}
+	return "invalid JSON: " + err.Error()
+}
+
+func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
+	set.active = make([]entry, 0, bytes.Count(data, []byte{'\n'})+1)
+	var t Task // scratch: its strings point into data
+	prev := ""
+	lines(data, func(ln int, line []byte, last bool) {
+		if err := parseLine(line, &t); err != nil {
+			var se *syntaxError
+			if errors.As(err, &se) {
+				if last {
+					set.warnings = append(set.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s); it is dropped on the next write", set.activeName, ln, invalidJSON(line, err)))
+					set.changed = true
+					return
+				}
+				probs = append(probs, Problem{File: set.activeName, Line: ln, Msg: invalidJSON(line, err)})
+				return
+			}
+			probs = append(probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: err.Error()})
+			return
+		}
+		for _, m := range fieldProblems(&t) {
+			probs = append(probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: m})
+		}
+		if prev != "" && CompareIDs(prev, t.ID) >= 0 {
+			set.changed = true // unsorted (or duplicate): rewrite sorted
+		}
+		prev = t.ID
+		set.active = append(set.active, entry{id: t.ID, raw: line, status: canonStatus(t.Status), line: int32(ln), leaf: t.Leaf,
+			flags: t.flags & (fLeafMissing | fStatusMissing)})
+	})
+	if len(probs) > 0 {
+		return probs
+	}
+	if set.changed {
+		slices.SortStableFunc(set.active, func(a, b entry) int { return CompareIDs(a.id, b.id) })
+	}
+	for i := 1; i < len(set.active); i++ {
+		a, b := &set.active[i-1], &set.active[i]
+		if a.id == b.id {
+			first, second := a, b
+			if second.line < first.line {
+				first, second = second, first
+			}
+			probs = append(probs, Problem{File: set.activeName, Line: int(second.line), ID: a.id,
+				Msg: fmt.Sprintf("duplicate id (also on line %d)", first.line)})
+		}
+	}
+	return probs
+}
+
+// fieldProblems checks one task's own fields.
+func fieldProblems(t *Task) []string {
+	var out []string
+	if t.ID == "" {
+		out = append(out, `missing "id"`)
+	} else if !ValidID(t.ID) {
+		out = append(out, fmt.Sprintf("invalid id %q: use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)", t.ID))
+	}
+	if strings.TrimSpace(t.Title) == "" {
+		out = append(out, `missing "title"`)
+	}
+	if !ValidStatus(t.Status) {
+		out = append(out, fmt.Sprintf("unknown status %q (want pending, active, blocked or complete)", t.Status))
+	}
+	return out
+}
+
+// parseDone reads the archive: lines only need to be JSON with an id.
+func (set *Set) parseDone(data []byte, probs []Problem) []Problem {
+	if len(data) == 0 {
+		return probs
+	}
+	set.done = make([]entry, 0, bytes.Count(data, []byte{'\n'})+1)
+	var t Task
+	lines(data, func(ln int, line []byte, last bool) {
+		err := parseLine(line, &t)
+		var se *syntaxError
+		if errors.As(err, &se) {
+			if last {
+				set.warnings = append(set.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s)", set.doneName, ln, invalidJSON(line, err)))
+				return
+			}
+			probs = append(probs, Problem{File: set.doneName, Line: ln, Msg: invalidJSON(line, err)})
+			return
+		}
+		if t.ID == "" {
+			probs = append(probs, Problem{File: set.doneName, Line: ln, Msg: `missing "id"`})
+			return
+		}
+		set.done = append(set.done, entry{id: t.ID, raw: line, status: StatusComplete, line: int32(ln), leaf: t.Leaf, flags: fArchived})
+	})
+	return probs
+}
+
+func (set *Set) doneIndex() map[string]int {
+	if set.doneIdx == nil {
+		set.doneIdx = make(map[string]int, len(set.done))
+		for i := range set.done {
+			if _, dup := set.doneIdx[set.done[i].id]; !dup {
+				set.doneIdx[set.done[i].id] = i
+			}
+		}
+	}
+	return set.doneIdx
+}
+
+// archived finds id in the archive.
+func (set *Set) archived(id string) *entry {
+	if len(set.done) == 0 {
+		return nil
+	}
+	if i, ok := set.doneIndex()[id]; ok {
+		return &set.done[i]
+	}
+	return nil
+}
+
+func (set *Set) archivedTask(id string) *Task {
+	if e := set.archived(id); e != nil {
+		return e.task()
+	}
+	return nil
+}
+
+func (set *Set) hasArchivedChild(id string) bool {
+	if len(set.done) == 0 {
+		return false
+	}
+	if set.doneKids == nil {
+		set.doneKids = make(map[string]bool)
+		for i := range set.done {
+			set.doneKids[ParentID(set.done[i].id)] = true
+		}
+	}
+	return set.doneKids[id]
+}
+
+// findShadowed drops active lines whose task is already in the archive (a
+// crash between the archive append and the rewrite): the archived copy is
+// authoritative, and the next write removes the stale line.
+func (set *Set) findShadowed() {
+	if len(set.done) == 0 || len(set.active) == 0 {
+		return
+	}
+	var drop map[string]bool
+	for i := range set.done {
+		id := set.done[i].id
+		if j, ok := set.find(id); ok && !drop[id] {
+			if drop == nil {
+				drop = make(map[string]bool)
+			}
+			drop[id] = true
+			e := set.active[j]
+			set.shadowed = append(set.shadowed, e)
+			set.warnings = append(set.warnings, fmt.Sprintf("%s:%d: task %s is already in %s (an interrupted completion?); the archived copy counts and this line is removed on the next write",
+				set.activeName, e.line, id, set.doneName))
+		}
+	}
+	if drop != nil {
+		set.active = slices.DeleteFunc(set.active, func(e entry) bool { return drop[e.id] })
+		set.changed = true
+	}
+}
+
+// find locates id in the sorted active list.
+func (set *Set) find(id string) (int, bool) {
+	return slices.BinarySearchFunc(set.active, id, func(e entry, id string) int { return CompareIDs(e.id, id) })
+}
+
+// check validates the tree structure of the active tasks (and, for tasks
+// changed since load, their fields). It returns the problems and the ids
+// of tasks that are ready to be archived: leaves marked complete, and
+// containers whose subtasks are all archived.
+func (set *Set) check(archivable []string) ([]Problem, []string) {
+	var probs []Problem
+	prob := func(e *entry, format string, args ...any) {
+		probs = append(probs, Problem{File: set.activeName, Line: int(e.line), ID: e.id, Msg: fmt.Sprintf(format, args...)})
+	}
+	var stack []int
+	pop := func(end int) {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		e, desc := &set.active[i], end-i-1
+		leaf, status := e.Leaf(), e.Status()
+		switch {
+		case leaf && desc > 0:
+			if e.flags&fLeafMissing != 0 {
+				e.leaf = false
+				if e.t != nil {
+					e.t.Leaf = false
+				}
+				break
+			}
+			prob(e, `is a leaf ("leaf":true) but has subtasks (%s); set "leaf":false`, set.active[i+1].id)
+		case !leaf && desc == 0:
+			if status == StatusComplete || set.hasArchivedChild(e.id) {
+				archivable = append(archivable, e.id)
+			} else {
+				prob(e, `is a container ("leaf":false) but has no subtasks; set "leaf":true or add subtasks`)
+			}
+		case leaf && status == StatusComplete:
+			archivable = append(archivable, e.id)
+		case !leaf && status == StatusComplete:
+			next := &set.active[i+1]
+			prob(e, "is marked complete but its subtasks are not (%s is %s); complete them first", next.id, next.Status())
+		}
+	}
+	for i := range set.active {
+		e := &set.active[i]
+		if e.t != nil && (e.t.line == 0 || e.t.dirty()) {
+			for _, m := range fieldProblems(e.t) {
+				prob(e, "%s", m)
+			}
+			if e.t.ID != e.id {
+				prob(e, "changing a task's id (to %q) is not supported", e.t.ID)
+			}
+		}
+		for len(stack) > 0 && !isAncestor(set.active[stack[len(stack)-1]].id, e.id) {
+			pop(i)
+		}
+		if pid := ParentID(e.id); pid != "" {
+			if len(stack) == 0 || set.active[stack[len(stack)-1]].id != pid {
+				if set.archived(pid) == nil {
+					prob(e, "parent %s does not exist", pid)
+				}
+			}
+		}
+		stack = append(stack, i)
+	}
+	for len(stack) > 0 {
+		pop(len(set.active))
+	}
+	return probs, archivable
+}
+
+// Update runs fn on the current tasks under the file lock and writes the
+// result: newly archived tasks are appended to tasks-done.jsonl first, then
+// tasks.jsonl is replaced atomically (so a crash in between leaves a task
+// in both files, which the next Load resolves in favour of the archive).
+// Tasks marked "complete" by hand, and containers whose subtasks are all
+// archived, are archived too. If fn or validation fails nothing is written.
+func (s *Store) Update(fn func(*Set) error) error {
+	return store.WithLock(s.LockPath, func() error {
+		set, err := s.Load()
+		if err != nil {
+			return err
+		}
+		if err := fn(set); err != nil {
+			return err
+		}
+		return s.write(set)
+	})
+}
+
+// crashAfterArchive is a test hook run between the two writes of Update.
+var crashAfterArchive func() error
+
+func (s *Store) write(set *Set) error {
+	now := set.now()
+	var probs []Problem
+	for {
+		var ready []string
+		probs, ready = set.check(nil)
+		if len(probs) > 0 || len(ready) == 0 {
+			break
+		}
+		for _, id := range ready {
+			if i, ok := set.find(id); ok {
+				t := set.active[i].task()
+				set.archive(t, t.Commit, now)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return &ValidationError{probs}
+	}
+	changed := set.changed
+	size := 0
+	for i := range set.active {
+		e := &set.active[i]
+		if !changed && e.needsWrite() {
+			changed = true
+		}
+		size += len(e.raw) + 1
+	}
+	if !changed && len(set.archivedNow) == 0 {
+		return nil
+	}
+	if len(set.archivedNow) > 0 {
+		var buf []byte
+		for i, t := range set.archivedNow {
+			if i > 0 {
+				buf = append(buf, '\n')
+			}
+			buf = appendTask(buf, t)
+		}
+		if err := store.AppendLine(s.DonePath, buf); err != nil {
+			return fmt.Errorf("append to %s: %w", s.DonePath, err)
+		}
+	}
+	if crashAfterArchive != nil {
+		if err := crashAfterArchive(); err != nil {
+			return err
+		}
+	}
+	out := make([]byte, 0, size+size/16+256)
+	for i := range set.active {
+		e := &set.active[i]
+		if e.needsWrite() {
+			out = appendTask(out, e.task())
+		} else {
+			out = append(out, e.raw...)
+		}
+		out = append(out, '\n')
+	}
+	if err := store.WriteFile(s.ActivePath, out, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", s.ActivePath, err)
+	}
+	markSorted(s.ActivePath)
+	return nil
+}

@@ -1,0 +1,52 @@
+package tasks
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// A file this package wrote (or fully checked) is sorted by id, which lets
+// Store.Next stop at the first pending leaf. The fact is kept in an
+// extended attribute naming the file's size, mtime and inode, so any
+// other writer (an append, sed -i, an editor) invalidates it. Where xattrs
+// are not supported Next simply reads the whole file.
+const sortedAttr = "user.ralph.sorted"
+
+func sortedStamp(fi os.FileInfo) string {
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("v1 %d %d %d", fi.Size(), fi.ModTime().UnixNano(), ino)
+}
+
+// markSorted records that path, as it is now, is sorted.
+func markSorted(path string) {
+	if fi, err := os.Stat(path); err == nil {
+		markSortedAs(path, fi)
+	}
+}
+
+// markSortedAs records that the file with info fi is sorted; if path has
+// been replaced since, the stamp will not match it and is ignored.
+func markSortedAs(path string, fi os.FileInfo) {
+	_ = syscall.Setxattr(path, sortedAttr, []byte(sortedStamp(fi)), 0)
+}
+
+// knownSorted reports whether the open file f carries a matching stamp.
+func knownSorted(path string, f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	buf := make([]byte, 96)
+	n, err := syscall.Getxattr(path, sortedAttr, buf)
+	if err != nil || n <= 0 || n > len(buf) {
+		return false
+	}
+	return string(buf[:n]) == sortedStamp(fi)
+}
+
+// unmarkSorted removes the mark (for tests and benchmarks).
+func unmarkSorted(path string) { _ = syscall.Removexattr(path, sortedAttr) }

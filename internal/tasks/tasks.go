@@ -1,0 +1,197 @@
+// Package tasks stores the task tree of a ralph project: tasks.jsonl holds
+// the active tasks (pending, active, blocked), tasks-done.jsonl is the
+// append-only archive of completed ones. Lines look exactly like the seed's:
+//
+//	{"id":"A","title":"implement auth","status":"pending","leaf":false}
+//	{"id":"A.1","title":"setup session store","status":"pending","leaf":true}
+//
+// Ids are dotted ("A.1.2" is a child of "A.1"); only leaf tasks are worked
+// on, and a parent completes by itself when all its subtasks are complete.
+//
+// All changes go through Store.Update: it takes a file lock, loads and
+// validates both files, runs the caller's function on the Set, validates
+// again and then appends newly completed tasks to the archive before
+// replacing tasks.jsonl atomically. If it fails nothing is written. Lines
+// nobody changed are written back byte for byte, unknown fields included,
+// and tasks.jsonl is kept sorted by id so that finding the next task can
+// stop at the first match.
+package tasks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Task statuses. StatusComplete appears in tasks.jsonl only when an agent
+// wrote it there by hand; the next Update moves such a task to the archive.
+const (
+	StatusPending  = "pending"
+	StatusActive   = "active"
+	StatusBlocked  = "blocked"
+	StatusComplete = "complete"
+)
+
+// Statuses lists the valid statuses.
+var Statuses = []string{StatusPending, StatusActive, StatusBlocked, StatusComplete}
+
+// ValidStatus reports whether s is one of Statuses.
+func ValidStatus(s string) bool {
+	switch s {
+	case StatusPending, StatusActive, StatusBlocked, StatusComplete:
+		return true
+	}
+	return false
+}
+
+// Task is one line of tasks.jsonl or tasks-done.jsonl. Fields may be
+// changed inside Update (changing ID is not supported: use the Set's
+// methods); changed tasks are re-encoded, unchanged ones keep their bytes.
+type Task struct {
+	ID     string
+	Title  string
+	Status string
+	Leaf   bool
+	// Reason says why a task is blocked.
+	Reason string
+	// Completed (RFC 3339, UTC) and Commit are set when a task is archived.
+	Completed string
+	Commit    string
+
+	raw   []byte // the line as read, nil for a new task
+	orig  core   // the fields as read, to tell whether t changed
+	line  int32  // line number in its file, 0 for a new task
+	flags uint8
+}
+
+type core struct {
+	ID, Title, Status, Reason, Completed, Commit string
+	Leaf                                         bool
+}
+
+func (t *Task) core() core {
+	return core{t.ID, t.Title, t.Status, t.Reason, t.Completed, t.Commit, t.Leaf}
+}
+
+func (t *Task) dirty() bool {
+	return t.raw == nil || t.flags&(fLeafMissing|fStatusMissing) != 0 || t.core() != t.orig
+}
+
+// Archived reports whether t is in tasks-done.jsonl (or is about to be
+// appended to it by the running Update).
+func (t *Task) Archived() bool { return t.flags&fArchived != 0 }
+
+// Parent is the id of t's parent, "" for a top-level task.
+func (t *Task) Parent() string { return ParentID(t.ID) }
+
+// LineNo is the line t was read from (0 for a task added since).
+func (t *Task) LineNo() int { return int(t.line) }
+
+// Field returns the raw JSON value of any field of t's line as read,
+// including fields this package does not know.
+func (t *Task) Field(key string) (json.RawMessage, bool) {
+	for _, f := range fields(t.raw) {
+		if f.key == key {
+			return json.RawMessage(f.val), true
+		}
+	}
+	return nil, false
+}
+
+// Encode returns t as its JSONL line (without the newline): unchanged
+// tasks as read, changed ones as id, title, status, leaf, then the other
+// fields in their original order.
+func (t *Task) Encode() []byte {
+	if !t.dirty() {
+		return slices.Clone(t.raw)
+	}
+	return appendTask(nil, t)
+}
+
+// MarshalJSON encodes t like its line in the file.
+func (t *Task) MarshalJSON() ([]byte, error) { return t.Encode(), nil }
+
+// Store is a tasks.jsonl file with its archive and lock file.
+type Store struct {
+	Dir        string // folder holding tasks.jsonl
+	ActivePath string // tasks.jsonl
+	DonePath   string // tasks-done.jsonl, beside it
+	LockPath   string // tasks.jsonl.lock, taken by Update
+	// Now is the clock for completion times (time.Now when nil).
+	Now func() time.Time
+}
+
+// Open returns the Store for activePath ("…/tasks.jsonl"). The archive is
+// the file beside it with "-done" added ("tasks-done.jsonl"), the lock file
+// activePath+".lock". Nothing is read until Load or Update.
+func Open(activePath string) *Store {
+	dir := filepath.Dir(activePath)
+	base := filepath.Base(activePath)
+	ext := filepath.Ext(base)
+	return &Store{
+		Dir:        dir,
+		ActivePath: activePath,
+		DonePath:   filepath.Join(dir, strings.TrimSuffix(base, ext)+"-done"+ext),
+		LockPath:   activePath + ".lock",
+	}
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// ErrNotFound is wrapped by errors about a task id that does not exist.
+var ErrNotFound = errors.New("no such task")
+
+// ErrNoTask is returned by Claim("") when no pending leaf task is left.
+var ErrNoTask = errors.New("no pending leaf task")
+
+// Problem is one validation failure, located in a file.
+type Problem struct {
+	File string
+	Line int    // 0 when the task was not read from the file
+	ID   string // the task concerned, if known
+	Msg  string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
+	if p.ID != "" {
+		fmt.Fprintf(&b, "task %s: ", p.ID)
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// ValidationError lists every problem found at once, so a person or agent
+// fixing the file needs one round trip, not one per mistake.
+type ValidationError struct{ Problems []Problem }
+
+const maxShown = 25
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i == maxShown {
+			fmt.Fprintf(&b, "\n… and %d more problems", len(e.Problems)-maxShown)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
