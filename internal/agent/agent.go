@@ -27,6 +27,7 @@ type Request struct {
 	Iteration  int       // global iteration number
 	Attempt    int       // 1-based attempt on ItemID
 	Role       string
+	Started    func(pid int) // told the agent process's pid (its group id)
 }
 
 // Usage is token and cost accounting reported by the agent.

@@ -83,6 +83,7 @@ func RunCLI(ctx context.Context, r proc.Runner, inv Invocation, req Request, p S
 		Stdout:  pw,
 		Stderr:  io.MultiWriter(lw, tail),
 		Timeout: req.Timeout,
+		Started: req.Started,
 	})
 	_ = pw.Close()
 	<-done

@@ -20,6 +20,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -350,6 +351,11 @@ func (e *Engine) recover(ctx context.Context) error {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
 	for _, c := range cur {
+		// The agent of a supervisor killed with -9 may still be running in
+		// its own process group: stop it before touching its tree.
+		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
+			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
+		}
 		it := e.itemByID(c.Item)
 		if it == nil {
 			_ = e.box.update(func(st *State) { st.dropCurrent(c.Item) })
@@ -421,4 +427,10 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func (e *Engine) runID() string {
+	var id string
+	e.box.read(func(st *State) { id = st.RunID })
+	return id
 }

@@ -118,7 +118,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 			cur.Iteration, it.Kind, it.ID, cur.Attempt, cfg.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), prompt)
 		e.emit(Event{Type: "iteration_started", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 			Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", cur.Iteration, maxIt, it.ID, it.Title, cur.Attempt, cfg.MaxAttempts),
-			Data: map[string]any{"transcript": tr.Path, "retry": d.RetryContext != ""}})
+			Data:    map[string]any{"transcript": tr.Path, "retry": d.RetryContext != ""}})
 
 		if err := e.waitForRateLimit(ctx); err != nil {
 			return err
@@ -128,8 +128,9 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 			Env: append(append([]string{}, cfg.AgentEnv...),
 				"RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
 				fmt.Sprintf("RALPH_ITERATION=%d", cur.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", cur.Attempt),
-				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir),
+				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+e.runID()),
 			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: is.Runs + 1,
+			Started: func(pid int) { _ = e.box.update(func(st *State) { cur.AgentPID = pid }) },
 		})
 		if ctx.Err() != nil {
 			fmt.Fprintf(tr, "\n[ralph] interrupted\n")
@@ -178,7 +179,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 	for _, g := range v.Gates {
 		e.emit(Event{Type: "gate_result", Iteration: cur.Iteration, Item: it.ID,
 			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, map[bool]string{true: "passed", false: "FAILED"}[g.Passed], g.Duration.Round(time.Millisecond)),
-			Data: map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
+			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
 	}
 	files, _ := repo.StatusPorcelain(ctx, ".ralph/")
 

@@ -93,6 +93,7 @@ type Current struct {
 	BaseHead  string    `json:"base_head"` // HEAD before the agent ran
 	StartedAt time.Time `json:"started_at"`
 	Worktree  string    `json:"worktree,omitempty"`
+	AgentPID  int       `json:"agent_pid,omitempty"` // process group of the running agent
 }
 
 // Breaker counts repeated failures; it opens when the same failure

@@ -25,6 +25,9 @@ type Cmd struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0 = none beyond ctx
+	// Started is told the child's pid (= its process group id) as soon as
+	// it runs, so a supervisor can record it before anything else happens.
+	Started func(pid int)
 }
 
 // String renders the argv for logs and errors, quoting where needed.
@@ -74,6 +77,9 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 		return Result{ExitCode: -1}, fmt.Errorf("proc: start %s: %w", c.Argv[0], err)
 	}
 	pgid := cmd.Process.Pid
+	if c.Started != nil {
+		c.Started(pgid)
+	}
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -216,4 +222,23 @@ func Environ(base []string, extra ...string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// KillGroupIf kills process group pgid if its leader's environment holds
+// marker (KEY=VALUE). A supervisor that died with kill -9 leaves its
+// children's group running; the marker guards against a reused pid.
+func KillGroupIf(pgid int, marker string) bool {
+	if pgid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pgid))
+	if err != nil {
+		return false
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if kv == marker {
+			return syscall.Kill(-pgid, syscall.SIGKILL) == nil
+		}
+	}
+	return false
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/ralph-loop/ralph/internal/cli"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"ralph": func() { os.Exit(cli.Main()) },
+	})
+}
+
+// TestScripts runs the end-to-end scripts in testdata/script: the real
+// binary, real git, real processes, in a fresh $WORK each.
+func TestScripts(t *testing.T) {
+	goEnv := map[string]string{}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOROOT"} {
+		out, _ := exec.Command("go", "env", k).Output()
+		goEnv[k] = strings.TrimSpace(string(out))
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("..", "..", "testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			home := filepath.Join(env.WorkDir, ".home")
+			_ = os.MkdirAll(home, 0o755)
+			env.Setenv("HOME", home)
+			for k, v := range goEnv {
+				env.Setenv(k, v)
+			}
+			env.Setenv("GOFLAGS", "-buildvcs=false")
+			env.Setenv("GIT_AUTHOR_NAME", "Test")
+			env.Setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+			env.Setenv("GIT_COMMITTER_NAME", "Test")
+			env.Setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfile":   cmdWaitFile,
+			"pidgone":    cmdPidGone,
+			"countlines": cmdCountLines,
+		},
+		RequireExplicitExec: true,
+	})
+}
+
+// waitfile PATH [SECONDS]: wait until PATH exists (a background ralph has
+// reached a point the script wants to act at).
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 {
+		ts.Fatalf("usage: waitfile PATH [SECONDS]")
+	}
+	limit := 30 * time.Second
+	if len(args) > 1 {
+		n, _ := strconv.Atoi(args[1])
+		limit = time.Duration(n) * time.Second
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not appear within %s", args[0], limit)
+}
+
+// pidgone PIDFILE: the process whose pid is in PIDFILE no longer exists
+// (no orphan left behind by a killed agent).
+func cmdPidGone(ts *testscript.TestScript, neg bool, args []string) {
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	ts.Check(err)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		alive := syscall.Kill(pid, 0) == nil
+		if alive && isZombie(pid) {
+			alive = false
+		}
+		if !alive {
+			if neg {
+				ts.Fatalf("process %d is gone", pid)
+			}
+			return
+		}
+		if neg || time.Now().After(deadline) {
+			if !neg {
+				ts.Fatalf("process %d is still alive", pid)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// countlines FILE PATTERN N: exactly N lines of FILE contain PATTERN.
+func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: countlines FILE SUBSTRING N")
+	}
+	data := ts.ReadFile(args[0])
+	n := 0
+	for _, l := range strings.Split(data, "\n") {
+		if strings.Contains(l, args[1]) {
+			n++
+		}
+	}
+	want, _ := strconv.Atoi(args[2])
+	if (n == want) == neg {
+		ts.Fatalf("%s: %d lines contain %q, want %d", args[0], n, args[1], want)
+	}
+}
