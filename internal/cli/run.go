@@ -43,6 +43,7 @@ type RunOptions struct {
 	MaxCost          float64
 	MaxTokens        int64
 	AllowDirty       bool
+	Parallel         int
 	DryRun           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
@@ -85,6 +86,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.PRD, "prd", "", "PRD file (default prd.json in the repository root)")
+	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline file (stages with exit conditions; see `ralph pipeline`), or a built-in pipeline name: pagent")
 	fl.StringVar(&opts.Agent, "agent", "", "agent: "+strings.Join(agent.Names(), ", ")+" (default claude)")
 	fl.StringVar(&opts.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments, split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
 	fl.StringArrayVar(&opts.AgentArgs, "agent-arg", nil, "extra argument for the agent CLI (repeatable)")
@@ -100,6 +102,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit per quality gate (default 10m)")
 	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches this many USD")
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach this")
+	fl.IntVar(&opts.Parallel, "parallel", 1, "stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
@@ -146,6 +149,9 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	}
 	if !set("gate-timeout") && c.GateTimeout > 0 {
 		o.GateTimeout = time.Duration(c.GateTimeout)
+	}
+	if !set("parallel") && c.Parallel > 0 {
+		o.Parallel = c.Parallel
 	}
 	if !set("max-cost") && c.MaxCost > 0 {
 		o.MaxCost = c.MaxCost
@@ -219,6 +225,19 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Parallel < 1 {
+		return engine.UsageError("--parallel must be at least 1")
+	}
+	if o.Parallel > 1 {
+		p, ok := src.(*source.PRD)
+		if !ok {
+			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", src.Kind())
+		}
+		if o.AllowDirty {
+			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
+		}
+		p.Parallel = true
+	}
 	ag, err := o.buildAgent()
 	if err != nil {
 		return err
@@ -228,7 +247,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
-		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv,
+		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv, Parallel: o.Parallel,
 	}
 	if o.JSON {
 		enc := json.NewEncoder(out.Out)

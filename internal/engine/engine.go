@@ -70,7 +70,12 @@ type Config struct {
 	ProgressDigest   int           // bytes; 0 = 4 KiB
 	RetryContextMax  int           // bytes; 0 = 4 KiB
 	AgentEnv         []string
+	Parallel         int // workers; 0 or 1 = sequential (the same scheduler)
 	OnEvent          func(Event)
+	// Watch keeps the loop alive when nothing is ready: it polls the source
+	// every Watch interval without running an agent (no tokens spent) until
+	// work appears, .ralph/stop exists or ctx ends.
+	Watch time.Duration
 }
 
 func (c *Config) defaults() {
@@ -125,6 +130,8 @@ type Engine struct {
 	template string
 	tmplFrom string
 	backoff  time.Duration
+	watching bool
+	merge    ticketLock
 }
 
 // New validates cfg.
@@ -185,48 +192,7 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 		return e.stop(StatusError, err.Error()), err
 	}
 
-	for {
-		if ctx.Err() != nil {
-			return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
-		}
-		if _, err := os.Stat(p.Stop); err == nil {
-			_ = os.Remove(p.Stop)
-			return e.stop(StatusStopped, "stop requested (.ralph/stop)"), nil
-		}
-		var snap State
-		e.box.read(func(st *State) { snap = *st })
-		if cfg.MaxCost > 0 && snap.Usage.CostUSD >= cfg.MaxCost {
-			return e.stop(StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", snap.Usage.CostUSD, cfg.MaxCost)), nil
-		}
-		if cfg.MaxTokens > 0 && snap.Usage.InputTokens+snap.Usage.OutputTokens >= cfg.MaxTokens {
-			return e.stop(StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", snap.Usage.InputTokens+snap.Usage.OutputTokens, cfg.MaxTokens)), nil
-		}
-		var it *Item
-		var nerr error
-		e.box.read(func(st *State) { it, nerr = cfg.Source.Next(st, nil) })
-		if nerr != nil {
-			return e.stop(StatusError, nerr.Error()), nerr
-		}
-		if it == nil {
-			passed, blocked, total := snap.Counts()
-			if passed == total {
-				return e.stop(StatusComplete, fmt.Sprintf("all %s passed", plural(total, e.kind()))), nil
-			}
-			return e.stop(StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", e.kind(), passed, blocked, total-passed-blocked)), nil
-		}
-		if snap.Iteration >= snap.MaxIterations {
-			return e.stop(StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", snap.MaxIterations)), nil
-		}
-		if reason := e.breakerOpen(); reason != "" {
-			return e.stop(StatusBlocked, reason), nil
-		}
-		if err := e.iterate(ctx, it, nil); err != nil {
-			if ctx.Err() != nil {
-				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
-			}
-			return e.stop(StatusError, err.Error()), err
-		}
-	}
+	return e.schedule(ctx)
 }
 
 // loadOrStart resumes the state of a run over the same source or starts a
@@ -363,10 +329,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 		switch c.Phase {
 		case PhaseCommit:
-			var commit string
-			var done bool
-			var err error
-			e.box.read(func(st *State) { commit, done, err = e.cfg.Source.Recover(ctx, it, st) })
+			commit, done, err := e.cfg.Source.Recover(ctx, it, e.box.snapshot())
 			if err != nil {
 				return err
 			}
@@ -378,14 +341,14 @@ func (e *Engine) recover(ctx context.Context) error {
 			fallthrough
 		case PhaseVerify:
 			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted while verifying; verifying again", c.Iteration, it.ID)})
-			if err := e.iterate(ctx, it, c); err != nil {
+			if err := e.iterate(ctx, it, c, c.Iteration); err != nil {
 				return err
 			}
 		default:
 			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted; running it again (no attempt spent)", c.Iteration, it.ID)})
 			_ = e.box.update(func(st *State) {
 				st.dropCurrent(c.Item)
-				st.Iteration = c.Iteration - 1
+				st.Refunds++
 				if is := st.Items[c.Item]; is != nil && is.Status == ItemRunning {
 					is.Status = ItemPending
 				}

@@ -50,16 +50,14 @@ func safeFileName(s string) string {
 
 // iterate runs one iteration on it. With resume set (a crash during
 // verification), the agent is not run again.
-func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
+func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iteration int) error {
 	cfg := &e.cfg
 	src := cfg.Source
 	var is ItemState
 	var maxIt int
 	e.box.read(func(st *State) { is = *st.item(it.ID); maxIt = st.MaxIterations })
 
-	var dir string
-	var perr error
-	e.box.read(func(st *State) { dir, perr = src.Prepare(ctx, it, st) })
+	dir, perr := src.Prepare(ctx, it, e.box.snapshot())
 	if perr != nil {
 		return perr
 	}
@@ -68,10 +66,11 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 	cur := resume
 	if cur == nil {
 		head, _ := repo.Head(ctx)
-		cur = &Current{Item: it.ID, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
+		cur = &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
+		if dir != cfg.Paths.Root {
+			cur.Worktree = dir
+		}
 		if err := e.box.update(func(st *State) {
-			st.Iteration++
-			cur.Iteration = st.Iteration
 			st.Current = append(st.Current, cur)
 			s := st.item(it.ID)
 			s.Status = ItemRunning
@@ -166,13 +165,11 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 		fmt.Fprintf(tr, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
 	}
 
-	var v Verdict
-	var snap State
-	e.box.read(func(st *State) { snap = *st })
-	v = src.Verify(ctx, att, &snap)
+	v := src.Verify(ctx, att, e.box.snapshot())
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	_ = e.box.update(func(st *State) { cur.LastGate = v.Summary })
 	for _, t := range v.Tampered {
 		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
 	}
@@ -184,20 +181,17 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 	files, _ := repo.StatusPorcelain(ctx, ".ralph/")
 
 	if v.Passed {
-		if err := e.box.update(func(st *State) { cur.Phase = PhaseCommit }); err != nil {
+		commit, rv, err := e.accept(ctx, it, cur, att, v)
+		if err != nil {
 			return err
 		}
-		var commit string
-		var aerr error
-		e.box.read(func(st *State) { snap = *st })
-		commit, aerr = src.Accept(ctx, att, v, &snap)
-		if aerr != nil {
-			return aerr
+		if rv == nil {
+			e.appendProgress(it, cur, "passed", v, att.Learnings, files, commit)
+			e.markPassed(it, cur.Iteration, commit, &v, v.Summary)
+			fmt.Fprintf(tr, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
+			return nil
 		}
-		e.appendProgress(it, cur, "passed", v, att.Learnings, files, commit)
-		e.markPassed(it, cur.Iteration, commit, &v, v.Summary)
-		fmt.Fprintf(tr, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
-		return nil
+		v = *rv
 	}
 
 	// Failed iteration: spend an attempt, keep the tree for the retry.
@@ -229,10 +223,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current) error {
 	if blocked {
 		var reason string
 		e.box.read(func(st *State) { reason = st.Items[it.ID].Reason })
-		var berr error
-		e.box.read(func(st *State) { snap = *st })
-		berr = src.Block(ctx, it, &snap, reason)
-		if berr != nil {
+		if berr := src.Block(ctx, it, e.box.snapshot(), reason); berr != nil {
 			return berr
 		}
 		e.emit(Event{Type: "item_blocked", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s blocked: %s", it.ID, reason)})

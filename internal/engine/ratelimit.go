@@ -34,7 +34,7 @@ func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error 
 	err := e.box.update(func(st *State) {
 		st.RateLimitedAt = &until
 		st.dropCurrent(it.ID)
-		st.Iteration--
+		st.Refunds++
 		s := st.item(it.ID)
 		s.Status = ItemPending
 		if n := len(s.Iterations); n > 0 {

@@ -72,3 +72,9 @@ type Source interface {
 type Seeder interface {
 	Seed(st *State)
 }
+
+// Reloader is implemented by sources whose file others append to while the
+// loop runs (tasks.jsonl in watch mode): Reload re-reads it.
+type Reloader interface {
+	Reload() error
+}

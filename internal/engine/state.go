@@ -53,7 +53,8 @@ type State struct {
 	StopReason    string                `json:"stop_reason,omitempty"`
 	StartedAt     time.Time             `json:"started_at"`
 	UpdatedAt     time.Time             `json:"updated_at"`
-	Iteration     int                   `json:"iteration"`
+	Iteration     int                   `json:"iteration"` // iterations started (numbers transcripts)
+	Refunds       int                   `json:"refunds,omitempty"` // started but not counted: rate-limited or crash-interrupted
 	MaxIterations int                   `json:"max_iterations"`
 	MaxAttempts   int                   `json:"max_attempts"`
 	Order         []string              `json:"order"`
@@ -94,6 +95,8 @@ type Current struct {
 	StartedAt time.Time `json:"started_at"`
 	Worktree  string    `json:"worktree,omitempty"`
 	AgentPID  int       `json:"agent_pid,omitempty"` // process group of the running agent
+	QueuePos  int       `json:"queue_position,omitempty"` // place in the merge queue (1 = merging)
+	LastGate  string    `json:"last_gate,omitempty"`
 }
 
 // Breaker counts repeated failures; it opens when the same failure
@@ -221,4 +224,28 @@ func (st *State) Counts() (passed, blocked, total int) {
 		}
 	}
 	return passed, blocked, len(st.Order)
+}
+
+// Counted is the number of iterations that count against the limit.
+func (st *State) Counted() int { return st.Iteration - st.Refunds }
+
+// snapshot copies the state deeply enough for a source to read while
+// workers keep updating the original.
+func (b *stateBox) snapshot() *State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := *b.st
+	c.Items = make(map[string]*ItemState, len(b.st.Items))
+	for k, v := range b.st.Items {
+		vv := *v
+		c.Items[k] = &vv
+	}
+	c.Order = append([]string(nil), b.st.Order...)
+	c.Current = nil
+	for _, cur := range b.st.Current {
+		cc := *cur
+		c.Current = append(c.Current, &cc)
+	}
+	c.Preexisting = append([]string(nil), b.st.Preexisting...)
+	return &c
 }

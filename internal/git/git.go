@@ -390,3 +390,34 @@ func (r *Repo) Trailer(ctx context.Context, rev, key string) string {
 	}
 	return val
 }
+
+// MergeInProgress reports whether a merge is waiting to be committed.
+func (r *Repo) MergeInProgress(ctx context.Context) bool {
+	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "MERGE_HEAD")
+}
+
+// FindTrailer returns the newest commit among the last n of rev whose
+// message has every given trailer (key, value pairs), or "".
+func (r *Repo) FindTrailer(ctx context.Context, rev string, n int, kv ...string) string {
+	out, err := r.Run(ctx, "log", fmt.Sprintf("-%d", n), "--format=%H%x1f%B%x1e", rev, "--")
+	if err != nil {
+		return ""
+	}
+	for _, rec := range strings.Split(out, "\x1e") {
+		sha, body, ok := strings.Cut(strings.TrimSpace(rec), "\x1f")
+		if !ok {
+			continue
+		}
+		all := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			if !strings.Contains("\n"+body+"\n", "\n"+kv[i]+": "+kv[i+1]+"\n") {
+				all = false
+				break
+			}
+		}
+		if all {
+			return sha
+		}
+	}
+	return ""
+}

@@ -408,8 +408,8 @@ func (s *Server) handleChat(c *call) {
 		writeJSON(c.w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": model,
 			"system_fingerprint": "fp_llmtest",
-			"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-			"usage":   usage,
+			"choices":            []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+			"usage":              usage,
 		})
 		return
 	}
@@ -420,7 +420,7 @@ func (s *Server) handleChat(c *call) {
 		ch := map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
 			"system_fingerprint": "fp_llmtest",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finishReason}},
+			"choices":            []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finishReason}},
 		}
 		if includeUsage {
 			ch["usage"] = nil

@@ -2,6 +2,30 @@
 // Anthropic Messages, OpenAI Responses, OpenAI Chat Completions and Gemini
 // generateContent APIs (streaming and not) and picks its reply statelessly from
 // the number of assistant turns already present in the request's conversation.
+//
+// Endpoints (the /v1 prefix is optional for the OpenAI and Anthropic paths):
+//
+//	POST /v1/messages[?beta=true]           Anthropic Messages (stream or not)
+//	POST /v1/messages/count_tokens          Anthropic token count
+//	POST /v1/responses                      OpenAI Responses (stream or not)
+//	POST /v1/chat/completions               OpenAI Chat Completions (stream or not)
+//	GET  /v1/models[/ID]                    model list (OpenAI and Anthropic shape)
+//	POST /v1beta/models/M:generateContent   Gemini
+//	POST /v1beta/models/M:streamGenerateContent[?alt=sse]
+//	POST /v1beta/models/M:countTokens
+//	GET  /healthz
+//
+// Base URLs for clients: Anthropic SDK / ANTHROPIC_BASE_URL = URL();
+// OpenAI clients = URL()+"/v1"; GOOGLE_GEMINI_BASE_URL = URL(). Any API key
+// is accepted.
+//
+// Step choice: step index = number of assistant turns in the request
+// (Anthropic/Chat: contiguous runs of "assistant" messages; Gemini: runs of
+// "model" contents; Responses: runs of assistant output items, where function
+// calls whose call_id this server issued in one response count once even when
+// tool outputs are interleaved). Past the last step the server repeats the last
+// step's text without tool calls. Requests declaring no tools are side
+// requests: they get Script.SideAnswer and consume nothing.
 package llmtest
 
 import (

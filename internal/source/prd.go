@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -28,7 +29,10 @@ type PRD struct {
 	Git      *git.Repo
 	Gates    gate.Runner
 	Branch   string // feature branch
+	// Parallel: stories run in worktrees and merge through the queue.
+	Parallel bool
 	original []byte
+	mu       sync.Mutex // guards Doc and the main tree's checkout
 }
 
 // OpenPRD loads and validates path.
@@ -97,6 +101,15 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 // Prepare puts the main tree on the feature branch, creating it from the
 // current branch the first time.
 func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (string, error) {
+	if s.Parallel {
+		return s.prepareWorktree(ctx, it)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prepareMain(ctx)
+}
+
+func (s *PRD) prepareMain(ctx context.Context) (string, error) {
 	cur, err := s.Git.CurrentBranch(ctx)
 	if err != nil {
 		return "", err
@@ -128,7 +141,19 @@ func (s *PRD) PromptData(it *engine.Item, d *engine.PromptData) {
 // Verify restores the control plane, then checks the claim and runs the
 // gates on the tree that would be committed.
 func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	tampered, claimedInFile := s.restore(a.Item.ID)
+	var tampered []string
+	var claimedInFile bool
+	if s.Parallel {
+		tampered, claimedInFile = s.restoreWorktree(ctx, a.Dir, a.Item.ID)
+		if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
+			return engine.Verdict{Tampered: tampered, Summary: "conflict markers remain in " + strings.Join(left, ", "),
+				Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
+		}
+	} else {
+		s.mu.Lock()
+		tampered, claimedInFile = s.restore(a.Item.ID)
+		s.mu.Unlock()
+	}
 	if a.Result.Failed() {
 		v := engine.AgentFailure(a.Result)
 		v.Tampered = tampered
@@ -139,7 +164,9 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 		return engine.Verdict{Tampered: tampered, Summary: "no completion claim",
 			Failure: fmt.Sprintf("The previous iteration ended without claiming %s complete (no <promise>%s</promise> in its final message). Finish the story, run its checks, then claim it.", a.Item.ID, a.Promise)}
 	}
+	s.mu.Lock()
 	gates := prdGates(s.Doc, a.Item.ID)
+	s.mu.Unlock()
 	if len(gates) == 0 {
 		return engine.Verdict{Passed: true, Claimed: true, Tampered: tampered, Summary: "claimed complete (no quality gates configured)"}
 	}
@@ -170,34 +197,38 @@ func prdGates(d *prd.PRD, id string) []gate.Gate {
 // agent set to passes:true is its claim, never the verdict.
 func (s *PRD) restore(current string) (tampered []string, claimed bool) {
 	b, err := os.ReadFile(s.File)
-	switch {
-	case err != nil:
+	if err != nil {
 		tampered = append(tampered, fmt.Sprintf("%s was removed or unreadable (%v); restored", filepath.Base(s.File), err))
-	default:
-		disk, perr := prd.Parse(s.File, b)
-		if perr != nil {
-			tampered = append(tampered, fmt.Sprintf("%s no longer parses (%v); restored", filepath.Base(s.File), perr))
-			break
-		}
-		if !sameGates(disk, s.Doc) {
-			tampered = append(tampered, fmt.Sprintf("gate commands (quality_checks or a story's checks) in %s were changed by the agent; restored the harness's", filepath.Base(s.File)))
-		}
-		mine := s.Doc.PassedInFile()
-		for id := range disk.PassedInFile() {
-			if mine[id] {
-				continue
-			}
-			if id == current {
-				claimed = true
-			} else {
-				tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s, which it was not working on; reverted", id))
-			}
-		}
-		if claimed {
-			tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s itself; treated as a claim, reverted until the gates pass", current))
-		}
+	} else {
+		tampered, claimed = s.compare(b, current)
 	}
 	_ = s.write()
+	return tampered, claimed
+}
+
+// compare reads an agent's copy of the PRD against the harness's model.
+func (s *PRD) compare(b []byte, current string) (tampered []string, claimed bool) {
+	disk, perr := prd.Parse(s.File, b)
+	if perr != nil {
+		return []string{fmt.Sprintf("%s no longer parses (%v); restored", filepath.Base(s.File), perr)}, false
+	}
+	if !sameGates(disk, s.Doc) {
+		tampered = append(tampered, fmt.Sprintf("gate commands (quality_checks or a story's checks) in %s were changed by the agent; restored the harness's", filepath.Base(s.File)))
+	}
+	mine := s.Doc.PassedInFile()
+	for id := range disk.PassedInFile() {
+		if mine[id] {
+			continue
+		}
+		if id == current {
+			claimed = true
+		} else {
+			tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s, which it was not working on; reverted", id))
+		}
+	}
+	if claimed {
+		tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s itself; treated as a claim, reverted until the gates pass", current))
+	}
 	return tampered, claimed
 }
 
@@ -220,6 +251,11 @@ func (s *PRD) write() error {
 // Accept marks the story passed in the PRD and commits everything the
 // iteration changed as one commit on the feature branch.
 func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+	if s.Parallel {
+		return s.acceptParallel(ctx, a, v, st)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	id := a.Item.ID
 	s.Doc.MarkPassed(id)
 	if err := s.write(); err != nil {
@@ -261,6 +297,9 @@ func CommitMessage(subject string, bullets []string, result string, trailers ...
 
 // Recover reports whether a story's commit landed before a crash.
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
+	if s.Parallel {
+		return s.recoverParallel(ctx, it, st)
+	}
 	head, err := s.Git.Head(ctx)
 	if err != nil {
 		return "", false, err
@@ -275,6 +314,13 @@ func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (s
 // Block keeps the story's unfinished work on a side branch for a person
 // and returns the feature branch to where the story started.
 func (s *PRD) Block(ctx context.Context, it *engine.Item, st *engine.State, reason string) error {
+	if s.Parallel {
+		// A person takes over: the story's branch and worktree stay as they
+		// are (conflict included); the reason is in the state.
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	base := st.Items[it.ID].BaseHead
 	if base == "" {
 		return nil

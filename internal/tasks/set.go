@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/store"
@@ -163,35 +165,110 @@ func invalidJSON(line []byte, err error) string {
 	return "invalid JSON: " + err.Error()
 }
 
-func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
-	set.active = make([]entry, 0, bytes.Count(data, []byte{'\n'})+1)
-	var t Task // scratch: its strings point into data
+// chunk is a part of tasks.jsonl parsed on its own goroutine.
+type chunk struct {
+	data     []byte
+	lineBase int  // lines before the chunk
+	final    bool // holds the file's last line
+	entries  []entry
+	probs    []Problem
+	warnings []string
+	unsorted bool
+}
+
+// splitLines cuts data into about k parts at line ends.
+func splitLines(data []byte, k int) []*chunk {
+	var out []*chunk
+	base := 0
+	for k > 1 && len(data) > 0 {
+		cut := len(data) / k
+		i := bytes.IndexByte(data[cut:], '\n')
+		if i < 0 || len(bytes.TrimSpace(data[cut+i+1:])) == 0 {
+			break
+		}
+		part := data[:cut+i+1]
+		out = append(out, &chunk{data: part, lineBase: base})
+		base += bytes.Count(part, []byte{'\n'})
+		data = data[cut+i+1:]
+		k--
+	}
+	return append(out, &chunk{data: data, lineBase: base, final: true})
+}
+
+func (set *Set) parseChunk(c *chunk) {
+	var t Task // scratch: its strings point into the file's bytes
 	prev := ""
-	lines(data, func(ln int, line []byte, last bool) {
+	lines(c.data, func(n int, line []byte, last bool) {
+		ln := c.lineBase + n
 		if err := parseLine(line, &t); err != nil {
 			var se *syntaxError
 			if errors.As(err, &se) {
-				if last {
-					set.warnings = append(set.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s); it is dropped on the next write", set.activeName, ln, invalidJSON(line, err)))
-					set.changed = true
+				if last && c.final {
+					c.warnings = append(c.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s); it is dropped on the next write", set.activeName, ln, invalidJSON(line, err)))
+					c.unsorted = true // forces a rewrite
 					return
 				}
-				probs = append(probs, Problem{File: set.activeName, Line: ln, Msg: invalidJSON(line, err)})
+				c.probs = append(c.probs, Problem{File: set.activeName, Line: ln, Msg: invalidJSON(line, err)})
 				return
 			}
-			probs = append(probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: err.Error()})
+			c.probs = append(c.probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: err.Error()})
 			return
 		}
 		for _, m := range fieldProblems(&t) {
-			probs = append(probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: m})
+			c.probs = append(c.probs, Problem{File: set.activeName, Line: ln, ID: t.ID, Msg: m})
 		}
 		if prev != "" && CompareIDs(prev, t.ID) >= 0 {
-			set.changed = true // unsorted (or duplicate): rewrite sorted
+			c.unsorted = true // unsorted (or duplicate): rewrite sorted
 		}
 		prev = t.ID
-		set.active = append(set.active, entry{id: t.ID, raw: line, status: canonStatus(t.Status), line: int32(ln), leaf: t.Leaf,
+		c.entries = append(c.entries, entry{id: t.ID, raw: line, status: canonStatus(t.Status), line: int32(ln), leaf: t.Leaf,
 			flags: t.flags & (fLeafMissing | fStatusMissing)})
 	})
+}
+
+func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
+	k := 1
+	if len(data) >= 1<<20 {
+		k = min(runtime.GOMAXPROCS(0), 4)
+	}
+	chunks := splitLines(data, k)
+	// One array for all: each chunk appends into its own window (sized by
+	// its line count, so never reallocated), then the windows are packed.
+	total := 0
+	for _, c := range chunks {
+		total += bytes.Count(c.data, []byte{'\n'}) + 1
+	}
+	all := make([]entry, total)
+	off := 0
+	for _, c := range chunks {
+		n := bytes.Count(c.data, []byte{'\n'}) + 1
+		c.entries = all[off : off : off+n]
+		off += n
+	}
+	if len(chunks) == 1 {
+		set.parseChunk(chunks[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, c := range chunks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				set.parseChunk(c)
+			}()
+		}
+		wg.Wait()
+	}
+	set.active = all[:0]
+	for _, c := range chunks {
+		if len(c.entries) > 0 && len(set.active) > 0 && CompareIDs(set.active[len(set.active)-1].id, c.entries[0].id) >= 0 {
+			c.unsorted = true
+		}
+		set.active = append(set.active, c.entries...)
+		probs = append(probs, c.probs...)
+		set.warnings = append(set.warnings, c.warnings...)
+		set.changed = set.changed || c.unsorted
+		c.entries = nil
+	}
 	if len(probs) > 0 {
 		return probs
 	}
@@ -421,10 +498,18 @@ var crashAfterArchive func() error
 
 func (s *Store) write(set *Set) error {
 	now := set.now()
+	held := s.Held()
 	var probs []Problem
 	for {
 		var ready []string
 		probs, ready = set.check(nil)
+		ready = slices.DeleteFunc(ready, func(id string) bool {
+			if !held[id] {
+				return false
+			}
+			i, ok := set.find(id)
+			return ok && set.active[i].Leaf()
+		})
 		if len(probs) > 0 || len(ready) == 0 {
 			break
 		}
@@ -482,4 +567,37 @@ func (s *Store) write(set *Set) error {
 	}
 	markSorted(s.ActivePath)
 	return nil
+}
+
+// Held returns the ids listed in the hold file (see Store.HoldPath).
+func (s *Store) Held() map[string]bool {
+	if s.HoldPath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.HoldPath)
+	if err != nil {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			m[l] = true
+		}
+	}
+	return m
+}
+
+// SetHold replaces the hold file with ids (removing it when there are
+// none). Call it under no Update: it takes the lock itself.
+func (s *Store) SetHold(ids ...string) error {
+	return store.WithLock(s.LockPath, func() error {
+		if len(ids) == 0 {
+			err := os.Remove(s.HoldPath)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		return store.WriteFile(s.HoldPath, []byte(strings.Join(ids, "\n")+"\n"), 0o644)
+	})
 }

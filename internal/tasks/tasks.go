@@ -121,6 +121,12 @@ type Store struct {
 	ActivePath string // tasks.jsonl
 	DonePath   string // tasks-done.jsonl, beside it
 	LockPath   string // tasks.jsonl.lock, taken by Update
+	// HoldPath (tasks.jsonl.hold) lists, one per line, the ids of tasks a
+	// running loop is verifying: a leaf marked "complete" in tasks.jsonl
+	// whose id is held stays there (it is only the agent's claim) until
+	// the loop archives it with its merge commit. A missing file holds
+	// nothing.
+	HoldPath string
 	// Now is the clock for completion times (time.Now when nil).
 	Now func() time.Time
 }
@@ -137,6 +143,7 @@ func Open(activePath string) *Store {
 		ActivePath: activePath,
 		DonePath:   filepath.Join(dir, strings.TrimSuffix(base, ext)+"-done"+ext),
 		LockPath:   activePath + ".lock",
+		HoldPath:   activePath + ".hold",
 	}
 }
 

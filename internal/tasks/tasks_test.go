@@ -855,3 +855,34 @@ func TestNextSeesHandAppendedLines(t *testing.T) {
 		t.Fatal(n, err)
 	}
 }
+
+// Files over 1 MB are parsed in parallel chunks: line numbers, the torn
+// last line and the order across chunk borders must come out the same.
+func TestLargeFileChunks(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&b, `{"id":"%d","title":"task number %d with a longer title","status":"pending","leaf":true}`+"\n", i, i)
+	}
+	big := b.String()
+	s := newStore(t, big+`{"id":"20001","tit`, "")
+	set := mustLoad(t, s)
+	if set.Len() != 20000 || len(set.Warnings()) != 1 || !strings.Contains(set.Warnings()[0], "tasks.jsonl:20001: skipped torn last line") {
+		t.Fatal(set.Len(), set.Warnings())
+	}
+	lines := strings.SplitAfter(big, "\n")
+	lines[14999] = "oops\n"
+	lines[5] = lines[19990] // duplicate across chunks
+	write(t, s.ActivePath, strings.Join(lines, ""))
+	_, err := s.Load()
+	if err == nil || !strings.Contains(err.Error(), "tasks.jsonl:15000: invalid JSON") {
+		t.Fatal(err)
+	}
+	lines[14999] = lines[14998]
+	lines[14998] = `{"id":"14999","title":"t","status":"pending","leaf":true}` + "\n"
+	write(t, s.ActivePath, strings.Join(lines, ""))
+	_, err = s.Load()
+	if err == nil || !strings.Contains(err.Error(), "tasks.jsonl:19991: task 19991: duplicate id (also on line 6)") ||
+		!strings.Contains(err.Error(), "tasks.jsonl:15000: task 14999: duplicate id (also on line 14999)") {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+)
+
+// Rejected is returned by Source.Accept when the integrated result failed
+// (e.g. the gates on the feature branch after a squash merge): the merge is
+// undone and the item goes back to work with Failure as retry context.
+type Rejected struct {
+	Summary string
+	Failure string
+}
+
+func (r *Rejected) Error() string { return r.Summary }
+
+// Conflict is returned by Source.Accept when merging hit conflicts. The
+// source has left the conflicted merge in the item's work tree; the engine
+// runs a resolver iteration there with Context in its prompt, verifies, and
+// tries Accept again.
+type Conflict struct {
+	Paths   []string
+	Context string
+}
+
+func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c.Paths, ", ") }
+
+// accept records a verified item through the merge queue (one at a time,
+// first come first served). It returns a non-nil verdict when the item did
+// not make it and must be treated as a failed iteration.
+func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
+	ticket := e.merge.take()
+	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
+	if pos := e.merge.position(ticket); pos > 1 {
+		e.emit(Event{Type: "merge_queued", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s waits in the merge queue at position %d", it.ID, pos)})
+	}
+	e.merge.wait(ticket)
+	defer e.merge.release()
+	_ = e.box.update(func(st *State) { cur.QueuePos = 1 })
+
+	for round := 0; ; round++ {
+		commit, err := e.cfg.Source.Accept(ctx, att, v, e.box.snapshot())
+		var rej *Rejected
+		var conf *Conflict
+		switch {
+		case err == nil:
+			return commit, nil, nil
+		case errors.As(err, &rej):
+			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; merge undone", it.ID, rej.Summary)})
+			return "", &Verdict{Summary: rej.Summary, Failure: rej.Failure, Claimed: true}, nil
+		case errors.As(err, &conf) && round == 0:
+			e.emit(Event{Type: "merge_conflict", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s conflicts with the feature branch in %s; running a resolver", it.ID, strings.Join(conf.Paths, ", "))})
+			rv, err := e.resolve(ctx, it, cur, att, conf)
+			if err != nil {
+				return "", nil, err
+			}
+			if !rv.Passed {
+				return "", rv, nil
+			}
+			v = *rv
+		case errors.As(err, &conf):
+			return "", &Verdict{Summary: "merge conflict remains after the resolver", Failure: conf.Context}, nil
+		default:
+			return "", nil, err
+		}
+	}
+}
+
+// ResolverPrompt introduces a conflict-resolution iteration.
+const ResolverPrompt = `You are resolving a merge conflict in a Ralph loop. The work tree is the branch of %s (%s), in the middle of merging the current feature branch into it. Resolve every conflict so that both sides' intent is kept: edit the conflicted files, remove all conflict markers, and make the project's checks pass. Do not commit: the harness completes the merge after its gates pass.
+
+%s
+
+When the conflicts are resolved and the checks pass, end your final message with <promise>%s</promise>.`
+
+// resolve runs one resolver iteration in the item's tree and verifies it.
+func (e *Engine) resolve(ctx context.Context, it *Item, cur *Current, att *Attempt, conf *Conflict) (*Verdict, error) {
+	cfg := &e.cfg
+	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Promise)
+	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
+	if err := e.waitForRateLimit(ctx); err != nil {
+		return nil, err
+	}
+	res, err := cfg.Agent.Run(ctx, agent.Request{
+		Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: att.Dir, Model: cfg.Model, Role: "resolver",
+		Env:     append(append([]string{}, cfg.AgentEnv...), "RALPH_ITEM_ID="+it.ID, "RALPH_ROLE=resolver", "RALPH_RUN_ID="+e.runID()),
+		Timeout: cfg.IterationTimeout, Transcript: att.Log, ItemID: it.ID + "#resolve", Iteration: cur.Iteration, Attempt: cur.Attempt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
+	ratt := *att
+	ratt.Result = res
+	ratt.Prompt = prompt
+	ratt.Claimed = DetectPromise(res.FinalText, cfg.Promise, prompt)
+	v := cfg.Source.Verify(ctx, &ratt, e.box.snapshot())
+	if v.Passed {
+		e.emit(Event{Type: "conflict_resolved", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("resolver cleared the conflict for %s (%s)", it.ID, v.Summary)})
+	} else {
+		v.Summary = "conflict resolution failed: " + v.Summary
+		if v.Failure == "" {
+			v.Failure = conf.Context
+		}
+	}
+	return &v, nil
+}

@@ -1,0 +1,239 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+)
+
+// Parallel mode: each story works in its own worktree under
+// .ralph/worktrees/<story> on branch ralph/<feature>-stories/<story>, cut from the
+// feature branch's tip. A verified story is squash-merged onto the feature
+// branch in the main tree, and the gates run again on that integrated tree
+// before the commit is made: a commit on the feature branch always means
+// "passed after integration", and a crash mid-merge leaves no commit.
+
+// WorktreeDir is where a story's worktree lives.
+func (s *PRD) WorktreeDir(id string) string {
+	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", git.Slug(id, 60))
+}
+
+// StoryBranch is the branch of a story's worktree: ralph/<feature>-stories/<story>.
+// (Not ralph/<feature>/<story>: git cannot hold a branch ralph/<feature> and
+// branches below it at once, and the feature branch is often ralph/<feature>.)
+func (s *PRD) StoryBranch(id string) string {
+	return "ralph/" + git.Slug(strings.TrimPrefix(s.Branch, "ralph/"), 60) + "-stories/" + git.Slug(id, 60)
+}
+
+func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.prepareMain(ctx); err != nil {
+		return "", err
+	}
+	dir := s.WorktreeDir(it.ID)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return dir, nil // a retry, or a resume after a crash: reattach
+	}
+	_ = s.Git.WorktreePrune(ctx)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(it.ID), s.Branch); err != nil {
+		return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
+	}
+	return dir, nil
+}
+
+// restoreWorktree checks the agent's copy of the PRD in a worktree against
+// the harness's model, then puts the branch's own version back: a story
+// branch never carries PRD changes (the harness writes passes in the main
+// tree when the story merges).
+func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampered []string, claimed bool) {
+	rel, err := filepath.Rel(s.Git.Dir, s.File)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return nil, false
+	}
+	wfile := filepath.Join(dir, rel)
+	b, err := os.ReadFile(wfile)
+	if err != nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	tampered, claimed = s.compare(b, current)
+	s.mu.Unlock()
+	wt := s.Git.At(dir)
+	if _, err := wt.Run(ctx, "cat-file", "-e", "HEAD:"+rel); err == nil {
+		_, _ = wt.Run(ctx, "checkout", "HEAD", "--", rel)
+	} else {
+		_ = os.Remove(wfile)
+	}
+	return tampered, claimed
+}
+
+// conflictMarkers lists files in dir that still hold conflict markers.
+func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
+	out, err := wt.Run(ctx, "diff", "--name-only", "--diff-filter=U")
+	var paths []string
+	if err == nil && strings.TrimSpace(out) != "" {
+		paths = strings.Split(strings.TrimSpace(out), "\n")
+	}
+	var left []string
+	for _, p := range paths {
+		b, err := os.ReadFile(filepath.Join(wt.Dir, p))
+		if err == nil && strings.Contains(string(b), "<<<<<<< ") && strings.Contains(string(b), ">>>>>>> ") {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
+// acceptParallel squash-merges the story branch onto the feature branch
+// and re-runs the gates on the integrated tree.
+func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+	id := a.Item.ID
+	wt := s.Git.At(a.Dir)
+	// Record the story's work (and a resolved merge) on its branch.
+	if err := wt.AddAllExcept(ctx, nil); err != nil {
+		return "", err
+	}
+	if staged, _ := wt.StagedFiles(ctx); len(staged) > 0 || wt.MergeInProgress(ctx) {
+		if _, err := wt.Commit(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", id, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+id), true); err != nil {
+			return "", err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	main := s.Git
+	pre, err := main.Head(ctx)
+	if err != nil {
+		return "", err
+	}
+	branch := s.StoryBranch(id)
+	if err := main.MergeSquash(ctx, branch); err != nil {
+		_ = main.ResetHard(ctx, pre)
+		var ce *git.ConflictError
+		if !errors.As(err, &ce) {
+			return "", err
+		}
+		return "", s.conflictInWorktree(ctx, wt, id, ce)
+	}
+	s.Doc.MarkPassed(id)
+	if err := s.write(); err != nil {
+		return "", err
+	}
+	if err := main.AddAllExcept(ctx, st.Preexisting); err != nil {
+		return "", err
+	}
+	results, ok := s.Gates.Run(ctx, main.Dir, prdGates(s.Doc, id), a.Log)
+	if !ok {
+		_ = main.ResetHard(ctx, pre)
+		s.unmark(id)
+		return "", &engine.Rejected{
+			Summary: "integrated gates failed after the squash merge: " + gate.Summary(results),
+			Failure: "Your branch passed its gates alone, but after squash-merging it onto the current feature branch the gates failed on the integrated tree (the merge was undone). Other stories merged since you started; bring your work in line with them.\n\n" + gate.FailureContext(results, 4<<10),
+		}
+	}
+	msg := CommitMessage(fmt.Sprintf("feat(%s): %s", id, a.Item.Title), a.Learnings, v.Summary+"; integrated gates: "+gate.Summary(results),
+		"Ralph-Story: "+id, "Ralph-Run: "+st.RunID)
+	sha, err := main.Commit(ctx, msg, true)
+	if err != nil {
+		_ = main.ResetHard(ctx, pre)
+		s.unmark(id)
+		return "", err
+	}
+	// The story is in; its worktree and branch have served.
+	_ = main.WorktreeRemove(ctx, a.Dir)
+	_ = main.DeleteBranch(ctx, branch)
+	return sha, nil
+}
+
+func (s *PRD) unmark(id string) {
+	if st := s.Doc.Story(id); st != nil {
+		st.Passes = false
+	}
+	_ = s.write()
+}
+
+// conflictInWorktree merges the feature tip into the story's worktree so
+// the conflict is there for a resolver, and describes it.
+func (s *PRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
+	_, err := wt.Run(ctx, "merge", "--no-ff", "--no-commit", s.Branch)
+	if err == nil {
+		// Git merged it cleanly into the story branch after all: commit and
+		// let the resolver (or a plain retry) verify.
+		_, _ = wt.Commit(ctx, fmt.Sprintf("merge %s into %s\n", s.Branch, s.StoryBranch(id)), true)
+	}
+	paths := conflictMarkers(ctx, wt)
+	if len(paths) == 0 {
+		paths = ce.Paths
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Story branch %s and feature branch %s changed the same lines. ", s.StoryBranch(id), s.Branch)
+	b.WriteString("\"ours\" (HEAD) is this story's work; \"theirs\" is what other stories merged meanwhile.\n\nConflicted files:\n")
+	for _, p := range paths {
+		fmt.Fprintf(&b, "\n### %s\n\n```\n", p)
+		content, _ := os.ReadFile(filepath.Join(wt.Dir, p))
+		b.WriteString(gate.Trim(hunks(string(content)), 3000))
+		b.WriteString("\n```\n")
+	}
+	return &engine.Conflict{Paths: paths, Context: b.String()}
+}
+
+// hunks keeps the conflict regions of a file with a little context.
+func hunks(s string) string {
+	lines := strings.Split(s, "\n")
+	keep := make([]bool, len(lines))
+	in := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "<<<<<<< ") {
+			in = true
+			for j := max(0, i-3); j < i; j++ {
+				keep[j] = true
+			}
+		}
+		if in {
+			keep[i] = true
+		}
+		if strings.HasPrefix(l, ">>>>>>> ") {
+			in = false
+			for j := i + 1; j < min(len(lines), i+4); j++ {
+				keep[j] = true
+			}
+		}
+	}
+	var out []string
+	gap := false
+	for i, l := range lines {
+		if keep[i] {
+			out = append(out, l)
+			gap = false
+		} else if !gap {
+			out = append(out, "…")
+			gap = true
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// recoverParallel finds whether a story's squash commit landed, and
+// otherwise clears a half-done merge from the main tree.
+func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sha := s.Git.FindTrailer(ctx, s.Branch, 500, "Ralph-Story", it.ID, "Ralph-Run", st.RunID); sha != "" {
+		s.Doc.MarkPassed(it.ID)
+		return sha, true, s.write()
+	}
+	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
+		return "", false, err
+	}
+	return "", false, s.write()
+}
