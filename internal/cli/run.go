@@ -107,6 +107,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait after a rate limit without a reset time (default 1m, doubling to 30m)")
+	addTaskRunFlags(fl, opts)
 	return cmd
 }
 
@@ -249,6 +250,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv, Parallel: o.Parallel,
 	}
+	applyTaskRunConfig(o, &cfg)
 	if o.JSON {
 		enc := json.NewEncoder(out.Out)
 		cfg.OnEvent = func(ev engine.Event) { _ = enc.Encode(ev) }

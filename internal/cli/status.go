@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -91,8 +92,20 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	if st.RateLimitedAt != nil {
 		fmt.Fprintf(&b, "- **Rate limited until:** %s\n", st.RateLimitedAt.Format(time.RFC3339))
 	}
-	for _, c := range st.Current {
-		fmt.Fprintf(&b, "- **Working on:** %s (iteration %d, attempt %d, %s phase, since %s)\n", c.Item, c.Iteration, c.Attempt, c.Phase, c.StartedAt.Format(time.RFC3339))
+	if len(st.Current) > 0 {
+		fmt.Fprintf(&b, "\n| Worker | Story | Iteration | Attempt | Phase | Elapsed | Last gate | Queue |\n|---|---|---|---|---|---|---|---|\n")
+		for i, c := range st.Current {
+			q := ""
+			if c.QueuePos > 0 {
+				q = fmt.Sprint(c.QueuePos)
+			}
+			where := "main tree"
+			if c.Worktree != "" {
+				where = c.Worktree
+			}
+			fmt.Fprintf(&b, "| %d (%s) | %s | %d | %d | %s | %s | %s | %s |\n", i+1, where, c.Item, c.Iteration, c.Attempt, c.Phase,
+				time.Since(c.StartedAt).Round(time.Second), c.LastGate, q)
+		}
 	}
 	fmt.Fprintf(&b, "\n| ID | Title | Status | Attempts | Commit |\n|---|---|---|---|---|\n")
 	for _, id := range st.Order {
@@ -107,6 +120,18 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	for _, id := range st.Order {
 		if is := st.Items[id]; is.Status == engine.ItemBlocked && is.Reason != "" {
 			fmt.Fprintf(&b, "\n**%s blocked:** %s\n", id, is.Reason)
+		}
+	}
+	if st.Source == "prd" {
+		if doc, err := prd.Load(st.SourcePath); err == nil {
+			b.WriteString("\n## Dependency levels\n\n")
+			for i, level := range doc.Stages() {
+				ids := make([]string, len(level))
+				for j, s := range level {
+					ids[j] = s.ID
+				}
+				fmt.Fprintf(&b, "%d. %s\n", i+1, strings.Join(ids, ", "))
+			}
 		}
 	}
 	return b.String()

@@ -15,11 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	Agent            agent.Agent
 	AgentName        string
 	Model            string
-	Git              *git.Repo
+	Git              VCS
 	Gates            gate.Runner
 	Clock            Clock
 	MaxIterations    int           // 0 = 10 × items
@@ -108,6 +108,15 @@ func (c *Config) defaults() {
 	}
 }
 
+// VCS is what the engine needs from version control (internal/git's Repo
+// implements it); sources do their own branching and committing.
+type VCS interface {
+	EnsureExcluded(ctx context.Context, pattern string) error
+	// Changed lists changed and untracked paths in the tree at dir.
+	Changed(ctx context.Context, dir string, skip ...string) ([]string, error)
+	HeadOf(ctx context.Context, dir string) (string, error)
+}
+
 // Outcome is how a run ended.
 type Outcome struct {
 	Status string
@@ -125,13 +134,14 @@ func UsageError(format string, a ...any) error {
 
 // Engine runs a loop.
 type Engine struct {
-	cfg      Config
-	box      *stateBox
-	template string
-	tmplFrom string
-	backoff  time.Duration
-	watching bool
-	merge    ticketLock
+	cfg       Config
+	box       *stateBox
+	template  string
+	tmplFrom  string
+	backoffMu sync.Mutex
+	backoff   time.Duration
+	watching  bool
+	merge     ticketLock
 }
 
 // New validates cfg.
@@ -221,7 +231,7 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 			return nil, false, err
 		}
 	}
-	dirty, err := cfg.Git.StatusPorcelain(ctx, ".ralph/", relTo(cfg.Paths.Root, src.Path()))
+	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, ".ralph/", relTo(cfg.Paths.Root, src.Path()))
 	if err != nil {
 		return nil, false, err
 	}

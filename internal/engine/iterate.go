@@ -61,11 +61,10 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 	if perr != nil {
 		return perr
 	}
-	repo := cfg.Git.At(dir)
 
 	cur := resume
 	if cur == nil {
-		head, _ := repo.Head(ctx)
+		head, _ := cfg.Git.HeadOf(ctx, dir)
 		cur = &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
 		if dir != cfg.Paths.Root {
 			cur.Worktree = dir
@@ -145,7 +144,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 		if res.RateLimit != nil {
 			return e.rateLimited(it, cur, res.RateLimit)
 		}
-		e.backoff = 0
+		e.resetBackoff()
 		att.Claimed = DetectPromise(res.FinalText, cfg.Promise, prompt)
 		att.Learnings = ExtractLearnings(res.FinalText)
 		if err := e.box.update(func(st *State) {
@@ -178,7 +177,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, map[bool]string{true: "passed", false: "FAILED"}[g.Passed], g.Duration.Round(time.Millisecond)),
 			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
 	}
-	files, _ := repo.StatusPorcelain(ctx, ".ralph/")
+	files, _ := cfg.Git.Changed(ctx, dir, ".ralph/")
 
 	if v.Passed {
 		commit, rv, err := e.accept(ctx, it, cur, att, v)

@@ -14,6 +14,7 @@ import (
 func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error {
 	now := e.cfg.Clock.Now()
 	until := rl.ResetAt
+	e.backoffMu.Lock()
 	if until.IsZero() || !until.After(now) {
 		if e.backoff == 0 {
 			e.backoff = e.cfg.RateLimitBackoff
@@ -23,10 +24,9 @@ func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error 
 		if e.backoff > e.cfg.RateLimitMaxWait {
 			e.backoff = e.cfg.RateLimitMaxWait
 		}
-		if until.IsZero() || !until.After(now) {
-			until = now.Add(e.backoff)
-		}
+		until = now.Add(e.backoff)
 	}
+	e.backoffMu.Unlock()
 	if until.Sub(now) > e.cfg.RateLimitMaxWait {
 		until = now.Add(e.cfg.RateLimitMaxWait)
 	}
@@ -61,4 +61,10 @@ func (e *Engine) waitForRateLimit(ctx context.Context) error {
 		}
 	}
 	return e.box.update(func(st *State) { st.RateLimitedAt = nil })
+}
+
+func (e *Engine) resetBackoff() {
+	e.backoffMu.Lock()
+	e.backoff = 0
+	e.backoffMu.Unlock()
 }

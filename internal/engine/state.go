@@ -53,7 +53,7 @@ type State struct {
 	StopReason    string                `json:"stop_reason,omitempty"`
 	StartedAt     time.Time             `json:"started_at"`
 	UpdatedAt     time.Time             `json:"updated_at"`
-	Iteration     int                   `json:"iteration"` // iterations started (numbers transcripts)
+	Iteration     int                   `json:"iteration"`         // iterations started (numbers transcripts)
 	Refunds       int                   `json:"refunds,omitempty"` // started but not counted: rate-limited or crash-interrupted
 	MaxIterations int                   `json:"max_iterations"`
 	MaxAttempts   int                   `json:"max_attempts"`
@@ -94,7 +94,7 @@ type Current struct {
 	BaseHead  string    `json:"base_head"` // HEAD before the agent ran
 	StartedAt time.Time `json:"started_at"`
 	Worktree  string    `json:"worktree,omitempty"`
-	AgentPID  int       `json:"agent_pid,omitempty"` // process group of the running agent
+	AgentPID  int       `json:"agent_pid,omitempty"`      // process group of the running agent
 	QueuePos  int       `json:"queue_position,omitempty"` // place in the merge queue (1 = merging)
 	LastGate  string    `json:"last_gate,omitempty"`
 }

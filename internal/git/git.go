@@ -421,3 +421,13 @@ func (r *Repo) FindTrailer(ctx context.Context, rev string, n int, kv ...string)
 	}
 	return ""
 }
+
+// Changed is StatusPorcelain of the tree at dir (engine.VCS).
+func (r *Repo) Changed(ctx context.Context, dir string, skip ...string) ([]string, error) {
+	return r.At(dir).StatusPorcelain(ctx, skip...)
+}
+
+// HeadOf is the HEAD of the tree at dir (engine.VCS).
+func (r *Repo) HeadOf(ctx context.Context, dir string) (string, error) {
+	return r.At(dir).Head(ctx)
+}

@@ -24,11 +24,11 @@ import (
 // the file in the tree is rewritten from it after every iteration, so an
 // agent that flips "passes" or edits the gate commands is reverted.
 type PRD struct {
-	File     string // absolute path
-	Doc      *prd.PRD
-	Git      *git.Repo
-	Gates    gate.Runner
-	Branch   string // feature branch
+	File   string // absolute path
+	Doc    *prd.PRD
+	Git    *git.Repo
+	Gates  gate.Runner
+	Branch string // feature branch
 	// Parallel: stories run in worktrees and merge through the queue.
 	Parallel bool
 	original []byte

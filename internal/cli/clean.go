@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// CleanOptions are `ralph clean`'s settings.
+type CleanOptions struct {
+	IO     *Factory
+	Force  bool
+	DryRun bool
+}
+
+func init() {
+	extraCommands = append(extraCommands, func(f *Factory) *cobra.Command { return NewCmdClean(f, nil) })
+}
+
+// NewCmdClean builds `ralph clean`.
+func NewCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
+	opts := &CleanOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove worktrees and branches left by parallel runs",
+		Long: `Remove the worktrees under .ralph/worktrees and their story branches
+(ralph/<feature>-stories/<story>) for stories that passed, and orphans left by
+a crashed run. A blocked story's worktree and branch are kept for you unless
+--force. Refuses while a run is active in this repository.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			ctx := cmd.Context()
+			root, repo, err := f.RepoRoot(ctx)
+			if err != nil {
+				return err
+			}
+			p := engine.PathsFor(root)
+			lock, err := store.TryLock(p.Lock)
+			if err != nil {
+				return err
+			}
+			defer lock.Unlock()
+			st, err := engine.LoadState(p.State)
+			if err != nil {
+				return err
+			}
+			status := func(dirName string) string {
+				if st == nil {
+					return ""
+				}
+				for id, is := range st.Items {
+					if filepath.Base(dirName) == git.Slug(id, 60) {
+						return is.Status
+					}
+				}
+				return ""
+			}
+			wtRoot := filepath.Join(p.Dir, "worktrees")
+			entries, _ := os.ReadDir(wtRoot)
+			removed, kept := 0, 0
+			for _, e := range entries {
+				dir := filepath.Join(wtRoot, e.Name())
+				branch, _ := repo.At(dir).CurrentBranch(ctx)
+				if status(e.Name()) == engine.ItemBlocked && !opts.Force {
+					fmt.Fprintf(f.IO.ErrOut, "kept     %s (%s): the story is blocked; --force removes it\n", dir, branch)
+					kept++
+					continue
+				}
+				fmt.Fprintf(f.IO.ErrOut, "removed  %s", dir)
+				if !opts.DryRun {
+					if err := repo.WorktreeRemove(ctx, dir); err != nil {
+						_ = os.RemoveAll(dir)
+					}
+				}
+				if branch != "" && strings.Contains(branch, "-stories/") {
+					fmt.Fprintf(f.IO.ErrOut, " and branch %s", branch)
+					if !opts.DryRun {
+						_ = repo.DeleteBranch(ctx, branch)
+					}
+				}
+				fmt.Fprintln(f.IO.ErrOut)
+				removed++
+			}
+			// Story branches whose worktree is already gone.
+			out, _ := repo.Run(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads/ralph/")
+			for _, b := range strings.Split(out, "\n") {
+				if !strings.Contains(b, "-stories/") {
+					continue
+				}
+				name := b[strings.LastIndex(b, "/")+1:]
+				if _, err := os.Stat(filepath.Join(wtRoot, name)); err == nil {
+					continue
+				}
+				if status(name) == engine.ItemBlocked && !opts.Force {
+					kept++
+					continue
+				}
+				fmt.Fprintf(f.IO.ErrOut, "removed  branch %s\n", b)
+				if !opts.DryRun {
+					_ = repo.DeleteBranch(ctx, b)
+				}
+				removed++
+			}
+			if !opts.DryRun {
+				_ = repo.WorktreePrune(ctx)
+			}
+			fmt.Fprintf(f.IO.ErrOut, "ralph clean: %d removed, %d kept\n", removed, kept)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "also remove blocked stories' worktrees and branches")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "say what would be removed")
+	return cmd
+}

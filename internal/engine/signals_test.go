@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDetectPromise(t *testing.T) {
+	prompt := "Work on US-001.\nWhen done, end with <promise>COMPLETE</promise> on its own line.\n<promise>COMPLETE</promise>\n"
+	for _, tc := range []struct {
+		name, final string
+		want        bool
+	}{
+		{"plain", "Done.\n<promise>COMPLETE</promise>", true},
+		{"inline", "All good <promise>COMPLETE</promise>", true},
+		{"spaces inside", "<promise>  COMPLETE </promise>", true},
+		{"multi-line tag", "<promise>\nCOMPLETE\n</promise>", true},
+		{"other text", "<promise>DONE</promise>", false},
+		{"no tag", "COMPLETE", false},
+		{"in a code block", "Here is the tool output:\n```\n<promise>COMPLETE</promise>\n```\nStill working.", false},
+		{"in a tilde block", "~~~\n<promise>COMPLETE</promise>\n~~~", false},
+		{"echoed prompt line", "When done, end with <promise>COMPLETE</promise> on its own line.", false},
+		{"empty", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DetectPromise(tc.final, "COMPLETE", prompt); got != tc.want {
+				t.Fatalf("DetectPromise(%q) = %v, want %v", tc.final, got, tc.want)
+			}
+		})
+	}
+	if DetectPromise("<promise>COMPLETE</promise>", "", prompt) {
+		t.Fatal("an empty promise never matches")
+	}
+}
+
+func TestExtractLearnings(t *testing.T) {
+	final := "Did it.\n\n## Learnings\n- Use table tests\n* keep calc.go small\n\n## Next\n- not a learning\nLEARNING: Atoi rejects empty strings\n```\nLEARNING: in a block\n```\n<promise>COMPLETE</promise>"
+	got := ExtractLearnings(final)
+	want := []string{"Use table tests", "keep calc.go small", "Atoi rejects empty strings"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+func TestBuildPrompt(t *testing.T) {
+	d := PromptData{Kind: "story", ItemID: "US-002", Title: "Sub", Description: "Subtract.", Criteria: []string{"TestSub passes"},
+		Iteration: 3, MaxIterations: 30, Attempt: 2, MaxAttempts: 3, Promise: "COMPLETE", PRDPath: "prd.json",
+		ProgressPath: ".ralph/progress.md", RetryContext: "Gate `test` failed", Progress: "## entry"}
+	p, err := BuildPrompt("built-in", DefaultPrompt, "# Role: debugger", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"US-002 — Sub", "- TestSub passes", "attempt 2 of 3", "## Previous attempt failed", "Gate `test` failed", "## Progress so far", "# Role: debugger", "prd.json"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, p)
+		}
+	}
+	// The built-in prompt names the tag without writing it, so an agent
+	// echoing its prompt never looks like a claim.
+	if DetectPromise(p, "COMPLETE", p) || strings.Contains(p, "<promise>COMPLETE</promise>") {
+		t.Fatal("the prompt itself must not carry a detectable promise")
+	}
+	if _, err := BuildPrompt("PROMPT.md", "{{.Nope}}", "", d); err == nil || !strings.Contains(err.Error(), "PROMPT.md") {
+		t.Fatalf("unknown variable must fail naming the file: %v", err)
+	}
+	if err := CheckTemplate("PROMPT.md", "{{.ItemID"); err == nil {
+		t.Fatal("syntax error must fail")
+	}
+}
+
+func TestProgressDigestIsBounded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "progress.md")
+	var b strings.Builder
+	for i := 0; i < 500; i++ {
+		b.WriteString("\n## entry " + strings.Repeat("x", 50) + "\n- line\n")
+	}
+	os.WriteFile(p, []byte(b.String()), 0o644)
+	d := ProgressDigest(p, 1000)
+	if len(d) > 1000 || !strings.HasPrefix(d, "## entry") {
+		t.Fatalf("digest %d bytes, starts %q", len(d), d[:20])
+	}
+	if ProgressDigest(filepath.Join(t.TempDir(), "none"), 100) != "" {
+		t.Fatal("missing file gives empty digest")
+	}
+}
