@@ -44,6 +44,7 @@ type RunOptions struct {
 	MaxTokens        int64
 	AllowDirty       bool
 	Parallel         int
+	Breaker          int
 	DryRun           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
@@ -103,6 +104,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches this many USD")
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach this")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
+	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure this many times in a row, or twice as many iterations without a pass; 0 turns it off")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
@@ -127,7 +129,13 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 			*dst = v
 		}
 	}
-	str(&o.PRD, "prd", c.PRD)
+	// A source given on the command line wins over every source in the
+	// config, not just the one of the same kind.
+	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" {
+		str(&o.PRD, "prd", c.PRD)
+		str(&o.Tasks, "tasks", c.Tasks)
+		str(&o.Pipeline, "pipeline", c.Pipeline)
+	}
 	str(&o.Agent, "agent", c.Agent)
 	str(&o.AgentCmd, "agent-cmd", c.AgentCmd)
 	str(&o.Script, "script", c.Script)
@@ -150,6 +158,9 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	}
 	if !set("gate-timeout") && c.GateTimeout > 0 {
 		o.GateTimeout = time.Duration(c.GateTimeout)
+	}
+	if !set("breaker") && c.Breaker != nil {
+		o.Breaker = *c.Breaker
 	}
 	if !set("parallel") && c.Parallel > 0 {
 		o.Parallel = c.Parallel
@@ -249,6 +260,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv, Parallel: o.Parallel,
+		BreakerThreshold: o.Breaker,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

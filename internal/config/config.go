@@ -32,6 +32,7 @@ type Config struct {
 	IterationTimeout Duration          `yaml:"iteration_timeout"`
 	GateTimeout      Duration          `yaml:"gate_timeout"`
 	Parallel         int               `yaml:"parallel"`
+	Breaker          *int              `yaml:"breaker"`
 	MaxCost          float64           `yaml:"max_cost"`
 	MaxTokens        int64             `yaml:"max_tokens"`
 	RateLimitBackoff Duration          `yaml:"rate_limit_backoff"`

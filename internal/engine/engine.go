@@ -66,7 +66,7 @@ type Config struct {
 	AllowDirty       bool
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
 	RateLimitMaxWait time.Duration // cap; 0 = 30 min
-	BreakerThreshold int           // 0 = 5
+	BreakerThreshold int           // 0 = off (the CLI defaults to 5)
 	ProgressDigest   int           // bytes; 0 = 4 KiB
 	RetryContextMax  int           // bytes; 0 = 4 KiB
 	AgentEnv         []string
@@ -96,9 +96,6 @@ func (c *Config) defaults() {
 	}
 	if c.RateLimitMaxWait <= 0 {
 		c.RateLimitMaxWait = 30 * time.Minute
-	}
-	if c.BreakerThreshold <= 0 {
-		c.BreakerThreshold = 5
 	}
 	if c.ProgressDigest <= 0 {
 		c.ProgressDigest = 4 << 10
@@ -290,6 +287,9 @@ func (e *Engine) stop(status, reason string) Outcome {
 		st.StopReason = reason
 		out = st
 	})
+	if so, ok := e.cfg.Source.(StopObserver); ok {
+		so.Stopped(e.box.snapshot())
+	}
 	e.emit(Event{Type: "run_stopped", Message: reason, Data: map[string]any{"status": status}})
 	return Outcome{Status: status, Reason: reason, State: out}
 }
@@ -313,6 +313,9 @@ func (e *Engine) breakerOpen() string {
 	var b Breaker
 	e.box.read(func(st *State) { b = st.Breaker })
 	th := e.cfg.BreakerThreshold
+	if th <= 0 {
+		return ""
+	}
 	if b.SameCount >= th {
 		return fmt.Sprintf("circuit breaker: the same failure %d times in a row", b.SameCount)
 	}
@@ -406,4 +409,14 @@ func (e *Engine) runID() string {
 	var id string
 	e.box.read(func(st *State) { id = st.RunID })
 	return id
+}
+
+// maxAttempts is the attempt cap of one item.
+func (e *Engine) maxAttempts(id string) int {
+	if l, ok := e.cfg.Source.(AttemptLimiter); ok {
+		if n := l.MaxAttempts(id); n > 0 {
+			return n
+		}
+	}
+	return e.cfg.MaxAttempts
 }

@@ -48,86 +48,97 @@ func safeFileName(s string) string {
 	return b.String()
 }
 
-// iterate runs one iteration on it. With resume set (a crash during
-// verification), the agent is not run again.
-func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iteration int) error {
+// begin starts an iteration on it: the tree is prepared, the iteration is
+// recorded as under way (phase agent), the prompt is built and written.
+func (e *Engine) begin(ctx context.Context, it *Item, iteration int) (*Current, *Attempt, error) {
 	cfg := &e.cfg
 	src := cfg.Source
 	var is ItemState
 	var maxIt int
 	e.box.read(func(st *State) { is = *st.item(it.ID); maxIt = st.MaxIterations })
-
 	dir, perr := src.Prepare(ctx, it, e.box.snapshot())
 	if perr != nil {
-		return perr
+		return nil, nil, perr
 	}
-
-	cur := resume
-	if cur == nil {
-		head, _ := cfg.Git.HeadOf(ctx, dir)
-		cur = &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
-		if dir != cfg.Paths.Root {
-			cur.Worktree = dir
+	head, _ := cfg.Git.HeadOf(ctx, dir)
+	cur := &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
+	if dir != cfg.Paths.Root {
+		cur.Worktree = dir
+	}
+	if err := e.box.update(func(st *State) {
+		st.Current = append(st.Current, cur)
+		s := st.item(it.ID)
+		s.Status = ItemRunning
+		s.Runs++
+		if s.BaseHead == "" {
+			s.BaseHead = head
 		}
-		if err := e.box.update(func(st *State) {
-			st.Current = append(st.Current, cur)
-			s := st.item(it.ID)
-			s.Status = ItemRunning
-			s.Runs++
-			if s.BaseHead == "" {
-				s.BaseHead = head
-			}
-			s.Iterations = append(s.Iterations, cur.Iteration)
-		}); err != nil {
-			return err
-		}
+		s.Iterations = append(s.Iterations, cur.Iteration)
+	}); err != nil {
+		return nil, nil, err
 	}
 	tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer tr.Close()
-
 	att := &Attempt{Item: it, Dir: dir, Promise: cfg.Promise, Log: tr}
-	if resume == nil {
-		d := PromptData{
-			Kind: it.Kind, ProgressPath: cfg.Paths.Progress, ItemID: it.ID, Title: it.Title,
-			Description: it.Description, Criteria: it.Criteria, Iteration: cur.Iteration,
-			MaxIterations: maxIt, Attempt: cur.Attempt, MaxAttempts: cfg.MaxAttempts,
-			Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
-		}
-		if is.LastFailure != "" {
-			d.RetryContext = is.LastFailure
-		}
-		src.PromptData(it, &d)
-		role := ""
-		if cfg.RoleText != nil {
-			e.box.read(func(st *State) { role = cfg.RoleText(it, st) })
-		}
-		prompt, err := BuildPrompt(e.tmplFrom, e.template, role, d)
+	d := PromptData{
+		Kind: it.Kind, ProgressPath: cfg.Paths.Progress, ItemID: it.ID, Title: it.Title,
+		Description: it.Description, Criteria: it.Criteria, Iteration: cur.Iteration,
+		MaxIterations: maxIt, Attempt: cur.Attempt, MaxAttempts: e.maxAttempts(it.ID),
+		Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
+		RetryContext: is.LastFailure,
+	}
+	src.PromptData(it, &d)
+	role := ""
+	if cfg.RoleText != nil {
+		e.box.read(func(st *State) { role = cfg.RoleText(it, st) })
+	}
+	prompt, err := BuildPrompt(e.tmplFrom, e.template, role, d)
+	if err != nil {
+		tr.Close()
+		return nil, nil, UsageError("%v", err)
+	}
+	att.Prompt = prompt
+	// A derived file (the transcript has the prompt too): no fsync.
+	if err := os.WriteFile(cfg.Paths.PromptFile, []byte(prompt), 0o644); err != nil {
+		tr.Close()
+		return nil, nil, err
+	}
+	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		cur.Iteration, it.Kind, it.ID, cur.Attempt, e.maxAttempts(it.ID), cfg.AgentName, cur.StartedAt.Format(time.RFC3339), prompt)
+	e.emit(Event{Type: "iteration_started", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
+		Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", cur.Iteration, maxIt, it.ID, it.Title, cur.Attempt, e.maxAttempts(it.ID)),
+		Data:    map[string]any{"transcript": tr.Path, "retry": d.RetryContext != ""}})
+	return cur, att, nil
+}
+
+// iterate runs one iteration on it. With resume set (a crash during
+// verification), the agent is not run again.
+func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iteration int) error {
+	cfg := &e.cfg
+	var att *Attempt
+	cur := resume
+	if cur == nil {
+		var err error
+		cur, att, err = e.begin(ctx, it, iteration)
 		if err != nil {
-			return UsageError("%v", err)
-		}
-		att.Prompt = prompt
-		if err := store.WriteFile(cfg.Paths.PromptFile, []byte(prompt), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-			cur.Iteration, it.Kind, it.ID, cur.Attempt, cfg.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), prompt)
-		e.emit(Event{Type: "iteration_started", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
-			Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", cur.Iteration, maxIt, it.ID, it.Title, cur.Attempt, cfg.MaxAttempts),
-			Data:    map[string]any{"transcript": tr.Path, "retry": d.RetryContext != ""}})
-
+		defer att.Log.Close()
+		var runs int
+		e.box.read(func(st *State) { runs = st.item(it.ID).Runs })
 		if err := e.waitForRateLimit(ctx); err != nil {
 			return err
 		}
+		tr, dir, prompt := att.Log, att.Dir, att.Prompt
 		res, err := cfg.Agent.Run(ctx, agent.Request{
 			Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: dir, Model: cfg.Model,
 			Env: append(append([]string{}, cfg.AgentEnv...),
 				"RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
 				fmt.Sprintf("RALPH_ITERATION=%d", cur.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", cur.Attempt),
 				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+e.runID()),
-			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: is.Runs + 1,
+			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: runs,
 			Started: func(pid int) { _ = e.box.update(func(st *State) { cur.AgentPID = pid }) },
 		})
 		if ctx.Err() != nil {
@@ -138,22 +149,27 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 			return fmt.Errorf("agent %s: %w", cfg.AgentName, err)
 		}
 		att.Result = res
-		_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
 		e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 			Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
 		if res.RateLimit != nil {
+			_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
 			return e.rateLimited(it, cur, res.RateLimit)
 		}
 		e.resetBackoff()
-		att.Claimed = DetectPromise(res.FinalText, cfg.Promise, prompt)
-		att.Learnings = ExtractLearnings(res.FinalText)
-		if err := e.box.update(func(st *State) {
-			cur.Phase = PhaseVerify
-			st.Extra = setExtra(st.Extra, "last_final_"+it.ID, gate.Trim(res.FinalText, 16<<10))
-		}); err != nil {
+		if err := e.claimed(att, res.Usage); err != nil {
 			return err
 		}
 	} else {
+		dir, err := cfg.Source.Prepare(ctx, it, e.box.snapshot())
+		if err != nil {
+			return err
+		}
+		tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
+		if err != nil {
+			return err
+		}
+		defer tr.Close()
+		att = &Attempt{Item: it, Dir: dir, Promise: cfg.Promise, Log: tr}
 		e.box.read(func(st *State) {
 			if s, ok := st.Extra["last_final_"+it.ID].(string); ok {
 				att.Result.FinalText = s
@@ -163,12 +179,36 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 		att.Learnings = ExtractLearnings(att.Result.FinalText)
 		fmt.Fprintf(tr, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
 	}
+	return e.conclude(ctx, it, cur, att)
+}
 
+// claimed reads the signals of a finished agent run and moves the
+// iteration to its verify phase.
+func (e *Engine) claimed(att *Attempt, usage agent.Usage) error {
+	cfg := &e.cfg
+	it := att.Item
+	att.Claimed = DetectPromise(att.Result.FinalText, cfg.Promise, att.Prompt)
+	att.Learnings = ExtractLearnings(att.Result.FinalText)
+	return e.box.update(func(st *State) {
+		st.Usage.Add(usage)
+		if cur := st.current(it.ID); cur != nil {
+			cur.Phase = PhaseVerify
+		}
+		st.Extra = setExtra(st.Extra, "last_final_"+it.ID, gate.Trim(att.Result.FinalText, 16<<10))
+	})
+}
+
+// conclude verifies an iteration and decides: pass (accept through the
+// merge queue) or fail (spend an attempt, maybe block).
+func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Attempt) error {
+	cfg := &e.cfg
+	src := cfg.Source
+	tr, dir := att.Log, att.Dir
 	v := src.Verify(ctx, att, e.box.snapshot())
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	_ = e.box.update(func(st *State) { cur.LastGate = v.Summary })
+	e.box.mutate(func(st *State) { cur.LastGate = v.Summary }) // persisted with the next write
 	for _, t := range v.Tampered {
 		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
 	}
@@ -208,7 +248,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 			st.Breaker.LastSignature, st.Breaker.SameCount = sig, 1
 		}
 		st.Breaker.NoProgress++
-		if s.Attempts >= cfg.MaxAttempts {
+		if s.Attempts >= e.maxAttempts(it.ID) {
 			blocked = true
 			s.Status = ItemBlocked
 			s.Reason = fmt.Sprintf("failed %d attempts; last: %s", s.Attempts, v.Summary)
@@ -218,7 +258,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 	})
 	e.appendProgress(it, cur, "failed", v, att.Learnings, files, "")
 	fmt.Fprintf(tr, "\n[ralph] %s not passed: %s\n", it.ID, v.Summary)
-	e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, cfg.MaxAttempts, v.Summary)})
+	e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, e.maxAttempts(it.ID), v.Summary)})
 	if blocked {
 		var reason string
 		e.box.read(func(st *State) { reason = st.Items[it.ID].Reason })
@@ -315,5 +355,5 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 			fmt.Fprintf(&b, "  - %s\n", l)
 		}
 	}
-	_ = store.AppendLine(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
 }

@@ -78,3 +78,15 @@ type Seeder interface {
 type Reloader interface {
 	Reload() error
 }
+
+// AttemptLimiter is implemented by sources whose items have their own
+// attempt caps (a pipeline stage's max_iterations); 0 means the run's.
+type AttemptLimiter interface {
+	MaxAttempts(itemID string) int
+}
+
+// StopObserver is told the final state when a run stops (a source that
+// mirrors state into its own file, like pipeline.json).
+type StopObserver interface {
+	Stopped(st *State)
+}

@@ -168,6 +168,13 @@ func (b *stateBox) update(fn func(st *State)) error {
 	return store.WriteJSON(b.path, b.st)
 }
 
+// mutate changes the state in memory only; the next update writes it.
+func (b *stateBox) mutate(fn func(st *State)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn(b.st)
+}
+
 func (b *stateBox) read(fn func(st *State)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -49,18 +49,26 @@ func ReadJSON(path string, v any) error {
 
 // AppendJSONL appends one JSON line under an exclusive lock. A single
 // write(2) of the whole line on an O_APPEND file keeps concurrent writers
-// from interleaving.
+// from interleaving. It does not fsync: logs tolerate a torn last line,
+// and the state that must survive a crash is written with WriteFile.
 func AppendJSONL(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return AppendLine(path, b)
+	return appendLine(path, b, false)
 }
 
-// AppendLine appends b plus a newline. If the file ends in a torn line (a
-// crash mid-write), a newline is added first so the new record stays whole.
-func AppendLine(path string, b []byte) error {
+// AppendLine appends b plus a newline and fsyncs (records that must be on
+// disk before the caller goes on, such as a task archive line). If the
+// file ends in a torn line (a crash mid-write), a newline is added first so
+// the new record stays whole.
+func AppendLine(path string, b []byte) error { return appendLine(path, b, true) }
+
+// AppendLog is AppendLine without the fsync, for human-readable logs.
+func AppendLog(path string, b []byte) error { return appendLine(path, b, false) }
+
+func appendLine(path string, b []byte, sync bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -85,7 +93,10 @@ func AppendLine(path string, b []byte) error {
 	if _, err := f.Write(buf); err != nil {
 		return err
 	}
-	return f.Sync()
+	if sync {
+		return f.Sync()
+	}
+	return nil
 }
 
 // ErrTornLine marks a last line that did not parse; ReadJSONL skips it.

@@ -1,0 +1,106 @@
+// Command bench prints ralph's benchmark tables. Every number is a ratio
+// against a baseline measured in the same run on the same machine:
+//
+//	loop      harness overhead per iteration vs a bash `while` loop (issue 2)
+//	parallel  makespan of random story DAGs vs the lower bound and vs a
+//	          dependency-level schedule (issue 5)
+//	tasks     `ralph task next|complete` on 100,000 tasks vs the seed's
+//	          grep/jq recipes (issue 4)
+//
+// Usage: go run ./bench [loop|parallel|tasks]... (default: all)
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	which := os.Args[1:]
+	if len(which) == 0 {
+		which = []string{"loop", "parallel", "tasks"}
+	}
+	tmp, err := os.MkdirTemp("", "ralph-bench-")
+	check(err)
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "ralph")
+	run("", nil, "go", "build", "-o", bin, "./cmd/ralph")
+	for _, w := range which {
+		switch w {
+		case "loop":
+			benchLoop(tmp, bin)
+		case "parallel":
+			benchParallel(tmp, bin)
+		case "tasks":
+			benchTasks(tmp, bin)
+		default:
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, parallel, tasks)\n", w)
+			os.Exit(2)
+		}
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs argv in dir and returns stdout; it exits on failure unless the
+// caller allows failure through allowFail.
+func run(dir string, env []string, argv ...string) string {
+	out, err := runErr(dir, env, argv...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %s: %v\n%s", strings.Join(argv, " "), err, out)
+		os.Exit(1)
+	}
+	return out
+}
+
+func runErr(dir string, env []string, argv ...string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var b bytes.Buffer
+	cmd.Stdout = &b
+	cmd.Stderr = &b
+	err := cmd.Run()
+	return b.String(), err
+}
+
+var gitEnv = []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@example.com"}
+
+func newRepo(dir string, files map[string]string) {
+	check(os.MkdirAll(dir, 0o755))
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		check(os.MkdirAll(filepath.Dir(p), 0o755))
+		check(os.WriteFile(p, []byte(content), 0o644))
+	}
+	run(dir, gitEnv, "git", "init", "-q", "-b", "main")
+	run(dir, gitEnv, "git", "add", "-A")
+	run(dir, gitEnv, "git", "commit", "-qm", "init")
+}
+
+// events reads .ralph/events.jsonl.
+func events(dir string) []map[string]any {
+	b, err := os.ReadFile(filepath.Join(dir, ".ralph", "events.jsonl"))
+	check(err)
+	var out []map[string]any
+	for _, line := range strings.Split(string(b), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// benchTasks times `ralph task next` and `ralph task complete` on a
+// 100,000-task file (1,000 parents × 99 leaves) against the seed's own shell
+// recipes, as whole commands, in the same run. Peak memory is the child's
+// max RSS.
+func benchTasks(tmp, bin string) {
+	dir := filepath.Join(tmp, "tasks")
+	check(os.MkdirAll(dir, 0o755))
+	active := filepath.Join(dir, "tasks.jsonl")
+	write100k(active)
+	run(dir, gitEnv, "git", "init", "-q", "-b", "main")
+	const reps = 5
+	env := []string{"RALPH_TASKS_FILE=" + active}
+
+	// next
+	nextOurs, rssNext := timeCmd(dir, env, reps, bin, "task", "next", "--file", active)
+	nextShell, _ := timeCmd(dir, nil, reps, "bash", "-c", `grep '"leaf":true' tasks.jsonl | grep '"status":"pending"' | head -1`)
+
+	// complete: each rep completes a different leaf (fresh files per side).
+	ids := make([]string, reps)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("P%04d.%d", 500+i, 7)
+	}
+	var oursTotal, shellTotal time.Duration
+	var rssComplete int64
+	oursDir := filepath.Join(tmp, "tasks-ours")
+	shellDir := filepath.Join(tmp, "tasks-shell")
+	for _, d := range []string{oursDir, shellDir} {
+		check(os.MkdirAll(d, 0o755))
+		copyFile(active, filepath.Join(d, "tasks.jsonl"))
+	}
+	// Let the store settle the copied file once (it keeps it sorted and
+	// marked), as it would be after any earlier ralph write.
+	run(oursDir, nil, bin, "task", "list", "--file", filepath.Join(oursDir, "tasks.jsonl"), "--status", "blocked")
+	for _, id := range ids {
+		d, rss := timeCmd(oursDir, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
+		oursTotal += d
+		rssComplete = max(rssComplete, rss)
+		recipe := fmt.Sprintf(`TASK=$(grep '"id":"%s"' tasks.jsonl)
+DONE=$(echo "$TASK" | jq -c '. + {completed:"2024-01-21",commit:"abc123"}')
+echo "$DONE" >> tasks-done.jsonl
+grep -v '"id":"%s"' tasks.jsonl > tmp && mv tmp tasks.jsonl`, id, id)
+		d2, _ := timeCmd(shellDir, nil, 1, "bash", "-c", recipe)
+		shellTotal += d2
+	}
+	completeOurs, completeShell := oursTotal/reps, shellTotal/reps
+
+	fmt.Println("\n## Task store on 100,000 tasks (issue 4)")
+	fmt.Println("\n1,000 parents × 99 leaves; whole commands, mean of 5 runs each, same machine, same run.")
+	fmt.Println()
+	fmt.Println("| command | ralph | seed shell recipe | speed-up (recipe / ralph) | ralph peak RSS |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| next | %s | %s | %.2f× | %.1f MB |\n", ms(nextOurs), ms(nextShell), float64(nextShell)/float64(nextOurs), float64(rssNext)/1024)
+	fmt.Printf("| complete | %s | %s | %.2f× | %.1f MB |\n", ms(completeOurs), ms(completeShell), float64(completeShell)/float64(completeOurs), float64(rssComplete)/1024)
+	fmt.Println("\nGoals: complete ≥ 5× faster than the recipe, next no slower, peak memory under 64 MB.")
+}
+
+func write100k(path string) {
+	f, err := os.Create(path)
+	check(err)
+	w := bufio.NewWriterSize(f, 1<<20)
+	for p := 0; p < 1000; p++ {
+		fmt.Fprintf(w, `{"id":"P%04d","title":"parent %d","status":"pending","leaf":false}`+"\n", p, p)
+		for l := 1; l <= 99; l++ {
+			status := "active"
+			if p >= 500 || l > 50 {
+				status = "pending"
+			}
+			if p < 500 && l <= 50 {
+				status = "blocked"
+			}
+			fmt.Fprintf(w, `{"id":"P%04d.%d","title":"leaf %d of parent %d","status":"%s","leaf":true}`+"\n", p, l, l, p, status)
+		}
+	}
+	check(w.Flush())
+	check(f.Close())
+}
+
+func copyFile(src, dst string) {
+	b, err := os.ReadFile(src)
+	check(err)
+	check(os.WriteFile(dst, b, 0o644))
+}
+
+// timeCmd runs argv reps times and returns the mean wall time and the max
+// RSS (KB) of the child.
+func timeCmd(dir string, env []string, reps int, argv ...string) (time.Duration, int64) {
+	var total time.Duration
+	var rss int64
+	for i := 0; i < reps; i++ {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		var out strings.Builder
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s: %v\n%s", strings.Join(argv, " "), err, out.String())
+			os.Exit(1)
+		}
+		total += time.Since(start)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = max(rss, ru.Maxrss)
+		}
+	}
+	return total / time.Duration(reps), rss
+}
