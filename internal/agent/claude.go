@@ -259,14 +259,35 @@ func newCLIBase(info cliInfo, o Options) cliBase {
 		base = os.Getenv("RALPH_" + up + "_BASE_URL")
 	}
 	return cliBase{
-		info:      info,
-		Command:   append([]string{}, o.Command...),
-		Model:     o.Model,
-		Args:      append([]string{}, o.Args...),
-		BaseURL:   strings.TrimRight(base, "/"),
-		APIKeyEnv: o.APIKeyEnv,
-		Runner:    proc.Exec{},
+		info:       info,
+		Command:    append([]string{}, o.Command...),
+		Model:      o.Model,
+		Args:       append([]string{}, o.Args...),
+		BaseURL:    strings.TrimRight(base, "/"),
+		APIKeyEnv:  o.APIKeyEnv,
+		MaxRetries: maxRetriesFromEnv(up),
+		Runner:     proc.Exec{},
 	}
+}
+
+// maxRetriesFromEnv reads $RALPH_<NAME>_MAX_RETRIES, else
+// $RALPH_AGENT_MAX_RETRIES: a cap on the CLI's own retries of failed
+// model requests (claude: CLAUDE_CODE_MAX_RETRIES; codex:
+// request_max_retries and stream_max_retries in the private config;
+// gemini: general.maxAttempts = N+1). With 0 a 429 reaches ralph at once,
+// which then waits and retries without spending an attempt. Unset or not
+// a non-negative integer: the CLI's default.
+func maxRetriesFromEnv(up string) *int {
+	for _, k := range []string{"RALPH_" + up + "_MAX_RETRIES", "RALPH_AGENT_MAX_RETRIES"} {
+		v := strings.TrimSpace(os.Getenv(k))
+		if v == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return &n
+		}
+	}
+	return nil
 }
 
 func (b *cliBase) model(req Request) string {
@@ -376,11 +397,14 @@ func finishCommon(res *Result, rl *RateLimit, stderrTail string) {
 }
 
 var (
-	rateLimitWords = []string{"429", "rate limit", "rate_limit", "ratelimit", "usage limit", "too many requests",
+	// "429" is matched as a number of its own (status429Re), not as a
+	// substring: a port such as 127.0.0.1:42953 or an id is no rate limit.
+	rateLimitWords = []string{"rate limit", "rate_limit", "ratelimit", "usage limit", "too many requests",
 		"quota", "resource has been exhausted", "resource_exhausted", "limit reached", "hit your limit"}
-	retryInRe  = regexp.MustCompile(`(?i)(?:try again in|retry after|retry in|retrying in|resets? in)\s+((?:\d+(?:\.\d+)?\s*(?:milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s|hours?|hrs?|h|days?|d)\b[\s,]*(?:and\s+)?)+)`)
-	durPartRe  = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s|hours?|hrs?|h|days?|d)\b`)
-	epochBarRe = regexp.MustCompile(`limit reached\|(\d{10})`)
+	retryInRe   = regexp.MustCompile(`(?i)(?:try again in|retry after|retry in|retrying in|resets? in)\s+((?:\d+(?:\.\d+)?\s*(?:milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s|hours?|hrs?|h|days?|d)\b[\s,]*(?:and\s+)?)+)`)
+	durPartRe   = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(milliseconds?|ms|minutes?|mins?|m|seconds?|secs?|s|hours?|hrs?|h|days?|d)\b`)
+	epochBarRe  = regexp.MustCompile(`limit reached\|(\d{10})`)
+	status429Re = regexp.MustCompile(`(?:^|[^\w.:])429(?:$|[^\w.]|\.(?:$|\s))`)
 )
 
 // rateLimitFrom recognises a rate- or usage-limit message and reads a reset
@@ -390,7 +414,7 @@ var (
 func rateLimitFrom(msg string, now time.Time, force bool) *RateLimit {
 	low := strings.ToLower(msg)
 	if !force {
-		hit := false
+		hit := status429Re.MatchString(low)
 		for _, w := range rateLimitWords {
 			if strings.Contains(low, w) {
 				hit = true

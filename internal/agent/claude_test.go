@@ -111,6 +111,11 @@ func TestRateLimitFrom(t *testing.T) {
 		{"exceeded retry limit, last status: 429 Too Many Requests", 0},
 		{"rate limited: please try again in 1.5s", 1500 * time.Millisecond},
 		{"Internal server error", -1},
+		{"HTTP 429: slow down", 0},
+		{"status 429.", 0},
+		{"API Error: 500 boom. Check your inference gateway (127.0.0.1:42953).", -1},
+		{"request id req_9a429b failed with 500", -1},
+		{"error 4290", -1},
 		{"", -1},
 	}
 	for _, c := range cases {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -173,6 +174,23 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	}
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
+	}
+	tf := taskFlagsFor(o)
+	if !set("gate") && len(c.Gates) > 0 {
+		names := make([]string, 0, len(c.Gates))
+		for n := range c.Gates {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			tf.gates = append(tf.gates, n+"="+c.Gates[n])
+		}
+	}
+	if !set("watch") && c.Watch {
+		tf.watch = true
+	}
+	if !set("interval") && c.Interval > 0 {
+		tf.interval = time.Duration(c.Interval)
 	}
 	if o.Agent == "" {
 		o.Agent = "claude"

@@ -37,6 +37,9 @@ type Config struct {
 	MaxTokens        int64             `yaml:"max_tokens"`
 	RateLimitBackoff Duration          `yaml:"rate_limit_backoff"`
 	Env              map[string]string `yaml:"env"`
+	Gates            map[string]string `yaml:"gates"`    // task loop: gate name → command
+	Watch            bool              `yaml:"watch"`    // task loop: wait for new tasks
+	Interval         Duration          `yaml:"interval"` // task loop: watch interval
 	Roles            map[string]string `yaml:"roles"` // role name → agent (per-role agents)
 }
 

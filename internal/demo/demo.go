@@ -16,7 +16,7 @@ import (
 
 // Files of the demo project before any story is done.
 var Files = map[string]string{
-	"go.mod": "module example.com/calc\n\ngo 1.21\n",
+	"go.mod":    "module example.com/calc\n\ngo 1.21\n",
 	"README.md": "# calc\n\nA tiny calculator, built story by story by ralph's scripted demo agent.\n",
 	"calc/calc.go": `// Package calc is a tiny calculator.
 package calc

@@ -62,6 +62,7 @@ type Config struct {
 	MaxCost          float64
 	MaxTokens        int64
 	PromptPaths      []string
+	PromptText       string // used instead of PromptPaths when set (a template)
 	RoleText         func(it *Item, st *State) string
 	AllowDirty       bool
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
@@ -144,12 +145,15 @@ type Engine struct {
 // New validates cfg.
 func New(cfg Config) (*Engine, error) {
 	cfg.defaults()
-	if cfg.Source == nil || cfg.Agent == nil || cfg.Git == nil {
-		return nil, errors.New("engine: source, agent and git are required")
+	if cfg.Source == nil || cfg.Git == nil {
+		return nil, errors.New("engine: source and version control are required")
 	}
 	text, from, err := LoadPromptTemplate(cfg.PromptPaths...)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PromptText != "" {
+		text, from = cfg.PromptText, "the loop prompt"
 	}
 	if err := CheckTemplate(from, text); err != nil {
 		return nil, UsageError("%v", err)
@@ -171,7 +175,10 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return Outcome{}, err
 	}
-	lock, err := store.TryLock(p.Lock)
+	if cfg.Agent == nil {
+		return Outcome{}, errors.New("engine: Run needs an agent")
+	}
+	lock, err := lockRun(p.Lock)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -228,7 +235,13 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 			return nil, false, err
 		}
 	}
-	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, ".ralph/", relTo(cfg.Paths.Root, src.Path()))
+	skip := []string{".ralph/", relTo(cfg.Paths.Root, src.Path())}
+	if cf, ok := src.(ControlFiler); ok {
+		for _, f := range cf.ControlFiles() {
+			skip = append(skip, relTo(cfg.Paths.Root, f))
+		}
+	}
+	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, skip...)
 	if err != nil {
 		return nil, false, err
 	}
@@ -420,3 +433,5 @@ func (e *Engine) maxAttempts(id string) int {
 	}
 	return e.cfg.MaxAttempts
 }
+
+func lockRun(path string) (*store.RunLock, error) { return store.TryLock(path) }

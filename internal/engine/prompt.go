@@ -86,6 +86,14 @@ func BuildPrompt(name, base, roleText string, d PromptData) (string, error) {
 	if roleText != "" {
 		out += "\n\n---\n\n" + strings.TrimSpace(roleText)
 	}
+	if d.Kind == "loop" {
+		// A plain loop repeats the user's prompt as is; only a failed check
+		// adds to it.
+		if d.RetryContext != "" {
+			out += "\n\n## Previous attempt failed\n\n" + d.RetryContext + "\n"
+		}
+		return out, nil
+	}
 	out += fmt.Sprintf("\n\n## Your %s: %s — %s\n", d.Kind, d.ItemID, d.Title)
 	if d.Description != "" {
 		out += "\n" + strings.TrimSpace(d.Description) + "\n"

@@ -90,6 +90,12 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 		}
 		d := <-done
 		delete(running, d.id)
+		_ = e.box.update(func(st *State) {
+			e.syncItems(st)
+			if s, ok := cfg.Source.(StateSyncer); ok {
+				s.SyncState(st)
+			}
+		})
 		if d.err != nil && ctx.Err() == nil && fatal == nil {
 			fatal = fmt.Errorf("%s: %w", d.id, d.err)
 			cancelWorkers()

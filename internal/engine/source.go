@@ -90,3 +90,16 @@ type AttemptLimiter interface {
 type StopObserver interface {
 	Stopped(st *State)
 }
+
+// StateSyncer is implemented by sources whose items change during a run
+// (subtasks split off, tasks appended, archived by hand): after every
+// iteration the engine lets the source bring the item states up to date.
+type StateSyncer interface {
+	SyncState(st *State)
+}
+
+// ControlFiler names files the source owns besides Path (e.g.
+// tasks-done.jsonl): the dirty-tree check ignores them.
+type ControlFiler interface {
+	ControlFiles() []string
+}

@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/pipeline"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+func init() {
+	sourceOpeners["pipeline"] = openPipelineSource
+	extraCommands = append(extraCommands, NewCmdPipeline)
+}
+
+func openPipelineSource(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
+	spec := o.Pipeline
+	if spec == "" {
+		spec = filepath.Join(root, pipeline.DefaultFile)
+	}
+	runner := gates.Proc
+	if runner == nil {
+		runner = proc.Exec{}
+	}
+	return source.OpenPipeline(spec, root, repo, runner, gates.Timeout)
+}
+
+// NewCmdPipeline builds `ralph pipeline`.
+func NewCmdPipeline(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Create, validate and show pipelines (ordered stages with exit conditions)",
+		Long: `A pipeline is an ordered list of stages; each has a prompt (a Go template
+with {{.PRDPath}}, {{.Stage}}, {{.Iteration}}, …) and an exit condition the
+harness checks in the tree after every iteration: file_lines {path, min},
+dir_files {path, min, glob}, promise TEXT (in the agent's final message),
+command [argv…] (exit 0), and all:/any: lists of these. A stage loops until
+its condition holds (at most max_iterations times), is committed as
+"pipeline(<stage>): … stage complete", and the next stage starts.
+
+Run one with ` + "`ralph run --pipeline .ralph/pipeline.yaml`" + ` (or --pipeline pagent for
+the built-in seed-000 pipeline with PRD.md).`,
+	}
+	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil))
+	return cmd
+}
+
+// PipelineInitOptions are `ralph pipeline init`'s settings.
+type PipelineInitOptions struct {
+	IO     *Factory
+	Preset string
+	PRD    string
+	Dir    string
+	Force  bool
+}
+
+// NewCmdPipelineInit builds `ralph pipeline init`.
+func NewCmdPipelineInit(f *Factory, runF func(*PipelineInitOptions) error) *cobra.Command {
+	opts := &PipelineInitOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "init PRESET --prd FILE [--dir .ralph]",
+		Short: "Write a built-in pipeline (" + strings.Join(pipeline.Presets(), ", ") + ") out for editing",
+		Long: `Write a built-in pipeline into DIR (default .ralph in the repository root):
+pipeline.yaml and prompts/<stage>.md. Edit them, check with
+` + "`ralph pipeline validate`" + `, run with ` + "`ralph run --pipeline DIR/pipeline.yaml`" + `.
+Running it again changes nothing; files that differ from the preset are
+kept unless --force.`,
+		Example: `  ralph pipeline init pagent --prd my-prd.md`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Preset = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return pipelineInit(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "the PRD the prompts refer to (default "+pipeline.DefaultPresetPRD+")")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "folder to write into (default .ralph in the repository root)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite files that differ from the preset")
+	return cmd
+}
+
+// baseDir is the repository root, or the working directory outside one.
+func pipelineBaseDir(ctx context.Context, f *Factory) (string, bool, error) {
+	if root, _, err := f.RepoRoot(ctx); err == nil {
+		return root, true, nil
+	}
+	wd, err := f.Getwd()
+	return wd, false, err
+}
+
+func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
+	f := o.IO
+	if !pipeline.IsPreset(o.Preset) {
+		return engine.UsageError("no built-in pipeline %q (built in: %s)", o.Preset, strings.Join(pipeline.Presets(), ", "))
+	}
+	root, inRepo, err := pipelineBaseDir(ctx, f)
+	if err != nil {
+		return err
+	}
+	wd, err := f.Getwd()
+	if err != nil {
+		return err
+	}
+	prd := o.PRD
+	if prd != "" {
+		abs := prd
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(wd, prd)
+		}
+		if rel, err := filepath.Rel(root, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			prd = filepath.ToSlash(rel)
+		} else {
+			prd = abs
+		}
+		if _, err := os.Stat(abs); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "note: %s does not exist yet; write it before `ralph run`\n", o.PRD)
+		}
+	}
+	dir := o.Dir
+	switch {
+	case dir == "":
+		dir = filepath.Join(root, ".ralph")
+	case !filepath.IsAbs(dir):
+		dir = filepath.Join(wd, dir)
+	}
+	files, err := pipeline.PresetFiles(o.Preset, prd)
+	if err != nil {
+		return engine.UsageError("%v", err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	// Check everything first: nothing is written when one file conflicts.
+	var conflicts []string
+	write := map[string]bool{}
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		b, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			write[n] = true
+		case err != nil:
+			return err
+		case string(b) == files[n]:
+		case o.Force:
+			write[n] = true
+		default:
+			conflicts = append(conflicts, pipelineRel(wd, p))
+		}
+	}
+	if len(conflicts) > 0 {
+		return engine.UsageError("%s already %s and differ%s from the %s preset: kept (use --force to overwrite)",
+			strings.Join(conflicts, ", "), map[bool]string{true: "exist", false: "exists"}[len(conflicts) > 1], map[bool]string{true: "", false: "s"}[len(conflicts) > 1], o.Preset)
+	}
+	if inRepo && strings.HasPrefix(dir, filepath.Join(root, ".ralph")) {
+		if _, repo, err := f.RepoRoot(ctx); err == nil {
+			_ = repo.EnsureExcluded(ctx, "/.ralph/")
+		}
+	}
+	for _, n := range names {
+		p := filepath.Join(dir, filepath.FromSlash(n))
+		if !write[n] {
+			fmt.Fprintf(f.IO.ErrOut, "kept    %s (unchanged)\n", pipelineRel(wd, p))
+			continue
+		}
+		if err := store.WriteFile(p, []byte(files[n]), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(f.IO.ErrOut, "wrote   %s\n", pipelineRel(wd, p))
+	}
+	pf := pipelineRel(wd, filepath.Join(dir, "pipeline.yaml"))
+	fmt.Fprintf(f.IO.ErrOut, "next: edit %s and its prompts, `ralph pipeline validate %s`, then `ralph run --pipeline %s`\n", pf, pf, pf)
+	return nil
+}
+
+func pipelineRel(base, p string) string {
+	if r, err := filepath.Rel(base, p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
+
+// loadPipelineArg loads FILE, a preset name, or the default file.
+func loadPipelineArg(ctx context.Context, f *Factory, args []string) (*pipeline.Pipeline, error) {
+	spec := ""
+	if len(args) == 1 {
+		spec = args[0]
+	}
+	if spec == "" {
+		root, _, err := pipelineBaseDir(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		spec = filepath.Join(root, pipeline.DefaultFile)
+		if _, err := os.Stat(spec); err != nil {
+			return nil, engine.UsageError("no %s here: pass FILE (or create one with `ralph pipeline init pagent --prd FILE`)", pipeline.DefaultFile)
+		}
+	}
+	if _, err := os.Stat(spec); err != nil && pipeline.IsPreset(spec) {
+		return pipeline.LoadPreset(spec, "")
+	}
+	return pipeline.Load(spec)
+}
+
+// NewCmdPipelineValidate builds `ralph pipeline validate`.
+func NewCmdPipelineValidate(f *Factory, runF func([]string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate [FILE]",
+		Short: "Check a pipeline file and print every problem (exit 2 when invalid)",
+		Long: `Check a pipeline file (default .ralph/pipeline.yaml): strict YAML (an
+unknown key is an error), stage names unique, a prompt or prompt_file that
+exists and parses as a template, and an exit condition with sane values.
+Every problem names file:line:col, the stage and the field. Writes nothing.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(args)
+			}
+			p, err := loadPipelineArg(cmd.Context(), f, args)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "%s: valid: pipeline %s, %d stages (%s)\n", p.File, p.Name, len(p.Stages), stageNames(p))
+			return nil
+		},
+	}
+}
+
+func stageNames(p *pipeline.Pipeline) string {
+	var n []string
+	for _, s := range p.Stages {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, " → ")
+}
+
+// NewCmdPipelineShow builds `ralph pipeline show`.
+func NewCmdPipelineShow(f *Factory, runF func([]string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show [FILE]",
+		Short: "Print a pipeline's stages and exit conditions (and progress when a run exists)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(args)
+			}
+			p, err := loadPipelineArg(cmd.Context(), f, args)
+			if err != nil {
+				return err
+			}
+			var ps source.PipelineState
+			if root, _, err := pipelineBaseDir(cmd.Context(), f); err == nil {
+				_ = store.ReadJSON(filepath.Join(root, ".ralph", "pipeline.json"), &ps)
+			}
+			w := f.IO.Out
+			fmt.Fprintf(w, "pipeline %s (%s)\n", p.Name, p.File)
+			if p.PRD != "" {
+				fmt.Fprintf(w, "prd: %s\n", p.PRD)
+			}
+			for i, s := range p.Stages {
+				fmt.Fprintf(w, "%d. %s", i+1, s.Name)
+				if s.Title != "" && s.Title != s.Name {
+					fmt.Fprintf(w, " — %s", s.Title)
+				}
+				fmt.Fprintln(w)
+				src := "inline prompt"
+				if s.PromptFile != "" {
+					src = "prompt " + s.PromptFile
+				}
+				fmt.Fprintf(w, "   %s\n", src)
+				fmt.Fprintf(w, "   exit: %s\n", s.Exit.Describe())
+				if s.MaxIterations > 0 {
+					fmt.Fprintf(w, "   max iterations: %d\n", s.MaxIterations)
+				}
+				if ps.Pipeline == p.Name {
+					for _, ss := range ps.Stages {
+						if ss.Name == s.Name && (ss.Iterations > 0 || ss.Status != engine.ItemPending) {
+							fmt.Fprintf(w, "   status: %s after %d iterations\n", ss.Status, ss.Iterations)
+						}
+					}
+				}
+			}
+			return nil
+		},
+	}
+}

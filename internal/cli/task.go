@@ -1,0 +1,667 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/tasks"
+)
+
+// ExitNoTask is `ralph task claim` / `ralph task next` finding no pending
+// leaf task.
+const ExitNoTask = 3
+
+func init() {
+	extraCommands = append(extraCommands, NewCmdTask)
+	sourceOpeners["tasks"] = openTasksSource
+}
+
+// TaskOptions are the settings of the `ralph task` commands.
+type TaskOptions struct {
+	IO     *Factory
+	File   string
+	JSON   bool
+	ID     string
+	Title  string
+	Parent string
+	Titles []string
+	Commit string
+	Reason string
+	Status string
+}
+
+const taskExitCodes = `Exit codes: 0 ok · 1 error (I/O, lock) · 2 invalid input (usage, bad id,
+unknown task, a change the tree does not allow, an invalid tasks file; the
+message names file:line) · 3 no task ready (claim without ID, next).`
+
+// NewCmdTask builds `ralph task` and its subcommands.
+func NewCmdTask(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "task",
+		Short: "Work with the task tree (tasks.jsonl and tasks-done.jsonl)",
+		Long: `Read and change the task tree: tasks.jsonl holds the pending, active and
+blocked tasks, tasks-done.jsonl is the append-only archive of completed ones
+(with completion time and commit). Ids are dotted (A, A.1, A.1.2); leaf
+tasks are the work, the others are containers that complete by themselves
+when all their subtasks are complete.
+
+Every command takes --file (default: $RALPH_TASKS_FILE, else tasks.jsonl at
+the repository root, else in the current folder). Changes are made under a
+lock and written atomically, so any number of processes may run these
+commands at once.
+
+Inside a ` + "`ralph run --tasks`" + ` iteration ($RALPH_ITEM_ID set), ` + "`ralph task complete ID`" + `
+for the task being worked on records the agent's claim ("status":"complete");
+the loop archives it after the gates pass and the branch is merged.
+
+` + taskExitCodes,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(
+		NewCmdTaskAdd(f, nil),
+		NewCmdTaskSplit(f, nil),
+		NewCmdTaskClaim(f, nil),
+		NewCmdTaskComplete(f, nil),
+		NewCmdTaskBlock(f, nil),
+		NewCmdTaskRelease(f, nil),
+		NewCmdTaskList(f, nil),
+		NewCmdTaskTree(f, nil),
+		NewCmdTaskNext(f, nil),
+		NewCmdTaskShow(f, nil),
+	)
+	return cmd
+}
+
+func taskCommand(f *Factory, opts *TaskOptions, cmd *cobra.Command, runF func(*TaskOptions) error, run func(context.Context, *TaskOptions) error) *cobra.Command {
+	cmd.Flags().StringVar(&opts.File, "file", "", "tasks file (default $RALPH_TASKS_FILE, else tasks.jsonl at the repository root)")
+	if cmd.Long == "" {
+		cmd.Long = cmd.Short + "."
+	}
+	cmd.Long += "\n\n" + taskExitCodes
+	inner := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if inner != nil {
+			if err := inner(c, args); err != nil {
+				return err
+			}
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(c.Context(), opts)
+	}
+	return cmd
+}
+
+// NewCmdTaskAdd builds `ralph task add`.
+func NewCmdTaskAdd(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "add [ID] TITLE",
+		Short: "Add a pending leaf task",
+		Long: `Add a pending leaf task and print its id. Without ID the next free one is
+taken: the next child number under --parent, or the next top-level letter.
+A leaf parent becomes a container.`,
+		Example: `  ralph task add A.3 "add logout endpoint"
+  ralph task add --parent A "add logout endpoint"
+  ralph task add "write the docs"`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				opts.ID, opts.Title = args[0], args[1]
+			} else {
+				opts.Title = args[0]
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Parent, "parent", "", "parent task id")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the new task's line")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		var t *tasks.Task
+		err := o.update(ctx, func(set *tasks.Set) (err error) {
+			t, err = set.Add(o.ID, o.Title, o.Parent)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		o.printTasks(t)
+		return nil
+	})
+}
+
+// NewCmdTaskSplit builds `ralph task split`.
+func NewCmdTaskSplit(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "split ID TITLE...",
+		Short: "Turn a task into a container of new subtasks",
+		Long: `Turn task ID into a container of new pending leaf subtasks, one per title
+(ID.1, ID.2, … after any existing children), and print their ids.`,
+		Example: `  ralph task split A.2 "parse the form" "check the password" "set the cookie"`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID, opts.Titles = args[0], args[1:]
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the new tasks' lines")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		var kids []*tasks.Task
+		err := o.update(ctx, func(set *tasks.Set) (err error) {
+			kids, err = set.Split(o.ID, o.Titles)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		o.printTasks(kids...)
+		return nil
+	})
+}
+
+// NewCmdTaskClaim builds `ralph task claim`.
+func NewCmdTaskClaim(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "claim [ID]",
+		Short: "Mark the next pending leaf task (or ID) active",
+		Long: `Mark a pending leaf task active and print its id: the given one, or the
+next pending leaf in id order (skipping blocked containers). Exit 3 when no
+task is ready.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.ID = args[0]
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the claimed task's line")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		var t *tasks.Task
+		err := o.update(ctx, func(set *tasks.Set) (err error) {
+			t, err = set.Claim(o.ID)
+			return err
+		})
+		if errors.Is(err, tasks.ErrNoTask) {
+			fmt.Fprintf(o.IO.IO.ErrOut, "ralph: no task ready: %v\n", err)
+			return &exitError{code: ExitNoTask}
+		}
+		if err != nil {
+			return err
+		}
+		o.printTasks(t)
+		return nil
+	})
+}
+
+// NewCmdTaskComplete builds `ralph task complete`.
+func NewCmdTaskComplete(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "complete ID",
+		Short: "Complete a leaf task (archive it), or claim it done inside a loop",
+		Long: `Move leaf task ID to tasks-done.jsonl with the completion time and
+--commit, then every parent whose subtasks are now all complete.
+
+Inside a ralph loop iteration working on ID ($RALPH_ITEM_ID=ID), this only
+records the agent's claim: the task gets "status":"complete" in tasks.jsonl
+and the loop archives it, with its squash commit, once the gates pass and
+the branch is merged. Inside an iteration on another task it is refused.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Commit, "commit", "", "commit SHA that completes the task")
+	return taskCommand(f, opts, cmd, runF, runTaskComplete)
+}
+
+func runTaskComplete(ctx context.Context, o *TaskOptions) error {
+	w := o.IO.IO.ErrOut
+	if cur := os.Getenv("RALPH_ITEM_ID"); cur != "" && os.Getenv("RALPH_RUN_ID") != "" {
+		if cur != o.ID {
+			return engine.UsageError("this ralph loop iteration works on task %s; only the loop completes other tasks (complete %s, or add/split tasks instead)", cur, cur)
+		}
+		st, err := o.store(ctx)
+		if err != nil {
+			return err
+		}
+		if held := st.Held(); !held[o.ID] {
+			ids := []string{o.ID}
+			for id := range held {
+				ids = append(ids, id)
+			}
+			if err := st.SetHold(ids...); err != nil {
+				return err
+			}
+		}
+		err = o.update(ctx, func(set *tasks.Set) error {
+			t, ok := set.Get(o.ID)
+			switch {
+			case !ok:
+				return fmt.Errorf("%w: %s", tasks.ErrNotFound, o.ID)
+			case t.Archived():
+				return fmt.Errorf("task %s is already complete", o.ID)
+			case !t.Leaf:
+				return fmt.Errorf("task %s has subtasks; it completes by itself when all of them are complete", o.ID)
+			}
+			t.Status = tasks.StatusComplete
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "ralph: task %s marked complete; the loop archives it after its gates pass and the branch is merged\n", o.ID)
+		return nil
+	}
+	var done []*tasks.Task
+	err := o.update(ctx, func(set *tasks.Set) (err error) {
+		done, err = set.Complete(o.ID, o.Commit, time.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range done {
+		fmt.Fprintf(o.IO.IO.Out, "%s\n", t.ID)
+	}
+	return nil
+}
+
+// NewCmdTaskBlock builds `ralph task block`.
+func NewCmdTaskBlock(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "block ID --reason TEXT",
+		Short: "Mark a task blocked with a reason",
+		Long: `Mark task ID blocked with a reason. The loop skips blocked tasks (and every
+task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why the task is blocked (required)")
+	_ = cmd.MarkFlagRequired("reason")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		return o.update(ctx, func(set *tasks.Set) error { return set.Block(o.ID, o.Reason) })
+	})
+}
+
+// NewCmdTaskRelease builds `ralph task release`.
+func NewCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "release ID",
+		Short: "Put an active or blocked task back to pending",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			return nil
+		},
+	}
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		return o.update(ctx, func(set *tasks.Set) error {
+			_, err := set.Release(o.ID)
+			return err
+		})
+	})
+}
+
+// NewCmdTaskList builds `ralph task list`.
+func NewCmdTaskList(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks",
+		Long: `List the tasks of tasks.jsonl in id order, one per line: id, status, leaf or
+container, title (and the reason of blocked ones). --status filters
+(pending, active, blocked, complete; complete includes the archive).
+--json prints the lines as stored.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only tasks with this status: "+strings.Join(tasks.Statuses, ", "))
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON lines")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		if o.Status != "" && !tasks.ValidStatus(o.Status) {
+			return engine.UsageError("--status %q: use one of %s", o.Status, strings.Join(tasks.Statuses, ", "))
+		}
+		set, err := o.load(ctx)
+		if err != nil {
+			return err
+		}
+		list := set.List(o.Status)
+		if o.JSON {
+			o.printTasks(list...)
+			return nil
+		}
+		w := o.IO.IO.Out
+		for _, t := range list {
+			kind := "leaf"
+			if !t.Leaf {
+				kind = "container"
+			}
+			line := fmt.Sprintf("%-10s %-8s %-9s %s", t.ID, t.Status, kind, t.Title)
+			if t.Reason != "" && t.Status == tasks.StatusBlocked {
+				line += "  — " + t.Reason
+			}
+			fmt.Fprintln(w, line)
+		}
+		return nil
+	})
+}
+
+// NewCmdTaskTree builds `ralph task tree`.
+func NewCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "tree",
+		Short: "Print the task tree with status marks",
+		Long: `Print every task, archived ones included, indented by depth:
+[ ] pending · [>] active · [!] blocked (with the reason) · [x] complete.`,
+		Args: cobra.NoArgs,
+	}
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		set, err := o.load(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(o.IO.IO.Out, set.Tree())
+		return nil
+	})
+}
+
+// NewCmdTaskNext builds `ralph task next`.
+func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "next",
+		Short: "Print the next pending leaf task without claiming it",
+		Long:  `Print the id of the next pending leaf task in id order without claiming it. Exit 3 when no task is ready.`,
+		Args:  cobra.NoArgs,
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the task's line")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		st, err := o.store(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := st.Next()
+		if err != nil {
+			return inputErr(err)
+		}
+		if t == nil {
+			fmt.Fprintln(o.IO.IO.ErrOut, "ralph: no task ready: no pending leaf task")
+			return &exitError{code: ExitNoTask}
+		}
+		o.printTasks(t)
+		return nil
+	})
+}
+
+// NewCmdTaskShow builds `ralph task show`.
+func NewCmdTaskShow(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+	opts := &TaskOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one task, active or archived",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the task's line")
+	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
+		set, err := o.load(ctx)
+		if err != nil {
+			return err
+		}
+		t, ok := set.Get(o.ID)
+		if !ok {
+			return inputErr(fmt.Errorf("%w: %s", tasks.ErrNotFound, o.ID))
+		}
+		if o.JSON {
+			o.printTasks(t)
+			return nil
+		}
+		w := o.IO.IO.Out
+		fmt.Fprintf(w, "id: %s\ntitle: %s\nstatus: %s\nleaf: %t\n", t.ID, t.Title, t.Status, t.Leaf)
+		if p := t.Parent(); p != "" {
+			fmt.Fprintf(w, "parent: %s\n", p)
+		}
+		var kids []string
+		for _, c := range set.List("") {
+			if c.Parent() == t.ID {
+				kids = append(kids, c.ID)
+			}
+		}
+		if len(kids) > 0 {
+			fmt.Fprintf(w, "subtasks: %s\n", strings.Join(kids, ", "))
+		}
+		for _, kv := range [][2]string{{"reason", t.Reason}, {"completed", t.Completed}, {"commit", t.Commit}} {
+			if kv[1] != "" {
+				fmt.Fprintf(w, "%s: %s\n", kv[0], kv[1])
+			}
+		}
+		file := filepath.Base(o.File)
+		if t.Archived() {
+			file = filepath.Base(tasks.Open(o.File).DonePath)
+		}
+		if t.LineNo() > 0 {
+			fmt.Fprintf(w, "line: %s:%d\n", file, t.LineNo())
+		}
+		return nil
+	})
+}
+
+// resolveFile finds the tasks file: --file, $RALPH_TASKS_FILE, the
+// repository root, the working directory.
+func (o *TaskOptions) resolveFile(ctx context.Context) error {
+	if o.File == "" {
+		o.File = os.Getenv("RALPH_TASKS_FILE")
+	}
+	if o.File == "" {
+		wd, err := o.IO.Getwd()
+		if err != nil {
+			return err
+		}
+		dir := wd
+		if top, err := git.New(wd).Toplevel(ctx); err == nil {
+			dir = top
+		}
+		o.File = filepath.Join(dir, "tasks.jsonl")
+	}
+	if !filepath.IsAbs(o.File) {
+		wd, err := o.IO.Getwd()
+		if err != nil {
+			return err
+		}
+		o.File = filepath.Join(wd, o.File)
+	}
+	if st, err := os.Stat(o.File); err == nil && st.IsDir() {
+		return engine.UsageError("%s is a folder, not a tasks file", o.File)
+	}
+	return nil
+}
+
+func (o *TaskOptions) store(ctx context.Context) (*tasks.Store, error) {
+	if err := o.resolveFile(ctx); err != nil {
+		return nil, err
+	}
+	return tasks.Open(o.File), nil
+}
+
+func (o *TaskOptions) load(ctx context.Context) (*tasks.Set, error) {
+	st, err := o.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set, err := st.Load()
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	for _, w := range set.Warnings() {
+		fmt.Fprintf(o.IO.IO.ErrOut, "ralph: warning: %s\n", w)
+	}
+	return set, nil
+}
+
+// update runs fn under the store's lock; fn's errors are the caller's
+// input problems (exit 2), as are validation errors.
+func (o *TaskOptions) update(ctx context.Context, fn func(*tasks.Set) error) error {
+	st, err := o.store(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(o.File), 0o755); err != nil {
+		return err
+	}
+	err = st.Update(func(set *tasks.Set) error {
+		if err := fn(set); err != nil {
+			return &source.InputError{Err: err}
+		}
+		return nil
+	})
+	return inputErr(err)
+}
+
+// inputErr marks validation and not-found errors as invalid input.
+func inputErr(err error) error {
+	var ve *tasks.ValidationError
+	var ie *source.InputError
+	if err == nil || errors.As(err, &ie) {
+		return err
+	}
+	if errors.As(err, &ve) || errors.Is(err, tasks.ErrNotFound) {
+		return &source.InputError{Err: err}
+	}
+	return err
+}
+
+func (o *TaskOptions) printTasks(list ...*tasks.Task) {
+	w := o.IO.IO.Out
+	for _, t := range list {
+		if o.JSON {
+			fmt.Fprintf(w, "%s\n", t.Encode())
+		} else {
+			fmt.Fprintln(w, t.ID)
+		}
+	}
+}
+
+// --- `ralph run --tasks` ---
+
+// taskRunFlags are run's task-loop flags, kept beside RunOptions.
+type taskRunFlags struct {
+	watch    bool
+	interval time.Duration
+	gates    []string
+}
+
+var (
+	taskRunMu   sync.Mutex
+	taskRunOpts = map[*RunOptions]*taskRunFlags{}
+)
+
+func taskFlagsFor(o *RunOptions) *taskRunFlags {
+	taskRunMu.Lock()
+	defer taskRunMu.Unlock()
+	tf := taskRunOpts[o]
+	if tf == nil {
+		tf = &taskRunFlags{interval: 30 * time.Second}
+		taskRunOpts[o] = tf
+	}
+	return tf
+}
+
+// addTaskRunFlags declares `ralph run`'s task-loop flags (called from
+// NewCmdRun).
+func addTaskRunFlags(fl *pflag.FlagSet, o *RunOptions) {
+	tf := taskFlagsFor(o)
+	fl.StringVar(&o.Tasks, "tasks", "", "task tree (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
+	fl.BoolVar(&tf.watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until `ralph stop` or Ctrl-C")
+	fl.DurationVar(&tf.interval, "interval", 30*time.Second, "with --watch: how often to look for new tasks")
+	fl.StringArrayVar(&tf.gates, "gate", nil, "with --tasks: quality gate NAME=COMMAND run on the task branch before merging (repeatable)")
+}
+
+// applyTaskRunConfig sets the engine settings of the task loop (called
+// from runRun once cfg is built).
+func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
+	if o.Tasks == "" || cfg.Source == nil {
+		return
+	}
+	tf := taskFlagsFor(o)
+	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Path())
+	if tf.watch {
+		cfg.Watch = tf.interval
+		if cfg.Watch <= 0 {
+			cfg.Watch = 30 * time.Second
+		}
+		if cfg.MaxIterations <= 0 {
+			// Watching is open-ended: each task is still bounded by
+			// --max-attempts, the run by --max-cost / --max-tokens.
+			cfg.MaxIterations = 1 << 30
+		}
+	}
+}
+
+func parseGates(specs []string) ([]gate.Gate, error) {
+	var out []gate.Gate
+	for i, s := range specs {
+		name, cmd, ok := strings.Cut(s, "=")
+		if !ok || strings.ContainsAny(name, " \t'\"") {
+			name, cmd = fmt.Sprintf("gate%d", i+1), s
+		}
+		name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
+		if name == "" || cmd == "" {
+			return nil, engine.UsageError("--gate %q: use NAME=COMMAND", s)
+		}
+		out = append(out, gate.Gate{Name: name, Command: cmd})
+	}
+	return out, nil
+}
+
+func openTasksSource(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
+	tf := taskFlagsFor(o)
+	if tf.interval <= 0 {
+		return nil, engine.UsageError("--interval must be positive")
+	}
+	list, err := parseGates(tf.gates)
+	if err != nil {
+		return nil, err
+	}
+	p := o.Tasks
+	if !filepath.IsAbs(p) {
+		wd, err := o.IO.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		p = filepath.Join(wd, p)
+	}
+	return source.OpenTasks(ctx, p, repo, root, gates, list)
+}

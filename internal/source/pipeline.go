@@ -1,0 +1,317 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/pipeline"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// Pipeline runs the stages of a pipeline file in order on the current
+// branch: a stage passes when its exit condition holds in the tree, and
+// its work is committed as one commit. The harness keeps the pipeline it
+// loaded at start; an agent editing .ralph/pipeline.yaml changes nothing.
+type Pipeline struct {
+	P       *pipeline.Pipeline
+	File    string // absolute path of the pipeline file, or "<preset> (built-in)"
+	Root    string // repository root: condition paths are relative to it
+	Git     *git.Repo
+	Runner  proc.Runner   // runs command conditions
+	Timeout time.Duration // per command condition; 0 = 10 minutes
+	PRDPath string        // absolute; "" when the pipeline names no PRD
+	// StatePath is the seed-000 style mirror (.ralph/pipeline.json),
+	// derived from the engine's state.
+	StatePath string
+}
+
+// OpenPipeline loads spec: a pipeline file, or the name of a built-in
+// preset ("pagent") when no such file exists. The PRD it names must exist.
+func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout time.Duration) (*Pipeline, error) {
+	var p *pipeline.Pipeline
+	var file string
+	var err error
+	if _, serr := os.Stat(spec); serr != nil && pipeline.IsPreset(spec) {
+		if p, err = pipeline.LoadPreset(spec, ""); err != nil {
+			return nil, err
+		}
+		file = p.File
+		if _, serr := os.Stat(filepath.Join(root, p.PRD)); serr != nil {
+			return nil, engine.UsageError("the built-in %s pipeline reads its PRD from %s, which does not exist: write the pipeline out with `ralph pipeline init %s --prd YOUR-PRD.md`, then run it with --pipeline .ralph/pipeline.yaml", spec, p.PRD, spec)
+		}
+	} else {
+		file, err = filepath.Abs(spec)
+		if err != nil {
+			return nil, err
+		}
+		if _, serr := os.Stat(file); serr != nil {
+			return nil, engine.UsageError("pipeline file %s does not exist (create one with `ralph pipeline init pagent --prd FILE`; built in: %s)", spec, strings.Join(pipeline.Presets(), ", "))
+		}
+		p, err = pipeline.Load(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Pipeline{P: p, File: file, Root: root, Git: repo, Runner: runner, Timeout: timeout,
+		StatePath: filepath.Join(root, ".ralph", "pipeline.json")}
+	if p.PRD != "" {
+		s.PRDPath = p.PRD
+		if !filepath.IsAbs(s.PRDPath) {
+			s.PRDPath = filepath.Join(root, p.PRD)
+		}
+		if _, err := os.Stat(s.PRDPath); err != nil {
+			return nil, engine.UsageError("pipeline %s: prd %s does not exist (paths are relative to the repository root %s)", p.Name, p.PRD, root)
+		}
+	}
+	return s, nil
+}
+
+func (s *Pipeline) Kind() string { return "pipeline" }
+func (s *Pipeline) Path() string { return s.File }
+
+func (s *Pipeline) Items() []engine.Item {
+	out := make([]engine.Item, 0, len(s.P.Stages))
+	for i := range s.P.Stages {
+		out = append(out, stageItem(&s.P.Stages[i]))
+	}
+	return out
+}
+
+func stageItem(st *pipeline.Stage) engine.Item {
+	return engine.Item{ID: st.Name, Title: st.DisplayTitle(), Kind: "stage",
+		Criteria: []string{"Exit condition (checked by the harness): " + st.Exit.Describe()}}
+}
+
+// MaxAttempts is the stage's own iteration cap (max_iterations); 0 means
+// the run's --max-attempts. The engine asks for it through an optional
+// interface.
+func (s *Pipeline) MaxAttempts(itemID string) int {
+	if st := s.P.Stage(itemID); st != nil {
+		return st.MaxIterations
+	}
+	return 0
+}
+
+// Next is the first stage that has not passed: stages are strictly
+// ordered, so a blocked stage stops the pipeline.
+func (s *Pipeline) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
+	for i := range s.P.Stages {
+		stg := &s.P.Stages[i]
+		is := st.Items[stg.Name]
+		if is != nil && is.Status == engine.ItemPassed {
+			continue
+		}
+		if (is != nil && is.Status == engine.ItemBlocked) || busy[stg.Name] {
+			return nil, nil
+		}
+		it := stageItem(stg)
+		return &it, nil
+	}
+	return nil, nil
+}
+
+// Prepare runs every stage in the repository root on the current branch.
+func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (string, error) {
+	running := true
+	for _, c := range st.Current {
+		if c.Item == it.ID {
+			running = false // resuming a verification: the run was counted
+		}
+	}
+	s.writeState(st, it.ID, "", running, "")
+	return s.Git.Dir, nil
+}
+
+// PromptData fills the stage's variables and renders its prompt as the
+// item's description; a stage whose exit is a promise sets {{.Promise}} to
+// that promise.
+func (s *Pipeline) PromptData(it *engine.Item, d *engine.PromptData) {
+	d.Stage = it.ID
+	d.PRDPath = s.PRDPath
+	stg := s.P.Stage(it.ID)
+	if stg == nil {
+		return
+	}
+	if ps := stg.Exit.Promises(); len(ps) > 0 {
+		d.Promise = ps[0]
+	}
+	text, err := stg.Render(*d)
+	if err != nil {
+		text = stg.Template + "\n\n(ralph could not fill in this template: " + err.Error() + ")"
+	}
+	d.Description = text
+}
+
+// Verify evaluates the stage's exit condition in the tree.
+func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+	if a.Result.Failed() {
+		return engine.AgentFailure(a.Result)
+	}
+	stg := s.P.Stage(a.Item.ID)
+	if stg == nil {
+		return engine.Verdict{Summary: "unknown stage", Failure: fmt.Sprintf("stage %s is not in %s", a.Item.ID, s.File)}
+	}
+	env := pipeline.Env{Dir: a.Dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
+	if a.Log != nil {
+		env.Log = a.Log
+	}
+	met, detail := stg.Exit.Eval(ctx, env)
+	claimed := a.Claimed || len(stg.Exit.Promises()) > 0 && met
+	if met {
+		return engine.Verdict{Passed: true, Claimed: claimed, Summary: "exit condition met: " + stageFirstLine(detail)}
+	}
+	return engine.Verdict{Claimed: claimed, Summary: "exit condition not met: " + stageFirstLine(detail),
+		Failure: fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)}
+}
+
+func stageFirstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimRight(s[:i], ":")
+	}
+	return s
+}
+
+// Accept commits whatever the stage changed on the current branch (the
+// agent's own commits of this stage are folded into it).
+func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+	id := a.Item.ID
+	repo := s.Git.At(a.Dir)
+	if is := st.Items[id]; is != nil && is.BaseHead != "" {
+		if head, _ := repo.Head(ctx); head != is.BaseHead {
+			if err := repo.ResetSoft(ctx, is.BaseHead); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
+		return "", err
+	}
+	staged, err := repo.StagedFiles(ctx)
+	if err != nil {
+		return "", err
+	}
+	var commit string
+	if len(staged) == 0 {
+		commit, _ = repo.Head(ctx)
+	} else {
+		title := a.Item.Title
+		if title == "" {
+			title = id
+		}
+		msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary,
+			"Ralph-Stage: "+id, "Ralph-Run: "+st.RunID)
+		if commit, err = repo.Commit(ctx, msg, false); err != nil {
+			return "", err
+		}
+	}
+	s.writeState(st, "", id, false, "")
+	return commit, nil
+}
+
+// Recover reports whether a stage's commit landed before a crash.
+func (s *Pipeline) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
+	head, err := s.Git.Head(ctx)
+	if err != nil {
+		return "", false, nil
+	}
+	base := ""
+	if is := st.Items[it.ID]; is != nil {
+		base = is.BaseHead
+	}
+	if head != base && s.Git.Trailer(ctx, "HEAD", "Ralph-Stage") == it.ID {
+		return head, true, nil
+	}
+	return "", false, nil
+}
+
+// Block gives up on a stage after its attempts. Its unfinished work stays
+// in the tree for a person to look at; the pipeline cannot go on past it.
+func (s *Pipeline) Block(ctx context.Context, it *engine.Item, st *engine.State, reason string) error {
+	s.writeState(st, "", "", false, fmt.Sprintf("stage %s blocked: %s", it.ID, reason))
+	return nil
+}
+
+// Stopped rewrites the mirror with the run's final status and reason.
+func (s *Pipeline) Stopped(st *engine.State) {
+	s.writeState(st, "", "", false, st.StopReason)
+}
+
+// PipelineState is .ralph/pipeline.json, the seed-000 state file. It is a
+// mirror of the engine's state.json for people and scripts; ralph never
+// reads it back.
+type PipelineState struct {
+	Pipeline   string         `json:"pipeline"`
+	File       string         `json:"file"`
+	RunID      string         `json:"run_id"`
+	Stage      string         `json:"stage"` // current stage; "" when every stage passed
+	StartedAt  time.Time      `json:"started_at"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+	PRDFile    string         `json:"prd_file,omitempty"`
+	PRDPath    string         `json:"prd_path,omitempty"`
+	Iterations map[string]int `json:"iterations"`
+	Stages     []StageState   `json:"stages"`
+	Complete   bool           `json:"complete"`
+	StopReason string         `json:"stop_reason,omitempty"`
+}
+
+// StageState is one stage in the mirror.
+type StageState struct {
+	Name          string `json:"name"`
+	Title         string `json:"title"`
+	Status        string `json:"status"`
+	Iterations    int    `json:"iterations"`
+	MaxIterations int    `json:"max_iterations,omitempty"`
+	Exit          string `json:"exit"`
+	Commit        string `json:"commit,omitempty"`
+	LastResult    string `json:"last_result,omitempty"`
+}
+
+// writeState derives the mirror from st. starting is a stage whose
+// iteration is about to run (counted already), passed one that is being
+// accepted (passed already).
+func (s *Pipeline) writeState(st *engine.State, starting, passed string, count bool, stop string) {
+	ps := PipelineState{Pipeline: s.P.Name, File: s.File, RunID: st.RunID, StartedAt: st.StartedAt,
+		UpdatedAt: time.Now().UTC(), PRDFile: s.P.PRD, PRDPath: s.PRDPath, Iterations: map[string]int{}, StopReason: stop}
+	if ps.StopReason == "" {
+		ps.StopReason = st.StopReason
+	}
+	all := true
+	for i := range s.P.Stages {
+		stg := &s.P.Stages[i]
+		ss := StageState{Name: stg.Name, Title: stg.DisplayTitle(), Status: engine.ItemPending, MaxIterations: stg.MaxIterations, Exit: stg.Exit.Describe()}
+		if is := st.Items[stg.Name]; is != nil {
+			ss.Status, ss.Iterations, ss.Commit, ss.LastResult = is.Status, is.Runs, is.Commit, is.LastResult
+		}
+		if stg.Name == starting {
+			ss.Status = engine.ItemRunning
+			if count {
+				ss.Iterations++
+			}
+		}
+		if stg.Name == passed {
+			ss.Status = engine.ItemPassed
+		}
+		if ss.Iterations > 0 {
+			ps.Iterations[stg.Name] = ss.Iterations
+		}
+		if ss.Status != engine.ItemPassed {
+			if all {
+				ps.Stage = stg.Name
+			}
+			all = false
+		}
+		ps.Stages = append(ps.Stages, ss)
+	}
+	ps.Complete = all
+	if all && ps.StopReason == "" {
+		ps.StopReason = fmt.Sprintf("all %d stages passed", len(s.P.Stages))
+	}
+	_ = store.WriteJSON(s.StatePath, ps)
+}

@@ -1,0 +1,1005 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/tasks"
+)
+
+// PauseBeforeMergeCommitEnv is for tests only: when it names a path, the
+// tasks source creates PATH.ready after staging a squash merge and waits
+// (up to 5 minutes) until PATH exists before committing it, so a test can
+// kill -9 the run in the middle of a merge.
+const PauseBeforeMergeCommitEnv = "RALPH_TEST_PAUSE_BEFORE_MERGE_COMMIT"
+
+// TaskTrailer is the trailer on every squash commit the tasks loop makes;
+// Recover looks for it to tell whether a merge landed before a crash.
+const TaskTrailer = "Ralph-Task"
+
+// InputError marks a problem with the user's input (a tasks file that does
+// not validate): the CLI maps it to exit code 2.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string    { return e.Err.Error() }
+func (e *InputError) Unwrap() error    { return e.Err }
+func (e *InputError) UsageError() bool { return true }
+
+// Tasks runs the leaf tasks of a tasks.jsonl tree (seed 003). Each task is
+// claimed, worked on its own branch task/<id>-<slug> created from the base
+// branch (the one checked out when the run started), and, once the agent
+// has completed it (`ralph task complete ID`, "status":"complete" in the
+// file, or the promise) and the gates pass on the branch, squash-merged
+// into the base branch with the seed's message, the branch deleted and the
+// task archived with the squash commit's SHA.
+//
+// tasks.jsonl and tasks-done.jsonl are the loop's control plane: they are
+// never part of a task's commits, and they carry over unchanged when the
+// loop switches branches (git operations run with the files set aside
+// under the store's lock, in .ralph/tasks-aside.json while it lasts).
+type Tasks struct {
+	File     string // absolute tasks.jsonl
+	Store    *tasks.Store
+	Git      *git.Repo
+	Root     string
+	Gates    gate.Runner
+	GateList []gate.Gate
+
+	base      string
+	set       *tasks.Set
+	seen      map[string]bool // leaves this process has seen in tasks.jsonl
+	before    fileSnap        // the files when the iteration started
+	beforeSet *tasks.Set
+	split     map[string]splitInfo
+}
+
+type splitInfo struct {
+	children []string
+	merge    bool // the branch has work that passed the gates
+	work     bool
+}
+
+type fileSnap struct {
+	Active     []byte `json:"active"`
+	HasActive  bool   `json:"has_active"`
+	Done       []byte `json:"done"`
+	HasDone    bool   `json:"has_done"`
+	ActivePath string `json:"active_path"`
+	DonePath   string `json:"done_path"`
+}
+
+// OpenTasks loads and validates path and remembers the current branch as
+// the base branch.
+func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, gates gate.Runner, list []gate.Gate) (*Tasks, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, engine.UsageError("tasks file %s: %v (create it with `ralph task add ID TITLE`)", path, errors.Unwrap(err))
+	}
+	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
+		seen: map[string]bool{}, split: map[string]splitInfo{}}
+	if err := s.restoreAside(); err != nil {
+		return nil, err
+	}
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		return nil, err
+	}
+	for _, p := range []string{s.Store.LockPath, s.Store.HoldPath} {
+		if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
+			if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if repo.HasCommits(ctx) {
+		if err := s.loadBase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// loadBase takes the current branch as the base branch and records it in
+// .ralph/tasks-loop.json; a run restarted on a task branch (after a crash)
+// reads it back from there.
+func (s *Tasks) loadBase(ctx context.Context) error {
+	cur, err := s.Git.CurrentBranch(ctx)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(s.Root, ".ralph", "tasks-loop.json")
+	var rec struct {
+		Base string `json:"base"`
+	}
+	if strings.HasPrefix(cur, "task/") {
+		if err := store.ReadJSON(p, &rec); err != nil || rec.Base == "" {
+			return engine.UsageError("%s is a task branch: check out the branch tasks should be merged into (e.g. main) and run again", cur)
+		}
+		s.base = rec.Base
+		return nil
+	}
+	s.base = cur
+	rec.Base = cur
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return store.WriteJSON(p, rec)
+}
+
+func (s *Tasks) Kind() string { return "tasks" }
+func (s *Tasks) Path() string { return s.File }
+
+// Base is the branch tasks are merged into.
+func (s *Tasks) Base() string { return s.base }
+
+func (s *Tasks) reload() error {
+	set, err := s.Store.Load()
+	if err != nil {
+		var ve *tasks.ValidationError
+		if errors.As(err, &ve) {
+			return &InputError{err}
+		}
+		return err
+	}
+	s.set = set
+	for _, t := range set.List("") {
+		if t.Leaf {
+			s.seen[t.ID] = true
+		}
+	}
+	return nil
+}
+
+// Reload re-reads the files (watch mode: others append tasks).
+func (s *Tasks) Reload() error { return s.reload() }
+
+// Items are the leaf tasks of tasks.jsonl, plus the leaves this process
+// saw there that have since been archived.
+func (s *Tasks) Items() []engine.Item {
+	var out []engine.Item
+	for _, t := range s.set.List("") {
+		if t.Leaf {
+			out = append(out, s.item(t))
+		}
+	}
+	for _, t := range s.set.List(tasks.StatusComplete) {
+		if t.Archived() && t.Leaf && s.seen[t.ID] {
+			out = append(out, s.item(t))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b engine.Item) int { return tasks.CompareIDs(a.ID, b.ID) })
+	return out
+}
+
+func (s *Tasks) item(t *tasks.Task) engine.Item {
+	var b strings.Builder
+	if raw, ok := t.Field("description"); ok {
+		var d string
+		if jsonString(raw, &d) && d != "" {
+			b.WriteString(d + "\n\n")
+		}
+	}
+	var path []string
+	for p := t.Parent(); p != ""; p = tasks.ParentID(p) {
+		if pt, ok := s.set.Get(p); ok {
+			path = append([]string{pt.ID + " " + pt.Title}, path...)
+		}
+	}
+	if len(path) > 0 {
+		fmt.Fprintf(&b, "Part of: %s.\n\n", strings.Join(path, " › "))
+	}
+	fmt.Fprintf(&b, `You are on the git branch %s; commit your work there as often as you like (the harness squash-merges it into %s when the task is done).
+When the task is done and its checks pass, run `+"`ralph task complete %s`"+`. If it is too big for one iteration, split it: `+"`ralph task split %s \"first part\" \"second part\"`"+` (or `+"`ralph task add --parent %s TITLE`"+`); the loop then works on the subtasks. Do not complete or claim other tasks: the harness archives tasks itself after running the gates.`,
+		s.branchName(t.ID, t.Title), s.baseName(), t.ID, t.ID, t.ID)
+	return engine.Item{ID: t.ID, Title: t.Title, Description: b.String(), Kind: "task"}
+}
+
+func (s *Tasks) baseName() string {
+	if s.base == "" {
+		return "the base branch"
+	}
+	return s.base
+}
+
+// branchName is task/<id>-<slug of the title>, safe for git whatever the
+// title holds.
+func (s *Tasks) branchName(id, title string) string {
+	b := "task/" + id + "-" + git.Slug(title, 40)
+	if strings.Contains(id, "..") || strings.HasSuffix(b, ".lock") || strings.HasPrefix(id, ".") {
+		b = "task/" + git.Slug(id, 30) + "-" + git.Slug(title, 40)
+	}
+	return b
+}
+
+func (s *Tasks) branch(ctx context.Context, it *engine.Item) (string, error) {
+	b := s.branchName(it.ID, it.Title)
+	if err := s.Git.CheckRefName(ctx, b); err != nil {
+		b = "task/" + git.Slug(it.ID, 30) + "-" + git.Slug(it.Title, 40)
+		if err := s.Git.CheckRefName(ctx, b); err != nil {
+			return "", err
+		}
+	}
+	return b, nil
+}
+
+// sync makes the run state agree with the files: tasks archived by anyone
+// are passed, tasks blocked in the file are blocked, tasks a person
+// unblocked get their attempts back.
+func (s *Tasks) sync(st *engine.State) {
+	// Tasks added since the run started (splits, appends) join the order,
+	// so counts and summaries see them.
+	order := map[string]bool{}
+	for _, id := range st.Order {
+		order[id] = true
+	}
+	grew := false
+	for _, it := range s.Items() {
+		if _, ok := st.Items[it.ID]; !ok {
+			st.Items[it.ID] = &engine.ItemState{ID: it.ID, Title: it.Title, Status: engine.ItemPending}
+		}
+		if !order[it.ID] {
+			st.Order = append(st.Order, it.ID)
+			grew = true
+		}
+	}
+	if grew {
+		st.Order = slices.Clone(st.Order)
+		slices.SortStableFunc(st.Order, tasks.CompareIDs)
+	}
+	for id, is := range st.Items {
+		t, ok := s.set.Get(id)
+		if !ok {
+			continue
+		}
+		switch {
+		case t.Archived():
+			if is.Status != engine.ItemPassed {
+				is.Status = engine.ItemPassed
+				is.Commit = t.Commit
+				is.Reason = "completed in " + filepath.Base(s.Store.DonePath)
+			}
+		case t.Leaf && t.Status == tasks.StatusBlocked:
+			if is.Status != engine.ItemBlocked && is.Status != engine.ItemRunning {
+				is.Status = engine.ItemBlocked
+				is.Reason = t.Reason
+			}
+		case t.Leaf && t.Status == tasks.StatusPending && is.Status == engine.ItemBlocked:
+			is.Status = engine.ItemPending
+			is.Attempts = 0
+			is.Reason = ""
+		}
+	}
+}
+
+// SyncState reconciles the run state with the task files (for an engine
+// that calls it inside a state update; see the optional hook proposed for
+// engine.StateSyncer).
+func (s *Tasks) SyncState(st *engine.State) { s.sync(st) }
+
+// ours reports whether an active task was claimed by this run.
+func ours(st *engine.State, id string) bool {
+	is := st.Items[id]
+	return is != nil && is.Status != engine.ItemBlocked && is.Status != engine.ItemPassed && (is.Runs > 0 || is.Status == engine.ItemRunning)
+}
+
+// Next re-reads the files (anyone may have changed them) and returns the
+// task this run was working on, else the next pending leaf in id order.
+func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	s.sync(st)
+	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete} {
+		for _, t := range s.set.List(status) {
+			if t.Leaf && !t.Archived() && !busy[t.ID] && ours(st, t.ID) {
+				it := s.item(t)
+				return &it, nil
+			}
+		}
+	}
+	t := s.set.Next()
+	if t == nil || busy[t.ID] {
+		return nil, nil
+	}
+	if is := st.Items[t.ID]; is != nil && is.Status == engine.ItemBlocked {
+		return nil, nil
+	}
+	it := s.item(t)
+	return &it, nil
+}
+
+// Prepare claims the task and puts the tree on its branch, creating it
+// from the base branch the first time.
+func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (string, error) {
+	if s.base == "" || !s.Git.HasCommits(ctx) {
+		return "", engine.UsageError("the repository has no commits yet: make a first commit so ralph can branch tasks from it")
+	}
+	if strings.HasPrefix(s.base, "task/") {
+		return "", engine.UsageError("the run started on %s, a task branch: check out the branch tasks should be merged into (e.g. main) and run again", s.base)
+	}
+	branch, err := s.branch(ctx, it)
+	if err != nil {
+		return "", err
+	}
+	err = s.Store.Update(func(set *tasks.Set) error {
+		t, ok := set.Get(it.ID)
+		if !ok || t.Archived() {
+			return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
+		}
+		if t.Leaf && t.Status == tasks.StatusPending {
+			_, err := set.Claim(it.ID)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := s.Store.SetHold(it.ID); err != nil {
+		return "", err
+	}
+	cur, err := s.Git.CurrentBranch(ctx)
+	if err != nil {
+		return "", err
+	}
+	if cur != branch {
+		if !s.Git.BranchExists(ctx, branch) {
+			if err := s.Git.CreateBranch(ctx, branch, s.base); err != nil {
+				return "", err
+			}
+		}
+		if err := s.switchTo(ctx, branch, nil); err != nil {
+			return "", fmt.Errorf("switching to %s: %w", branch, err)
+		}
+	}
+	s.before, err = s.snapshot()
+	if err != nil {
+		return "", err
+	}
+	s.beforeSet, err = s.Store.Load()
+	if err != nil {
+		return "", &InputError{err}
+	}
+	return s.Git.Dir, nil
+}
+
+func (s *Tasks) PromptData(it *engine.Item, d *engine.PromptData) {
+	d.TasksPath = s.File
+	d.Branch = s.branchName(it.ID, it.Title)
+}
+
+// Verify checks the agent's changes to the task files (invalid ones are
+// undone and fed back), then the completion claim and the gates.
+func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+	id := a.Item.ID
+	if s.beforeSet == nil { // resumed after a crash: nothing to compare with
+		s.beforeSet, _ = s.Store.Load()
+		s.before, _ = s.snapshot()
+	}
+	var tampered []string
+	rejected := ""
+	after, err := s.Store.Load()
+	if err == nil && s.beforeSet != nil {
+		err = tasks.ValidateChanges(s.beforeSet, after)
+	}
+	if err != nil {
+		rejected = fmt.Sprintf("Your changes to %s were rejected and undone:\n%v", filepath.Base(s.File), err)
+		tampered = append(tampered, fmt.Sprintf("invalid changes to %s were undone: %v", filepath.Base(s.File), firstLine(err.Error())))
+		if rerr := store.WithLock(s.Store.LockPath, func() error { return s.writeSnap(s.before) }); rerr != nil {
+			return engine.Verdict{Summary: "restoring the tasks file failed", Failure: rerr.Error()}
+		}
+		after, err = s.Store.Load()
+		if err != nil {
+			return engine.Verdict{Summary: "tasks file invalid", Failure: err.Error(), Tampered: tampered}
+		}
+	}
+	s.set = after
+	// Tasks other than this one marked complete by hand: only the loop
+	// completes tasks. Put them back.
+	var others []string
+	for _, t := range after.List(tasks.StatusComplete) {
+		if t.Archived() || t.ID == id {
+			continue
+		}
+		if bt, ok := s.beforeSet.Get(t.ID); ok && bt.Status != tasks.StatusComplete {
+			others = append(others, t.ID)
+		}
+	}
+	if len(others) > 0 {
+		_ = s.Store.Update(func(set *tasks.Set) error {
+			for _, oid := range others {
+				if t, ok := set.Get(oid); ok && !t.Archived() {
+					bt, _ := s.beforeSet.Get(oid)
+					t.Status = bt.Status
+				}
+			}
+			return nil
+		})
+		tampered = append(tampered, fmt.Sprintf("the agent marked %s complete while working on %s; reverted", strings.Join(others, ", "), id))
+		_ = s.reload()
+	}
+	fail := func(v engine.Verdict) engine.Verdict {
+		v.Tampered = append(tampered, v.Tampered...)
+		if rejected != "" {
+			v.Failure = strings.TrimSpace(rejected + "\n\n" + v.Failure)
+			if v.Summary == "" {
+				v.Summary = "invalid changes to the tasks file"
+			}
+		}
+		s.unclaim(id)
+		return v
+	}
+	t, ok := s.set.Get(id)
+	if !ok {
+		return fail(engine.Verdict{Summary: "task disappeared", Failure: fmt.Sprintf("Task %s is no longer in %s.", id, filepath.Base(s.File))})
+	}
+	if a.Result.Failed() {
+		return fail(engine.AgentFailure(a.Result))
+	}
+	if rejected != "" {
+		return fail(engine.Verdict{})
+	}
+	if !t.Archived() && !t.Leaf {
+		return s.verifySplit(ctx, a, tampered)
+	}
+	if !t.Archived() && t.Status == tasks.StatusBlocked {
+		// The agent gave up with `ralph task block`: keep its work on the
+		// branch and go back to the base branch; the file says blocked.
+		_ = s.park(ctx, a.Item, st, "blocked by the agent")
+		return engine.Verdict{Tampered: tampered, Summary: "the agent blocked the task: " + t.Reason,
+			Failure: "The task was blocked by the agent: " + t.Reason}
+	}
+	claimed := a.Claimed || t.Archived() || t.Status == tasks.StatusComplete
+	if !claimed {
+		return fail(engine.Verdict{Summary: "task not completed",
+			Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)})
+	}
+	if ok, why := s.mergeable(ctx); !ok {
+		return fail(engine.Verdict{Claimed: true, Summary: "the branch no longer merges cleanly", Failure: why})
+	}
+	if len(s.GateList) == 0 {
+		return engine.Verdict{Passed: true, Claimed: true, Tampered: tampered, Summary: "completed (no gates configured)"}
+	}
+	results, pass := s.Gates.Run(ctx, a.Dir, s.GateList, logOf(a))
+	v := engine.Verdict{Passed: pass, Claimed: true, Gates: results, Tampered: tampered, Summary: gate.Summary(results)}
+	if !pass {
+		v.Failure = gate.FailureContext(results, 4<<10)
+		return fail(v)
+	}
+	return v
+}
+
+func logOf(a *engine.Attempt) io.Writer {
+	if a.Log == nil {
+		return io.Discard
+	}
+	return a.Log
+}
+
+func jsonString(raw []byte, dst *string) bool {
+	return json.Unmarshal(raw, dst) == nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// verifySplit judges an iteration that turned the task into a container:
+// the iteration is done; work already on the branch is merged only if the
+// gates pass on it, else it stays on the branch for a person.
+func (s *Tasks) verifySplit(ctx context.Context, a *engine.Attempt, tampered []string) engine.Verdict {
+	id := a.Item.ID
+	var kids []string
+	for _, t := range s.set.List("") {
+		if t.Parent() == id {
+			kids = append(kids, t.ID)
+		}
+	}
+	info := splitInfo{children: kids, work: s.hasWork(ctx)}
+	v := engine.Verdict{Passed: true, Tampered: tampered, Summary: "split into " + strings.Join(kids, ", ")}
+	if info.work {
+		info.merge = true
+		if len(s.GateList) > 0 {
+			results, pass := s.Gates.Run(ctx, a.Dir, s.GateList, logOf(a))
+			v.Gates = results
+			info.merge = pass
+			if !pass {
+				v.Summary += "; its work failed the gates and stays on the branch"
+			}
+		}
+	}
+	s.split[id] = info
+	return v
+}
+
+// hasWork reports whether the task branch differs from the base branch
+// (commits or uncommitted changes outside the control plane).
+func (s *Tasks) hasWork(ctx context.Context) bool {
+	if n, _ := s.Git.Run(ctx, "rev-list", "--count", s.base+"..HEAD"); strings.TrimSpace(n) != "0" && n != "" {
+		return true
+	}
+	dirty, _ := s.Git.StatusPorcelain(ctx, s.controlRel()...)
+	return len(dirty) > 0
+}
+
+// mergeable tells whether the branch's commits merge into the base branch
+// without conflicts (only possible to fail if someone moved the base).
+func (s *Tasks) mergeable(ctx context.Context) (bool, string) {
+	if s.Git.IsAncestor(ctx, s.base, "HEAD") {
+		return true, ""
+	}
+	out, err := s.Git.Run(ctx, "merge-tree", "--write-tree", "--name-only", "--no-messages", s.base, "HEAD")
+	if err == nil {
+		return true, ""
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) > 1 {
+		lines = lines[1:]
+	}
+	return false, fmt.Sprintf("%s has moved since this branch was created and the branch now conflicts with it in: %s. Merge %s into your branch (`git merge %s`), resolve the conflicts and commit, then complete the task again.",
+		s.base, strings.Join(lines, ", "), s.base, s.base)
+}
+
+// unclaim turns an agent's completion claim back into "active" after a
+// failed check, so the next iteration sees the task as still open.
+func (s *Tasks) unclaim(id string) {
+	_ = s.Store.Update(func(set *tasks.Set) error {
+		if t, ok := set.Get(id); ok && !t.Archived() && t.Leaf && t.Status == tasks.StatusComplete {
+			t.Status = tasks.StatusActive
+		}
+		return nil
+	})
+	_ = s.reload()
+}
+
+// Accept squash-merges the task branch into the base branch, archives the
+// task with the squash commit and deletes the branch.
+func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+	it := a.Item
+	branch, err := s.branch(ctx, it)
+	if err != nil {
+		return "", err
+	}
+	if info, ok := s.split[it.ID]; ok {
+		delete(s.split, it.ID)
+		if !info.merge {
+			if err := s.park(ctx, it, st, "split"); err != nil {
+				return "", err
+			}
+			if !info.work {
+				_ = s.Git.DeleteBranch(ctx, branch)
+			}
+			return "", s.afterSplit(it.ID)
+		}
+		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
+		sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
+			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, subjects...), a.Learnings...), v.Summary,
+				TaskTrailer+": "+it.ID, "Ralph-Run: "+st.RunID)
+		})
+		if err != nil {
+			return "", err
+		}
+		_ = s.Git.DeleteBranch(ctx, branch)
+		return sha, s.afterSplit(it.ID)
+	}
+	sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
+		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(subjects, a.Learnings...), v.Summary,
+			"Completes: "+it.ID, TaskTrailer+": "+it.ID, "Ralph-Run: "+st.RunID)
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := s.finish(ctx, it.ID, sha, branch); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+func (s *Tasks) afterSplit(id string) error {
+	err := s.Store.Update(func(set *tasks.Set) error {
+		if t, ok := set.Get(id); ok && !t.Archived() && !t.Leaf && t.Status == tasks.StatusActive {
+			t.Status = tasks.StatusPending
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Store.SetHold(); err != nil {
+		return err
+	}
+	return s.reload()
+}
+
+// finish archives a merged task with its commit and drops its branch.
+func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
+	err := s.Store.Update(func(set *tasks.Set) error {
+		t, ok := set.Get(id)
+		if !ok || t.Archived() {
+			return nil
+		}
+		if !t.Leaf {
+			if t.Status == tasks.StatusActive {
+				t.Status = tasks.StatusPending
+			}
+			return nil
+		}
+		_, err := set.Complete(id, sha, time.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Store.SetHold(); err != nil {
+		return err
+	}
+	if branch != "" && s.Git.BranchExists(ctx, branch) {
+		if err := s.Git.DeleteBranch(ctx, branch); err != nil {
+			return err
+		}
+	}
+	return s.reload()
+}
+
+// merge commits the branch's leftovers on it, then squash-merges it into
+// the base branch with the message msg(subjects of the branch's commits,
+// oldest first). The task files are set aside meanwhile.
+func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, msg func([]string) string) (string, error) {
+	var sha string
+	err := store.WithLock(s.Store.LockPath, func() error {
+		snap, err := s.aside()
+		if err != nil {
+			return err
+		}
+		cur, _ := s.Git.CurrentBranch(ctx)
+		if cur == branch {
+			if err := s.commitLeftovers(ctx, st, fmt.Sprintf("wip(%s): work left uncommitted at the end of the task", it.ID)); err != nil {
+				return err
+			}
+		}
+		subjects, err := s.Git.Log(ctx, s.base+".."+branch, "%s")
+		if err != nil {
+			return err
+		}
+		slices.Reverse(subjects)
+		if err := s.cleanControl(ctx); err != nil {
+			return err
+		}
+		if err := s.Git.Checkout(ctx, s.base); err != nil {
+			return err
+		}
+		if err := s.Git.MergeSquash(ctx, branch); err != nil {
+			_ = s.Git.ResetHard(ctx, "HEAD")
+			_ = s.Git.Checkout(ctx, branch)
+			_ = s.writeSnap(snap)
+			_ = removeAside(s.asidePath())
+			var ce *git.ConflictError
+			if errors.As(err, &ce) {
+				return &engine.Rejected{Summary: "squash merge into " + s.base + " conflicts",
+					Failure: fmt.Sprintf("Merging this branch into %s conflicts in %s. Merge %s into the branch (`git merge %s`), resolve, commit, then complete the task again.", s.base, strings.Join(ce.Paths, ", "), s.base, s.base)}
+			}
+			return fmt.Errorf("squash-merging %s into %s: %w", branch, s.base, err)
+		}
+		if err := s.cleanControl(ctx); err != nil {
+			return err
+		}
+		if err := pauseForTest(ctx); err != nil {
+			return err
+		}
+		sha, err = s.Git.Commit(ctx, msg(subjects), true)
+		if err != nil {
+			return err
+		}
+		if err := s.writeSnap(snap); err != nil {
+			return err
+		}
+		return removeAside(s.asidePath())
+	})
+	return sha, err
+}
+
+func pauseForTest(ctx context.Context) error {
+	p := os.Getenv(PauseBeforeMergeCommitEnv)
+	if p == "" {
+		return nil
+	}
+	if err := os.WriteFile(p+".ready", nil, 0o644); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// commitLeftovers commits what the agent left uncommitted on the task
+// branch (never the task files or the user's pre-existing changes).
+func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg string) error {
+	except := append([]string{}, st.Preexisting...)
+	for _, rel := range s.controlRel() {
+		// git refuses an exclude pathspec naming an ignored file (the
+		// lock and hold files are in info/exclude).
+		if _, err := s.Git.Run(ctx, "check-ignore", "-q", "--", rel); err != nil {
+			except = append(except, rel)
+		}
+	}
+	if err := s.Git.AddAllExcept(ctx, except); err != nil {
+		return err
+	}
+	staged, err := s.Git.StagedFiles(ctx)
+	if err != nil || len(staged) == 0 {
+		return err
+	}
+	_, err = s.Git.Commit(ctx, msg, false)
+	return err
+}
+
+// Block keeps the task's work on its branch, returns to the base branch
+// and marks the task blocked with the reason.
+func (s *Tasks) Block(ctx context.Context, it *engine.Item, st *engine.State, reason string) error {
+	if err := s.park(ctx, it, st, "blocked"); err != nil {
+		return err
+	}
+	err := s.Store.Update(func(set *tasks.Set) error {
+		t, ok := set.Get(it.ID)
+		if !ok || t.Archived() {
+			return nil
+		}
+		if t.Status == tasks.StatusComplete {
+			t.Status = tasks.StatusActive
+		}
+		if t.Status == tasks.StatusBlocked {
+			return nil
+		}
+		return set.Block(it.ID, reason)
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Store.SetHold(); err != nil {
+		return err
+	}
+	return s.reload()
+}
+
+// park commits the branch's leftovers on it and checks out the base
+// branch, which stays untouched.
+func (s *Tasks) park(ctx context.Context, it *engine.Item, st *engine.State, why string) error {
+	branch, err := s.branch(ctx, it)
+	if err != nil {
+		return err
+	}
+	cur, _ := s.Git.CurrentBranch(ctx)
+	if cur != branch {
+		return nil
+	}
+	return s.switchTo(ctx, s.base, func() error {
+		return s.commitLeftovers(ctx, st, fmt.Sprintf("wip(%s): unfinished work (%s)", it.ID, why))
+	})
+}
+
+// Recover tells whether the squash merge of it landed before a crash (the
+// base branch's tip carries its Ralph-Task trailer) and finishes the job;
+// otherwise it undoes a half-done merge so the task is verified again.
+func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
+	if err := s.restoreAside(); err != nil {
+		return "", false, err
+	}
+	branch, err := s.branch(ctx, it)
+	if err != nil {
+		return "", false, err
+	}
+	cur, _ := s.Git.CurrentBranch(ctx)
+	if s.Git.Trailer(ctx, s.base, TaskTrailer) == it.ID {
+		tip, err := s.Git.RevParse(ctx, s.base)
+		if err != nil {
+			return "", false, err
+		}
+		if cur != s.base {
+			if err := s.switchTo(ctx, s.base, nil); err != nil {
+				return "", false, err
+			}
+		}
+		delete(s.split, it.ID)
+		if err := s.finish(ctx, it.ID, tip, branch); err != nil {
+			return "", false, err
+		}
+		return tip, true, nil
+	}
+	if cur == s.base {
+		if _, err := s.Git.Run(ctx, "diff", "--cached", "--quiet"); err != nil {
+			// A squash merge staged but not committed: drop it.
+			err := store.WithLock(s.Store.LockPath, func() error {
+				snap, err := s.aside()
+				if err != nil {
+					return err
+				}
+				if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
+					return err
+				}
+				if err := s.writeSnap(snap); err != nil {
+					return err
+				}
+				return removeAside(s.asidePath())
+			})
+			if err != nil {
+				return "", false, err
+			}
+		}
+	}
+	return "", false, nil
+}
+
+// --- the task files across git operations ---
+
+func (s *Tasks) controlRel() []string {
+	var out []string
+	for _, p := range []string{s.File, s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath} {
+		if rel, err := filepath.Rel(s.Root, p); err == nil && !strings.HasPrefix(rel, "..") {
+			out = append(out, filepath.ToSlash(rel))
+		}
+	}
+	return out
+}
+
+func removeAside(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (s *Tasks) asidePath() string { return filepath.Join(s.Root, ".ralph", "tasks-aside.json") }
+
+func (s *Tasks) snapshot() (fileSnap, error) {
+	snap := fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath}
+	var err error
+	if snap.Active, err = os.ReadFile(s.File); err == nil {
+		snap.HasActive = true
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return snap, err
+	}
+	if snap.Done, err = os.ReadFile(s.Store.DonePath); err == nil {
+		snap.HasDone = true
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return snap, err
+	}
+	return snap, nil
+}
+
+// aside saves the task files in .ralph/tasks-aside.json (a crash while
+// they are aside is repaired by restoreAside on the next open).
+func (s *Tasks) aside() (fileSnap, error) {
+	snap, err := s.snapshot()
+	if err != nil {
+		return snap, err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.asidePath()), 0o755); err != nil {
+		return snap, err
+	}
+	return snap, store.WriteJSON(s.asidePath(), snap)
+}
+
+func (s *Tasks) writeSnap(snap fileSnap) error {
+	put := func(path string, has bool, data []byte) error {
+		if !has {
+			err := os.Remove(path)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if cur, err := os.ReadFile(path); err == nil && string(cur) == string(data) {
+			return nil
+		}
+		return store.WriteFile(path, data, 0o644)
+	}
+	if err := put(snap.ActivePath, snap.HasActive, snap.Active); err != nil {
+		return err
+	}
+	return put(snap.DonePath, snap.HasDone, snap.Done)
+}
+
+// restoreAside puts back task files a crash left aside.
+func (s *Tasks) restoreAside() error {
+	var snap fileSnap
+	err := store.ReadJSON(s.asidePath(), &snap)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return store.WithLock(s.Store.LockPath, func() error {
+		if snap.ActivePath == "" {
+			snap.ActivePath, snap.DonePath = s.File, s.Store.DonePath
+		}
+		if err := s.writeSnap(snap); err != nil {
+			return err
+		}
+		return removeAside(s.asidePath())
+	})
+}
+
+// cleanControl makes the task files match HEAD (tracked ones) or removes
+// them from the index, so checkouts and merges never trip over them; the
+// caller has them aside and writes them back afterwards.
+func (s *Tasks) cleanControl(ctx context.Context) error {
+	for _, p := range []string{s.File, s.Store.DonePath} {
+		rel, err := filepath.Rel(s.Root, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue // outside the repository: git never touches it
+		}
+		rel = filepath.ToSlash(rel)
+		_, _ = s.Git.Run(ctx, "reset", "-q", "HEAD", "--", rel)
+		if _, err := s.Git.Run(ctx, "cat-file", "-e", "HEAD:"+rel); err == nil {
+			if _, err := s.Git.Run(ctx, "checkout", "HEAD", "--", rel); err != nil {
+				return err
+			}
+		} else if err := os.Remove(filepath.Join(s.Root, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// switchTo checks out branch with the task files set aside (before runs
+// first, on the current branch, under the same lock).
+func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error) error {
+	return store.WithLock(s.Store.LockPath, func() error {
+		snap, err := s.aside()
+		if err != nil {
+			return err
+		}
+		if before != nil {
+			if err := before(); err != nil {
+				return err
+			}
+		}
+		if err := s.cleanControl(ctx); err != nil {
+			return err
+		}
+		cerr := s.Git.Checkout(ctx, branch)
+		if err := s.writeSnap(snap); err != nil {
+			return err
+		}
+		if err := removeAside(s.asidePath()); err != nil {
+			return err
+		}
+		return cerr
+	})
+}
+
+// ControlFiles are the task store's files besides tasks.jsonl: the archive
+// and the lock and hold files are ralph's, never the user's dirty work.
+func (s *Tasks) ControlFiles() []string {
+	return []string{s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath}
+}

@@ -1,0 +1,284 @@
+package source
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/tasks"
+)
+
+const taskTree = `{"id":"A","title":"auth","status":"pending","leaf":false}
+{"id":"A.1","title":"session: store/../x","status":"pending","leaf":true}
+{"id":"B","title":"docs","status":"pending","leaf":true}
+`
+
+func newTaskRepo(t *testing.T) (string, *git.Repo, *Tasks) {
+	t.Helper()
+	dir, repo := newRepo(t)
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(dir, "tasks.jsonl"), []byte(taskTree), 0o644)
+	repo.AddAll(ctx)
+	if _, err := repo.Commit(ctx, "tasks\n", false); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenTasks(ctx, filepath.Join(dir, "tasks.jsonl"), repo, dir, gate.Runner{Proc: proc.Exec{}},
+		[]gate.Gate{{Name: "ok", Command: "test ! -f bad.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, repo, src
+}
+
+func newState() *engine.State {
+	return &engine.State{RunID: "r1", Items: map[string]*engine.ItemState{}}
+}
+
+// agentClaims marks id complete the way `ralph task complete` does inside
+// an iteration (the loop holds the task, so it is not archived yet).
+func agentClaims(t *testing.T, src *Tasks, id string) {
+	t.Helper()
+	err := src.Store.Update(func(set *tasks.Set) error {
+		tk, _ := set.Get(id)
+		tk.Status = tasks.StatusComplete
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gitOut(t *testing.T, repo *git.Repo, args ...string) string {
+	t.Helper()
+	out, err := repo.Run(context.Background(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTasksSourceCompleteFlow(t *testing.T) {
+	ctx := context.Background()
+	dir, repo, src := newTaskRepo(t)
+	st := newState()
+	if got := src.Items(); len(got) != 2 || got[0].ID != "A.1" || got[1].ID != "B" {
+		t.Fatalf("items %+v", got)
+	}
+	it, err := src.Next(st, nil)
+	if err != nil || it == nil || it.ID != "A.1" {
+		t.Fatal(it, err)
+	}
+	if !strings.Contains(it.Description, "ralph task complete A.1") || !strings.Contains(it.Description, "Part of: A auth") {
+		t.Fatalf("description: %s", it.Description)
+	}
+	wd, err := src.Prepare(ctx, it, st)
+	if err != nil || wd != dir {
+		t.Fatal(wd, err)
+	}
+	branch := gitOut(t, repo, "branch", "--show-current")
+	if branch != "task/A.1-session-store-x" {
+		t.Fatalf("branch %q", branch)
+	}
+	if tk, _ := src.Store.Load(); tk != nil {
+		if a1, _ := tk.Get("A.1"); a1.Status != tasks.StatusActive {
+			t.Fatalf("not claimed: %s", a1.Status)
+		}
+	}
+	// the agent works: a commit, an uncommitted file, a claim
+	os.WriteFile(filepath.Join(dir, "one.txt"), []byte("1\n"), 0o644)
+	gitOut(t, repo, "add", "-A") // includes the claimed tasks.jsonl
+	gitOut(t, repo, "commit", "-qm", "step one")
+	os.WriteFile(filepath.Join(dir, "two.txt"), []byte("2\n"), 0o644)
+	agentClaims(t, src, "A.1")
+
+	a := &engine.Attempt{Item: it, Dir: dir, Learnings: []string{"keep it small"}}
+	v := src.Verify(ctx, a, st)
+	if !v.Passed || !v.Claimed {
+		t.Fatalf("verdict %+v", v)
+	}
+	sha, err := src.Accept(ctx, a, v, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gitOut(t, repo, "branch", "--show-current") != "main" || repo.BranchExists(ctx, branch) {
+		t.Fatal("not back on main or branch kept")
+	}
+	msg := gitOut(t, repo, "log", "-1", "--format=%B")
+	for _, want := range []string{"[A.1] session: store/../x\n\n- step one\n- wip(A.1): work left uncommitted", "- keep it small", "Completes: A.1\nRalph-Task: A.1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	files := gitOut(t, repo, "show", "--name-only", "--format=", "HEAD")
+	if files != "one.txt\ntwo.txt" {
+		t.Errorf("squash commit files %q", files)
+	}
+	set, err := src.Store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := set.Get("A.1")
+	pa, _ := set.Get("A")
+	if !a1.Archived() || a1.Commit != sha || !pa.Archived() {
+		t.Fatalf("archive: %+v %+v", a1, pa)
+	}
+	if len(src.Store.Held()) != 0 {
+		t.Fatal("hold left behind")
+	}
+	// the working copy of tasks.jsonl is the harness's, not HEAD's
+	b, _ := os.ReadFile(src.File)
+	if strings.Contains(string(b), `"A.1"`) {
+		t.Fatalf("tasks.jsonl still has A.1:\n%s", b)
+	}
+}
+
+func TestTasksSourceRejectsInvalidChangesAndGateFailure(t *testing.T) {
+	ctx := context.Background()
+	dir, repo, src := newTaskRepo(t)
+	st := newState()
+	it, _ := src.Next(st, nil)
+	if _, err := src.Prepare(ctx, it, st); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(src.File)
+	// an agent deletes B by hand: rejected, file restored
+	os.WriteFile(src.File, []byte(strings.Replace(string(before), `{"id":"B","title":"docs","status":"pending","leaf":true}`+"\n", "", 1)), 0o644)
+	v := src.Verify(ctx, &engine.Attempt{Item: it, Dir: dir}, st)
+	if v.Passed || !strings.Contains(v.Failure, "deleted without being completed") || len(v.Tampered) == 0 {
+		t.Fatalf("verdict %+v", v)
+	}
+	if after, _ := os.ReadFile(src.File); string(after) != string(before) {
+		t.Fatalf("not restored:\n%s", after)
+	}
+	// a claim whose gate fails is turned back into active
+	os.WriteFile(filepath.Join(dir, "bad.txt"), []byte("x"), 0o644)
+	agentClaims(t, src, "A.1")
+	v = src.Verify(ctx, &engine.Attempt{Item: it, Dir: dir}, st)
+	if v.Passed || !v.Claimed || v.Failure == "" {
+		t.Fatalf("verdict %+v", v)
+	}
+	set, _ := src.Store.Load()
+	if a1, _ := set.Get("A.1"); a1.Status != tasks.StatusActive {
+		t.Fatalf("claim not reverted: %s", a1.Status)
+	}
+	// blocked after its attempts: work kept on the branch, main untouched
+	mainHead := gitOut(t, repo, "rev-parse", "main")
+	if err := src.Block(ctx, it, st, "failed 3 attempts"); err != nil {
+		t.Fatal(err)
+	}
+	if gitOut(t, repo, "branch", "--show-current") != "main" || gitOut(t, repo, "rev-parse", "main") != mainHead {
+		t.Fatal("main moved or not checked out")
+	}
+	if got := gitOut(t, repo, "log", "-1", "--format=%s", "task/A.1-session-store-x"); got != "wip(A.1): unfinished work (blocked)" {
+		t.Fatalf("branch tip %q", got)
+	}
+	set, _ = src.Store.Load()
+	if a1, _ := set.Get("A.1"); a1.Status != tasks.StatusBlocked || a1.Reason != "failed 3 attempts" {
+		t.Fatalf("not blocked: %+v", a1)
+	}
+	if next, _ := src.Next(st, nil); next == nil || next.ID != "B" {
+		t.Fatalf("next after block: %+v", next)
+	}
+}
+
+func TestTasksSourceSplit(t *testing.T) {
+	ctx := context.Background()
+	dir, repo, src := newTaskRepo(t)
+	st := newState()
+	it, _ := src.Next(st, nil)
+	src.Prepare(ctx, it, st)
+	if err := src.Store.Update(func(set *tasks.Set) error {
+		_, err := set.Split("A.1", []string{"one", "two"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := &engine.Attempt{Item: it, Dir: dir}
+	v := src.Verify(ctx, a, st)
+	if !v.Passed || v.Summary != "split into A.1.1, A.1.2" {
+		t.Fatalf("verdict %+v", v)
+	}
+	sha, err := src.Accept(ctx, a, v, st)
+	if err != nil || sha != "" {
+		t.Fatal(sha, err) // no work on the branch: nothing to merge
+	}
+	if repo.BranchExists(ctx, "task/A.1-session-store-x") || gitOut(t, repo, "branch", "--show-current") != "main" {
+		t.Fatal("branch of an empty split kept")
+	}
+	next, _ := src.Next(st, nil)
+	if next == nil || next.ID != "A.1.1" {
+		t.Fatalf("next %+v", next)
+	}
+}
+
+func TestTasksSourceRecoverHalfMerge(t *testing.T) {
+	ctx := context.Background()
+	dir, repo, src := newTaskRepo(t)
+	st := newState()
+	it, _ := src.Next(st, nil)
+	src.Prepare(ctx, it, st)
+	os.WriteFile(filepath.Join(dir, "one.txt"), []byte("1\n"), 0o644)
+	gitOut(t, repo, "add", "one.txt")
+	gitOut(t, repo, "commit", "-qm", "one")
+	agentClaims(t, src, "A.1")
+	// a crash after `merge --squash`, before the commit, with the task
+	// files aside
+	if _, err := src.aside(); err != nil {
+		t.Fatal(err)
+	}
+	src.cleanControl(ctx)
+	gitOut(t, repo, "checkout", "-q", "main")
+	gitOut(t, repo, "merge", "--squash", "task/A.1-session-store-x")
+
+	src2, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set, _ := src2.Store.Load(); set != nil {
+		if a1, _ := set.Get("A.1"); a1.Status != tasks.StatusComplete {
+			t.Fatalf("aside files not restored: %s", a1.Status)
+		}
+	}
+	if _, done, err := src2.Recover(ctx, it, st); err != nil || done {
+		t.Fatal(done, err)
+	}
+	if staged := gitOut(t, repo, "diff", "--cached", "--name-only"); staged != "" {
+		t.Fatalf("half merge left staged: %s", staged)
+	}
+	// the retry verifies and merges once
+	src2.Prepare(ctx, it, st)
+	a := &engine.Attempt{Item: it, Dir: dir}
+	v := src2.Verify(ctx, a, st)
+	sha, err := src2.Accept(ctx, a, v, st)
+	if err != nil || !v.Passed {
+		t.Fatal(v, err)
+	}
+	// a crash after the commit: Recover sees the trailer and archives
+	src3, _ := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList)
+	got, done, err := src3.Recover(ctx, it, st)
+	if err != nil || !done || got != sha {
+		t.Fatal(got, done, err)
+	}
+	if n := gitOut(t, repo, "rev-list", "--count", "main"); n != "3" {
+		t.Fatalf("%s commits on main", n)
+	}
+}
+
+func TestTasksBranchNameSafe(t *testing.T) {
+	_, repo, src := newTaskRepo(t)
+	for _, title := range []string{"weird ~^:?*[ title\\ @{x}", "..", "ends.lock", "ünïcödé", strings.Repeat("long ", 40)} {
+		b, err := src.branch(context.Background(), &engine.Item{ID: "A.1", Title: title})
+		if err != nil {
+			t.Fatalf("%q: %v", title, err)
+		}
+		if err := repo.CheckRefName(context.Background(), b); err != nil || !strings.HasPrefix(b, "task/A.1-") {
+			t.Fatalf("%q → %q: %v", title, b, err)
+		}
+	}
+}
