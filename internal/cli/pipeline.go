@@ -54,8 +54,14 @@ Run one with ` + "`ralph run --pipeline .ralph/pipeline.yaml`" + ` (or --pipelin
 the built-in seed-000 pipeline with PRD.md).`,
 	}
 	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil))
+	for _, add := range pipelineSubcommands {
+		cmd.AddCommand(add(f))
+	}
 	return cmd
 }
+
+// pipelineSubcommands lets other files add `ralph pipeline` subcommands.
+var pipelineSubcommands []func(*Factory) *cobra.Command
 
 // PipelineInitOptions are `ralph pipeline init`'s settings.
 type PipelineInitOptions struct {

@@ -63,6 +63,7 @@ type Config struct {
 	MaxTokens        int64
 	PromptPaths      []string
 	PromptText       string // used instead of PromptPaths when set (a template)
+	Fresh            bool   // start a new run even if the state is of the same source
 	RoleText         func(it *Item, st *State) string
 	AllowDirty       bool
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
@@ -218,7 +219,7 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if st != nil && st.Source == src.Kind() && st.SourcePath == src.Path() {
+	if st != nil && !cfg.Fresh && st.Source == src.Kind() && st.SourcePath == src.Path() {
 		e.syncItems(st)
 		if cfg.MaxIterations > 0 {
 			st.MaxIterations = cfg.MaxIterations

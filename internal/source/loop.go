@@ -83,8 +83,9 @@ func (l *Loop) Recover(context.Context, *engine.Item, *engine.State) (string, bo
 
 func (l *Loop) PromptData(*engine.Item, *engine.PromptData) {}
 
-// MaxAttempts lets the one item use every iteration of the loop.
-func (l *Loop) MaxAttempts(string) int { return l.MaxIterations }
+// MaxAttempts lets the one item use every iteration of the loop, so the
+// loop ends on max_iterations rather than on a blocked item.
+func (l *Loop) MaxAttempts(string) int { return l.MaxIterations + 1 }
 
 // LiteralTemplate escapes text so the prompt template prints it as is
 // (a user's prompt may contain "{{").

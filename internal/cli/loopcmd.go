@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/hook"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+func init() {
+	extraCommands = append(extraCommands, NewCmdLoop)
+	hookSubcommands = append(hookSubcommands, func(f *Factory) *cobra.Command { return NewCmdHookStop(f, nil) })
+	pipelineSubcommands = append(pipelineSubcommands, NewCmdPipelineStart)
+}
+
+// LoopStartOptions are `ralph loop start`'s settings.
+type LoopStartOptions struct {
+	IO            *Factory
+	Prompt        string
+	MaxIterations int
+	Promise       string
+	Checks        []string
+	PRD           string
+	Pipeline      string
+}
+
+// NewCmdLoop builds `ralph loop`.
+func NewCmdLoop(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "loop",
+		Short: "Arm or cancel an in-session loop driven by the Stop hook",
+		Long: `An in-session loop runs inside one Claude Code (or Codex) session: each time
+the agent tries to stop, ` + "`ralph hook stop`" + ` verifies the iteration with the same
+engine and state as ` + "`ralph run`" + ` and, unless the loop is done, blocks the stop
+and hands the agent the next prompt. Install the hook once with
+` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
+	}
+	cmd.AddCommand(NewCmdLoopStart(f, nil), NewCmdLoopCancel(f))
+	return cmd
+}
+
+// NewCmdLoopStart builds `ralph loop start`.
+func NewCmdLoopStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
+	opts := &LoopStartOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "start [PROMPT]",
+		Short: "Arm a loop: the same PROMPT until the completion promise, or a PRD / pipeline",
+		Long: `Arm a loop for the Stop hook and print the first prompt (the agent works on it
+now). With PROMPT: seed 001's ralph-loop — the same prompt every iteration until
+the agent's final message has <promise>TEXT</promise> (and the --check commands
+pass) or --max-iterations. With --prd or --pipeline: the stories or stages of
+that file, verified by the harness's gates and exit conditions.`,
+		Example: `  ralph loop start "Fix the failing tests. Say <promise>DONE</promise> when green." --completion-promise DONE --max-iterations 10
+  ralph loop start --prd prd.json
+  ralph pipeline start pagent`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Prompt = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runLoopStart(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 20, "stop the loop after this many iterations")
+	cmd.Flags().StringVar(&opts.Promise, "completion-promise", "COMPLETE", "the text the agent prints as <promise>TEXT</promise> when done")
+	cmd.Flags().StringArrayVar(&opts.Checks, "check", nil, "with PROMPT: a command (run with sh -c) that must pass before the promise counts (repeatable)")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD instead of a prompt")
+	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (file or pagent)")
+	return cmd
+}
+
+// NewCmdPipelineStart builds `ralph pipeline start`.
+func NewCmdPipelineStart(f *Factory) *cobra.Command {
+	opts := &LoopStartOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "start [FILE|pagent]",
+		Short: "Arm a pipeline for the Stop hook (in-session) and print the first stage's prompt",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Pipeline = ".ralph/pipeline.yaml"
+			if len(args) == 1 {
+				opts.Pipeline = args[0]
+			}
+			return runLoopStart(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 50, "stop the pipeline after this many iterations in all")
+	return cmd
+}
+
+func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
+	root, repo, err := o.IO.RepoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC()}
+	switch {
+	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
+		return engine.UsageError("give one of PROMPT, --prd, --pipeline")
+	case o.PRD != "":
+		a.Kind, a.Path = "prd", absFrom(o.IO, o.PRD)
+	case o.Pipeline != "":
+		a.Kind, a.Path = "pipeline", o.Pipeline
+		if o.Pipeline != "pagent" {
+			a.Path = absFrom(o.IO, o.Pipeline)
+		}
+	case o.Prompt != "":
+		a.Kind = "loop"
+		a.Prompt = o.Prompt
+	default:
+		return engine.UsageError("give the loop's PROMPT, or --prd FILE, or --pipeline FILE")
+	}
+	if a.MaxIterations < 1 {
+		return engine.UsageError("--max-iterations must be at least 1")
+	}
+	if old, _ := hook.LoadArmed(root); old != nil {
+		return engine.UsageError("a %s loop is already armed in %s (since %s); `ralph loop cancel` first", old.Kind, root, old.ArmedAt.Format(time.RFC3339))
+	}
+	eng, err := hookEngine(root, repo, a, gate.Runner{Proc: proc.Exec{}}, true)
+	if err != nil {
+		return err
+	}
+	res, err := eng.Start(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Done {
+		fmt.Fprintf(o.IO.IO.ErrOut, "ralph: nothing to do: %s\n", res.Reason)
+		return nil
+	}
+	if err := a.Save(root); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.IO.ErrOut, "ralph: %s loop armed (iteration %d/%d, promise %q). The Stop hook continues it; `ralph loop cancel` disarms it.\n",
+		a.Kind, res.Iteration, res.MaxIterations, a.Promise)
+	fmt.Fprintln(o.IO.IO.Out, res.Prompt)
+	return nil
+}
+
+func absFrom(f *Factory, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	wd, _ := f.Getwd()
+	return filepath.Join(wd, p)
+}
+
+// hookEngine builds the engine for an armed loop.
+func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
+	cfg := engine.Config{
+		Paths: engine.PathsFor(root), Git: repo, Gates: gates, AgentName: "in-session (Stop hook)",
+		Promise: a.Promise, MaxIterations: a.MaxIterations, AllowDirty: true, Fresh: fresh,
+		PromptPaths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")},
+	}
+	switch a.Kind {
+	case "loop":
+		var checks []gate.Gate
+		for i, c := range a.Checks {
+			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
+		}
+		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations}
+		cfg.PromptText = source.LiteralTemplate(a.Prompt)
+		cfg.MaxAttempts = a.MaxIterations + 1
+	case "prd":
+		src, err := source.OpenPRD(a.Path, repo, gates)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = src
+	case "pipeline":
+		src, err := source.OpenPipeline(a.Path, root, repo, gates.Proc, gates.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = src
+	default:
+		return nil, fmt.Errorf("%s: unknown loop kind %q", hook.ArmedPath(root), a.Kind)
+	}
+	return engine.New(cfg)
+}
+
+// NewCmdLoopCancel builds `ralph loop cancel`.
+func NewCmdLoopCancel(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel",
+		Short: "Disarm the in-session loop: the next stop is allowed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root, _, err := f.RepoRoot(cmd.Context())
+			if err != nil {
+				return err
+			}
+			a, err := hook.LoadArmed(root)
+			if err != nil {
+				return err
+			}
+			if a == nil {
+				fmt.Fprintln(f.IO.ErrOut, "ralph: no loop is armed")
+				return nil
+			}
+			if err := hook.Disarm(root); err != nil {
+				return err
+			}
+			_ = store.AppendJSONL(engine.PathsFor(root).Events, engine.Event{Time: time.Now().UTC(), Type: "loop_cancelled", Message: "ralph loop cancel"})
+			fmt.Fprintf(f.IO.ErrOut, "ralph: %s loop disarmed; the state stays in .ralph/ (`ralph run` can continue a PRD or pipeline)\n", a.Kind)
+			return nil
+		},
+	}
+}
+
+// HookStopOptions are `ralph hook stop`'s settings.
+type HookStopOptions struct {
+	IO      *Factory
+	Timeout time.Duration
+}
+
+// NewCmdHookStop builds `ralph hook stop`.
+func NewCmdHookStop(f *Factory, runF func(*HookStopOptions) error) *cobra.Command {
+	opts := &HookStopOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "The Stop hook: verify the iteration, then block with the next prompt or allow the stop",
+		Long: `Called by Claude Code or Codex when the agent tries to stop, with the hook JSON
+on stdin. With no armed loop, or a stop in another session, it allows the stop
+(exit 0, no output). Otherwise it runs the gates / exit condition on the
+iteration that just ended (promise read from last_assistant_message, never the
+transcript file) and either allows the stop (the loop is done or a limit was
+reached) or prints {"decision":"block","reason":NEXT_PROMPT,...}. Malformed
+input never traps you: the stop is allowed and the error goes to
+.ralph/events.jsonl.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runHookStop(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 9*time.Minute, "time limit for the hook's own work (gates included); keep it under the hook timeout in your settings")
+	return cmd
+}
+
+func runHookStop(ctx context.Context, o *HookStopOptions) error {
+	f := o.IO
+	in, inErr := hook.ReadInput(f.IO.In)
+	wd := in.Cwd
+	if wd == "" {
+		wd, _ = f.Getwd()
+	}
+	top, err := git.New(wd).Toplevel(ctx)
+	if err != nil {
+		return nil // not a repository: nothing of ours here
+	}
+	events := engine.PathsFor(top).Events
+	logEvent := func(typ, msg string) {
+		if _, err := os.Stat(filepath.Dir(events)); err == nil {
+			_ = store.AppendJSONL(events, engine.Event{Time: time.Now().UTC(), Type: typ, Message: msg})
+		}
+	}
+	if inErr != nil {
+		logEvent("hook_error", "stop allowed: "+inErr.Error())
+		return nil
+	}
+	a, err := hook.LoadArmed(top)
+	if err != nil {
+		logEvent("hook_error", "stop allowed: "+err.Error())
+		return nil
+	}
+	if a == nil {
+		return nil
+	}
+	mine, adopted := a.Scope(in.SessionID)
+	if !mine {
+		logEvent("hook_other_session", fmt.Sprintf("stop of session %s allowed: the loop belongs to session %s", in.SessionID, a.SessionID))
+		return nil
+	}
+	if adopted {
+		logEvent("hook_session_adopted", fmt.Sprintf("session %s continues the loop after Claude's block limit", in.SessionID))
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	eng, err := hookEngine(top, git.New(top), a, gate.Runner{Proc: proc.Exec{}, Timeout: o.Timeout}, false)
+	if err != nil {
+		logEvent("hook_error", "stop allowed: "+err.Error())
+		return nil
+	}
+	res, err := eng.Step(ctx, in.LastAssistantMessage)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("the hook's time limit (%s) ran out while verifying: %w", o.Timeout, err)
+		}
+		logEvent("hook_error", "stop allowed: "+err.Error())
+		_ = a.Save(top)
+		return nil
+	}
+	if res.Done {
+		_ = hook.Disarm(top)
+		return nil
+	}
+	a.Blocked(in.StopHookActive)
+	if err := a.Save(top); err != nil {
+		logEvent("hook_error", "stop allowed: "+err.Error())
+		return nil
+	}
+	where := ""
+	if res.Item != nil {
+		where = fmt.Sprintf(", %s %s", res.Item.Kind, res.Item.ID)
+	}
+	msg := fmt.Sprintf("ralph: iteration %d/%d%s", res.Iteration, res.MaxIterations, where)
+	if res.Verdict != nil && res.Verdict.Summary != "" {
+		msg += " (last: " + res.Verdict.Summary + ")"
+	}
+	return json.NewEncoder(f.IO.Out).Encode(hook.Decision{Decision: "block", Reason: res.Prompt, SystemMessage: msg})
+}
