@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +84,17 @@ func (c *Opencode) Plan(req Request) (Invocation, error) {
 		argv = append(argv, "-m", model)
 	}
 	inv.Argv = append(argv, c.args(req)...)
+	if req.Dir != "" {
+		// opencode takes its project directory (where its bash tool runs
+		// and relative paths resolve) from $PWD, not from the process's
+		// working directory: without this it works in whatever folder
+		// ralph was started from, not in the story's tree or worktree.
+		dir, err := filepath.Abs(req.Dir)
+		if err != nil {
+			return Invocation{}, err
+		}
+		inv.Env = append(inv.Env, "PWD="+dir)
+	}
 	return inv, nil
 }
 

@@ -49,6 +49,8 @@ type RunOptions struct {
 	DryRun           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
+	APIKeyEnv        string
+	Env              []string // extra agent environment from config env:
 }
 
 // NewCmdRun builds `ralph run`.
@@ -195,16 +197,20 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	if o.Agent == "" {
 		o.Agent = "claude"
 	}
-	for k, v := range c.Env {
-		configEnv = append(configEnv, k+"="+v)
+	o.APIKeyEnv = c.APIKeyEnv
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o.Env = append(o.Env, k+"="+c.Env[k])
 	}
 	return nil
 }
 
-var configEnv []string
-
 func (o *RunOptions) buildAgent() (agent.Agent, error) {
-	ao := agent.Options{Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
+	ao := agent.Options{Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
 		argv, err := proc.SplitArgs(o.AgentCmd)
 		if err != nil {
@@ -277,7 +283,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
-		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: configEnv, Parallel: o.Parallel,
+		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker,
 	}
 	applyTaskRunConfig(o, &cfg)
@@ -425,7 +431,9 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 		fmt.Fprintln(w, "stdin: closed")
 	}
 	env := append(append([]string{}, inv.Env...), cfg.AgentEnv...)
-	env = append(env, "RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID)
+	env = append(env, "RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
+		fmt.Sprintf("RALPH_ITERATION=%d", d.Iteration), "RALPH_ATTEMPT=1", "RALPH_WORK_DIR="+cfg.Paths.Root,
+		"RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID=<assigned when the run starts>")
 	fmt.Fprintln(w, "env set by ralph (on top of yours):")
 	for _, kv := range agent.MaskEnv(env) {
 		fmt.Fprintf(w, "  %s\n", kv)

@@ -40,7 +40,7 @@ type Config struct {
 	Gates            map[string]string `yaml:"gates"`    // task loop: gate name → command
 	Watch            bool              `yaml:"watch"`    // task loop: wait for new tasks
 	Interval         Duration          `yaml:"interval"` // task loop: watch interval
-	Roles            map[string]string `yaml:"roles"` // role name → agent (per-role agents)
+	Roles            map[string]string `yaml:"roles"`    // role name → agent (per-role agents)
 }
 
 // Duration accepts "90s", "5m", "1h30m".

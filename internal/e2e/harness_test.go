@@ -190,7 +190,7 @@ func eventsOf(evs []engine.Event, typ string) []engine.Event {
 // transcripts returns the concatenated transcripts of an item.
 func transcripts(t *testing.T, dir, item string) string {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(dir, ".ralph", "transcripts", "*-"+item+".log"))
+	paths, _ := filepath.Glob(filepath.Join(dir, ".ralph", "transcripts", "*-"+item+"*.log"))
 	var b strings.Builder
 	for _, p := range paths {
 		data, err := os.ReadFile(p)

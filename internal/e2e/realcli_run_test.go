@@ -273,7 +273,9 @@ func testRateLimit(t *testing.T, c cliCase) {
 func testServerError(t *testing.T, c cliCase) {
 	dir := newRepo(t, map[string]string{"prd.json": oneStoryPRD})
 	steps := storySteps(c, dir)
-	steps[0].Status, steps[0].Times = 500, 1000
+	// Retry-After 1s keeps a CLI that retries 5xx by itself (opencode,
+	// which has no retry setting) from backing off for a minute.
+	steps[0].Status, steps[0].Times, steps[0].RetryAfter = 500, 1000, 1
 	steps[0].ErrorMessage = "e2e injected server error"
 	srv := startServer(t, &llmtest.Script{Steps: steps})
 	res := ralph(t, dir, []string{"RALPH_AGENT_MAX_RETRIES=0"}, runArgs(c, srv, "--max-attempts", "1")...)

@@ -299,6 +299,12 @@ func (e *Engine) stop(status, reason string) Outcome {
 	_ = e.box.update(func(st *State) {
 		st.Status = status
 		st.StopReason = reason
+		// Nothing runs any more; the Current entries stay for a resume.
+		for _, is := range st.Items {
+			if is.Status == ItemRunning {
+				is.Status = ItemPending
+			}
+		}
 		out = st
 	})
 	if so, ok := e.cfg.Source.(StopObserver); ok {

@@ -83,6 +83,10 @@ func IsRalphCommand(cmd, mine string) bool {
 type commandHook struct {
 	Type    string `json:"type"`
 	Command string `json:"command"`
+	// Timeout (seconds) lets the hook run the gates: Claude Code's default
+	// of 60 s is too short for a test suite. ralph hook stop's own limit is
+	// 9 minutes, under this.
+	Timeout int `json:"timeout,omitempty"`
 }
 
 // stopConfig is {"hooks":{"Stop":[{"hooks":[…]}]}}.
@@ -141,7 +145,7 @@ func Install(path, command string) (Result, error) {
 	} else {
 		res.Action = "added"
 	}
-	entry := obj{{"hooks", mustRaw([]commandHook{{Type: "command", Command: command}})}}
+	entry := obj{{"hooks", mustRaw([]commandHook{{Type: "command", Command: command, Timeout: HookTimeoutSeconds}})}}
 	groups = append(groups, entry)
 	hooks.set("Stop", mustRaw(groups))
 	doc.set("hooks", mustRaw(hooks))
@@ -451,3 +455,6 @@ func marshal(v any) ([]byte, error) {
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
+
+// HookTimeoutSeconds is the timeout written into hook entries.
+const HookTimeoutSeconds = 600

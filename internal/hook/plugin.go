@@ -28,7 +28,7 @@ func PluginFiles(bin, version string) map[string]string {
 	hooks.Description = "ralph's Stop hook: decides whether the session may stop or gets the next prompt"
 	hooks.Hooks.Stop = append(hooks.Hooks.Stop, struct {
 		Hooks []commandHook `json:"hooks"`
-	}{[]commandHook{{Type: "command", Command: bin + " hook stop"}}})
+	}{[]commandHook{{Type: "command", Command: bin + " hook stop", Timeout: HookTimeoutSeconds}}})
 	cmd := fmt.Sprintf(`---
 description: "Start a ralph loop in this session"
 argument-hint: "PROMPT [--max-iterations N] [--promise TEXT]"

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +69,13 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	cmd := exec.Command(path, c.Argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env
+	if c.Dir != "" {
+		// Tools that trust $PWD (opencode does) must see the child's own
+		// directory, not the one ralph was started in.
+		if abs, err := filepath.Abs(c.Dir); err == nil {
+			cmd.Env = Environ(c.Env, "PWD="+abs)
+		}
+	}
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr

@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// A 100 MB agent output goes to the transcript file as it arrives; the
+// harness keeps only bounded tails in memory.
+func TestHugeOutputIsStreamedNotHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 100 MB")
+	}
+	dir := t.TempDir()
+	tpath := filepath.Join(dir, "transcript.log")
+	f, err := os.Create(tpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+			}
+		}
+	}()
+	// 100 MB: 1,000,000 lines of 99 characters, then a final paragraph;
+	// plus one 5 MB line without a newline break to exercise long lines.
+	script := `yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -n 1000000; head -c 5000000 /dev/zero | tr '\0' b; printf '\n\nall done <promise>COMPLETE</promise>\n'`
+	c := &Cmd{Argv: []string{"sh", "-c", script}, Runner: proc.Exec{}}
+	res, err := c.Run(context.Background(), Request{Prompt: "p", Dir: dir, Transcript: f, Timeout: 2 * time.Minute})
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(tpath)
+	if st.Size() < 100_000_000 {
+		t.Fatalf("transcript has %d bytes, want ≥ 100 MB", st.Size())
+	}
+	if !strings.Contains(res.FinalText, "<promise>COMPLETE</promise>") || len(res.FinalText) > 1000 {
+		t.Fatalf("final text %q", res.FinalText)
+	}
+	if p := peak.Load(); p > 64<<20 {
+		t.Fatalf("heap in use peaked at %d MB while streaming", p>>20)
+	}
+}
