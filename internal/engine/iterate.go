@@ -60,7 +60,12 @@ func (e *Engine) begin(ctx context.Context, it *Item, iteration int) (*Current, 
 	if perr != nil {
 		return nil, nil, perr
 	}
-	head, _ := cfg.Git.HeadOf(ctx, dir)
+	// The item's base is taken once, before its first iteration; a retry
+	// builds on the same base and needs no git call for it.
+	head := is.BaseHead
+	if head == "" {
+		head, _ = cfg.Git.HeadOf(ctx, dir)
+	}
 	cur := &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
 	if dir != cfg.Paths.Root {
 		cur.Worktree = dir
@@ -139,7 +144,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 				fmt.Sprintf("RALPH_ITERATION=%d", cur.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", cur.Attempt),
 				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+e.runID()),
 			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: runs,
-			Started: func(pid int) { _ = e.box.update(func(st *State) { cur.AgentPID = pid }) },
+			Started: func(pid int) { _ = e.box.updateLight(func(st *State) { cur.AgentPID = pid }) },
 		})
 		if ctx.Err() != nil {
 			fmt.Fprintf(tr, "\n[ralph] interrupted\n")

@@ -54,10 +54,8 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 			e.watching = false
 			running[it.ID] = true
 			iteration := 0
-			if err := e.box.update(func(st *State) { st.Iteration++; iteration = st.Iteration }); err != nil {
-				fatal = err
-				break
-			}
+			// Reserved in memory; begin's write records it with the iteration.
+			e.box.mutate(func(st *State) { st.Iteration++; iteration = st.Iteration })
 			go func(it *Item, iteration int) {
 				err := e.iterate(wctx, it, nil, iteration)
 				done <- workerDone{id: it.ID, err: err}

@@ -168,6 +168,17 @@ func (b *stateBox) update(fn func(st *State)) error {
 	return store.WriteJSON(b.path, b.st)
 }
 
+// updateLight is update without the fsync: still atomic (rename) against a
+// crash of this process, for facts that are cheap to lose on power loss
+// (the agent's pid, used to clean up after a kill -9).
+func (b *stateBox) updateLight(fn func(st *State)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn(b.st)
+	b.st.UpdatedAt = b.now().UTC()
+	return store.WriteJSONNoSync(b.path, b.st)
+}
+
 // mutate changes the state in memory only; the next update writes it.
 func (b *stateBox) mutate(fn func(st *State)) {
 	b.mu.Lock()

@@ -33,6 +33,7 @@ type PRD struct {
 	Parallel bool
 	original []byte
 	mu       sync.Mutex // guards Doc and the main tree's checkout
+	onBranch bool       // the main tree was seen on Branch this run
 }
 
 // OpenPRD loads and validates path.
@@ -106,6 +107,11 @@ func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (s
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.onBranch {
+		// Checked once per run; Accept checks again before it commits, in
+		// case the agent switched branches.
+		return s.Git.Dir, nil
+	}
 	return s.prepareMain(ctx)
 }
 
@@ -130,6 +136,7 @@ func (s *PRD) prepareMain(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("switching to %s: %w", s.Branch, err)
 		}
 	}
+	s.onBranch = true
 	return s.Git.Dir, nil
 }
 
@@ -256,6 +263,9 @@ func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, s
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, err := s.prepareMain(ctx); err != nil {
+		return "", err
+	}
 	id := a.Item.ID
 	s.Doc.MarkPassed(id)
 	if err := s.write(); err != nil {

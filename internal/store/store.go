@@ -34,6 +34,33 @@ func WriteJSON(path string, v any) error {
 	return WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// WriteJSONNoSync is WriteJSON without the fsync: the rename still makes
+// it atomic for readers and against a crash of the writing process.
+func WriteJSONNoSync(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
 // ReadJSON reads path into v. A missing file is reported with os.ErrNotExist
 // so callers can treat it as "no state yet".
 func ReadJSON(path string, v any) error {
