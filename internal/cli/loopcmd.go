@@ -264,7 +264,10 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	top, err := git.New(wd).Toplevel(ctx)
 	if err != nil {
-		return nil // not a repository: nothing of ours here
+		// Not a repository: nothing of ours here. Said on stderr (shown in
+		// the agent's hook log, never to the model) for diagnosis.
+		fmt.Fprintf(f.IO.ErrOut, "ralph hook stop: %s is not in a git repository; stop allowed\n", wd)
+		return nil
 	}
 	events := engine.PathsFor(top).Events
 	logEvent := func(typ, msg string) {
@@ -284,6 +287,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	if a == nil {
 		return nil
 	}
+	logEvent("hook_called", fmt.Sprintf("Stop hook from session %s (stop_hook_active %v)", in.SessionID, in.StopHookActive))
 	mine, adopted := a.Scope(in.SessionID)
 	if !mine {
 		logEvent("hook_other_session", fmt.Sprintf("stop of session %s allowed: the loop belongs to session %s", in.SessionID, a.SessionID))

@@ -34,6 +34,21 @@ func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c
 // first come first served). It returns a non-nil verdict when the item did
 // not make it and must be treated as a failed iteration.
 func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
+	if sg, ok := e.cfg.Source.(Stager); ok {
+		if err := sg.Stage(ctx, att, v); err != nil {
+			return "", nil, err
+		}
+	}
+	commit, rv, err := e.acceptQueued(ctx, it, cur, att, v)
+	if err == nil && rv == nil {
+		if cl, ok := e.cfg.Source.(Cleaner); ok {
+			cl.Cleanup(ctx, att)
+		}
+	}
+	return commit, rv, err
+}
+
+func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
 	ticket := e.merge.take()
 	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
 	if pos := e.merge.position(ticket); pos > 1 {

@@ -103,3 +103,16 @@ type StateSyncer interface {
 type ControlFiler interface {
 	ControlFiles() []string
 }
+
+// Stager is implemented by sources that prepare a verified item for the
+// merge queue (commit the worktree's work on its branch) outside the queue,
+// so only the merge itself is serialized.
+type Stager interface {
+	Stage(ctx context.Context, a *Attempt, v Verdict) error
+}
+
+// Cleaner is implemented by sources with per-item leftovers to remove
+// after a successful Accept (a worktree and its branch), outside the queue.
+type Cleaner interface {
+	Cleanup(ctx context.Context, a *Attempt)
+}

@@ -192,16 +192,23 @@ func (r *Repo) StagedFiles(ctx context.Context) ([]string, error) {
 // safe) and returns the new SHA. allowEmpty lets a story that needed no
 // change still leave its commit.
 func (r *Repo) Commit(ctx context.Context, msg string, allowEmpty bool) (string, error) {
+	if err := r.CommitOnly(ctx, msg, allowEmpty); err != nil {
+		return "", err
+	}
+	return r.Head(ctx)
+}
+
+// CommitOnly is Commit for callers that do not need the new SHA (one git
+// call instead of two).
+func (r *Repo) CommitOnly(ctx context.Context, msg string, allowEmpty bool) error {
 	args := []string{"commit", "--quiet", "--no-verify", "-F", "-"}
 	if allowEmpty {
 		args = append(args, "--allow-empty")
 	}
 	c := r.cmd(args...)
 	c.Stdin = strings.NewReader(msg)
-	if _, err := proc.Output(ctx, r.Runner, c); err != nil {
-		return "", err
-	}
-	return r.Head(ctx)
+	_, err := proc.Output(ctx, r.Runner, c)
+	return err
 }
 
 // ResetHard moves the current branch to rev and resets the tree.

@@ -34,6 +34,12 @@ type PRD struct {
 	original []byte
 	mu       sync.Mutex // guards Doc and the main tree's checkout
 	onBranch bool       // the main tree was seen on Branch this run
+	pruned   bool       // stale worktrees pruned this run
+	tip      string     // the feature branch's head after our last merge
+	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
+	// agent's copy needs no git call; merging marks worktrees in a merge.
+	branchPRD map[string][]byte
+	merging   map[string]bool
 }
 
 // OpenPRD loads and validates path.
@@ -152,9 +158,15 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	var claimedInFile bool
 	if s.Parallel {
 		tampered, claimedInFile = s.restoreWorktree(ctx, a.Dir, a.Item.ID)
-		if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
-			return engine.Verdict{Tampered: tampered, Summary: "conflict markers remain in " + strings.Join(left, ", "),
-				Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
+		s.mu.Lock()
+		merging := s.merging[a.Item.ID]
+		s.mu.Unlock()
+		// Conflict markers can only be left where a merge was replayed.
+		if merging {
+			if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
+				return engine.Verdict{Tampered: tampered, Summary: "conflict markers remain in " + strings.Join(left, ", "),
+					Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
+			}
 		}
 	} else {
 		s.mu.Lock()

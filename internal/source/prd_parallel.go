@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,19 +36,32 @@ func (s *PRD) StoryBranch(id string) string {
 func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.prepareMain(ctx); err != nil {
-		return "", err
+	if !s.onBranch {
+		if _, err := s.prepareMain(ctx); err != nil {
+			return "", err
+		}
 	}
 	dir := s.WorktreeDir(it.ID)
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 		return dir, nil // a retry, or a resume after a crash: reattach
 	}
-	_ = s.Git.WorktreePrune(ctx)
+	if !s.pruned {
+		_ = s.Git.WorktreePrune(ctx) // once per run: forget folders removed by hand
+		s.pruned = true
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
 	}
 	if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(it.ID), s.Branch); err != nil {
 		return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
+	}
+	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
+		if b, err := os.ReadFile(filepath.Join(dir, rel)); err == nil {
+			if s.branchPRD == nil {
+				s.branchPRD = map[string][]byte{}
+			}
+			s.branchPRD[it.ID] = b
+		}
 	}
 	return dir, nil
 }
@@ -67,8 +81,17 @@ func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampere
 		return nil, false
 	}
 	s.mu.Lock()
+	orig, cached := s.branchPRD[current]
+	if cached && bytes.Equal(orig, b) {
+		s.mu.Unlock()
+		return nil, false // untouched
+	}
 	tampered, claimed = s.compare(b, current)
 	s.mu.Unlock()
+	if cached {
+		_ = os.WriteFile(wfile, orig, 0o644)
+		return tampered, claimed
+	}
 	wt := s.Git.At(dir)
 	if _, err := wt.Run(ctx, "cat-file", "-e", "HEAD:"+rel); err == nil {
 		_, _ = wt.Run(ctx, "checkout", "HEAD", "--", rel)
@@ -100,21 +123,18 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
 	wt := s.Git.At(a.Dir)
-	// Record the story's work (and a resolved merge) on its branch.
-	if err := wt.AddAllExcept(ctx, nil); err != nil {
+	if err := s.stageWorktree(ctx, a, v); err != nil {
 		return "", err
-	}
-	if staged, _ := wt.StagedFiles(ctx); len(staged) > 0 || wt.MergeInProgress(ctx) {
-		if _, err := wt.Commit(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", id, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+id), true); err != nil {
-			return "", err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	main := s.Git
-	pre, err := main.Head(ctx)
-	if err != nil {
-		return "", err
+	pre := s.tip
+	if pre == "" {
+		var err error
+		if pre, err = main.Head(ctx); err != nil {
+			return "", err
+		}
 	}
 	branch := s.StoryBranch(id)
 	if err := main.MergeSquash(ctx, branch); err != nil {
@@ -149,10 +169,45 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 		s.unmark(id)
 		return "", err
 	}
-	// The story is in; its worktree and branch have served.
-	_ = main.WorktreeRemove(ctx, a.Dir)
-	_ = main.DeleteBranch(ctx, branch)
+	s.tip = sha
 	return sha, nil
+}
+
+// stageWorktree records the story's work (and a resolved merge) on its
+// branch. Idempotent: with nothing new it commits nothing.
+func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
+	wt := s.Git.At(a.Dir)
+	if err := wt.AddAllExcept(ctx, nil); err != nil {
+		return err
+	}
+	// Always a commit (empty when nothing changed): one call instead of
+	// asking first whether there is anything to commit.
+	if err := wt.CommitOnly(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID), true); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.merging, a.Item.ID)
+	s.mu.Unlock()
+	return nil
+}
+
+// Stage commits the worktree's work before the merge queue (engine.Stager).
+func (s *PRD) Stage(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
+	if !s.Parallel {
+		return nil
+	}
+	return s.stageWorktree(ctx, a, v)
+}
+
+// Cleanup removes a merged story's worktree and branch (engine.Cleaner).
+func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
+	if !s.Parallel {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.Git.WorktreeRemove(ctx, a.Dir)
+	_ = s.Git.DeleteBranch(ctx, s.StoryBranch(a.Item.ID))
 }
 
 func (s *PRD) unmark(id string) {
@@ -165,6 +220,10 @@ func (s *PRD) unmark(id string) {
 // conflictInWorktree merges the feature tip into the story's worktree so
 // the conflict is there for a resolver, and describes it.
 func (s *PRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
+	if s.merging == nil {
+		s.merging = map[string]bool{}
+	}
+	s.merging[id] = true
 	_, err := wt.Run(ctx, "merge", "--no-ff", "--no-commit", s.Branch)
 	if err == nil {
 		// Git merged it cleanly into the story branch after all: commit and
@@ -235,5 +294,6 @@ func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.S
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
 		return "", false, err
 	}
+	s.tip = ""
 	return "", false, s.write()
 }
