@@ -10,7 +10,6 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
-	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // StatusOptions are `ralph status`'s settings.
@@ -45,12 +44,7 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 			if st == nil {
 				return engine.UsageError("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
-			active := false
-			if l, err := store.TryLock(p.Lock); err != nil {
-				active = store.IsLocked(err)
-			} else {
-				l.Unlock()
-			}
+			active, _ := engine.ActiveRun(p)
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}

@@ -32,14 +32,10 @@ This creates .ralph/stop, which you may also create by hand.`,
 				return err
 			}
 			p := engine.PathsFor(root)
-			l, err := store.TryLock(p.Lock)
-			if err == nil {
-				l.Unlock()
+			active, holder := engine.ActiveRun(p)
+			if !active {
 				fmt.Fprintf(f.IO.ErrOut, "ralph: no run is active in %s; nothing to stop\n", root)
 				return nil
-			}
-			if !store.IsLocked(err) {
-				return err
 			}
 			if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 				return err
@@ -47,7 +43,7 @@ This creates .ralph/stop, which you may also create by hand.`,
 			if err := store.WriteFile(p.Stop, []byte("stop requested by `ralph stop`\n"), 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.ErrOut, "ralph: asked the run (%v) to stop after its current iteration\n", err.(*store.ErrLocked).Holder)
+			fmt.Fprintf(f.IO.ErrOut, "ralph: asked the run (%v) to stop after its current iteration\n", holder)
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -123,7 +124,7 @@ const PRD = `{
 
 // Script replays the demo. US-002's first turn has a bug (a + b), which the
 // harness's check catches; its second turn fixes it.
-const Script = `# Scripted agent for ` + "`ralph demo`" + `: deterministic file edits, not a model.
+var Script = `# Scripted agent for ` + "`ralph demo`" + `: deterministic file edits, not a model.
 items:
   US-001:
     - write:
@@ -187,48 +188,63 @@ items:
   US-003:
     - write:
         calc/calc.go: |
-          // Package calc is a tiny calculator.
-          package calc
-
-          import (
-          	"fmt"
-          	"strconv"
-          )
-
-          // Add returns a + b.
-          func Add(a, b int) int { return a + b }
-
-          // Sub returns a - b.
-          func Sub(a, b int) int { return a - b }
-
-          // Eval evaluates a sum such as "1+2-3" (integers, + and -).
-          func Eval(expr string) (int, error) {
-          	total, plus, start := 0, true, 0
-          	for i := 0; i <= len(expr); i++ {
-          		if i < len(expr) && expr[i] != '+' && expr[i] != '-' {
-          			continue
-          		}
-          		n, err := strconv.Atoi(expr[start:i])
-          		if err != nil {
-          			return 0, fmt.Errorf("calc: bad number %q in %q", expr[start:i], expr)
-          		}
-          		if plus {
-          			total = Add(total, n)
-          		} else {
-          			total = Sub(total, n)
-          		}
-          		plus = i == len(expr) || expr[i] == '+'
-          		start = i + 1
-          	}
-          	return total, nil
-          }
-      message: |
+` + indent(FinalCalc, "          ") + `      message: |
         Eval walks the expression once and reuses Add and Sub.
 
         LEARNING: strconv.Atoi rejects empty strings, which catches "1+" too.
 
         <promise>COMPLETE</promise>
 `
+
+// FinalCalc is calc/calc.go once all three stories are done (the scripted
+// agent's US-003 turn writes it; other tests check a model's work against it).
+const FinalCalc = `// Package calc is a tiny calculator.
+package calc
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Add returns a + b.
+func Add(a, b int) int { return a + b }
+
+// Sub returns a - b.
+func Sub(a, b int) int { return a - b }
+
+// Eval evaluates a sum such as "1+2-3" (integers, + and -).
+func Eval(expr string) (int, error) {
+	total, plus, start := 0, true, 0
+	for i := 0; i <= len(expr); i++ {
+		if i < len(expr) && expr[i] != '+' && expr[i] != '-' {
+			continue
+		}
+		n, err := strconv.Atoi(expr[start:i])
+		if err != nil {
+			return 0, fmt.Errorf("calc: bad number %q in %q", expr[start:i], expr)
+		}
+		if plus {
+			total = Add(total, n)
+		} else {
+			total = Sub(total, n)
+		}
+		plus = i == len(expr) || expr[i] == '+'
+		start = i + 1
+	}
+	return total, nil
+}
+`
+
+// indent prefixes every non-empty line of s (a YAML block scalar's body).
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
 
 // Create writes the project into dir (a new git repository with one
 // commit on main) and returns the path of the script for the agent.

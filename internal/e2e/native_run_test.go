@@ -108,43 +108,6 @@ func TestNativeRateLimit(t *testing.T) {
 	}
 }
 
-// demoCalc is the demo's calc.go once all three stories are done.
-const demoCalc = `// Package calc is a tiny calculator.
-package calc
-
-import (
-	"fmt"
-	"strconv"
-)
-
-// Add returns a + b.
-func Add(a, b int) int { return a + b }
-
-// Sub returns a - b.
-func Sub(a, b int) int { return a - b }
-
-// Eval evaluates a sum such as "1+2-3" (integers, + and -).
-func Eval(expr string) (int, error) {
-	total, plus, start := 0, true, 0
-	for i := 0; i <= len(expr); i++ {
-		if i < len(expr) && expr[i] != '+' && expr[i] != '-' {
-			continue
-		}
-		n, err := strconv.Atoi(expr[start:i])
-		if err != nil {
-			return 0, fmt.Errorf("calc: bad number %q in %q", expr[start:i], expr)
-		}
-		if plus {
-			total = Add(total, n)
-		} else {
-			total = Sub(total, n)
-		}
-		plus = i == len(expr) || expr[i] == '+'
-		start = i + 1
-	}
-	return total, nil
-}
-`
 
 // demoStory is the one bash command every demo story runs: it makes that
 // story's change to calc/calc.go (the model's turn is the same for every
@@ -154,7 +117,7 @@ case "$RALPH_ITEM_ID" in
 US-001) sed -i 's/^func Add(a, b int) int { return 0 }$/func Add(a, b int) int { return a + b }/' calc/calc.go ;;
 US-002) sed -i 's/^func Sub(a, b int) int { return 0 }$/func Sub(a, b int) int { return a - b }/' calc/calc.go ;;
 US-003) cat > calc/calc.go <<'RALPH_EOF'
-` + demoCalc + `RALPH_EOF
+` + demo.FinalCalc + `RALPH_EOF
 ;;
 *) echo "unexpected story $RALPH_ITEM_ID" >&2; exit 1 ;;
 esac
@@ -186,7 +149,7 @@ func TestNativeDemo(t *testing.T) {
 		t.Fatalf("ralph run failed\n%s\n%s", res, transcripts(t, dir, "US-00"))
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "calc", "calc.go"))
-	if err != nil || string(b) != demoCalc {
+	if err != nil || string(b) != demo.FinalCalc {
 		t.Errorf("calc/calc.go after the run:\n%s (%v)", b, err)
 	}
 	const demoBranch = "ralph/calculator-basics"

@@ -267,3 +267,18 @@ func (b *stateBox) snapshot() *State {
 	c.Preexisting = append([]string(nil), b.st.Preexisting...)
 	return &c
 }
+
+// ActiveRun reports whether a ralph process holds the run lock in p, and
+// who.
+func ActiveRun(p Paths) (bool, store.Holder) {
+	l, err := store.TryLock(p.Lock)
+	if err == nil {
+		l.Unlock()
+		return false, store.Holder{}
+	}
+	var le *store.ErrLocked
+	if errors.As(err, &le) {
+		return true, le.Holder
+	}
+	return false, store.Holder{}
+}
