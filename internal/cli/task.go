@@ -277,13 +277,24 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 		fmt.Fprintf(w, "ralph: task %s marked complete; the loop archives it after its gates pass and the branch is merged\n", o.ID)
 		return nil
 	}
-	var done []*tasks.Task
-	err := o.update(ctx, func(set *tasks.Set) (err error) {
-		done, err = set.Complete(o.ID, o.Commit, time.Now())
-		return err
-	})
+	st, err := o.store(ctx)
 	if err != nil {
 		return err
+	}
+	// In place when the file is as ralph last wrote it; otherwise (or for
+	// any error, which the full path words precisely) a full update.
+	done, ok, err := st.CompleteFast(o.ID, o.Commit, time.Now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		err = o.update(ctx, func(set *tasks.Set) (err error) {
+			done, err = set.Complete(o.ID, o.Commit, time.Now())
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	for _, t := range done {
 		fmt.Fprintf(o.IO.IO.Out, "%s\n", t.ID)

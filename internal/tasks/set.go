@@ -566,6 +566,7 @@ func (s *Store) write(set *Set) error {
 		return fmt.Errorf("write %s: %w", s.ActivePath, err)
 	}
 	markSorted(s.ActivePath)
+	markValid(s.ActivePath)
 	return nil
 }
 

@@ -50,3 +50,40 @@ func knownSorted(path string, f *os.File) bool {
 
 // unmarkSorted removes the mark (for tests and benchmarks).
 func unmarkSorted(path string) { _ = syscall.Removexattr(path, sortedAttr) }
+
+// validAttr marks a file this package wrote after validating it (a sorted
+// mark alone may come from Next, which checks order, not content).
+const validAttr = "user.ralph.valid"
+
+func markValid(path string) {
+	if fi, err := os.Stat(path); err == nil {
+		_ = syscall.Setxattr(path, validAttr, []byte(sortedStamp(fi)), 0)
+	}
+}
+
+// knownValid reports whether the open file f is as this package wrote it.
+func knownValid(path string, f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	buf := make([]byte, 96)
+	n, err := syscall.Getxattr(path, validAttr, buf)
+	if err != nil || n <= 0 || n > len(buf) {
+		return false
+	}
+	return string(buf[:n]) == sortedStamp(fi)
+}
+
+// mapFile maps f read-only (no copy of a large file into the heap); writes
+// through f's descriptor stay coherent with the mapping.
+func mapFile(f *os.File, size int64) ([]byte, func(), error) {
+	if size == 0 {
+		return nil, func() {}, nil
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, func() { _ = syscall.Munmap(b) }, nil
+}

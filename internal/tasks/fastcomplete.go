@@ -1,0 +1,174 @@
+package tasks
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// CompleteFast completes leaf id like Update(Set.Complete) but in place:
+// the archive lines are appended (with fsync) first, then the completed
+// lines of tasks.jsonl are overwritten with spaces by single writes, so
+// the file is never rewritten whole. Blank lines are ignored by every
+// reader (and by the seed's grep recipes) and dropped at the next full
+// write. It applies only to a file this package wrote and validated, as it
+// still is (the same stamp as Next's sorted mark), with no claims held; ok
+// false means "use Update", and nothing was changed.
+//
+// A kill -9 between the two writes leaves the task in both files, which
+// Load already resolves in favour of the archive.
+func (s *Store) CompleteFast(id, commit string, now time.Time) (done []*Task, ok bool, err error) {
+	err = store.WithLock(s.LockPath, func() error {
+		if len(s.Held()) > 0 {
+			return nil
+		}
+		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		if !knownValid(s.ActivePath, f) {
+			return nil
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		data, release, err := mapFile(f, fi.Size())
+		if err != nil {
+			return err
+		}
+		defer release()
+		if archived, err := s.mentionedInDone(id); err != nil || archived {
+			return err
+		}
+		type span struct{ start, end int }
+		var blank []span
+		leafStart, leafEnd, found := lineOf(data, id)
+		if !found {
+			return nil
+		}
+		var t Task
+		// Parsed tasks share their line's bytes: copy them off the mapping.
+		if parseLine(bytes.Clone(data[leafStart:leafEnd]), &t) != nil || fieldProblems(&t) != nil || t.flags&fLeafMissing != 0 ||
+			!t.Leaf || t.Status == StatusComplete {
+			return nil // the full path gives the precise error
+		}
+		stamp := func(t *Task) {
+			t.Status = StatusComplete
+			t.Completed = now.UTC().Format(time.RFC3339)
+			if commit != "" {
+				t.Commit = commit
+			}
+			t.flags |= fArchived
+		}
+		leaf := t
+		stamp(&leaf)
+		done = append(done, &leaf)
+		blank = append(blank, span{leafStart, leafEnd})
+		isBlanked := func(start int) bool {
+			for _, b := range blank {
+				if b.start == start {
+					return true
+				}
+			}
+			return false
+		}
+		// Parents whose subtasks are now all complete complete too. The
+		// file is sorted, so a subtree is the lines right after its root.
+		for pid := ParentID(id); pid != ""; pid = ParentID(pid) {
+			ps, pe, found := lineOf(data, pid)
+			if !found {
+				break
+			}
+			if nextID, ok := nextLineID(data, pe, isBlanked); ok && isAncestor(pid, nextID) {
+				break // still has unfinished subtasks
+			}
+			var p Task
+			if parseLine(bytes.Clone(data[ps:pe]), &p) != nil || fieldProblems(&p) != nil || p.Status == StatusComplete {
+				return errFallback
+			}
+			stamp(&p)
+			done = append(done, &p)
+			blank = append(blank, span{ps, pe})
+		}
+		var buf []byte
+		for i, t := range done {
+			if i > 0 {
+				buf = append(buf, '\n')
+			}
+			buf = appendTask(buf, t)
+		}
+		if err := store.AppendLine(s.DonePath, buf); err != nil {
+			return err
+		}
+		for _, b := range blank {
+			if _, err := f.WriteAt(bytes.Repeat([]byte{' '}, b.end-b.start), int64(b.start)); err != nil {
+				return err
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		markSorted(s.ActivePath)
+		markValid(s.ActivePath)
+		ok = true
+		return nil
+	})
+	if errors.Is(err, errFallback) {
+		return nil, false, nil
+	}
+	if !ok {
+		done = nil
+	}
+	return done, ok, err
+}
+
+var errFallback = errors.New("fall back to the full update")
+
+// lineOf finds the line of task id in data (canonical form, which this
+// package writes): start and end offsets without the newline.
+func lineOf(data []byte, id string) (int, int, bool) {
+	needle := []byte(`{"id":"` + id + `",`)
+	from := 0
+	for {
+		i := bytes.Index(data[from:], needle)
+		if i < 0 {
+			return 0, 0, false
+		}
+		i += from
+		if i == 0 || data[i-1] == '\n' {
+			end := bytes.IndexByte(data[i:], '\n')
+			if end < 0 {
+				end = len(data) - i
+			}
+			return i, i + end, true
+		}
+		from = i + 1
+	}
+}
+
+// nextLineID is the id of the first non-blank line after offset end
+// (skipping lines about to be blanked).
+func nextLineID(data []byte, end int, skip func(start int) bool) (string, bool) {
+	i := end
+	for i < len(data) {
+		if data[i] == '\n' {
+			i++
+			continue
+		}
+		j := bytes.IndexByte(data[i:], '\n')
+		if j < 0 {
+			j = len(data) - i
+		}
+		line := data[i : i+j]
+		if len(bytes.TrimSpace(line)) > 0 && !skip(i) {
+			return quickID(bytes.TrimSpace(line))
+		}
+		i += j
+	}
+	return "", false
+}

@@ -1,0 +1,115 @@
+package tasks
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const tree = `{"id":"A","title":"auth","status":"pending","leaf":false}
+{"id":"A.1","title":"store","status":"pending","leaf":false,"owner":"kim"}
+{"id":"A.1.1","title":"choose","status":"active","leaf":true}
+{"id":"A.1.2","title":"middleware","status":"pending","leaf":true}
+{"id":"A.2","title":"login","status":"pending","leaf":true}
+{"id":"B","title":"tests","status":"pending","leaf":true}
+`
+
+// settled writes the tree through the store so the file carries ralph's
+// valid mark, as after any ralph write.
+func settled(t *testing.T) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tasks.jsonl")
+	os.WriteFile(p, []byte(tree), 0o644)
+	s := Open(p)
+	if err := s.Update(func(set *Set) error { _, err := set.Add("", "extra", "B"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestCompleteFastMatchesUpdate(t *testing.T) {
+	now := time.Date(2026, 11, 22, 1, 2, 3, 0, time.UTC)
+	fast, slow := settled(t), settled(t)
+	for _, id := range []string{"A.1.1", "A.1.2", "A.2"} {
+		got, ok, err := fast.CompleteFast(id, "abc", now)
+		if err != nil || !ok {
+			t.Fatalf("%s: ok=%v err=%v", id, ok, err)
+		}
+		var want []*Task
+		if err := slow.Update(func(set *Set) (err error) { want, err = set.Complete(id, "abc", now); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: fast archived %d, full %d", id, len(got), len(want))
+		}
+		for i := range got {
+			if string(got[i].Encode()) != string(want[i].Encode()) {
+				t.Fatalf("%s: fast %s, full %s", id, got[i].Encode(), want[i].Encode())
+			}
+		}
+	}
+	// Same archive, same model; the active file differs only by blanks.
+	fd, _ := os.ReadFile(fast.DonePath)
+	sd, _ := os.ReadFile(slow.DonePath)
+	if string(fd) != string(sd) {
+		t.Fatalf("archives differ:\n%s\n---\n%s", fd, sd)
+	}
+	if !strings.Contains(string(fd), `"id":"A","title":"auth"`) {
+		t.Fatal("the parent completed implicitly")
+	}
+	fs, err := fast.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, _ := slow.Load()
+	if fs.Tree() != ss.Tree() {
+		t.Fatalf("trees differ:\n%s\n%s", fs.Tree(), ss.Tree())
+	}
+	if n := fast.mustNext(t); n != "B.1" {
+		t.Fatalf("next after fast completes: %s", n)
+	}
+	// The next full write drops the blank lines.
+	if err := fast.Update(func(set *Set) error { return set.Block("B.1", "waiting") }); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(fast.ActivePath)
+	if strings.Contains(string(a), "   ") {
+		t.Fatalf("blank lines kept:\n%q", a)
+	}
+}
+
+func (s *Store) mustNext(t *testing.T) string {
+	t.Helper()
+	n, err := s.Next()
+	if err != nil || n == nil {
+		t.Fatal(n, err)
+	}
+	return n.ID
+}
+
+func TestCompleteFastFallsBack(t *testing.T) {
+	now := time.Now()
+	s := settled(t)
+	// Not a leaf, unknown, already complete: the full path words the error.
+	for _, id := range []string{"A", "Z", "A.1"} {
+		if _, ok, err := s.CompleteFast(id, "", now); ok || err != nil {
+			t.Fatalf("%s: ok=%v err=%v, want a silent fallback", id, ok, err)
+		}
+	}
+	// A file someone else wrote carries no valid mark.
+	f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+	f.Close()
+	if _, ok, _ := s.CompleteFast("B.1", "", now); ok {
+		t.Fatal("a hand-edited file must go through the full update")
+	}
+	// A held claim in flight also goes the full way.
+	s2 := settled(t)
+	s2.SetHold("B.1")
+	if _, ok, _ := s2.CompleteFast("A.2", "", now); ok {
+		t.Fatal("held claims must go through the full update")
+	}
+}
