@@ -108,7 +108,6 @@ func TestNativeRateLimit(t *testing.T) {
 	}
 }
 
-
 // demoStory is the one bash command every demo story runs: it makes that
 // story's change to calc/calc.go (the model's turn is the same for every
 // story; the story comes from $RALPH_ITEM_ID).
