@@ -42,6 +42,8 @@ func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attemp
 	commit, rv, err := e.acceptQueued(ctx, it, cur, att, v)
 	if err == nil && rv == nil {
 		if cl, ok := e.cfg.Source.(Cleaner); ok {
+			// Synchronous on purpose: removing worktrees in the background
+			// measured slower (git lock contention with new worktrees).
 			cl.Cleanup(ctx, att)
 		}
 	}

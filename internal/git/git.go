@@ -273,11 +273,12 @@ func (e *ConflictError) Error() string {
 // WorktreeAdd creates a linked worktree at path on branch (created from
 // start when it does not exist).
 func (r *Repo) WorktreeAdd(ctx context.Context, path, branch, start string) error {
-	if r.BranchExists(ctx, branch) {
-		_, err := r.Run(ctx, "worktree", "add", "--quiet", path, branch)
-		return err
-	}
+	// Creating the branch is the usual case: try it first (one git call),
+	// and attach to an existing branch only when that is why it failed.
 	_, err := r.Run(ctx, "worktree", "add", "--quiet", "-b", branch, path, start)
+	if err != nil && r.BranchExists(ctx, branch) {
+		_, err = r.Run(ctx, "worktree", "add", "--quiet", path, branch)
+	}
 	return err
 }
 

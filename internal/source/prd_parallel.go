@@ -34,20 +34,24 @@ func (s *PRD) StoryBranch(id string) string {
 }
 
 func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
+	// Only the first call touches the main tree; worktrees are created
+	// outside the lock (each only writes its own branch and folder), so a
+	// merge in progress does not hold up a story's start.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.onBranch {
 		if _, err := s.prepareMain(ctx); err != nil {
+			s.mu.Unlock()
 			return "", err
 		}
-	}
-	dir := s.WorktreeDir(it.ID)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-		return dir, nil // a retry, or a resume after a crash: reattach
 	}
 	if !s.pruned {
 		_ = s.Git.WorktreePrune(ctx) // once per run: forget folders removed by hand
 		s.pruned = true
+	}
+	s.mu.Unlock()
+	dir := s.WorktreeDir(it.ID)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return dir, nil // a retry, or a resume after a crash: reattach
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
@@ -57,10 +61,12 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 	}
 	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
 		if b, err := os.ReadFile(filepath.Join(dir, rel)); err == nil {
+			s.mu.Lock()
 			if s.branchPRD == nil {
 				s.branchPRD = map[string][]byte{}
 			}
 			s.branchPRD[it.ID] = b
+			s.mu.Unlock()
 		}
 	}
 	return dir, nil
@@ -204,8 +210,6 @@ func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 	if !s.Parallel {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	_ = s.Git.WorktreeRemove(ctx, a.Dir)
 	_ = s.Git.DeleteBranch(ctx, s.StoryBranch(a.Item.ID))
 }
