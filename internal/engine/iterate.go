@@ -299,6 +299,17 @@ func (e *Engine) markPassed(it *Item, iteration int, commit string, v *Verdict, 
 		st.Breaker = Breaker{}
 	})
 	e.emit(Event{Type: "item_passed", Iteration: iteration, Item: it.ID, Message: fmt.Sprintf("%s passed (%s), commit %s", it.ID, summary, short(commit)), Data: map[string]any{"commit": commit}})
+	if it.Kind == "stage" {
+		var next *Item
+		if n, err := e.cfg.Source.Next(e.box.snapshot(), nil); err == nil {
+			next = n
+		}
+		to := "(end of pipeline)"
+		if next != nil {
+			to = next.ID
+		}
+		e.emit(Event{Type: "stage_advanced", Iteration: iteration, Item: it.ID, Message: fmt.Sprintf("stage %s done; next: %s", it.ID, to), Data: map[string]any{"from": it.ID, "to": to}})
+	}
 }
 
 func failureSignature(v Verdict) string {
