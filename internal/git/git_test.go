@@ -1,0 +1,108 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+func TestSlugIsRefSafe(t *testing.T) {
+	ctx := context.Background()
+	r := New(t.TempDir())
+	for _, title := range []string{"Add login endpoint", "fix: ../../etc/passwd", "a..b~^:?*[\\ @{x}", "ÜNICODE ✓ tåsk", "", "-leading.dots.", strings.Repeat("long ", 40)} {
+		slug := Slug(title, 40)
+		if err := r.CheckRefName(ctx, "task/A.1-"+slug); err != nil {
+			t.Errorf("Slug(%q) = %q: %v", title, slug, err)
+		}
+		if len(slug) > 40 {
+			t.Errorf("Slug(%q) too long: %q", title, slug)
+		}
+	}
+}
+
+// The fake runner pins the exact argv: no shell, data only as arguments.
+func TestArgvShape(t *testing.T) {
+	f := proc.NewFakeRunner(t,
+		proc.Expectation{Argv: []string{"git", "-C", "/r", "branch", "--", "task/x; rm -rf /", "main"}},
+		proc.Expectation{Argv: []string{"git", "-C", "/r", "commit", "--quiet", "--no-verify", "-F", "-"}, Check: func(c proc.Cmd) {
+			b, err := io.ReadAll(c.Stdin)
+			if err != nil || string(b) != "feat: $(whoami)\n" {
+				t.Errorf("message on stdin: %q", b)
+			}
+		}},
+		proc.Expectation{Argv: []string{"git", "-C", "/r", "rev-parse", "HEAD"}, Stdout: "abc\n"},
+	)
+	r := &Repo{Dir: "/r", Runner: f}
+	ctx := context.Background()
+	if err := r.CreateBranch(ctx, "task/x; rm -rf /", "main"); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := r.Commit(ctx, "feat: $(whoami)\n", false)
+	if err != nil || sha != "abc" {
+		t.Fatal(sha, err)
+	}
+}
+
+func TestMergeSquashConflictAndTrailers(t *testing.T) {
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Init(ctx, proc.Exec{}, dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) { os.WriteFile(filepath.Join(dir, "f.txt"), []byte(s), 0o644) }
+	write("base\n")
+	r.AddAll(ctx)
+	if _, err := r.Commit(ctx, "init\n", false); err != nil {
+		t.Fatal(err)
+	}
+	r.CreateBranch(ctx, "side", "")
+	write("main\n")
+	r.AddAll(ctx)
+	main, _ := r.Commit(ctx, "main change\n\nRalph-Story: US-1\nRalph-Run: r1\n", false)
+	r.Checkout(ctx, "side")
+	write("side\n")
+	r.AddAll(ctx)
+	r.Commit(ctx, "side change\n", false)
+	r.Checkout(ctx, "main")
+	err = r.MergeSquash(ctx, "side")
+	var ce *ConflictError
+	if !errors.As(err, &ce) || len(ce.Paths) != 1 || ce.Paths[0] != "f.txt" {
+		t.Fatalf("want a conflict in f.txt, got %v", err)
+	}
+	if err := r.ResetHard(ctx, "HEAD"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.FindTrailer(ctx, "main", 10, "Ralph-Story", "US-1", "Ralph-Run", "r1"); got != main {
+		t.Fatalf("FindTrailer = %q, want %q", got, main)
+	}
+	if got := r.FindTrailer(ctx, "main", 10, "Ralph-Story", "US-1", "Ralph-Run", "r2"); got != "" {
+		t.Fatalf("other run matched: %q", got)
+	}
+	if got := r.Trailer(ctx, "main", "Ralph-Story"); got != "US-1" {
+		t.Fatalf("Trailer = %q", got)
+	}
+	// ralph's folder goes to info/exclude once, never to .gitignore.
+	for i := 0; i < 2; i++ {
+		if err := r.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, ".git", "info", "exclude"))
+	if strings.Count(string(b), "/.ralph/") != 1 {
+		t.Fatalf("exclude: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".gitignore")); err == nil {
+		t.Fatal(".gitignore was written")
+	}
+}
