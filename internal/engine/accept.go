@@ -30,42 +30,28 @@ type Conflict struct {
 
 func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c.Paths, ", ") }
 
-// accept records a verified item through the merge queue (one at a time,
-// first come first served). It returns a non-nil verdict when the item did
-// not make it and must be treated as a failed iteration.
+// accept records a verified item through the merge queue (one Accept at
+// a time, first come first served). Staging (Stager) and a conflict
+// resolver run outside the queue, so they never hold up other merges. It
+// returns a non-nil verdict when the item did not make it and must be
+// treated as a failed iteration.
 func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
-	if sg, ok := e.cfg.Source.(Stager); ok {
-		if err := sg.Stage(ctx, att, v); err != nil {
-			return "", nil, err
-		}
-	}
-	commit, rv, err := e.acceptQueued(ctx, it, cur, att, v)
-	if err == nil && rv == nil {
-		if cl, ok := e.cfg.Source.(Cleaner); ok {
-			// Synchronous on purpose: removing worktrees in the background
-			// measured slower (git lock contention with new worktrees).
-			cl.Cleanup(ctx, att)
-		}
-	}
-	return commit, rv, err
-}
-
-func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
-	ticket := e.merge.take()
-	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
-	if pos := e.merge.position(ticket); pos > 1 {
-		e.emit(Event{Type: "merge_queued", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s waits in the merge queue at position %d", it.ID, pos)})
-	}
-	e.merge.wait(ticket)
-	defer e.merge.release()
-	_ = e.box.update(func(st *State) { cur.QueuePos = 1 })
-
 	for round := 0; ; round++ {
-		commit, err := e.cfg.Source.Accept(ctx, att, v, e.box.snapshot())
+		if sg, ok := e.cfg.Source.(Stager); ok {
+			if err := sg.Stage(ctx, att, v); err != nil {
+				return "", nil, err
+			}
+		}
+		commit, err := e.acceptQueued(ctx, it, cur, att, v)
 		var rej *Rejected
 		var conf *Conflict
 		switch {
 		case err == nil:
+			if cl, ok := e.cfg.Source.(Cleaner); ok {
+				// Synchronous on purpose: removing worktrees in the
+				// background measured slower (git lock contention).
+				cl.Cleanup(ctx, att)
+			}
 			return commit, nil, nil
 		case errors.As(err, &rej):
 			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; merge undone", it.ID, rej.Summary)})
@@ -86,6 +72,19 @@ func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *
 			return "", nil, err
 		}
 	}
+}
+
+// acceptQueued runs one Source.Accept in the merge queue.
+func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, error) {
+	ticket := e.merge.take()
+	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
+	if pos := e.merge.position(ticket); pos > 1 {
+		e.emit(Event{Type: "merge_queued", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s waits in the merge queue at position %d", it.ID, pos)})
+	}
+	e.merge.wait(ticket)
+	defer e.merge.release()
+	e.box.mutate(func(st *State) { cur.QueuePos = 1 })
+	return e.cfg.Source.Accept(ctx, att, v, e.box.snapshot())
 }
 
 // ResolverPrompt introduces a conflict-resolution iteration.

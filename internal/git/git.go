@@ -372,6 +372,16 @@ func (r *Repo) AddAllExcept(ctx context.Context, except []string) error {
 	return err
 }
 
+// AddPaths stages the given paths (literal pathspecs).
+func (r *Repo) AddPaths(ctx context.Context, paths ...string) error {
+	args := []string{"add", "--"}
+	for _, p := range paths {
+		args = append(args, ":(literal)"+p)
+	}
+	_, err := r.Run(ctx, args...)
+	return err
+}
+
 // ResetSoft moves the branch to rev keeping index and tree (folds an
 // agent's own commits into ralph's one commit per item).
 func (r *Repo) ResetSoft(ctx context.Context, rev string) error {

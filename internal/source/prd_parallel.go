@@ -128,10 +128,7 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 // and re-runs the gates on the integrated tree.
 func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
-	wt := s.Git.At(a.Dir)
-	if err := s.stageWorktree(ctx, a, v); err != nil {
-		return "", err
-	}
+	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	main := s.Git
@@ -155,7 +152,9 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 	if err := s.write(); err != nil {
 		return "", err
 	}
-	if err := main.AddAllExcept(ctx, st.Preexisting); err != nil {
+	// The squash staged the story's changes; only the PRD's write-back is
+	// left (a full `add --all` would scan the whole tree in the queue).
+	if err := main.AddPaths(ctx, s.File); err != nil {
 		return "", err
 	}
 	results, ok := s.Gates.Run(ctx, main.Dir, prdGates(s.Doc, id), a.Log)
