@@ -94,44 +94,57 @@ func TestHookClaudeInSessionLoop(t *testing.T) {
 	}
 	start := time.Now()
 	ralphBin := buildRalph(t)
-	dir := newRepo(t, map[string]string{"README.md": "# hook e2e\n"})
+	// scenario runs the whole loop once in a fresh repo with a fresh server.
+	scenario := func() (string, *llmtest.Server, runResult) {
+		dir := newRepo(t, map[string]string{"README.md": "# hook e2e\n"})
 
-	write := func(name, content string) llmtest.ToolCall {
-		return tc("Write", map[string]any{"file_path": filepath.Join(dir, name), "content": content})
-	}
-	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
-		{Text: "Writing the first file.", ToolCalls: []llmtest.ToolCall{write("iter1.txt", "one\n")}},
-		{Text: "working"},
-		{Text: "Writing the second file.", ToolCalls: []llmtest.ToolCall{write("iter2.txt", "two\n")}},
-		{Text: "still working"},
-		{Text: "Writing the third file.", ToolCalls: []llmtest.ToolCall{write("iter3.txt", "three\n")}},
-		{Text: "done <promise>DONE</promise>"},
-	}})
+		write := func(name, content string) llmtest.ToolCall {
+			return tc("Write", map[string]any{"file_path": filepath.Join(dir, name), "content": content})
+		}
+		srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
+			{Text: "Writing the first file.", ToolCalls: []llmtest.ToolCall{write("iter1.txt", "one\n")}},
+			{Text: "working"},
+			{Text: "Writing the second file.", ToolCalls: []llmtest.ToolCall{write("iter2.txt", "two\n")}},
+			{Text: "still working"},
+			{Text: "Writing the third file.", ToolCalls: []llmtest.ToolCall{write("iter3.txt", "three\n")}},
+			{Text: "done <promise>DONE</promise>"},
+		}})
 
-	// No --command: the hook runs this binary's absolute path + " hook stop".
-	if r := runBin(t, dir, "", nil, ralphBin, "hook", "install", "--claude", "--scope", "project"); r.code != 0 {
-		t.Fatalf("hook install:\n%s", r)
-	}
-	settings, err := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(settings), ralphBin) {
-		t.Fatalf("settings.json does not run %s:\n%s", ralphBin, settings)
-	}
+		// No --command: the hook runs this binary's absolute path + " hook stop".
+		if r := runBin(t, dir, "", nil, ralphBin, "hook", "install", "--claude", "--scope", "project"); r.code != 0 {
+			t.Fatalf("hook install:\n%s", r)
+		}
+		settings, err := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(settings), ralphBin) {
+			t.Fatalf("settings.json does not run %s:\n%s", ralphBin, settings)
+		}
 
-	const prompt = "Write iterN.txt for the next N, then stop. Print <promise>DONE</promise> after iter3.txt."
-	r := runBin(t, dir, "", nil, ralphBin, "loop", "start", prompt, "--completion-promise", "DONE", "--max-iterations", "5")
-	if r.code != 0 {
-		t.Fatalf("loop start:\n%s", r)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".ralph", "hook.json")); err != nil {
-		t.Fatalf("loop start did not arm the hook: %v", err)
-	}
+		const prompt = "Write iterN.txt for the next N, then stop. Print <promise>DONE</promise> after iter3.txt."
+		r := runBin(t, dir, "", nil, ralphBin, "loop", "start", prompt, "--completion-promise", "DONE", "--max-iterations", "5")
+		if r.code != 0 {
+			t.Fatalf("loop start:\n%s", r)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".ralph", "hook.json")); err != nil {
+			t.Fatalf("loop start did not arm the hook: %v", err)
+		}
 
-	home := t.TempDir()
-	cr := runBin(t, dir, prompt, claudeEnv(srv.URL(), home), claude,
-		"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
+		home := t.TempDir()
+		cr := runBin(t, dir, prompt, claudeEnv(srv.URL(), home), claude,
+			"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
+		return dir, srv, cr
+	}
+	dir, srv, cr := scenario()
+	// Claude Code itself once (in one of many loaded runs) ended without
+	// calling the Stop hook at all. That is the CLI's hiccup, not ralph's: it
+	// shows as no hook_called event. Retry the scenario once then; any
+	// misbehaviour of ralph's hook still fails below.
+	if cr.code == 0 && hookNeverRan(t, dir) {
+		t.Logf("claude ended without running the Stop hook; retrying the scenario once")
+		dir, srv, cr = scenario()
+	}
 	dump := func() string {
 		var b strings.Builder
 		b.WriteString(cr.String())
@@ -218,43 +231,51 @@ func TestHookClaudePagentPipeline(t *testing.T) {
 	}
 	start := time.Now()
 	ralphBin := buildRalph(t)
-	dir := newRepo(t, map[string]string{"prd.md": "# Calculator\n\nBuild a command-line calculator that adds and subtracts integers.\n"})
+	scenario := func() (string, *llmtest.Server, runResult) {
+		dir := newRepo(t, map[string]string{"prd.md": "# Calculator\n\nBuild a command-line calculator that adds and subtracts integers.\n"})
 
-	write := func(name, content string) llmtest.ToolCall {
-		return tc("Write", map[string]any{"file_path": filepath.Join(dir, name), "content": content})
-	}
-	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
-		{ToolCalls: []llmtest.ToolCall{write("architecture.md", lines("architecture", 55))}},
-		{Text: "Architecture complete."},
-		{ToolCalls: []llmtest.ToolCall{write("test-plan.md", lines("test plan", 31))}},
-		{Text: "Test plan written."},
-		{ToolCalls: []llmtest.ToolCall{write("security-assessment.md", lines("threat", 20))}},
-		{Text: "Assessment written."},
-		{ToolCalls: []llmtest.ToolCall{
-			write("src/main.go", "package main\n\nfunc main() {}\n"),
-			write("src/calc.go", "package main\n"),
-			write("src/calc_test.go", "package main\n"),
-		}},
-		{Text: "Implemented."},
-		{ToolCalls: []llmtest.ToolCall{write("VERIFIED.md", "verified\n")}},
-		{Text: "Everything checks out.\n<promise>DONE</promise>"},
-	}})
-
-	for _, args := range [][]string{
-		{"hook", "install", "--claude", "--scope", "project"},
-		{"pipeline", "init", "pagent", "--prd", "prd.md"},
-	} {
-		if r := runBin(t, dir, "", nil, ralphBin, args...); r.code != 0 {
-			t.Fatalf("ralph %v:\n%s", args, r)
+		write := func(name, content string) llmtest.ToolCall {
+			return tc("Write", map[string]any{"file_path": filepath.Join(dir, name), "content": content})
 		}
-	}
-	r := runBin(t, dir, "", nil, ralphBin, "pipeline", "start", ".ralph/pipeline.yaml")
-	if r.code != 0 || !strings.Contains(r.stdout, "architect") {
-		t.Fatalf("pipeline start:\n%s", r)
-	}
+		srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
+			{ToolCalls: []llmtest.ToolCall{write("architecture.md", lines("architecture", 55))}},
+			{Text: "Architecture complete."},
+			{ToolCalls: []llmtest.ToolCall{write("test-plan.md", lines("test plan", 31))}},
+			{Text: "Test plan written."},
+			{ToolCalls: []llmtest.ToolCall{write("security-assessment.md", lines("threat", 20))}},
+			{Text: "Assessment written."},
+			{ToolCalls: []llmtest.ToolCall{
+				write("src/main.go", "package main\n\nfunc main() {}\n"),
+				write("src/calc.go", "package main\n"),
+				write("src/calc_test.go", "package main\n"),
+			}},
+			{Text: "Implemented."},
+			{ToolCalls: []llmtest.ToolCall{write("VERIFIED.md", "verified\n")}},
+			{Text: "Everything checks out.\n<promise>DONE</promise>"},
+		}})
 
-	cr := runBin(t, dir, r.stdout, claudeEnv(srv.URL(), t.TempDir()), claude,
-		"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
+		for _, args := range [][]string{
+			{"hook", "install", "--claude", "--scope", "project"},
+			{"pipeline", "init", "pagent", "--prd", "prd.md"},
+		} {
+			if r := runBin(t, dir, "", nil, ralphBin, args...); r.code != 0 {
+				t.Fatalf("ralph %v:\n%s", args, r)
+			}
+		}
+		r := runBin(t, dir, "", nil, ralphBin, "pipeline", "start", ".ralph/pipeline.yaml")
+		if r.code != 0 || !strings.Contains(r.stdout, "architect") {
+			t.Fatalf("pipeline start:\n%s", r)
+		}
+
+		cr := runBin(t, dir, r.stdout, claudeEnv(srv.URL(), t.TempDir()), claude,
+			"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
+		return dir, srv, cr
+	}
+	dir, srv, cr := scenario()
+	if cr.code == 0 && hookNeverRan(t, dir) {
+		t.Logf("claude ended without running the Stop hook; retrying the scenario once")
+		dir, srv, cr = scenario()
+	}
 	dump := func() string {
 		var b strings.Builder
 		b.WriteString(cr.String())
@@ -302,4 +323,11 @@ func TestHookClaudePagentPipeline(t *testing.T) {
 		t.Log(dump())
 	}
 	t.Logf("pagent pipeline in one claude session: %s (claude %s)", time.Since(start).Round(time.Millisecond), cr.duration.Round(time.Millisecond))
+}
+
+// hookNeverRan reports that no Stop hook call reached ralph in dir (no
+// hook_called and no hook_error event).
+func hookNeverRan(t *testing.T, dir string) bool {
+	evs := loadEvents(t, dir)
+	return len(eventsOf(evs, "hook_called")) == 0 && len(eventsOf(evs, "hook_error")) == 0
 }
