@@ -289,6 +289,12 @@ func (r *Repo) WorktreeRemove(ctx context.Context, path string) error {
 	return err
 }
 
+// WorktreeMove moves a linked worktree to a new folder.
+func (r *Repo) WorktreeMove(ctx context.Context, from, to string) error {
+	_, err := r.Run(ctx, "worktree", "move", from, to)
+	return err
+}
+
 // WorktreePrune forgets worktrees whose folders are gone.
 func (r *Repo) WorktreePrune(ctx context.Context) error {
 	_, err := r.Run(ctx, "worktree", "prune")

@@ -38,8 +38,9 @@ type PRD struct {
 	tip      string     // the feature branch's head after our last merge
 	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
 	// agent's copy needs no git call; merging marks worktrees in a merge.
-	branchPRD map[string][]byte
-	merging   map[string]bool
+	branchPRD   map[string][]byte
+	merging     map[string]bool
+	claimedIdle map[string]bool // parked worktrees being taken over
 }
 
 // OpenPRD loads and validates path.

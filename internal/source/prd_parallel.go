@@ -56,8 +56,10 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
 	}
-	if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(it.ID), s.Branch); err != nil {
-		return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
+	if !s.reuseWorktree(ctx, dir, it.ID) {
+		if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(it.ID), s.Branch); err != nil {
+			return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
+		}
 	}
 	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
 		if b, err := os.ReadFile(filepath.Join(dir, rel)); err == nil {
@@ -204,13 +206,60 @@ func (s *PRD) Stage(ctx context.Context, a *engine.Attempt, v engine.Verdict) er
 	return s.stageWorktree(ctx, a, v)
 }
 
-// Cleanup removes a merged story's worktree and branch (engine.Cleaner).
+// Cleanup retires a merged story's worktree and deletes its branch
+// (engine.Cleaner). The worktree is parked as .ralph/worktrees/.idle-<story>
+// for the next story: switching a checkout to a new branch rewrites only
+// the files that differ, where a fresh worktree writes every file.
 func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 	if !s.Parallel {
 		return
 	}
-	_ = s.Git.WorktreeRemove(ctx, a.Dir)
+	idle := filepath.Join(filepath.Dir(a.Dir), ".idle-"+filepath.Base(a.Dir))
+	wt := s.Git.At(a.Dir)
+	if _, err := wt.Run(ctx, "checkout", "--quiet", "--detach"); err != nil || s.Git.WorktreeMove(ctx, a.Dir, idle) != nil {
+		_ = s.Git.WorktreeRemove(ctx, a.Dir)
+	}
 	_ = s.Git.DeleteBranch(ctx, s.StoryBranch(a.Item.ID))
+}
+
+// reuseWorktree moves a parked worktree to dir and puts it on the story's
+// new branch at the feature tip, clean. On any failure the parked worktree
+// is removed and false is returned (the caller adds a fresh one).
+func (s *PRD) reuseWorktree(ctx context.Context, dir, id string) bool {
+	s.mu.Lock()
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	idle := ""
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".idle-") && !s.claimedIdle[e.Name()] {
+			idle = filepath.Join(filepath.Dir(dir), e.Name())
+			if s.claimedIdle == nil {
+				s.claimedIdle = map[string]bool{}
+			}
+			s.claimedIdle[e.Name()] = true
+			break
+		}
+	}
+	s.mu.Unlock()
+	if idle == "" {
+		return false
+	}
+	defer func() {
+		s.mu.Lock()
+		delete(s.claimedIdle, filepath.Base(idle))
+		s.mu.Unlock()
+	}()
+	if err := s.Git.WorktreeMove(ctx, idle, dir); err != nil {
+		_ = s.Git.WorktreeRemove(ctx, idle)
+		return false
+	}
+	wt := s.Git.At(dir)
+	if _, err := wt.Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), s.Branch); err == nil {
+		if _, err := wt.Run(ctx, "clean", "-fdxq"); err == nil {
+			return true
+		}
+	}
+	_ = s.Git.WorktreeRemove(ctx, dir)
+	return false
 }
 
 func (s *PRD) unmark(id string) {
@@ -299,4 +348,24 @@ func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.S
 	}
 	s.tip = ""
 	return "", false, s.write()
+}
+
+// Stopped removes the parked worktrees when the run ends
+// (engine.StopObserver): only running or blocked stories keep theirs.
+func (s *PRD) Stopped(st *engine.State) {
+	if !s.Parallel {
+		return
+	}
+	root := filepath.Join(s.Git.Dir, ".ralph", "worktrees")
+	entries, _ := os.ReadDir(root)
+	ctx := context.Background()
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".idle-") {
+			dir := filepath.Join(root, e.Name())
+			if err := s.Git.WorktreeRemove(ctx, dir); err != nil {
+				_ = os.RemoveAll(dir)
+			}
+		}
+	}
+	_ = s.Git.WorktreePrune(ctx)
 }
