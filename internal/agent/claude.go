@@ -243,7 +243,8 @@ type cliBase struct {
 	Model   string
 	Args    []string
 	// BaseURL, when set, points the CLI at this endpoint only (with a
-	// key from APIKeyEnv, $RALPH_<NAME>_API_KEY or a placeholder).
+	// key from APIKeyEnv, $RALPH_<NAME>_API_KEY, or a dummy key that
+	// local endpoints such as Ollama or vLLM accept).
 	BaseURL   string
 	APIKeyEnv string
 	// MaxRetries, when set, caps the CLI's own retries of failed model
@@ -311,8 +312,13 @@ func (b *cliBase) apiKey() string {
 	if v := os.Getenv("RALPH_" + strings.ToUpper(b.info.name) + "_API_KEY"); v != "" {
 		return v
 	}
-	return "ralph-placeholder-key"
+	// The CLIs refuse to start without some key; endpoints that need none
+	// (Ollama, vLLM, the test server) ignore it.
+	return noKey
 }
+
+// noKey is sent when a custom endpoint was given without a key.
+const noKey = "ralph-no-key"
 
 // argvPrefix is Options.Command, else the binary found by FindAgentBinary,
 // else the bare name (Run then fails with an install hint).

@@ -136,26 +136,8 @@ func TestHookClaudeInSessionLoop(t *testing.T) {
 			"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 		return dir, srv, cr
 	}
-	dir, srv, cr := scenario()
-	// Claude Code itself once (in one of many loaded runs) ended without
-	// calling the Stop hook at all. That is the CLI's hiccup, not ralph's: it
-	// shows as no hook_called event. Retry the scenario once then; any
-	// misbehaviour of ralph's hook still fails below.
-	if cr.code == 0 && hookNeverRan(t, dir) {
-		t.Logf("claude ended without running the Stop hook; retrying the scenario once")
-		dir, srv, cr = scenario()
-	}
-	dump := func() string {
-		var b strings.Builder
-		b.WriteString(cr.String())
-		for _, q := range srv.Requests() {
-			b.WriteString("\n" + q.Path + " side=" + itoa(boolInt(q.Side)) + " turns=" + itoa(q.AssistantTurns) + " step=" + itoa(q.Step))
-		}
-		if ev, err := os.ReadFile(filepath.Join(dir, ".ralph", "events.jsonl")); err == nil {
-			b.WriteString("\n--- events\n" + tail(string(ev), 6000))
-		}
-		return b.String()
-	}
+	dir, srv, cr := retryIfHookNeverRan(t, scenario)
+	dump := func() string { return hookRunDump(cr, srv, dir, 6000) }
 	if cr.code != 0 {
 		t.Fatalf("claude:\n%s", dump())
 	}
@@ -271,22 +253,8 @@ func TestHookClaudePagentPipeline(t *testing.T) {
 			"-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 		return dir, srv, cr
 	}
-	dir, srv, cr := scenario()
-	if cr.code == 0 && hookNeverRan(t, dir) {
-		t.Logf("claude ended without running the Stop hook; retrying the scenario once")
-		dir, srv, cr = scenario()
-	}
-	dump := func() string {
-		var b strings.Builder
-		b.WriteString(cr.String())
-		for _, q := range srv.Requests() {
-			b.WriteString("\n" + q.Path + " side=" + itoa(boolInt(q.Side)) + " turns=" + itoa(q.AssistantTurns) + " step=" + itoa(q.Step))
-		}
-		if ev, err := os.ReadFile(filepath.Join(dir, ".ralph", "events.jsonl")); err == nil {
-			b.WriteString("\n--- events\n" + tail(string(ev), 8000))
-		}
-		return b.String()
-	}
+	dir, srv, cr := retryIfHookNeverRan(t, scenario)
+	dump := func() string { return hookRunDump(cr, srv, dir, 8000) }
 	if cr.code != 0 {
 		t.Fatalf("claude:\n%s", dump())
 	}
@@ -330,4 +298,31 @@ func TestHookClaudePagentPipeline(t *testing.T) {
 func hookNeverRan(t *testing.T, dir string) bool {
 	evs := loadEvents(t, dir)
 	return len(eventsOf(evs, "hook_called")) == 0 && len(eventsOf(evs, "hook_error")) == 0
+}
+
+// retryIfHookNeverRan runs scenario, and once more if Claude Code ended
+// without calling the Stop hook at all (it did so once in one of many
+// loaded runs): that is the CLI's hiccup, not ralph's, and shows as no
+// hook_called/hook_error event. Any misbehaviour of ralph's hook still fails.
+func retryIfHookNeverRan(t *testing.T, scenario func() (string, *llmtest.Server, runResult)) (string, *llmtest.Server, runResult) {
+	dir, srv, cr := scenario()
+	if cr.code == 0 && hookNeverRan(t, dir) {
+		t.Logf("claude ended without running the Stop hook; retrying the scenario once")
+		dir, srv, cr = scenario()
+	}
+	return dir, srv, cr
+}
+
+// hookRunDump is what a failing hook test prints: claude's output, each
+// request's turns and step, and the tail of the event log.
+func hookRunDump(cr runResult, srv *llmtest.Server, dir string, eventBytes int) string {
+	var b strings.Builder
+	b.WriteString(cr.String())
+	for _, q := range srv.Requests() {
+		b.WriteString("\n" + q.Path + " side=" + itoa(boolInt(q.Side)) + " turns=" + itoa(q.AssistantTurns) + " step=" + itoa(q.Step))
+	}
+	if ev, err := os.ReadFile(filepath.Join(dir, ".ralph", "events.jsonl")); err == nil {
+		b.WriteString("\n--- events\n" + tail(string(ev), eventBytes))
+	}
+	return b.String()
 }
