@@ -217,17 +217,6 @@ func (r *Repo) ResetHard(ctx context.Context, rev string) error {
 	return err
 }
 
-// CleanUntracked removes untracked files except ignored ones and the given
-// excluded paths.
-func (r *Repo) CleanUntracked(ctx context.Context, exclude ...string) error {
-	args := []string{"clean", "-fdq"}
-	for _, e := range exclude {
-		args = append(args, "-e", e)
-	}
-	_, err := r.Run(ctx, args...)
-	return err
-}
-
 // Log returns commit subjects of rev range (newest first).
 func (r *Repo) Log(ctx context.Context, rng string, format string) ([]string, error) {
 	out, err := r.Run(ctx, "log", "--format="+format, rng, "--")
@@ -413,11 +402,6 @@ func (r *Repo) Trailer(ctx context.Context, rev, key string) string {
 		}
 	}
 	return val
-}
-
-// MergeInProgress reports whether a merge is waiting to be committed.
-func (r *Repo) MergeInProgress(ctx context.Context) bool {
-	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "MERGE_HEAD")
 }
 
 // FindTrailer returns the newest commit among the last n of rev whose
