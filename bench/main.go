@@ -65,14 +65,20 @@ func run(dir string, env []string, argv ...string) string {
 }
 
 func runErr(dir string, env []string, argv ...string) (string, error) {
+	cmd, out := command(dir, env, argv...)
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// command is argv in dir with env added, output (both streams) collected.
+func command(dir string, env []string, argv ...string) (*exec.Cmd, *bytes.Buffer) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var b bytes.Buffer
 	cmd.Stdout = &b
 	cmd.Stderr = &b
-	err := cmd.Run()
-	return b.String(), err
+	return cmd, &b
 }
 
 var gitEnv = []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@example.com"}

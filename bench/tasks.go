@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -105,12 +104,7 @@ func timeCmd(dir string, env []string, reps int, argv ...string) (time.Duration,
 	var total time.Duration
 	var rss int64
 	for i := 0; i < reps; i++ {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), env...)
-		var out strings.Builder
-		cmd.Stdout = &out
-		cmd.Stderr = &out
+		cmd, out := command(dir, env, argv...)
 		start := time.Now()
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n%s", strings.Join(argv, " "), err, out.String())

@@ -169,12 +169,7 @@ func TestHookClaudeInSessionLoop(t *testing.T) {
 	}
 	// The whole loop was one model conversation: no request went past the
 	// last step, and the final one carried all five earlier assistant turns.
-	last := -1
-	for _, q := range srv.Requests() {
-		if !q.Side && q.Step > last {
-			last = q.Step
-		}
-	}
+	last := highestStep(srv)
 	if last != 5 {
 		t.Errorf("highest step served = %d, want 5", last)
 	}
@@ -278,12 +273,7 @@ func TestHookClaudePagentPipeline(t *testing.T) {
 	if n := len(eventsOf(loadEvents(t, dir), "iteration_started")); n != 5 {
 		t.Errorf("iteration_started events = %d, want 5", n)
 	}
-	last := -1
-	for _, q := range srv.Requests() {
-		if !q.Side && q.Step > last {
-			last = q.Step
-		}
-	}
+	last := highestStep(srv)
 	if last != 9 {
 		t.Errorf("highest step served = %d, want 9", last)
 	}
@@ -325,4 +315,16 @@ func hookRunDump(cr runResult, srv *llmtest.Server, dir string, eventBytes int) 
 		b.WriteString("\n--- events\n" + tail(string(ev), eventBytes))
 	}
 	return b.String()
+}
+
+// highestStep is the last script step the server served to a non-side
+// request: a whole in-session loop in one conversation reaches the end.
+func highestStep(srv *llmtest.Server) int {
+	last := -1
+	for _, q := range srv.Requests() {
+		if !q.Side && q.Step > last {
+			last = q.Step
+		}
+	}
+	return last
 }
