@@ -1,19 +1,18 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/ralph-loop/ralph/internal/cli"
+	"github.com/ralph-loop/ralph/internal/proc"
 )
 
 func TestMain(m *testing.M) {
@@ -86,11 +85,7 @@ func cmdPidGone(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		alive := syscall.Kill(pid, 0) == nil
-		if alive && isZombie(pid) {
-			alive = false
-		}
-		if !alive {
+		if !proc.Alive(pid) {
 			if neg {
 				ts.Fatalf("process %d is gone", pid)
 			}
@@ -104,16 +99,6 @@ func cmdPidGone(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndex(s, ")")
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
 
 // countlines FILE PATTERN N: exactly N lines of FILE contain PATTERN.

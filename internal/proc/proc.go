@@ -250,3 +250,29 @@ func KillGroupIf(pgid int, marker string) bool {
 	}
 	return false
 }
+
+// Alive reports whether process pid still runs. A zombie counts as gone: it
+// is dead and holds nothing, it only waits to be reaped — and under a
+// container's PID 1 that never reaps, orphans stay zombies for good, so
+// kill(pid, 0) alone would call them alive.
+func Alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no procfs: trust kill(0)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold spaces or parentheses; the last ')' ends it.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return true
+	}
+	switch s[i+2] {
+	case 'Z', 'X', 'x':
+		return false
+	}
+	return true
+}
