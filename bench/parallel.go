@@ -113,9 +113,11 @@ func levelSchedule(d []dagStory, n int) time.Duration {
 }
 
 // readySchedule simulates ralph's scheduler with zero overhead: a story
-// starts as soon as its dependencies finished and a worker is free, in
-// file order.
+// starts as soon as its dependencies finished and a worker is free; among
+// ready stories, the one more stories wait on goes first, then file order
+// (all stories have the same priority).
 func readySchedule(d []dagStory, n int) time.Duration {
+	waiting := dependents(d)
 	finish := map[string]time.Duration{}
 	started := map[string]bool{}
 	workers := make([]time.Duration, n) // when each worker is free
@@ -123,7 +125,9 @@ func readySchedule(d []dagStory, n int) time.Duration {
 	for len(started) < len(d) {
 		sort.Slice(workers, func(i, j int) bool { return workers[i] < workers[j] })
 		now := workers[0]
-		// The ready story that can start earliest on this worker.
+		// The story to start on this worker: the earliest it can start
+		// (now, if any is ready), then the one more stories wait on,
+		// then file order.
 		best, bestAt := -1, time.Duration(1<<62)
 		for i, s := range d {
 			if started[s.ID] {
@@ -138,7 +142,7 @@ func readySchedule(d []dagStory, n int) time.Duration {
 				}
 				at = max(at, f)
 			}
-			if ok && at < bestAt {
+			if ok && (at < bestAt || at == bestAt && waiting[s.ID] > waiting[d[best].ID]) {
 				best, bestAt = i, at
 			}
 		}
@@ -149,6 +153,31 @@ func readySchedule(d []dagStory, n int) time.Duration {
 		makespan = max(makespan, finish[s.ID])
 	}
 	return makespan
+}
+
+// dependents counts the stories that wait on each story, directly or not.
+func dependents(d []dagStory) map[string]int {
+	kids := map[string][]string{}
+	for _, s := range d {
+		for _, dep := range s.Deps {
+			kids[dep] = append(kids[dep], s.ID)
+		}
+	}
+	out := map[string]int{}
+	for _, s := range d {
+		seen := map[string]bool{}
+		stack := append([]string(nil), kids[s.ID]...)
+		for len(stack) > 0 {
+			id := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !seen[id] {
+				seen[id] = true
+				stack = append(stack, kids[id]...)
+			}
+		}
+		out[s.ID] = len(seen)
+	}
+	return out
 }
 
 func benchParallel(tmp, bin string) {
@@ -194,7 +223,9 @@ func runDAG(dir, bin string, d []dagStory, n int) (time.Duration, []dagStory) {
 	}
 	var stories []story
 	files := map[string]string{
-		"agent.sh": "cat > /dev/null\nsleep \"$(cat \"times/$RALPH_ITEM_ID\")\"\necho done > \"out-$RALPH_ITEM_ID.txt\"\necho '<promise>COMPLETE</promise>'\n",
+		// Shell builtins where they do (read, echo): the agent's own
+		// process starts are not ralph's.
+		"agent.sh": "cat > /dev/null\nread t < \"times/$RALPH_ITEM_ID\"\nsleep \"$t\"\necho done > \"out-$RALPH_ITEM_ID.txt\"\necho '<promise>COMPLETE</promise>'\n",
 	}
 	for _, s := range d {
 		stories = append(stories, story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)})

@@ -33,9 +33,14 @@ func init() {
 
 func (c *Cmd) Name() string { return "cmd" }
 
-// OutputFile is where a cmd agent may write its final message.
+// OutputFile is where a cmd agent may write its final message: output.md
+// beside prompt.md, or <item>.output.md beside a parallel worker's
+// <item>.md.
 func OutputFile(promptFile string) string {
-	return filepath.Join(filepath.Dir(promptFile), "output.md")
+	if filepath.Base(promptFile) == "prompt.md" {
+		return filepath.Join(filepath.Dir(promptFile), "output.md")
+	}
+	return strings.TrimSuffix(promptFile, ".md") + ".output.md"
 }
 
 func (c *Cmd) Plan(req Request) (Invocation, error) {

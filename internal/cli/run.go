@@ -256,6 +256,9 @@ func runRun(ctx context.Context, o *RunOptions) error {
 			promptPaths = []string{filepath.Join(rd, "PROMPT.md")}
 		}
 	}
+	// Git's auto-maintenance runs once when the run ends instead of after
+	// every commit.
+	repo.BatchMaintenance = true
 	gates := gate.Runner{Proc: proc.Exec{}, Timeout: o.GateTimeout}
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
@@ -301,6 +304,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return err
 	}
 	outcome, err := eng.Run(ctx)
+	repo.Maintain(context.WithoutCancel(ctx))
 	if err != nil && outcome.State == nil {
 		return err
 	}

@@ -36,6 +36,11 @@ func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c
 // returns a non-nil verdict when the item did not make it and must be
 // treated as a failed iteration.
 func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
+	if sg, ok := e.cfg.Source.(Stager); ok && sg.Stages() {
+		// The item's work is verified in a tree of its own: staging and
+		// the merge queue run no agent, so its slot goes to the next item.
+		e.slots.release(it.ID)
+	}
 	for round := 0; ; round++ {
 		if sg, ok := e.cfg.Source.(Stager); ok {
 			if err := sg.Stage(ctx, att, v); err != nil {
@@ -47,11 +52,6 @@ func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attemp
 		var conf *Conflict
 		switch {
 		case err == nil:
-			if cl, ok := e.cfg.Source.(Cleaner); ok {
-				// Synchronous on purpose: removing worktrees in the
-				// background measured slower (git lock contention).
-				cl.Cleanup(ctx, att)
-			}
 			return commit, nil, nil
 		case errors.As(err, &rej):
 			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; merge undone", it.ID, rej.Summary)})
@@ -99,11 +99,17 @@ func (e *Engine) resolve(ctx context.Context, it *Item, cur *Current, att *Attem
 	cfg := &e.cfg
 	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Promise)
 	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
+	// The resolver is an agent: it needs a slot like any other.
+	give, err := e.slots.retake(ctx, it.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer give()
 	if err := e.waitForRateLimit(ctx); err != nil {
 		return nil, err
 	}
 	res, err := cfg.Agent.Run(ctx, agent.Request{
-		Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: att.Dir, Model: cfg.Model, Role: "resolver",
+		Prompt: prompt, PromptFile: e.promptFile(it.ID), Dir: att.Dir, Model: cfg.Model, Role: "resolver",
 		Env:     append(append([]string{}, cfg.AgentEnv...), "RALPH_ITEM_ID="+it.ID, "RALPH_ROLE=resolver", "RALPH_RUN_ID="+e.runID()),
 		Timeout: cfg.IterationTimeout, Transcript: att.Log, ItemID: it.ID + "#resolve", Iteration: cur.Iteration, Attempt: cur.Attempt,
 	})

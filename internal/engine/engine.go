@@ -141,6 +141,7 @@ type Engine struct {
 	backoff   time.Duration
 	watching  bool
 	merge     ticketLock
+	slots     *agentSlots
 }
 
 // New validates cfg.
@@ -159,7 +160,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := CheckTemplate(from, text); err != nil {
 		return nil, UsageError("%v", err)
 	}
-	return &Engine{cfg: cfg, template: text, tmplFrom: from}, nil
+	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel)}, nil
 }
 
 func newRunID(now time.Time) string {

@@ -36,6 +36,17 @@ func openTranscript(dir string, iteration int, item string) (*Transcript, error)
 func (t *Transcript) Write(b []byte) (int, error) { return t.f.Write(b) }
 func (t *Transcript) Close() error                { return t.f.Close() }
 
+// promptFile is where an iteration's prompt is written ($RALPH_PROMPT_FILE).
+// Parallel workers each get their own, .ralph/prompts/<item>.md, so that
+// one worker's prompt (or its agent's output file beside it) never
+// replaces another's.
+func (e *Engine) promptFile(item string) string {
+	if e.cfg.Parallel <= 1 {
+		return e.cfg.Paths.PromptFile
+	}
+	return filepath.Join(e.cfg.Paths.Dir, "prompts", safeFileName(item)+".md")
+}
+
 func safeFileName(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -63,6 +74,9 @@ func (e *Engine) begin(ctx context.Context, it *Item, iteration int) (*Current, 
 	// The item's base is taken once, before its first iteration; a retry
 	// builds on the same base and needs no git call for it.
 	head := is.BaseHead
+	if bk, ok := src.(BaseKnower); ok && head == "" {
+		head = bk.PreparedBase(it.ID)
+	}
 	if head == "" {
 		head, _ = cfg.Git.HeadOf(ctx, dir)
 	}
@@ -106,7 +120,12 @@ func (e *Engine) begin(ctx context.Context, it *Item, iteration int) (*Current, 
 	}
 	att.Prompt = prompt
 	// A derived file (the transcript has the prompt too): no fsync.
-	if err := os.WriteFile(cfg.Paths.PromptFile, []byte(prompt), 0o644); err != nil {
+	pf := e.promptFile(it.ID)
+	if err := os.MkdirAll(filepath.Dir(pf), 0o755); err != nil {
+		tr.Close()
+		return nil, nil, err
+	}
+	if err := os.WriteFile(pf, []byte(prompt), 0o644); err != nil {
 		tr.Close()
 		return nil, nil, err
 	}
@@ -138,9 +157,9 @@ func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iterati
 		}
 		tr, dir, prompt := att.Log, att.Dir, att.Prompt
 		res, err := cfg.Agent.Run(ctx, agent.Request{
-			Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: dir, Model: cfg.Model,
+			Prompt: prompt, PromptFile: e.promptFile(it.ID), Dir: dir, Model: cfg.Model,
 			Env: append(append([]string{}, cfg.AgentEnv...),
-				"RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
+				"RALPH_PROMPT_FILE="+e.promptFile(it.ID), "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
 				fmt.Sprintf("RALPH_ITERATION=%d", cur.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", cur.Attempt),
 				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+e.runID()),
 			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: runs,
@@ -222,17 +241,32 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, map[bool]string{true: "passed", false: "FAILED"}[g.Passed], g.Duration.Round(time.Millisecond)),
 			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
 	}
-	files, _ := cfg.Git.Changed(ctx, dir, ".ralph/")
+	// A passing item of a staging source gets its file list from staging
+	// (no extra git call); every other iteration asks git now, before the
+	// commit makes the tree clean.
+	var files []string
+	if sg, ok := src.(Stager); !v.Passed || !ok || !sg.Stages() {
+		files, _ = cfg.Git.Changed(ctx, dir, ".ralph/")
+	}
 
 	if v.Passed {
 		commit, rv, err := e.accept(ctx, it, cur, att, v)
 		if err != nil {
 			return err
 		}
+		if att.Files != nil {
+			files = att.Files
+		}
 		if rv == nil {
 			e.appendProgress(it, cur, "passed", v, att.Learnings, files, commit)
 			e.markPassed(it, cur.Iteration, commit, &v, v.Summary)
 			fmt.Fprintf(tr, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
+			// Dependents may start now; the tree is tidied after that,
+			// off their path (and off the agent slots).
+			e.slots.poke()
+			if cl, ok := src.(Cleaner); ok {
+				cl.Cleanup(ctx, att)
+			}
 			return nil
 		}
 		v = *rv

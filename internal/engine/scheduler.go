@@ -13,14 +13,11 @@ type workerDone struct {
 }
 
 // schedule is the one scheduler: a ready queue (not dependency levels) and
-// at most Parallel workers. An item starts as soon as the source says it is
-// ready; with Parallel = 1 this is the sequential loop.
+// at most Parallel agents at once (agentSlots). An item starts as soon as
+// the source says it is ready; with Parallel = 1 this is the sequential
+// loop.
 func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 	cfg := &e.cfg
-	n := cfg.Parallel
-	if n < 1 {
-		n = 1
-	}
 	wctx, cancelWorkers := context.WithCancel(ctx)
 	defer cancelWorkers()
 	running := map[string]bool{}
@@ -32,7 +29,7 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 		if stopStatus == "" && fatal == nil {
 			stopStatus, stopReason = e.checkStops(ctx)
 		}
-		for stopStatus == "" && fatal == nil && len(running) < n {
+		for stopStatus == "" && fatal == nil && e.slots.free() {
 			var snap State
 			e.box.read(func(st *State) { snap = *st })
 			it, err := cfg.Source.Next(e.box.snapshot(), running)
@@ -50,6 +47,9 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 			if reason := e.breakerOpen(); reason != "" {
 				stopStatus, stopReason = StatusBlocked, reason
 				break
+			}
+			if !e.slots.tryTake(it.ID) {
+				break // a resolver took the slot meanwhile
 			}
 			e.watching = false
 			running[it.ID] = true
@@ -86,8 +86,14 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 			}
 			return e.stop(StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", e.kind(), passed, blocked, total-passed-blocked)), nil
 		}
-		d := <-done
+		var d workerDone
+		select {
+		case d = <-done:
+		case <-e.slots.wake:
+			continue // a worker's agent work is over: start the next item
+		}
 		delete(running, d.id)
+		e.slots.done(d.id)
 		_ = e.box.update(func(st *State) {
 			e.syncItems(st)
 			if s, ok := cfg.Source.(StateSyncer); ok {

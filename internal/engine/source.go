@@ -26,6 +26,9 @@ type Attempt struct {
 	Claimed   bool // set by the engine from the promise; a source may add its own signals
 	Learnings []string
 	Log       *Transcript
+	// Files are the paths the iteration changed, when a Stager recorded
+	// them while staging (nil otherwise: the engine asks git).
+	Files []string
 }
 
 // Verdict is a source's judgement of an iteration.
@@ -107,12 +110,23 @@ type ControlFiler interface {
 // Stager is implemented by sources that prepare a verified item for the
 // merge queue (commit the worktree's work on its branch) outside the queue,
 // so only the merge itself is serialized.
+// Stage sets a.Files to what it recorded. Stages reports whether this run
+// stages at all (a source may stage only in some modes).
 type Stager interface {
+	Stages() bool
 	Stage(ctx context.Context, a *Attempt, v Verdict) error
 }
 
-// Cleaner is implemented by sources with per-item leftovers to remove
-// after a successful Accept (a worktree and its branch), outside the queue.
+// BaseKnower is implemented by sources that know the commit an item's tree
+// was cut at once Prepare made it (a worktree cut at a known tip), so the
+// engine records the item's base without a git call; "" when unknown.
+type BaseKnower interface {
+	PreparedBase(id string) string
+}
+
+// Cleaner is implemented by sources with per-item leftovers to tidy after
+// an item passed (a worktree to park for the next item). It runs after the
+// item is recorded as passed, so its dependents do not wait for it.
 type Cleaner interface {
 	Cleanup(ctx context.Context, a *Attempt)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -152,31 +153,66 @@ func LoadState(path string) (*State, error) {
 }
 
 // stateBox serialises state changes from concurrent workers and writes
-// every change atomically.
+// every change atomically. Writes are group commits: a change is marshalled
+// under mu, and one write (under wmu) covers every change made before it,
+// so workers do not queue behind each other's fsyncs.
 type stateBox struct {
-	mu   sync.Mutex
-	st   *State
-	path string
-	now  func() time.Time
+	mu      sync.Mutex
+	st      *State
+	path    string
+	now     func() time.Time
+	version uint64 // bumped by every change (under mu)
+
+	wmu     sync.Mutex
+	written uint64 // newest version on disk (under wmu)
+	synced  uint64 // newest version on disk and fsynced (under wmu)
 }
 
 func (b *stateBox) update(fn func(st *State)) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fn(b.st)
-	b.st.UpdatedAt = b.now().UTC()
-	return store.WriteJSON(b.path, b.st)
+	return b.change(fn, true)
 }
 
 // updateLight is update without the fsync: still atomic (rename) against a
 // crash of this process, for facts that are cheap to lose on power loss
 // (the agent's pid, used to clean up after a kill -9).
 func (b *stateBox) updateLight(fn func(st *State)) error {
+	return b.change(fn, false)
+}
+
+func (b *stateBox) change(fn func(st *State), sync bool) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	fn(b.st)
 	b.st.UpdatedAt = b.now().UTC()
-	return store.WriteJSONNoSync(b.path, b.st)
+	b.version++
+	v := b.version
+	b.mu.Unlock()
+
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if b.synced >= v || !sync && b.written >= v {
+		return nil // a write made after this change covered it
+	}
+	b.mu.Lock()
+	data, err := json.MarshalIndent(b.st, "", "  ")
+	cur := b.version
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if sync {
+		err = store.WriteFile(b.path, data, 0o644)
+	} else {
+		err = store.WriteFileNoSync(b.path, data, 0o644)
+	}
+	if err != nil {
+		return err
+	}
+	b.written = cur
+	if sync {
+		b.synced = cur
+	}
+	return nil
 }
 
 // mutate changes the state in memory only; the next update writes it.

@@ -19,18 +19,28 @@ import (
 type Repo struct {
 	Dir    string
 	Runner proc.Runner
+	// BatchMaintenance keeps git from starting `git maintenance run --auto`
+	// after each commit (an extra process per commit, and in a parallel run
+	// one inside the merge queue); the owner calls Maintain once at the end.
+	BatchMaintenance bool
 }
 
 // New returns a Repo using the real process runner.
 func New(dir string) *Repo { return &Repo{Dir: dir, Runner: proc.Exec{}} }
 
 // At returns the same runner bound to another directory (a worktree).
-func (r *Repo) At(dir string) *Repo { return &Repo{Dir: dir, Runner: r.Runner} }
+func (r *Repo) At(dir string) *Repo {
+	return &Repo{Dir: dir, Runner: r.Runner, BatchMaintenance: r.BatchMaintenance}
+}
 
 // cmd builds `git -C dir <args>` with an identity fallback, so commits work
 // on a fresh machine without a global user.name.
 func (r *Repo) cmd(args ...string) proc.Cmd {
-	argv := append([]string{"git", "-C", r.Dir}, args...)
+	argv := []string{"git"}
+	if r.BatchMaintenance {
+		argv = append(argv, "-c", "maintenance.auto=false")
+	}
+	argv = append(append(argv, "-C", r.Dir), args...)
 	return proc.Cmd{Argv: argv, Env: gitEnv()}
 }
 
@@ -192,14 +202,70 @@ func (r *Repo) StagedFiles(ctx context.Context) ([]string, error) {
 // safe) and returns the new SHA. allowEmpty lets a story that needed no
 // change still leave its commit.
 func (r *Repo) Commit(ctx context.Context, msg string, allowEmpty bool) (string, error) {
-	if err := r.CommitOnly(ctx, msg, allowEmpty); err != nil {
+	return r.commit(ctx, msg, allowEmpty)
+}
+
+// CommitInclude stages paths on top of what is staged and commits both,
+// returning the new SHA: one git call instead of add, commit and rev-parse.
+// The paths must be tracked (see Tracked): git's --include skips an
+// untracked file without an error.
+func (r *Repo) CommitInclude(ctx context.Context, msg string, allowEmpty bool, paths ...string) (string, error) {
+	return r.commit(ctx, msg, allowEmpty, paths...)
+}
+
+// Tracked reports whether path is in the index.
+func (r *Repo) Tracked(ctx context.Context, path string) bool {
+	return r.ok(ctx, "ls-files", "--error-unmatch", "--", ":(literal)"+path)
+}
+
+// commit runs `git commit` and reads the new SHA from its summary line
+// ("[branch 0123…] subject", printed in full with core.abbrev=no), saving a
+// rev-parse; if the line cannot be read, it asks git.
+func (r *Repo) commit(ctx context.Context, msg string, allowEmpty bool, include ...string) (string, error) {
+	args := []string{"-c", "core.abbrev=no", "commit", "--no-verify", "-F", "-"}
+	if allowEmpty {
+		args = append(args, "--allow-empty")
+	}
+	if len(include) > 0 {
+		args = append(args, "--include", "--")
+		for _, p := range include {
+			args = append(args, ":(literal)"+p)
+		}
+	}
+	c := r.cmd(args...)
+	c.Stdin = strings.NewReader(msg)
+	out, err := proc.Output(ctx, r.Runner, c)
+	if err != nil {
 		return "", err
+	}
+	if sha := summarySHA(out); sha != "" {
+		return sha, nil
 	}
 	return r.Head(ctx)
 }
 
-// CommitOnly is Commit for callers that do not need the new SHA (one git
-// call instead of two).
+// summarySHA finds the full object name in the first line of git commit's
+// output: "[main (root-commit) <sha>] subject". The branch comes first and
+// the subject after "]", so only the words before the first "] " count.
+func summarySHA(out string) string {
+	line, _, _ := strings.Cut(out, "\n")
+	head, _, ok := strings.Cut(strings.TrimPrefix(line, "["), "] ")
+	if !ok || !strings.HasPrefix(line, "[") {
+		return ""
+	}
+	words := strings.Fields(head)
+	if len(words) < 2 {
+		return ""
+	}
+	if w := words[len(words)-1]; fullSHA.MatchString(w) {
+		return w
+	}
+	return ""
+}
+
+var fullSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// CommitOnly is Commit for callers that do not need the new SHA.
 func (r *Repo) CommitOnly(ctx context.Context, msg string, allowEmpty bool) error {
 	args := []string{"commit", "--quiet", "--no-verify", "-F", "-"}
 	if allowEmpty {
@@ -209,6 +275,13 @@ func (r *Repo) CommitOnly(ctx context.Context, msg string, allowEmpty bool) erro
 	c.Stdin = strings.NewReader(msg)
 	_, err := proc.Output(ctx, r.Runner, c)
 	return err
+}
+
+// Maintain runs git's own housekeeping once (`git maintenance run --auto`:
+// it does something only past git's thresholds), for a caller that set
+// BatchMaintenance.
+func (r *Repo) Maintain(ctx context.Context) {
+	_, _ = r.Run(ctx, "maintenance", "run", "--auto", "--quiet")
 }
 
 // ResetHard moves the current branch to rev and resets the tree.
@@ -357,14 +430,26 @@ func (r *Repo) CheckRefName(ctx context.Context, name string) error {
 }
 
 // AddAllExcept stages everything except the given paths (files the user
-// had in the tree before ralph started: ralph never commits those).
-func (r *Repo) AddAllExcept(ctx context.Context, except []string) error {
-	args := []string{"add", "--all", "--", "."}
+// had in the tree before ralph started: ralph never commits those) and
+// returns the paths it added or removed (from git's --verbose lines).
+func (r *Repo) AddAllExcept(ctx context.Context, except []string) ([]string, error) {
+	args := []string{"add", "--all", "--verbose", "--", "."}
 	for _, p := range except {
 		args = append(args, ":(exclude,literal)"+p)
 	}
-	_, err := r.Run(ctx, args...)
-	return err
+	out, err := r.Run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{}
+	for _, line := range strings.Split(out, "\n") {
+		for _, verb := range []string{"add '", "remove '"} {
+			if p, ok := strings.CutPrefix(line, verb); ok && strings.HasSuffix(p, "'") {
+				files = append(files, strings.TrimSuffix(p, "'"))
+			}
+		}
+	}
+	return files, nil
 }
 
 // AddPaths stages the given paths (literal pathspecs).

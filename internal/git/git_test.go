@@ -27,25 +27,100 @@ func TestSlugIsRefSafe(t *testing.T) {
 }
 
 // The fake runner pins the exact argv: no shell, data only as arguments.
+// Commit reads the new SHA from git's summary line and asks rev-parse only
+// when that line is not there.
 func TestArgvShape(t *testing.T) {
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	msg := func(c proc.Cmd) {
+		b, err := io.ReadAll(c.Stdin)
+		if err != nil || string(b) != "feat: $(whoami)\n" {
+			t.Errorf("message on stdin: %q", b)
+		}
+	}
+	commit := []string{"git", "-c", "maintenance.auto=false", "-C", "/r", "-c", "core.abbrev=no", "commit", "--no-verify", "-F", "-"}
 	f := proc.NewFakeRunner(t,
-		proc.Expectation{Argv: []string{"git", "-C", "/r", "branch", "--", "task/x; rm -rf /", "main"}},
-		proc.Expectation{Argv: []string{"git", "-C", "/r", "commit", "--quiet", "--no-verify", "-F", "-"}, Check: func(c proc.Cmd) {
-			b, err := io.ReadAll(c.Stdin)
-			if err != nil || string(b) != "feat: $(whoami)\n" {
-				t.Errorf("message on stdin: %q", b)
-			}
-		}},
-		proc.Expectation{Argv: []string{"git", "-C", "/r", "rev-parse", "HEAD"}, Stdout: "abc\n"},
+		proc.Expectation{Argv: []string{"git", "-c", "maintenance.auto=false", "-C", "/r", "branch", "--", "task/x; rm -rf /", "main"}},
+		proc.Expectation{Argv: commit, Check: msg, Stdout: "[task/x (root-commit) " + sha + "] feat: [x] $(whoami)\n 1 file changed\n"},
+		proc.Expectation{Argv: commit, Check: msg, Stdout: "something else\n"},
+		proc.Expectation{Argv: []string{"git", "-c", "maintenance.auto=false", "-C", "/r", "rev-parse", "HEAD"}, Stdout: "abc\n"},
 	)
-	r := &Repo{Dir: "/r", Runner: f}
+	r := &Repo{Dir: "/r", Runner: f, BatchMaintenance: true}
 	ctx := context.Background()
 	if err := r.CreateBranch(ctx, "task/x; rm -rf /", "main"); err != nil {
 		t.Fatal(err)
 	}
-	sha, err := r.Commit(ctx, "feat: $(whoami)\n", false)
-	if err != nil || sha != "abc" {
-		t.Fatal(sha, err)
+	if got, err := r.Commit(ctx, "feat: $(whoami)\n", false); err != nil || got != sha {
+		t.Fatal(got, err)
+	}
+	if got, err := r.Commit(ctx, "feat: $(whoami)\n", false); err != nil || got != "abc" {
+		t.Fatal(got, err)
+	}
+}
+
+func TestSummarySHA(t *testing.T) {
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	for out, want := range map[string]string{
+		"[main " + sha + "] subject\n":                      sha,
+		"[main (root-commit) " + sha + "] a ] b " + sha[:7]: sha,
+		"[detached HEAD " + sha + "] x":                     sha,
+		"[main 0123456] short":                              "",
+		"nothing to commit":                                 "",
+		"[main] " + sha:                                     "",
+	} {
+		if got := summarySHA(out); got != want {
+			t.Errorf("summarySHA(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
+// With real git: the commit's SHA is HEAD's; --include adds the tracked
+// PRD on top of what is staged (and Tracked tells which paths it can
+// take); add --verbose reports the paths it staged.
+func TestCommitIncludeAndAddedFiles(t *testing.T) {
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Init(ctx, proc.Exec{}, dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.BatchMaintenance = true
+	write := func(name, s string) { os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644) }
+	write("prd.json", "{}\n")
+	write("odd 'name'.txt", "x\n")
+	files, err := r.AddAllExcept(ctx, nil)
+	if err != nil || strings.Join(files, "|") != "odd 'name'.txt|prd.json" {
+		t.Fatalf("AddAllExcept = %q, %v", files, err)
+	}
+	sha, err := r.Commit(ctx, "init\n", false)
+	if head, _ := r.Head(ctx); err != nil || sha != head {
+		t.Fatalf("Commit = %q, %v; HEAD %q", sha, err, head)
+	}
+	write("prd.json", "{\"passes\": true}\n")
+	write("work.txt", "w\n")
+	write("ignored-by-include.txt", "i\n")
+	if err := r.AddPaths(ctx, "work.txt"); err != nil {
+		t.Fatal(err)
+	}
+	sha, err = r.CommitInclude(ctx, "story\n", false, filepath.Join(dir, "prd.json"))
+	if head, _ := r.Head(ctx); err != nil || sha != head {
+		t.Fatalf("CommitInclude = %q, %v; HEAD %q", sha, err, head)
+	}
+	if got, _ := r.Run(ctx, "show", "--name-only", "--format=", "HEAD"); got != "prd.json\nwork.txt" {
+		t.Fatalf("committed %q", got)
+	}
+	write("new-prd.json", "{}\n")
+	if !r.Tracked(ctx, filepath.Join(dir, "prd.json")) || r.Tracked(ctx, filepath.Join(dir, "new-prd.json")) {
+		t.Fatal("Tracked is wrong")
+	}
+	write("work.txt", "changed\n")
+	os.Remove(filepath.Join(dir, "odd 'name'.txt"))
+	files, err = r.AddAllExcept(ctx, []string{"ignored-by-include.txt"})
+	if err != nil || strings.Join(files, "|") != "odd 'name'.txt|work.txt|new-prd.json" {
+		t.Fatalf("AddAllExcept = %q, %v", files, err)
 	}
 }
 

@@ -194,6 +194,49 @@ func (p *PRD) ReadyStories(passed, exclude map[string]bool) []*Story {
 	return ready
 }
 
+// ReadyStoriesUnblockingFirst is ReadyStories for a parallel run: among
+// stories of equal priority, the one more stories wait on (waiting, from
+// Dependents) goes first, then file order. Starting it early lets the
+// stories behind it start sooner while other workers are busy; one worker
+// cannot gain from this, so a sequential run keeps plain file order.
+func (p *PRD) ReadyStoriesUnblockingFirst(passed, exclude map[string]bool, waiting map[string]int) []*Story {
+	ready := p.ReadyStories(passed, exclude)
+	slices.SortStableFunc(ready, func(a, b *Story) int {
+		if c := cmp.Compare(priorityKey(a.Priority), priorityKey(b.Priority)); c != 0 {
+			return c
+		}
+		return cmp.Compare(waiting[b.ID], waiting[a.ID])
+	})
+	return ready
+}
+
+// Dependents counts, for each story, the stories that depend on it
+// directly or through others.
+func (p *PRD) Dependents() map[string]int {
+	kids := map[string][]string{}
+	for _, s := range p.Stories {
+		for _, d := range s.DependsOn {
+			kids[d] = append(kids[d], s.ID)
+		}
+	}
+	out := make(map[string]int, len(p.Stories))
+	for _, s := range p.Stories {
+		seen := map[string]bool{}
+		stack := append([]string(nil), kids[s.ID]...)
+		for len(stack) > 0 {
+			id := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[id] || id == s.ID {
+				continue // a cycle (Validate reports it) is counted once
+			}
+			seen[id] = true
+			stack = append(stack, kids[id]...)
+		}
+		out[s.ID] = len(seen)
+	}
+	return out
+}
+
 // sortSelection orders by priority (given ones first, 1 highest) and keeps
 // file order among equals, so authors can order ties by position.
 func sortSelection(ss []*Story) {

@@ -190,7 +190,7 @@ func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdi
 			}
 		}
 	}
-	if err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
+	if _, err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
 		return "", err
 	}
 	staged, err := repo.StagedFiles(ctx)

@@ -32,15 +32,34 @@ type PRD struct {
 	// Parallel: stories run in worktrees and merge through the queue.
 	Parallel bool
 	original []byte
-	mu       sync.Mutex // guards Doc and the main tree's checkout
-	onBranch bool       // the main tree was seen on Branch this run
-	pruned   bool       // stale worktrees pruned this run
-	tip      string     // the feature branch's head after our last merge
+	mu       sync.Mutex     // guards Doc and the main tree's checkout
+	onBranch bool           // the main tree was seen on Branch this run
+	waiting  map[string]int // per story, how many stories wait on it
+
+	// Parallel bookkeeping, under wmu (never held across a git call, so
+	// preparing and verifying worktrees never wait for a merge).
+	wmu       sync.Mutex
+	mainReady bool   // main tree on Branch and stale worktrees pruned
+	tip       string // the feature branch's head after our last merge
 	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
 	// agent's copy needs no git call; merging marks worktrees in a merge.
-	branchPRD   map[string][]byte
-	merging     map[string]bool
-	claimedIdle map[string]bool // parked worktrees being taken over
+	branchPRD map[string][]byte
+	merging   map[string]bool
+	// parked are worktrees of stories merged this run, ready for the next
+	// story; leftover are merged stories' worktrees from a crashed run;
+	// merged are those stories' branches, deleted in one call when the run
+	// stops; bases are the tips new worktrees were cut at.
+	parked   []string
+	leftover []string
+	merged   []string
+	bases    map[string]string
+	// readying are worktrees being readied (or ready) for stories not yet
+	// started; starting are stories inside Prepare.
+	readying map[string]*readied
+	starting map[string]bool
+	// prdTracked: the PRD is in git's index (known after the first merge
+	// of the run, or seen at its start), so a commit can --include it.
+	prdTracked bool
 }
 
 // OpenPRD loads and validates path.
@@ -98,7 +117,20 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 			exclude[id] = true
 		}
 	}
-	story := s.Doc.NextStory(st.Passed(), exclude)
+	var story *prd.Story
+	if s.Parallel {
+		s.mu.Lock()
+		if s.waiting == nil {
+			s.waiting = s.Doc.Dependents() // the graph is fixed for the run
+		}
+		ready := s.Doc.ReadyStoriesUnblockingFirst(st.Passed(), exclude, s.waiting)
+		s.mu.Unlock()
+		if len(ready) > 0 {
+			story = ready[0]
+		}
+	} else {
+		story = s.Doc.NextStory(st.Passed(), exclude)
+	}
 	if story == nil {
 		return nil, nil
 	}
@@ -159,9 +191,9 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	var claimedInFile bool
 	if s.Parallel {
 		tampered, claimedInFile = s.restoreWorktree(ctx, a.Dir, a.Item.ID)
-		s.mu.Lock()
+		s.wmu.Lock()
 		merging := s.merging[a.Item.ID]
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		// Conflict markers can only be left where a merge was replayed.
 		if merging {
 			if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
@@ -292,7 +324,7 @@ func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, s
 			}
 		}
 	}
-	if err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
+	if _, err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
 		return "", err
 	}
 	msg := CommitMessage(fmt.Sprintf("feat(%s): %s", id, a.Item.Title), a.Learnings, v.Summary,
@@ -358,7 +390,7 @@ func (s *PRD) Block(ctx context.Context, it *engine.Item, st *engine.State, reas
 	if err := s.Git.Checkout(ctx, side); err != nil {
 		return err
 	}
-	if err := s.Git.AddAllExcept(ctx, st.Preexisting); err != nil {
+	if _, err := s.Git.AddAllExcept(ctx, st.Preexisting); err != nil {
 		return err
 	}
 	msg := CommitMessage(fmt.Sprintf("wip(%s): %s (blocked)", it.ID, it.Title), nil, "", "Ralph-Blocked: "+it.ID, "Reason: "+strings.ReplaceAll(reason, "\n", " "))

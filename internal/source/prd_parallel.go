@@ -35,43 +35,197 @@ func (s *PRD) StoryBranch(id string) string {
 
 func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
 	// Only the first call touches the main tree; worktrees are created
-	// outside the lock (each only writes its own branch and folder), so a
-	// merge in progress does not hold up a story's start.
-	s.mu.Lock()
-	if !s.onBranch {
-		if _, err := s.prepareMain(ctx); err != nil {
-			s.mu.Unlock()
-			return "", err
+	// outside the merge's way (each only writes its own branch and folder),
+	// so a merge in progress does not hold up a story's start.
+	s.wmu.Lock()
+	ready := s.mainReady
+	s.wmu.Unlock()
+	if !ready {
+		s.mu.Lock()
+		if !s.onBranch {
+			if _, err := s.prepareMain(ctx); err != nil {
+				s.mu.Unlock()
+				return "", err
+			}
+		}
+		s.mu.Unlock()
+		s.wmu.Lock()
+		if !s.mainReady {
+			_ = s.Git.WorktreePrune(ctx) // once per run: forget folders removed by hand
+			s.adoptMerged()
+			s.mainReady = true
+		}
+		s.wmu.Unlock()
+	}
+	dir := s.WorktreeDir(it.ID)
+	s.wmu.Lock()
+	r := s.readying[it.ID]
+	delete(s.readying, it.ID)
+	if s.starting == nil {
+		s.starting = map[string]bool{}
+	}
+	s.starting[it.ID] = true // not to be readied by a Cleanup meanwhile
+	s.wmu.Unlock()
+	defer func() {
+		s.wmu.Lock()
+		delete(s.starting, it.ID)
+		s.wmu.Unlock()
+	}()
+	if r != nil {
+		<-r.done
+		if r.ok {
+			return dir, s.refresh(ctx, dir, it.ID)
 		}
 	}
-	if !s.pruned {
-		_ = s.Git.WorktreePrune(ctx) // once per run: forget folders removed by hand
-		s.pruned = true
-	}
-	s.mu.Unlock()
-	dir := s.WorktreeDir(it.ID)
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 		return dir, nil // a retry, or a resume after a crash: reattach
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", err
 	}
-	if !s.reuseWorktree(ctx, dir, it.ID) {
-		if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(it.ID), s.Branch); err != nil {
-			return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
-		}
-	}
-	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
-		if b, err := os.ReadFile(filepath.Join(dir, rel)); err == nil {
-			s.mu.Lock()
-			if s.branchPRD == nil {
-				s.branchPRD = map[string][]byte{}
-			}
-			s.branchPRD[it.ID] = b
-			s.mu.Unlock()
-		}
+	if err := s.cutWorktree(ctx, dir, it.ID, ""); err != nil {
+		return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
 	}
 	return dir, nil
+}
+
+// cutWorktree puts a worktree for story id at dir, on the story's branch
+// at the tip this run last merged (a commit, not the branch name: the
+// story's base stays what the engine records even if a merge lands
+// meanwhile; before the first merge, at the branch). It takes parked, a
+// parked worktree, or else any parked one, or else adds a fresh one.
+func (s *PRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
+	s.wmu.Lock()
+	base := s.tip
+	s.wmu.Unlock()
+	start := base
+	if start == "" {
+		start = s.Branch
+	}
+	if !s.reuseWorktree(ctx, dir, id, start, parked) {
+		if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(id), start); err != nil {
+			return err
+		}
+	}
+	s.cut(dir, id, base)
+	return nil
+}
+
+// cut records a story's new worktree: its base and the PRD as checked out
+// there (so restoring the agent's copy needs no git call).
+func (s *PRD) cut(dir, id, base string) {
+	var b []byte
+	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
+		b, _ = os.ReadFile(filepath.Join(dir, rel))
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.bases == nil {
+		s.bases = map[string]string{}
+	}
+	if s.branchPRD == nil {
+		s.branchPRD = map[string][]byte{}
+	}
+	if base != "" {
+		s.bases[id] = base
+	}
+	if b != nil {
+		s.branchPRD[id] = b
+		// A fresh checkout holds only tracked files: the PRD is in git.
+		s.prdTracked = true
+	}
+}
+
+// refresh moves a worktree readied ahead of its story's start to the
+// current tip when merges landed since (one checkout; none if not).
+func (s *PRD) refresh(ctx context.Context, dir, id string) error {
+	s.wmu.Lock()
+	base, tip := s.bases[id], s.tip
+	s.wmu.Unlock()
+	if tip == "" || tip == base {
+		return nil
+	}
+	if _, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), tip); err != nil {
+		return fmt.Errorf("bringing the worktree of %s to the feature tip: %w", id, err)
+	}
+	s.cut(dir, id, tip)
+	return nil
+}
+
+// readyNext readies a parked worktree for the story most likely to start
+// next — ready (its dependencies merged), no worktree of its own, best by
+// the scheduler's order — so that story's start needs at most a checkout.
+// It returns false when no story qualifies (the caller parks the tree).
+func (s *PRD) readyNext(ctx context.Context, parked string) bool {
+	s.mu.Lock()
+	if s.waiting == nil {
+		s.waiting = s.Doc.Dependents()
+	}
+	passed, exclude := map[string]bool{}, map[string]bool{}
+	for _, st := range s.Doc.Stories {
+		if st.Passes {
+			passed[st.ID] = true
+		} else if _, err := os.Stat(s.WorktreeDir(st.ID)); err == nil {
+			exclude[st.ID] = true // running, waiting for a retry, or blocked
+		}
+	}
+	ready := s.Doc.ReadyStoriesUnblockingFirst(passed, exclude, s.waiting)
+	s.mu.Unlock()
+	var id string
+	var r *readied
+	s.wmu.Lock()
+	for _, st := range ready {
+		if s.readying[st.ID] == nil && !s.starting[st.ID] {
+			id, r = st.ID, &readied{done: make(chan struct{})}
+			if s.readying == nil {
+				s.readying = map[string]*readied{}
+			}
+			s.readying[id] = r
+			break
+		}
+	}
+	s.wmu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.ok = s.cutWorktree(ctx, s.WorktreeDir(id), id, parked) == nil
+	close(r.done)
+	return true
+}
+
+// readied is a worktree readied ahead of its story's start; ok is set
+// before done is closed.
+type readied struct {
+	done chan struct{}
+	ok   bool
+}
+
+// PreparedBase is the commit a story's new worktree was cut at, when known
+// (engine.BaseKnower): the engine records it without asking git.
+func (s *PRD) PreparedBase(id string) string {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.bases[id]
+}
+
+// adoptMerged takes over the worktrees that a crashed earlier run left
+// behind for stories that are passed: they are removed, with their
+// branches, when this run stops. Called with s.wmu held.
+func (s *PRD) adoptMerged() {
+	root := filepath.Join(s.Git.Dir, ".ralph", "worktrees")
+	entries, _ := os.ReadDir(root)
+	for _, st := range s.Doc.Stories {
+		if !st.Passes {
+			continue
+		}
+		name := git.Slug(st.ID, 60)
+		for _, e := range entries {
+			if e.Name() == name {
+				s.leftover = append(s.leftover, filepath.Join(root, name))
+				s.merged = append(s.merged, s.StoryBranch(st.ID))
+			}
+		}
+	}
 }
 
 // restoreWorktree checks the agent's copy of the PRD in a worktree against
@@ -88,12 +242,13 @@ func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampere
 	if err != nil {
 		return nil, false
 	}
-	s.mu.Lock()
+	s.wmu.Lock()
 	orig, cached := s.branchPRD[current]
+	s.wmu.Unlock()
 	if cached && bytes.Equal(orig, b) {
-		s.mu.Unlock()
 		return nil, false // untouched
 	}
+	s.mu.Lock()
 	tampered, claimed = s.compare(b, current)
 	s.mu.Unlock()
 	if cached {
@@ -127,22 +282,30 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 }
 
 // acceptParallel squash-merges the story branch onto the feature branch
-// and re-runs the gates on the integrated tree.
+// and re-runs the gates on the integrated tree. The merge queue runs one
+// Accept at a time, so the main tree is this call's alone; s.mu is held
+// only around the document, which workers read to prepare and verify
+// while a merge runs.
 func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
 	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	main := s.Git
-	pre := s.tip
+	s.wmu.Lock()
+	pre, tracked := s.tip, s.prdTracked
+	s.wmu.Unlock()
 	if pre == "" {
 		var err error
 		if pre, err = main.Head(ctx); err != nil {
 			return "", err
 		}
 	}
-	branch := s.StoryBranch(id)
-	if err := main.MergeSquash(ctx, branch); err != nil {
+	undo := func() {
+		_ = main.ResetHard(ctx, pre)
+		s.mu.Lock()
+		s.unmark(id)
+		s.mu.Unlock()
+	}
+	if err := main.MergeSquash(ctx, s.StoryBranch(id)); err != nil {
 		_ = main.ResetHard(ctx, pre)
 		var ce *git.ConflictError
 		if !errors.As(err, &ce) {
@@ -150,19 +313,18 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 		}
 		return "", s.conflictInWorktree(ctx, wt, id, ce)
 	}
+	s.mu.Lock()
 	s.Doc.MarkPassed(id)
-	if err := s.write(); err != nil {
+	err := s.write()
+	gates := prdGates(s.Doc, id)
+	s.mu.Unlock()
+	if err != nil {
+		undo()
 		return "", err
 	}
-	// The squash staged the story's changes; only the PRD's write-back is
-	// left (a full `add --all` would scan the whole tree in the queue).
-	if err := main.AddPaths(ctx, s.File); err != nil {
-		return "", err
-	}
-	results, ok := s.Gates.Run(ctx, main.Dir, prdGates(s.Doc, id), a.Log)
+	results, ok := s.Gates.Run(ctx, main.Dir, gates, a.Log)
 	if !ok {
-		_ = main.ResetHard(ctx, pre)
-		s.unmark(id)
+		undo()
 		return "", &engine.Rejected{
 			Summary: "integrated gates failed after the squash merge: " + gate.Summary(results),
 			Failure: "Your branch passed its gates alone, but after squash-merging it onto the current feature branch the gates failed on the integrated tree (the merge was undone). Other stories merged since you started; bring your work in line with them.\n\n" + gate.FailureContext(results, 4<<10),
@@ -170,21 +332,32 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 	}
 	msg := CommitMessage(fmt.Sprintf("feat(%s): %s", id, a.Item.Title), a.Learnings, v.Summary+"; integrated gates: "+gate.Summary(results),
 		"Ralph-Story: "+id, "Ralph-Run: "+st.RunID)
-	sha, err := main.Commit(ctx, msg, true)
+	// The squash staged the story's changes; only the PRD's write-back is
+	// added (a full `add --all` would scan the whole tree in the queue).
+	// --include takes only a tracked file: a PRD new to git is added first.
+	if !tracked {
+		if err := main.AddPaths(ctx, s.File); err != nil {
+			undo()
+			return "", err
+		}
+	}
+	sha, err := main.CommitInclude(ctx, msg, true, s.File)
 	if err != nil {
-		_ = main.ResetHard(ctx, pre)
-		s.unmark(id)
+		undo()
 		return "", err
 	}
-	s.tip = sha
+	s.wmu.Lock()
+	s.tip, s.prdTracked = sha, true
+	s.wmu.Unlock()
 	return sha, nil
 }
 
 // stageWorktree records the story's work (and a resolved merge) on its
-// branch. Idempotent: with nothing new it commits nothing.
+// branch. Idempotent: with nothing new it commits nothing new.
 func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
 	wt := s.Git.At(a.Dir)
-	if err := wt.AddAllExcept(ctx, nil); err != nil {
+	files, err := wt.AddAllExcept(ctx, nil)
+	if err != nil {
 		return err
 	}
 	// Always a commit (empty when nothing changed): one call instead of
@@ -192,11 +365,18 @@ func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Ver
 	if err := wt.CommitOnly(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID), true); err != nil {
 		return err
 	}
-	s.mu.Lock()
+	if a.Files == nil || len(files) > 0 {
+		a.Files = files
+	}
+	s.wmu.Lock()
 	delete(s.merging, a.Item.ID)
-	s.mu.Unlock()
+	s.wmu.Unlock()
 	return nil
 }
+
+// Stages reports whether Stage records this run's stories (engine.Stager):
+// only parallel runs stage, in worktrees.
+func (s *PRD) Stages() bool { return s.Parallel }
 
 // Stage commits the worktree's work before the merge queue (engine.Stager).
 func (s *PRD) Stage(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
@@ -206,60 +386,59 @@ func (s *PRD) Stage(ctx context.Context, a *engine.Attempt, v engine.Verdict) er
 	return s.stageWorktree(ctx, a, v)
 }
 
-// Cleanup retires a merged story's worktree and deletes its branch
-// (engine.Cleaner). The worktree is parked as .ralph/worktrees/.idle-<story>
-// for the next story: switching a checkout to a new branch rewrites only
-// the files that differ, where a fresh worktree writes every file.
+// Cleanup passes a merged story's worktree on (engine.Cleaner): switching
+// a checkout rewrites only the files that differ, where a fresh worktree
+// writes every file. It runs after the story passed and holds no agent
+// slot, so it cleans the tree and readies it for the story likely to start
+// next (readyNext), or else parks it. The story's branch is deleted with
+// the others when the run stops.
 func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 	if !s.Parallel {
 		return
 	}
-	idle := filepath.Join(filepath.Dir(a.Dir), ".idle-"+filepath.Base(a.Dir))
-	wt := s.Git.At(a.Dir)
-	if _, err := wt.Run(ctx, "checkout", "--quiet", "--detach"); err != nil || s.Git.WorktreeMove(ctx, a.Dir, idle) != nil {
+	s.wmu.Lock()
+	delete(s.bases, a.Item.ID)
+	delete(s.branchPRD, a.Item.ID)
+	s.merged = append(s.merged, s.StoryBranch(a.Item.ID))
+	s.wmu.Unlock()
+	if _, err := s.Git.At(a.Dir).Run(ctx, "clean", "-fdxq"); err != nil {
 		_ = s.Git.WorktreeRemove(ctx, a.Dir)
+		return
 	}
-	_ = s.Git.DeleteBranch(ctx, s.StoryBranch(a.Item.ID))
+	if s.readyNext(ctx, a.Dir) {
+		return
+	}
+	s.wmu.Lock()
+	s.parked = append(s.parked, a.Dir)
+	s.wmu.Unlock()
 }
 
-// reuseWorktree moves a parked worktree to dir and puts it on the story's
-// new branch at the feature tip, clean. On any failure the parked worktree
-// is removed and false is returned (the caller adds a fresh one).
-func (s *PRD) reuseWorktree(ctx context.Context, dir, id string) bool {
-	s.mu.Lock()
-	entries, _ := os.ReadDir(filepath.Dir(dir))
-	idle := ""
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".idle-") && !s.claimedIdle[e.Name()] {
-			idle = filepath.Join(filepath.Dir(dir), e.Name())
-			if s.claimedIdle == nil {
-				s.claimedIdle = map[string]bool{}
-			}
-			s.claimedIdle[e.Name()] = true
-			break
-		}
-	}
-	s.mu.Unlock()
+// reuseWorktree moves a parked worktree (cleaned by Cleanup) to dir and
+// puts it on the story's new branch at start: the one given, or else any
+// parked one. On failure the worktree is removed and false is returned
+// (the caller adds a fresh one).
+func (s *PRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bool {
 	if idle == "" {
-		return false
+		s.wmu.Lock()
+		if len(s.parked) == 0 {
+			s.wmu.Unlock()
+			return false
+		}
+		idle = s.parked[len(s.parked)-1]
+		s.parked = s.parked[:len(s.parked)-1]
+		s.wmu.Unlock()
 	}
-	defer func() {
-		s.mu.Lock()
-		delete(s.claimedIdle, filepath.Base(idle))
-		s.mu.Unlock()
-	}()
 	if err := s.Git.WorktreeMove(ctx, idle, dir); err != nil {
 		_ = s.Git.WorktreeRemove(ctx, idle)
 		return false
 	}
-	wt := s.Git.At(dir)
-	if _, err := wt.Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), s.Branch); err == nil {
-		if _, err := wt.Run(ctx, "clean", "-fdxq"); err == nil {
-			return true
-		}
+	// --force also discards tracked changes; untracked files are gone
+	// already, so the tree is the branch's exactly.
+	if _, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), start); err != nil {
+		_ = s.Git.WorktreeRemove(ctx, dir)
+		return false
 	}
-	_ = s.Git.WorktreeRemove(ctx, dir)
-	return false
+	return true
 }
 
 func (s *PRD) unmark(id string) {
@@ -272,10 +451,12 @@ func (s *PRD) unmark(id string) {
 // conflictInWorktree merges the feature tip into the story's worktree so
 // the conflict is there for a resolver, and describes it.
 func (s *PRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
+	s.wmu.Lock()
 	if s.merging == nil {
 		s.merging = map[string]bool{}
 	}
 	s.merging[id] = true
+	s.wmu.Unlock()
 	_, err := wt.Run(ctx, "merge", "--no-ff", "--no-commit", s.Branch)
 	if err == nil {
 		// Git merged it cleanly into the story branch after all: commit and
@@ -346,26 +527,39 @@ func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.S
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
 		return "", false, err
 	}
+	s.wmu.Lock()
 	s.tip = ""
+	s.wmu.Unlock()
 	return "", false, s.write()
 }
 
-// Stopped removes the parked worktrees when the run ends
-// (engine.StopObserver): only running or blocked stories keep theirs.
+// Stopped removes the parked worktrees and the merged stories' branches
+// when the run ends (engine.StopObserver): only running or blocked stories
+// keep theirs. Three git calls in all, however many stories merged.
 func (s *PRD) Stopped(st *engine.State) {
 	if !s.Parallel {
 		return
 	}
-	root := filepath.Join(s.Git.Dir, ".ralph", "worktrees")
-	entries, _ := os.ReadDir(root)
-	ctx := context.Background()
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".idle-") {
-			dir := filepath.Join(root, e.Name())
-			if err := s.Git.WorktreeRemove(ctx, dir); err != nil {
-				_ = os.RemoveAll(dir)
-			}
+	s.wmu.Lock()
+	parked, merged := append(s.parked, s.leftover...), s.merged
+	// Worktrees readied for stories that never started go too.
+	for id, r := range s.readying {
+		<-r.done // closed: every worker has finished
+		if r.ok {
+			parked = append(parked, s.WorktreeDir(id))
+			merged = append(merged, s.StoryBranch(id))
 		}
 	}
+	s.parked, s.leftover, s.merged, s.readying = nil, nil, nil, nil
+	s.wmu.Unlock()
+	for _, dir := range parked {
+		_ = os.RemoveAll(dir)
+	}
+	ctx := context.Background()
 	_ = s.Git.WorktreePrune(ctx)
+	if len(merged) > 0 {
+		// Branches still checked out (a reused worktree's old name is not)
+		// are refused by git; those belong to running stories.
+		_, _ = s.Git.Run(ctx, append([]string{"branch", "-D", "--"}, merged...)...)
+	}
 }

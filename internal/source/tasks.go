@@ -751,7 +751,7 @@ func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg strin
 			except = append(except, rel)
 		}
 	}
-	if err := s.Git.AddAllExcept(ctx, except); err != nil {
+	if _, err := s.Git.AddAllExcept(ctx, except); err != nil {
 		return err
 	}
 	staged, err := s.Git.StagedFiles(ctx)

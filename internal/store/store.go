@@ -34,18 +34,14 @@ func WriteJSON(path string, v any) error {
 	return WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// WriteJSONNoSync is WriteJSON without the fsync: the rename still makes
+// WriteFileNoSync is WriteFile without the fsync: the rename still makes
 // it atomic for readers and against a crash of the writing process.
-func WriteJSONNoSync(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
+func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
@@ -54,7 +50,7 @@ func WriteJSONNoSync(path string, v any) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
