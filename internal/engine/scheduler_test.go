@@ -83,6 +83,9 @@ type recAgent struct {
 	starts     []string
 	rateLimit  map[string]time.Duration
 	hold       time.Duration
+	onStart    func(id string)
+	// promptFiles is each item's $RALPH_PROMPT_FILE.
+	promptFiles map[string]string
 }
 
 func (a *recAgent) Name() string                                 { return "rec" }
@@ -94,6 +97,13 @@ func (a *recAgent) Run(ctx context.Context, req agent.Request) (agent.Result, er
 		a.maxRunning = a.running
 	}
 	a.starts = append(a.starts, req.ItemID)
+	if a.promptFiles == nil {
+		a.promptFiles = map[string]string{}
+	}
+	a.promptFiles[req.ItemID] = req.PromptFile
+	if a.onStart != nil {
+		a.onStart(req.ItemID)
+	}
 	rl, limited := a.rateLimit[req.ItemID]
 	if limited {
 		delete(a.rateLimit, req.ItemID)

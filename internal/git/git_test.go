@@ -77,16 +77,8 @@ func TestSummarySHA(t *testing.T) {
 // PRD on top of what is staged (and Tracked tells which paths it can
 // take); add --verbose reports the paths it staged.
 func TestCommitIncludeAndAddedFiles(t *testing.T) {
-	t.Setenv("GIT_AUTHOR_NAME", "t")
-	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
-	t.Setenv("GIT_COMMITTER_NAME", "t")
-	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
 	ctx := context.Background()
-	dir := t.TempDir()
-	r, err := Init(ctx, proc.Exec{}, dir, "main")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, dir := newTestRepo(t)
 	r.BatchMaintenance = true
 	write := func(name, s string) { os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644) }
 	write("prd.json", "{}\n")
@@ -124,17 +116,24 @@ func TestCommitIncludeAndAddedFiles(t *testing.T) {
 	}
 }
 
-func TestMergeSquashConflictAndTrailers(t *testing.T) {
+// newTestRepo is a fresh repository on main with a fixed identity.
+func newTestRepo(t *testing.T) (*Repo, string) {
+	t.Helper()
 	t.Setenv("GIT_AUTHOR_NAME", "t")
 	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
 	t.Setenv("GIT_COMMITTER_NAME", "t")
 	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
-	ctx := context.Background()
 	dir := t.TempDir()
-	r, err := Init(ctx, proc.Exec{}, dir, "main")
+	r, err := Init(context.Background(), proc.Exec{}, dir, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, dir
+}
+
+func TestMergeSquashConflictAndTrailers(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
 	write := func(s string) { os.WriteFile(filepath.Join(dir, "f.txt"), []byte(s), 0o644) }
 	write("base\n")
 	r.AddAll(ctx)
@@ -150,7 +149,7 @@ func TestMergeSquashConflictAndTrailers(t *testing.T) {
 	r.AddAll(ctx)
 	r.Commit(ctx, "side change\n", false)
 	r.Checkout(ctx, "main")
-	err = r.MergeSquash(ctx, "side")
+	err := r.MergeSquash(ctx, "side")
 	var ce *ConflictError
 	if !errors.As(err, &ce) || len(ce.Paths) != 1 || ce.Paths[0] != "f.txt" {
 		t.Fatalf("want a conflict in f.txt, got %v", err)

@@ -430,3 +430,32 @@ func public(p *PRD) PRD {
 	}
 	return c
 }
+
+// In a parallel run, among equal priorities the story more stories wait on
+// (directly or not) goes first; priority still comes first.
+func TestReadyStoriesUnblockingFirst(t *testing.T) {
+	p := mustParse(t, `{"user_stories": [
+		{"id": "A", "title": "a", "priority": 1},
+		{"id": "B", "title": "b", "priority": 1},
+		{"id": "C", "title": "c", "priority": 1},
+		{"id": "D", "title": "d", "priority": 1, "depends_on": ["B"]},
+		{"id": "E", "title": "e", "priority": 1, "depends_on": ["D"]},
+		{"id": "F", "title": "f", "priority": 1, "depends_on": ["C"]},
+		{"id": "G", "title": "g", "priority": 2}
+	]}`)
+	waiting := p.Dependents()
+	if waiting["B"] != 2 || waiting["C"] != 1 || waiting["A"] != 0 || waiting["E"] != 0 {
+		t.Fatalf("Dependents = %v", waiting)
+	}
+	var got []string
+	for _, s := range p.ReadyStoriesUnblockingFirst(nil, nil, waiting) {
+		got = append(got, s.ID)
+	}
+	if strings.Join(got, " ") != "B C A G" {
+		t.Fatalf("order %v, want B C A G", got)
+	}
+	// Sequential selection keeps file order among equals.
+	if n := p.NextStory(nil, nil); n.ID != "A" {
+		t.Fatalf("NextStory = %s, want A", n.ID)
+	}
+}
