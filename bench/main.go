@@ -22,6 +22,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "sleep-agent" {
+		sleepAgent()
+		return
+	}
 	which := os.Args[1:]
 	if len(which) == 0 {
 		which = []string{"loop", "parallel", "tasks"}

@@ -333,7 +333,8 @@ func (e *ConflictError) Error() string {
 }
 
 // WorktreeAdd creates a linked worktree at path on branch (created from
-// start when it does not exist).
+// start when it does not exist; an existing branch is checked out as it
+// is, work included).
 func (r *Repo) WorktreeAdd(ctx context.Context, path, branch, start string) error {
 	// Creating the branch is the usual case: try it first (one git call),
 	// and attach to an existing branch only when that is why it failed.
@@ -341,6 +342,13 @@ func (r *Repo) WorktreeAdd(ctx context.Context, path, branch, start string) erro
 	if err != nil && r.BranchExists(ctx, branch) {
 		_, err = r.Run(ctx, "worktree", "add", "--quiet", path, branch)
 	}
+	return err
+}
+
+// WorktreeAddReset is WorktreeAdd for a branch whose content does not
+// matter: it is created, or reset, at start.
+func (r *Repo) WorktreeAddReset(ctx context.Context, path, branch, start string) error {
+	_, err := r.Run(ctx, "worktree", "add", "--quiet", "-B", branch, path, start)
 	return err
 }
 

@@ -39,8 +39,9 @@ type PRD struct {
 	// Parallel bookkeeping, under wmu (never held across a git call, so
 	// preparing and verifying worktrees never wait for a merge).
 	wmu       sync.Mutex
-	mainReady bool   // main tree on Branch and stale worktrees pruned
-	tip       string // the feature branch's head after our last merge
+	wtAdmin   sync.RWMutex // worktree adds vs. commands that list worktrees
+	mainReady bool         // main tree on Branch and stale worktrees pruned
+	tip       string       // the feature branch's head after our last merge
 	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
 	// agent's copy needs no git call; merging marks worktrees in a merge.
 	branchPRD map[string][]byte
@@ -54,9 +55,11 @@ type PRD struct {
 	merged   []string
 	bases    map[string]string
 	// readying are worktrees being readied (or ready) for stories not yet
-	// started; starting are stories inside Prepare.
+	// started; starting are stories inside Prepare; dropped are stories
+	// whose readied tree another story took.
 	readying map[string]*readied
 	starting map[string]bool
+	dropped  map[string]bool
 	// prdTracked: the PRD is in git's index (known after the first merge
 	// of the run, or seen at its start), so a commit can --include it.
 	prdTracked bool

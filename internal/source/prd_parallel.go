@@ -51,7 +51,8 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 		s.mu.Unlock()
 		s.wmu.Lock()
 		if !s.mainReady {
-			_ = s.Git.WorktreePrune(ctx) // once per run: forget folders removed by hand
+			// Once per run: forget folders removed by hand.
+			_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
 			s.adoptMerged()
 			s.mainReady = true
 		}
@@ -102,8 +103,16 @@ func (s *PRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
 	if start == "" {
 		start = s.Branch
 	}
+	s.wmu.Lock()
+	dropped := s.dropped[id]
+	delete(s.dropped, id)
+	s.wmu.Unlock()
 	if !s.reuseWorktree(ctx, dir, id, start, parked) {
-		if err := s.Git.WorktreeAdd(ctx, dir, s.StoryBranch(id), start); err != nil {
+		add := s.Git.WorktreeAdd
+		if dropped {
+			add = s.Git.WorktreeAddReset // its branch holds only an old base
+		}
+		if err := s.addingWorktree(func() error { return add(ctx, dir, s.StoryBranch(id), start) }); err != nil {
 			return err
 		}
 	}
@@ -145,7 +154,7 @@ func (s *PRD) refresh(ctx context.Context, dir, id string) error {
 	if tip == "" || tip == base {
 		return nil
 	}
-	if _, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), tip); err != nil {
+	if err := s.switchWorktree(ctx, dir, id, tip); err != nil {
 		return fmt.Errorf("bringing the worktree of %s to the feature tip: %w", id, err)
 	}
 	s.cut(dir, id, tip)
@@ -191,6 +200,38 @@ func (s *PRD) readyNext(ctx context.Context, parked string) bool {
 	r.ok = s.cutWorktree(ctx, s.WorktreeDir(id), id, parked) == nil
 	close(r.done)
 	return true
+}
+
+// Git writes a linked worktree's admin entry (.git/worktrees/<name>) as
+// several files, one after another, in `worktree add`; a git command that
+// lists the worktrees meanwhile (checkout and branch -D look where a branch
+// is checked out, worktree move and remove look too) can read the entry
+// half-made and fail. So adds run alone, and the commands that list
+// worktrees run beside each other but never beside an add.
+func (s *PRD) addingWorktree(fn func() error) error {
+	s.wtAdmin.Lock()
+	defer s.wtAdmin.Unlock()
+	return fn()
+}
+
+func (s *PRD) listingWorktrees(fn func() error) error {
+	s.wtAdmin.RLock()
+	defer s.wtAdmin.RUnlock()
+	return fn()
+}
+
+// switchWorktree puts the worktree at dir on story id's branch at start;
+// --force also discards tracked changes (untracked files were cleaned), so
+// the tree is the branch's exactly.
+func (s *PRD) switchWorktree(ctx context.Context, dir, id, start string) error {
+	return s.listingWorktrees(func() error {
+		_, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), start)
+		return err
+	})
+}
+
+func (s *PRD) removeWorktree(ctx context.Context, dir string) {
+	_ = s.listingWorktrees(func() error { return s.Git.WorktreeRemove(ctx, dir) })
 }
 
 // readied is a worktree readied ahead of its story's start; ok is set
@@ -402,7 +443,7 @@ func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 	s.merged = append(s.merged, s.StoryBranch(a.Item.ID))
 	s.wmu.Unlock()
 	if _, err := s.Git.At(a.Dir).Run(ctx, "clean", "-fdxq"); err != nil {
-		_ = s.Git.WorktreeRemove(ctx, a.Dir)
+		s.removeWorktree(ctx, a.Dir)
 		return
 	}
 	if s.readyNext(ctx, a.Dir) {
@@ -413,29 +454,59 @@ func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 	s.wmu.Unlock()
 }
 
-// reuseWorktree moves a parked worktree (cleaned by Cleanup) to dir and
-// puts it on the story's new branch at start: the one given, or else any
-// parked one. On failure the worktree is removed and false is returned
-// (the caller adds a fresh one).
+// reuseWorktree moves a clean worktree to dir and puts it on the story's
+// new branch at start: the one given, or else a parked one, or else one
+// readied for a story that has not started (that story's branch, which
+// holds only its old base, is marked dropped: cut anew when it starts,
+// deleted at the end if it never does). On failure the worktree is removed
+// and false is returned (the caller adds a fresh one: a whole checkout,
+// several times the cost of a move and a switch).
 func (s *PRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bool {
 	if idle == "" {
 		s.wmu.Lock()
-		if len(s.parked) == 0 {
-			s.wmu.Unlock()
+		if n := len(s.parked); n > 0 {
+			idle = s.parked[n-1]
+			s.parked = s.parked[:n-1]
+		} else {
+			for other, r := range s.readying {
+				select {
+				case <-r.done:
+				default:
+					continue // still being readied
+				}
+				if r.ok && !s.starting[other] {
+					// Until the tree is off other's branch, other's own
+					// start waits (a "readied" that is not ok).
+					taking := &readied{done: make(chan struct{})}
+					s.readying[other] = taking
+					defer func(other string) {
+						s.wmu.Lock()
+						if s.readying[other] == taking {
+							delete(s.readying, other)
+						}
+						s.wmu.Unlock()
+						close(taking.done)
+					}(other)
+					if s.dropped == nil {
+						s.dropped = map[string]bool{}
+					}
+					s.dropped[other] = true
+					idle = s.WorktreeDir(other)
+					break
+				}
+			}
+		}
+		s.wmu.Unlock()
+		if idle == "" {
 			return false
 		}
-		idle = s.parked[len(s.parked)-1]
-		s.parked = s.parked[:len(s.parked)-1]
-		s.wmu.Unlock()
 	}
-	if err := s.Git.WorktreeMove(ctx, idle, dir); err != nil {
-		_ = s.Git.WorktreeRemove(ctx, idle)
+	if err := s.listingWorktrees(func() error { return s.Git.WorktreeMove(ctx, idle, dir) }); err != nil {
+		s.removeWorktree(ctx, idle)
 		return false
 	}
-	// --force also discards tracked changes; untracked files are gone
-	// already, so the tree is the branch's exactly.
-	if _, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), start); err != nil {
-		_ = s.Git.WorktreeRemove(ctx, dir)
+	if err := s.switchWorktree(ctx, dir, id, start); err != nil {
+		s.removeWorktree(ctx, dir)
 		return false
 	}
 	return true
@@ -550,16 +621,22 @@ func (s *PRD) Stopped(st *engine.State) {
 			merged = append(merged, s.StoryBranch(id))
 		}
 	}
-	s.parked, s.leftover, s.merged, s.readying = nil, nil, nil, nil
+	for id := range s.dropped {
+		merged = append(merged, s.StoryBranch(id))
+	}
+	s.parked, s.leftover, s.merged, s.readying, s.dropped = nil, nil, nil, nil, nil
 	s.wmu.Unlock()
 	for _, dir := range parked {
 		_ = os.RemoveAll(dir)
 	}
 	ctx := context.Background()
-	_ = s.Git.WorktreePrune(ctx)
-	if len(merged) > 0 {
-		// Branches still checked out (a reused worktree's old name is not)
-		// are refused by git; those belong to running stories.
-		_, _ = s.Git.Run(ctx, append([]string{"branch", "-D", "--"}, merged...)...)
-	}
+	_ = s.listingWorktrees(func() error {
+		_ = s.Git.WorktreePrune(ctx)
+		if len(merged) > 0 {
+			// Branches still checked out (a reused worktree's old name is
+			// not) are refused by git; those belong to running stories.
+			_, _ = s.Git.Run(ctx, append([]string{"branch", "-D", "--"}, merged...)...)
+		}
+		return nil
+	})
 }

@@ -15,16 +15,18 @@ import (
 const fanOut = `{"project": "t", "branch_name": "ralph/t", "user_stories": [
   {"id": "A", "title": "a", "priority": 1},
   {"id": "B", "title": "b", "priority": 1},
-  {"id": "C", "title": "c", "priority": 1, "depends_on": ["A"]},
-  {"id": "D", "title": "d", "priority": 1, "depends_on": ["A"]}
+  {"id": "C", "title": "c", "priority": 1},
+  {"id": "D", "title": "d", "priority": 1, "depends_on": ["A"]},
+  {"id": "E", "title": "e", "priority": 1}
 ]}
 `
 
 // A merged story's worktree is readied for the story likely to start next
 // (off the agent slots); if merges land before that story starts, its
-// start brings the tree to the tip with one checkout. When the run stops,
-// readied trees of stories that never started and every merged story's
-// branch are gone; a running story keeps its tree.
+// start brings the tree to the tip with one checkout. A story without a
+// tree takes a readied one before it would check out a fresh one. When the
+// run stops, every merged story's branch is gone; running stories keep
+// their trees.
 func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	dir, repo := newRepo(t)
 	ctx := context.Background()
@@ -46,13 +48,18 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 		items[it.ID] = &it
 		st.Items[it.ID] = &engine.ItemState{ID: it.ID}
 	}
-	// finish works on a story in its worktree and merges it.
-	finish := func(id string) string {
+	prepare := func(id string) string {
 		t.Helper()
 		wt, err := src.Prepare(ctx, items[id], st)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return wt
+	}
+	// finish works on a story in its worktree and merges it.
+	finish := func(id string) string {
+		t.Helper()
+		wt := src.WorktreeDir(id)
 		os.WriteFile(filepath.Join(wt, strings.ToLower(id)+".txt"), []byte(id+"\n"), 0o644)
 		a := &engine.Attempt{Item: items[id], Dir: wt}
 		v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
@@ -74,41 +81,56 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 		return sha
 	}
 	headOf := func(id string) string {
+		t.Helper()
 		h, err := repo.At(src.WorktreeDir(id)).Head(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return h
 	}
-
-	tipA := finish("A")
-	// A's tree went to B (ready since the start, first in file order among
-	// stories nobody waits on), cut at the new tip.
-	if _, err := os.Stat(src.WorktreeDir("A")); !os.IsNotExist(err) {
-		t.Fatalf("A's worktree still there: %v", err)
+	gone := func(id string) {
+		t.Helper()
+		if _, err := os.Stat(src.WorktreeDir(id)); !os.IsNotExist(err) {
+			t.Fatalf("%s's worktree is still there: %v", id, err)
+		}
 	}
+
+	prepare("A")
+	prepare("C")
+	tipA := finish("A")
+	// A's tree went to B: ready since the start, first in file order among
+	// the stories nobody waits on and without a tree; cut at the new tip.
+	gone("A")
 	if headOf("B") != tipA || src.PreparedBase("B") != tipA {
 		t.Fatalf("B readied at %s (base %s), want %s", headOf("B"), src.PreparedBase("B"), tipA)
 	}
-	tipC := finish("C") // C gets a fresh worktree; its tree then goes to D
+	tipC := finish("C") // C's tree goes to D (B has one)
 	if headOf("D") != tipC {
 		t.Fatalf("D readied at %s, want %s", headOf("D"), tipC)
 	}
 	// B starts after C merged: one checkout brings it to C's tip.
-	wt, err := src.Prepare(ctx, items["B"], st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wt := prepare("B")
 	if headOf("B") != tipC || src.PreparedBase("B") != tipC {
 		t.Fatalf("B started at %s (base %s), want the tip %s", headOf("B"), src.PreparedBase("B"), tipC)
 	}
 	if _, err := os.Stat(filepath.Join(wt, "c.txt")); err != nil {
 		t.Fatal("B's tree lacks C's work")
 	}
-	src.Stopped(st)
-	if _, err := os.Stat(src.WorktreeDir("D")); !os.IsNotExist(err) {
-		t.Fatalf("D's readied worktree survived the stop: %v", err)
+	// E has no tree and none is parked: it takes the one readied for D
+	// rather than checking out a fresh one.
+	prepare("E")
+	gone("D")
+	if headOf("E") != tipC {
+		t.Fatalf("E at %s, want %s", headOf("E"), tipC)
 	}
+	tipE := finish("E") // E's tree is readied for D again
+	if headOf("D") != tipE {
+		t.Fatalf("D readied at %s, want %s", headOf("D"), tipE)
+	}
+	// The run stops with B running and D never started: D's readied tree
+	// and the merged stories' branches go, B keeps its tree and branch.
+	src.Stopped(st)
+	gone("D")
 	if _, err := os.Stat(src.WorktreeDir("B")); err != nil {
 		t.Fatalf("running B lost its worktree: %v", err)
 	}
