@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
@@ -159,29 +160,14 @@ func readySchedule(d []dagStory, n int) time.Duration {
 	return makespan
 }
 
-// dependents counts the stories that wait on each story, directly or not.
+// dependents counts the stories that wait on each story, directly or not
+// (the same count ralph's scheduler orders by).
 func dependents(d []dagStory) map[string]int {
-	kids := map[string][]string{}
+	doc := &prd.PRD{}
 	for _, s := range d {
-		for _, dep := range s.Deps {
-			kids[dep] = append(kids[dep], s.ID)
-		}
+		doc.Stories = append(doc.Stories, prd.Story{ID: s.ID, DependsOn: s.Deps})
 	}
-	out := map[string]int{}
-	for _, s := range d {
-		seen := map[string]bool{}
-		stack := append([]string(nil), kids[s.ID]...)
-		for len(stack) > 0 {
-			id := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if !seen[id] {
-				seen[id] = true
-				stack = append(stack, kids[id]...)
-			}
-		}
-		out[s.ID] = len(seen)
-	}
-	return out
+	return doc.Dependents()
 }
 
 func benchParallel(tmp, bin string) {
