@@ -48,15 +48,19 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 				return "", err
 			}
 		}
-		s.mu.Unlock()
 		s.wmu.Lock()
-		if !s.mainReady {
-			// Once per run: forget folders removed by hand.
+		ready = s.mainReady
+		s.wmu.Unlock()
+		if !ready {
+			// Once per run (s.mu held): forget folders removed by hand,
+			// take over what a crashed run left.
 			_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
+			s.wmu.Lock()
 			s.adoptMerged()
 			s.mainReady = true
+			s.wmu.Unlock()
 		}
-		s.wmu.Unlock()
+		s.mu.Unlock()
 	}
 	dir := s.WorktreeDir(it.ID)
 	s.wmu.Lock()
@@ -93,8 +97,8 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 // cutWorktree puts a worktree for story id at dir, on the story's branch
 // at the tip this run last merged (a commit, not the branch name: the
 // story's base stays what the engine records even if a merge lands
-// meanwhile; before the first merge, at the branch). It takes parked, a
-// parked worktree, or else any parked one, or else adds a fresh one.
+// meanwhile; before the first merge, at the branch). It reuses the tree at
+// parked if given, else what reuseWorktree finds, else adds a fresh one.
 func (s *PRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
 	s.wmu.Lock()
 	base := s.tip
