@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -179,14 +180,7 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	}
 	tf := taskFlagsFor(o)
 	if !set("gate") && len(c.Gates) > 0 {
-		names := make([]string, 0, len(c.Gates))
-		for n := range c.Gates {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			tf.gates = append(tf.gates, n+"="+c.Gates[n])
-		}
+		tf.gates = append(tf.gates, sortedPairs(c.Gates)...)
 	}
 	if !set("watch") && c.Watch {
 		tf.watch = true
@@ -198,15 +192,17 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 		o.Agent = "claude"
 	}
 	o.APIKeyEnv = c.APIKeyEnv
-	keys := make([]string, 0, len(c.Env))
-	for k := range c.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o.Env = append(o.Env, k+"="+c.Env[k])
-	}
+	o.Env = append(o.Env, sortedPairs(c.Env)...)
 	return nil
+}
+
+// sortedPairs renders m as KEY=VALUE strings in key order.
+func sortedPairs(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
 }
 
 func (o *RunOptions) buildAgent() (agent.Agent, error) {

@@ -36,13 +36,14 @@ func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c
 // returns a non-nil verdict when the item did not make it and must be
 // treated as a failed iteration.
 func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
-	if sg, ok := e.cfg.Source.(Stager); ok && sg.Stages() {
+	sg := e.stager()
+	if sg != nil {
 		// The item's work is verified in a tree of its own: staging and
 		// the merge queue run no agent, so its slot goes to the next item.
 		e.slots.release(it.ID)
 	}
 	for round := 0; ; round++ {
-		if sg, ok := e.cfg.Source.(Stager); ok {
+		if sg != nil {
 			if err := sg.Stage(ctx, att, v); err != nil {
 				return "", nil, err
 			}
@@ -72,6 +73,15 @@ func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attemp
 			return "", nil, err
 		}
 	}
+}
+
+// stager is the source as a Stager when it stages this run's items in
+// trees of their own, else nil.
+func (e *Engine) stager() Stager {
+	if sg, ok := e.cfg.Source.(Stager); ok && sg.Stages() {
+		return sg
+	}
+	return nil
 }
 
 // acceptQueued runs one Source.Accept in the merge queue.

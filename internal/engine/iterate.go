@@ -245,7 +245,7 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 	// (no extra git call); every other iteration asks git now, before the
 	// commit makes the tree clean.
 	var files []string
-	if sg, ok := src.(Stager); !v.Passed || !ok || !sg.Stages() {
+	if !v.Passed || e.stager() == nil {
 		files, _ = cfg.Git.Changed(ctx, dir, ".ralph/")
 	}
 

@@ -222,19 +222,7 @@ func (r *Repo) Tracked(ctx context.Context, path string) bool {
 // ("[branch 0123…] subject", printed in full with core.abbrev=no), saving a
 // rev-parse; if the line cannot be read, it asks git.
 func (r *Repo) commit(ctx context.Context, msg string, allowEmpty bool, include ...string) (string, error) {
-	args := []string{"-c", "core.abbrev=no", "commit", "--no-verify", "-F", "-"}
-	if allowEmpty {
-		args = append(args, "--allow-empty")
-	}
-	if len(include) > 0 {
-		args = append(args, "--include", "--")
-		for _, p := range include {
-			args = append(args, ":(literal)"+p)
-		}
-	}
-	c := r.cmd(args...)
-	c.Stdin = strings.NewReader(msg)
-	out, err := proc.Output(ctx, r.Runner, c)
+	out, err := r.runCommit(ctx, msg, allowEmpty, include, "-c", "core.abbrev=no", "commit", "--no-verify", "-F", "-")
 	if err != nil {
 		return "", err
 	}
@@ -242,6 +230,23 @@ func (r *Repo) commit(ctx context.Context, msg string, allowEmpty bool, include 
 		return sha, nil
 	}
 	return r.Head(ctx)
+}
+
+// runCommit runs the commit argv with msg on stdin, then --allow-empty and
+// the literal paths to --include as asked.
+func (r *Repo) runCommit(ctx context.Context, msg string, allowEmpty bool, include []string, argv ...string) (string, error) {
+	if allowEmpty {
+		argv = append(argv, "--allow-empty")
+	}
+	if len(include) > 0 {
+		argv = append(argv, "--include", "--")
+		for _, p := range include {
+			argv = append(argv, ":(literal)"+p)
+		}
+	}
+	c := r.cmd(argv...)
+	c.Stdin = strings.NewReader(msg)
+	return proc.Output(ctx, r.Runner, c)
 }
 
 // summarySHA finds the full object name in the first line of git commit's
@@ -267,13 +272,7 @@ var fullSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // CommitOnly is Commit for callers that do not need the new SHA.
 func (r *Repo) CommitOnly(ctx context.Context, msg string, allowEmpty bool) error {
-	args := []string{"commit", "--quiet", "--no-verify", "-F", "-"}
-	if allowEmpty {
-		args = append(args, "--allow-empty")
-	}
-	c := r.cmd(args...)
-	c.Stdin = strings.NewReader(msg)
-	_, err := proc.Output(ctx, r.Runner, c)
+	_, err := r.runCommit(ctx, msg, allowEmpty, nil, "commit", "--quiet", "--no-verify", "-F", "-")
 	return err
 }
 

@@ -173,6 +173,19 @@ func (p *PRD) NextStory(passed, exclude map[string]bool) *Story {
 // is passed; a dependency on an unknown id therefore never becomes ready
 // (Validate reports it).
 func (p *PRD) ReadyStories(passed, exclude map[string]bool) []*Story {
+	return p.readyStories(passed, exclude, nil)
+}
+
+// ReadyStoriesUnblockingFirst is ReadyStories for a parallel run: among
+// stories of equal priority, the one more stories wait on (waiting, from
+// Dependents) goes first, then file order. Starting it early lets the
+// stories behind it start sooner while other workers are busy; one worker
+// cannot gain from this, so a sequential run keeps plain file order.
+func (p *PRD) ReadyStoriesUnblockingFirst(passed, exclude map[string]bool, waiting map[string]int) []*Story {
+	return p.readyStories(passed, exclude, waiting)
+}
+
+func (p *PRD) readyStories(passed, exclude map[string]bool, waiting map[string]int) []*Story {
 	var ready []*Story
 	for i := range p.Stories {
 		s := &p.Stories[i]
@@ -190,24 +203,20 @@ func (p *PRD) ReadyStories(passed, exclude map[string]bool) []*Story {
 			ready = append(ready, s)
 		}
 	}
-	sortSelection(ready)
+	sortSelection(ready, waiting)
 	return ready
 }
 
-// ReadyStoriesUnblockingFirst is ReadyStories for a parallel run: among
-// stories of equal priority, the one more stories wait on (waiting, from
-// Dependents) goes first, then file order. Starting it early lets the
-// stories behind it start sooner while other workers are busy; one worker
-// cannot gain from this, so a sequential run keeps plain file order.
-func (p *PRD) ReadyStoriesUnblockingFirst(passed, exclude map[string]bool, waiting map[string]int) []*Story {
-	ready := p.ReadyStories(passed, exclude)
-	slices.SortStableFunc(ready, func(a, b *Story) int {
+// sortSelection orders by priority (given ones first, 1 highest), then by
+// how many stories wait (nil waiting: all equal), and keeps file order
+// among equals, so authors can order ties by position.
+func sortSelection(ss []*Story, waiting map[string]int) {
+	slices.SortStableFunc(ss, func(a, b *Story) int {
 		if c := cmp.Compare(priorityKey(a.Priority), priorityKey(b.Priority)); c != 0 {
 			return c
 		}
 		return cmp.Compare(waiting[b.ID], waiting[a.ID])
 	})
-	return ready
 }
 
 // Dependents counts, for each story, the stories that depend on it
@@ -235,14 +244,6 @@ func (p *PRD) Dependents() map[string]int {
 		out[s.ID] = len(seen)
 	}
 	return out
-}
-
-// sortSelection orders by priority (given ones first, 1 highest) and keeps
-// file order among equals, so authors can order ties by position.
-func sortSelection(ss []*Story) {
-	slices.SortStableFunc(ss, func(a, b *Story) int {
-		return cmp.Compare(priorityKey(a.Priority), priorityKey(b.Priority))
-	})
 }
 
 func priorityKey(p int) int {
@@ -315,7 +316,7 @@ func (p *PRD) Stages() [][]*Story {
 		stages[lv] = append(stages[lv], &p.Stories[i])
 	}
 	for _, st := range stages {
-		sortSelection(st)
+		sortSelection(st, nil)
 	}
 	return stages
 }

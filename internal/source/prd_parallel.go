@@ -410,6 +410,8 @@ func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Ver
 	if err := wt.CommitOnly(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID), true); err != nil {
 		return err
 	}
+	// A re-stage after a conflict resolver lists only what it changed; an
+	// empty list keeps the story's own.
 	if a.Files == nil || len(files) > 0 {
 		a.Files = files
 	}
