@@ -4,8 +4,8 @@
 //	loop      harness overhead per iteration vs a bash `while` loop (issue 2)
 //	parallel  makespan of random story DAGs vs the lower bound and vs a
 //	          dependency-level schedule (issue 5)
-//	tasks     `ralph task next|complete` on 100,000 tasks vs the seed's
-//	          grep/jq recipes (issue 4)
+//	tasks     `ralph task next|complete` on 100,000 tasks vs plain
+//	          grep/jq shell recipes over the same file (issue 4)
 //
 // Usage: go run ./bench [loop|parallel|tasks]... (default: all)
 package main

@@ -104,7 +104,8 @@ func listSchedule(durs []time.Duration, n int) time.Duration {
 	return m
 }
 
-// levelSchedule is seed 002's stages(): each level waits for its slowest.
+// levelSchedule runs the DAG level by level (prd.Levels): each level waits
+// for its slowest story.
 func levelSchedule(d []dagStory, n int) time.Duration {
 	var t time.Duration
 	for _, l := range levels(d) {
@@ -177,7 +178,7 @@ func benchParallel(tmp, bin string) {
 	}
 	fmt.Println("\n## Parallel stories: makespan vs lower bound and vs the level schedule (issue 5)")
 	fmt.Println("\nRandom DAGs of 50 stories (layers of width 1–8); each story's agent sleeps 0.2–1 s and its work is committed.")
-	fmt.Println("Lower bound = max(critical path, total work / N), with the stories' nominal times and again with each agent's measured time. Level schedule = seed 002's stages(), each level waiting for its slowest story, computed for the same DAG and N.")
+	fmt.Println("Lower bound = max(critical path, total work / N), with the stories' nominal times and again with each agent's measured time. Level schedule = the stories run level by level (dependency levels), each level waiting for its slowest story, computed for the same DAG and N.")
 	fmt.Println()
 	fmt.Println("| DAG | N | runs | makespan (median) | lower bound | makespan / bound | makespan / bound with measured agent times | level schedule | level / bound | ready queue (simulated) / bound | makespan < level (measured times) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")

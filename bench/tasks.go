@@ -11,7 +11,7 @@ import (
 )
 
 // benchTasks times `ralph task next` and `ralph task complete` on a
-// 100,000-task file (1,000 parents × 99 leaves) against the seed's own shell
+// 100,000-task file (1,000 parents × 99 leaves) against plain grep/jq shell
 // recipes, as whole commands, in the same run. Peak memory is the child's
 // max RSS.
 func benchTasks(tmp, bin string) {
@@ -60,7 +60,7 @@ grep -v '"id":"%s"' tasks.jsonl > tmp && mv tmp tasks.jsonl`, id, id)
 	fmt.Println("\n## Task store on 100,000 tasks (issue 4)")
 	fmt.Println("\n1,000 parents × 99 leaves; whole commands, mean of 5 runs each, same machine, same run.")
 	fmt.Println()
-	fmt.Println("| command | ralph | seed shell recipe | speed-up (recipe / ralph) | ralph peak RSS |")
+	fmt.Println("| command | ralph | grep/jq shell recipe | speed-up (recipe / ralph) | ralph peak RSS |")
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| next | %s | %s | %.2f× | %.1f MB |\n", ms(nextOurs), ms(nextShell), float64(nextShell)/float64(nextOurs), float64(rssNext)/1024)
 	fmt.Printf("| complete (file as ralph left it) | %s | %s | %.2f× | %.1f MB |\n", ms(completeOurs), ms(completeShell), float64(completeShell)/float64(completeOurs), float64(rssComplete)/1024)

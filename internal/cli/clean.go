@@ -92,8 +92,11 @@ a crashed run. A blocked story's worktree and branch are kept for you unless
 				removed++
 			}
 			// Story branches whose worktree is already gone.
-			out, _ := repo.Run(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads/ralph/")
-			for _, b := range strings.Split(out, "\n") {
+			branches, err := repo.ListBranches(ctx, "ralph/")
+			if err != nil {
+				return err
+			}
+			for _, b := range branches {
 				if !strings.Contains(b, "-stories/") {
 					continue
 				}

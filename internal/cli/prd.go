@@ -112,7 +112,7 @@ complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
 				deps += len(s.DependsOn)
 			}
 			fmt.Fprintf(f.IO.Out, "%s: valid (%s format): %d stories, %d dependencies, %d levels, %d gates\n",
-				opts.File, doc.Format, len(doc.Stories), deps, len(doc.Stages()), len(doc.QualityChecks.Gates()))
+				opts.File, doc.Format, len(doc.Stories), deps, len(doc.Levels()), len(doc.QualityChecks.Gates()))
 			return nil
 		},
 	}

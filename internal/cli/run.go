@@ -264,14 +264,12 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return engine.UsageError("--parallel must be at least 1")
 	}
 	if o.Parallel > 1 {
-		p, ok := src.(*source.PRD)
-		if !ok {
-			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", src.Kind())
+		if kind := src.Info().Kind; kind != "prd" {
+			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", kind)
 		}
 		if o.AllowDirty {
 			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
-		p.Parallel = true
 	}
 	ag, err := o.buildAgent()
 	if err != nil {
@@ -335,6 +333,9 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 			return nil, engine.UsageError("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
 		}
 	}
+	if o.Parallel > 1 {
+		return source.OpenParallelPRD(p, repo, gates)
+	}
 	return source.OpenPRD(p, repo, gates)
 }
 
@@ -382,39 +383,31 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 	fmt.Fprintf(w, "ralph: transcripts in %s, progress in %s\n", p.Transcripts, p.Progress)
 }
 
+// dryRun prints what the next iteration would be, as the engine computes
+// it for a real run (engine.Plan), and writes nothing.
 func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	w := o.IO.IO.Out
-	st, _ := engine.LoadState(cfg.Paths.State)
-	if st == nil {
-		st = &engine.State{Items: map[string]*engine.ItemState{}}
-	}
-	it, err := cfg.Source.Next(st, nil)
+	eng, err := engine.New(cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "source: %s %s\n", cfg.Source.Kind(), cfg.Source.Path())
-	fmt.Fprintf(w, "items: %d\n", len(cfg.Source.Items()))
-	if it == nil {
-		fmt.Fprintln(w, "next: nothing is ready")
+	plan, err := eng.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "source: %s %s\n", plan.Source.Kind, plan.Source.Path)
+	fmt.Fprintf(w, "items: %d\n", plan.Items)
+	if plan.Item == nil {
+		if plan.StopStatus != "" {
+			fmt.Fprintf(w, "next: nothing would start: %s (%s)\n", plan.StopReason, plan.StopStatus)
+		} else {
+			fmt.Fprintln(w, "next: nothing is ready")
+		}
 		return nil
 	}
+	it := plan.Item
 	fmt.Fprintf(w, "next: %s %s — %s\n", it.Kind, it.ID, it.Title)
-	text, from, err := engine.LoadPromptTemplate(cfg.PromptPaths...)
-	if err != nil {
-		return err
-	}
-	d := engine.PromptData{Kind: it.Kind, ProgressPath: cfg.Paths.Progress, ItemID: it.ID, Title: it.Title, Description: it.Description,
-		Criteria: it.Criteria, Iteration: st.Iteration + 1, MaxIterations: max(cfg.MaxIterations, 10*len(cfg.Source.Items())), Attempt: 1,
-		MaxAttempts: max(cfg.MaxAttempts, 3), Promise: cfg.Promise}
-	if d.Promise == "" {
-		d.Promise = "COMPLETE"
-	}
-	cfg.Source.PromptData(it, &d)
-	prompt, err := engine.BuildPrompt(from, text, "", d)
-	if err != nil {
-		return engine.UsageError("%v", err)
-	}
-	inv, err := cfg.Agent.Plan(agent.Request{Prompt: prompt, PromptFile: cfg.Paths.PromptFile, Dir: cfg.Paths.Root, Model: cfg.Model, ItemID: it.ID, Attempt: 1})
+	inv, err := cfg.Agent.Plan(plan.Request)
 	if err != nil {
 		return err
 	}
@@ -430,17 +423,13 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	} else {
 		fmt.Fprintln(w, "stdin: closed")
 	}
-	env := append(append([]string{}, inv.Env...), cfg.AgentEnv...)
-	env = append(env, "RALPH_PROMPT_FILE="+cfg.Paths.PromptFile, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
-		fmt.Sprintf("RALPH_ITERATION=%d", d.Iteration), "RALPH_ATTEMPT=1", "RALPH_WORK_DIR="+cfg.Paths.Root,
-		"RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID=<assigned when the run starts>")
 	fmt.Fprintln(w, "env set by ralph (on top of yours):")
-	for _, kv := range agent.MaskEnv(env) {
+	for _, kv := range agent.MaskEnv(append(append([]string{}, inv.Env...), plan.Request.Env...)) {
 		fmt.Fprintf(w, "  %s\n", kv)
 	}
 	for p := range inv.Files {
 		fmt.Fprintf(w, "writes: %s\n", p)
 	}
-	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", from, prompt)
+	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", plan.TemplateFrom, plan.Prompt)
 	return nil
 }

@@ -119,7 +119,7 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	if st.Source == "prd" {
 		if doc, err := prd.Load(st.SourcePath); err == nil {
 			b.WriteString("\n## Dependency levels\n\n")
-			for i, level := range doc.Stages() {
+			for i, level := range doc.Levels() {
 				ids := make([]string, len(level))
 				for j, s := range level {
 					ids[j] = s.ID

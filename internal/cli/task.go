@@ -627,7 +627,7 @@ func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
 		return
 	}
 	tf := taskFlagsFor(o)
-	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Path())
+	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
 	if tf.watch {
 		cfg.Watch = tf.interval
 		if cfg.Watch <= 0 {

@@ -69,7 +69,7 @@ func TestEval(t *testing.T) {
 `,
 }
 
-// PRD is the demo's prd.json (seed 002 format).
+// PRD is the demo's prd.json (snake_case format).
 const PRD = `{
   "project": "calc",
   "feature": "Calculator basics",

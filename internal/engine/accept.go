@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/ralph-loop/ralph/internal/agent"
 )
 
 // Rejected is returned by Source.Accept when the integrated result failed
@@ -31,24 +29,25 @@ type Conflict struct {
 func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c.Paths, ", ") }
 
 // accept records a verified item through the merge queue (one Accept at
-// a time, first come first served). Staging (Stager) and a conflict
-// resolver run outside the queue, so they never hold up other merges. It
-// returns a non-nil verdict when the item did not make it and must be
-// treated as a failed iteration.
-func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, *Verdict, error) {
-	sg := e.stager()
-	if sg != nil {
-		// The item's work is verified in a tree of its own: staging and
-		// the merge queue run no agent, so its slot goes to the next item.
+// a time, first come first served). Committing the work in the item's own
+// tree and a conflict resolver run outside the queue, so they never hold
+// up other merges. It returns a non-nil verdict when the item did not make
+// it and must be treated as a failed iteration.
+func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *Verdict, error) {
+	it, cur, att := x.it, x.cur, x.att
+	if x.ws.Isolated() {
+		// The item's work is verified in a tree of its own: committing it
+		// there and the merge queue run no agent, so its slot goes to the
+		// next item.
 		e.slots.release(it.ID)
 	}
 	for round := 0; ; round++ {
-		if sg != nil {
-			if err := sg.Stage(ctx, att, v); err != nil {
+		if x.ws.Commit != nil {
+			if err := x.ws.Commit(ctx, att, v); err != nil {
 				return "", nil, err
 			}
 		}
-		commit, err := e.acceptQueued(ctx, it, cur, att, v)
+		commit, err := e.acceptQueued(ctx, x, v)
 		var rej *Rejected
 		var conf *Conflict
 		switch {
@@ -59,7 +58,7 @@ func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attemp
 			return "", &Verdict{Summary: rej.Summary, Failure: rej.Failure, Claimed: true}, nil
 		case errors.As(err, &conf) && round == 0:
 			e.emit(Event{Type: "merge_conflict", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s conflicts with the feature branch in %s; running a resolver", it.ID, strings.Join(conf.Paths, ", "))})
-			rv, err := e.resolve(ctx, it, cur, att, conf)
+			rv, err := e.resolve(ctx, x, conf)
 			if err != nil {
 				return "", nil, err
 			}
@@ -75,17 +74,9 @@ func (e *Engine) accept(ctx context.Context, it *Item, cur *Current, att *Attemp
 	}
 }
 
-// stager is the source as a Stager when it stages this run's items in
-// trees of their own, else nil.
-func (e *Engine) stager() Stager {
-	if sg, ok := e.cfg.Source.(Stager); ok && sg.Stages() {
-		return sg
-	}
-	return nil
-}
-
 // acceptQueued runs one Source.Accept in the merge queue.
-func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *Attempt, v Verdict) (string, error) {
+func (e *Engine) acceptQueued(ctx context.Context, x *iteration, v Verdict) (string, error) {
+	it, cur := x.it, x.cur
 	ticket := e.merge.take()
 	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
 	if pos := e.merge.position(ticket); pos > 1 {
@@ -94,7 +85,7 @@ func (e *Engine) acceptQueued(ctx context.Context, it *Item, cur *Current, att *
 	e.merge.wait(ticket)
 	defer e.merge.release()
 	e.box.mutate(func(st *State) { cur.QueuePos = 1 })
-	return e.cfg.Source.Accept(ctx, att, v, e.box.snapshot())
+	return e.cfg.Source.Accept(ctx, x.att, v, e.box.snapshot())
 }
 
 // ResolverPrompt introduces a conflict-resolution iteration.
@@ -105,11 +96,14 @@ const ResolverPrompt = `You are resolving a merge conflict in a Ralph loop. The 
 When the conflicts are resolved and the checks pass, end your final message with <promise>%s</promise>.`
 
 // resolve runs one resolver iteration in the item's tree and verifies it.
-func (e *Engine) resolve(ctx context.Context, it *Item, cur *Current, att *Attempt, conf *Conflict) (*Verdict, error) {
+// The resolver is an agent like any other: the same request (environment,
+// timeout) with its own prompt, written to the item's prompt file.
+func (e *Engine) resolve(ctx context.Context, x *iteration, conf *Conflict) (*Verdict, error) {
 	cfg := &e.cfg
+	it, cur, att := x.it, x.cur, x.att
 	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Promise)
 	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
-	// The resolver is an agent: it needs a slot like any other.
+	// It needs a slot like any other agent.
 	give, err := e.slots.retake(ctx, it.ID)
 	if err != nil {
 		return nil, err
@@ -118,11 +112,14 @@ func (e *Engine) resolve(ctx context.Context, it *Item, cur *Current, att *Attem
 	if err := e.waitForRateLimit(ctx); err != nil {
 		return nil, err
 	}
-	res, err := cfg.Agent.Run(ctx, agent.Request{
-		Prompt: prompt, PromptFile: e.promptFile(it.ID), Dir: att.Dir, Model: cfg.Model, Role: "resolver",
-		Env:     append(append([]string{}, cfg.AgentEnv...), "RALPH_ITEM_ID="+it.ID, "RALPH_ROLE=resolver", "RALPH_RUN_ID="+e.runID()),
-		Timeout: cfg.IterationTimeout, Transcript: att.Log, ItemID: it.ID + "#resolve", Iteration: cur.Iteration, Attempt: cur.Attempt,
-	})
+	if err := e.writePrompt(it.ID, prompt); err != nil {
+		return nil, err
+	}
+	s := setup{Item: it, Iteration: cur.Iteration, Attempt: cur.Attempt}
+	req := e.request(s, att.Dir, prompt, "resolver", e.runID())
+	// Scripts and transcripts tell the resolver's run from the worker's.
+	req.ItemID, req.Attempt, req.Transcript = it.ID+"#resolve", cur.Attempt, att.Log
+	res, err := cfg.Agent.Run(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +127,7 @@ func (e *Engine) resolve(ctx context.Context, it *Item, cur *Current, att *Attem
 	ratt := *att
 	ratt.Result = res
 	ratt.Prompt = prompt
-	ratt.Claimed = DetectPromise(res.FinalText, cfg.Promise, prompt)
+	e.readSignals(&ratt)
 	v := cfg.Source.Verify(ctx, &ratt, e.box.snapshot())
 	if v.Passed {
 		e.emit(Event{Type: "conflict_resolved", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("resolver cleared the conflict for %s (%s)", it.ID, v.Summary)})

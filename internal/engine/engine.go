@@ -1,6 +1,7 @@
 // Package engine is ralph's one state machine. Every driver (the process
-// loop, the Stop hook, the MCP server) goes through it; it depends on
-// interfaces only (Source, agent.Agent, gate runner, git repo, clock).
+// loop of `ralph run` and the Stop hook's Start/Step) goes through it; it
+// depends on interfaces only (Source, agent.Agent, gate runner, VCS,
+// Clock).
 //
 // One iteration: select → prompt → agent → signals → verify → decide →
 // persist. Sequential mode is the scheduler with one worker.
@@ -123,12 +124,20 @@ type Outcome struct {
 	State  *State
 }
 
-// ErrUsage marks errors in what the user asked for (exit 2).
-var ErrUsage = errors.New("usage")
+// ErrUsage marks errors in what the user asked for (exit 2): match it with
+// errors.Is.
+var ErrUsage = errors.New("usage error")
 
-// UsageError wraps a message as a usage error.
+// usageError is a message about the user's input; it is ErrUsage for
+// errors.Is but reads as the message alone.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
+// UsageError formats a message as a usage error.
 func UsageError(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+	return &usageError{msg: fmt.Sprintf(format, a...)}
 }
 
 // Engine runs a loop.
@@ -173,34 +182,20 @@ func newRunID(now time.Time) string {
 // cancellation (SIGINT) persists state and returns StatusInterrupted.
 func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	cfg := &e.cfg
-	p := cfg.Paths
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		return Outcome{}, err
-	}
 	if cfg.Agent == nil {
-		return Outcome{}, errors.New("engine: Run needs an agent")
+		return Outcome{}, errNoAgent
 	}
-	lock, err := lockRun(p.Lock)
+	lock, resumed, err := e.open(ctx)
 	if err != nil {
 		return Outcome{}, err
 	}
 	defer lock.Unlock()
-	if err := cfg.Git.EnsureExcluded(ctx, "/.ralph/"); err != nil {
-		return Outcome{}, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
-	}
-
-	st, resumed, err := e.loadOrStart(ctx)
-	if err != nil {
-		return Outcome{}, err
-	}
-	e.box = &stateBox{st: st, path: p.State, now: cfg.Clock.Now}
-	if err := e.box.update(func(st *State) { st.Status = StatusRunning; st.StopReason = "" }); err != nil {
-		return Outcome{}, err
-	}
 	if resumed {
-		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", st.RunID, st.Iteration)})
+		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", e.runID(), e.box.snapshot().Iteration)})
 	} else {
-		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", st.RunID, cfg.Source.Path(), plural(len(st.Order), e.kind()), cfg.AgentName)})
+		var n int
+		e.box.read(func(st *State) { n = len(st.Order) })
+		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName)})
 	}
 
 	// Finish iterations a crash left half-done before anything new starts.
@@ -211,25 +206,104 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	return e.schedule(ctx)
 }
 
-// loadOrStart resumes the state of a run over the same source or starts a
-// new one (archiving a finished or foreign state under .ralph/runs/).
-func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
+// open takes the run lock and loads or starts the run's state; every
+// driver begins here.
+func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	cfg := &e.cfg
-	src := cfg.Source
-	st, err := LoadState(cfg.Paths.State)
+	if err := os.MkdirAll(cfg.Paths.Dir, 0o755); err != nil {
+		return nil, false, err
+	}
+	lock, err := store.TryLock(cfg.Paths.Lock)
 	if err != nil {
 		return nil, false, err
 	}
-	if st != nil && !cfg.Fresh && st.Source == src.Kind() && st.SourcePath == src.Path() {
-		e.syncItems(st)
-		if cfg.MaxIterations > 0 {
-			st.MaxIterations = cfg.MaxIterations
-		}
-		st.MaxAttempts = cfg.MaxAttempts
-		return st, true, nil
+	if err := cfg.Git.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		lock.Unlock()
+		return nil, false, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
 	}
-	if st != nil {
-		dir := filepath.Join(cfg.Paths.Dir, "runs", st.RunID)
+	st, resumed, err := e.loadOrStart(ctx)
+	if err != nil {
+		lock.Unlock()
+		return nil, false, err
+	}
+	e.box = &stateBox{st: st, path: cfg.Paths.State, now: cfg.Clock.Now}
+	if err := e.box.update(func(st *State) { st.Status = StatusRunning; st.StopReason = "" }); err != nil {
+		lock.Unlock()
+		return nil, false, err
+	}
+	return lock, resumed, nil
+}
+
+func (e *Engine) info() SourceInfo { return e.cfg.Source.Info() }
+
+// initialState is the state a run begins with, writing nothing: the saved
+// state when it is of the same source (resumed), else a new one (old is
+// then the saved state of another run, if any).
+func (e *Engine) initialState() (st *State, resumed bool, old *State, err error) {
+	cfg := &e.cfg
+	info := e.info()
+	saved, err := LoadState(cfg.Paths.State)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	if saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path {
+		if err := e.syncState(saved, SyncResume); err != nil {
+			return nil, false, nil, err
+		}
+		if cfg.MaxIterations > 0 {
+			saved.MaxIterations = cfg.MaxIterations
+		}
+		saved.MaxAttempts = cfg.MaxAttempts
+		return saved, true, nil, nil
+	}
+	now := cfg.Clock.Now().UTC()
+	st = &State{
+		Version: 1, RunID: newRunID(now), Source: info.Kind, SourcePath: info.Path,
+		Agent: cfg.AgentName, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
+		MaxAttempts: cfg.MaxAttempts, Items: map[string]*ItemState{},
+	}
+	if err := e.syncState(st, SyncNewRun); err != nil {
+		return nil, false, nil, err
+	}
+	st.MaxIterations = cfg.MaxIterations
+	if st.MaxIterations <= 0 {
+		st.MaxIterations = 10 * len(st.Order)
+	}
+	return st, false, saved, nil
+}
+
+// loadOrStart resumes the saved state when it is of the same source (a
+// finished run included: it ends at once as complete), or starts a new run
+// after checking the tree is clean; the state of another source's run, or
+// any with --fresh, is moved to .ralph/runs/<run id>/state.json first.
+func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
+	cfg := &e.cfg
+	st, resumed, old, err := e.initialState()
+	if err != nil || resumed {
+		return st, resumed, err
+	}
+	info := e.info()
+	skip := []string{".ralph/", relTo(cfg.Paths.Root, info.Path)}
+	for _, f := range info.ControlFiles {
+		skip = append(skip, relTo(cfg.Paths.Root, f))
+	}
+	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, skip...)
+	if err != nil {
+		return nil, false, err
+	}
+	if !cfg.AllowDirty && len(dirty) > 0 {
+		more := ""
+		if len(dirty) > 5 {
+			more = fmt.Sprintf(" and %d more", len(dirty)-5)
+			dirty = dirty[:5]
+		}
+		return nil, false, UsageError("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
+	}
+	if cfg.AllowDirty {
+		st.Preexisting = dirty
+	}
+	if old != nil {
+		dir := filepath.Join(cfg.Paths.Dir, "runs", old.RunID)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, false, err
 		}
@@ -237,54 +311,25 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 			return nil, false, err
 		}
 	}
-	skip := []string{".ralph/", relTo(cfg.Paths.Root, src.Path())}
-	if cf, ok := src.(ControlFiler); ok {
-		for _, f := range cf.ControlFiles() {
-			skip = append(skip, relTo(cfg.Paths.Root, f))
-		}
-	}
-	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, skip...)
-	if err != nil {
-		return nil, false, err
-	}
-	if !cfg.AllowDirty {
-		if len(dirty) > 0 {
-			more := ""
-			if len(dirty) > 5 {
-				more = fmt.Sprintf(" and %d more", len(dirty)-5)
-				dirty = dirty[:5]
-			}
-			return nil, false, UsageError("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
-		}
-	}
-	now := cfg.Clock.Now().UTC()
-	st = &State{
-		Version: 1, RunID: newRunID(now), Source: src.Kind(), SourcePath: src.Path(),
-		Agent: cfg.AgentName, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
-		MaxAttempts: cfg.MaxAttempts, Items: map[string]*ItemState{},
-	}
-	if cfg.AllowDirty {
-		st.Preexisting = dirty
-	}
-	e.syncItems(st)
-	if sd, ok := src.(Seeder); ok {
-		sd.Seed(st)
-	}
-	st.MaxIterations = cfg.MaxIterations
-	if st.MaxIterations <= 0 {
-		st.MaxIterations = 10 * len(st.Order)
-	}
 	return st, false, nil
 }
 
-// syncItems makes state know every item of the source (a PRD edited
-// between runs may have new stories).
+// syncState lets the source bring st up to date, then makes st know every
+// item of the source in its order (a PRD edited between runs may have new
+// stories; a task tree grows).
+func (e *Engine) syncState(st *State, why SyncReason) error {
+	if err := e.cfg.Source.Sync(st, why); err != nil {
+		return err
+	}
+	e.syncItems(st)
+	return nil
+}
+
 func (e *Engine) syncItems(st *State) {
 	st.Order = st.Order[:0]
 	for _, it := range e.cfg.Source.Items() {
 		st.Order = append(st.Order, it.ID)
-		is := st.item(it.ID)
-		is.Title = it.Title
+		st.Item(it.ID).Title = it.Title
 	}
 }
 
@@ -308,9 +353,7 @@ func (e *Engine) stop(status, reason string) Outcome {
 		}
 		out = st
 	})
-	if so, ok := e.cfg.Source.(StopObserver); ok {
-		so.Stopped(e.box.snapshot())
-	}
+	e.cfg.Source.Close(e.box.snapshot())
 	e.emit(Event{Type: "run_stopped", Message: reason, Data: map[string]any{"status": status}})
 	return Outcome{Status: status, Reason: reason, State: out}
 }
@@ -328,22 +371,6 @@ func (e *Engine) emit(ev Event) {
 	if e.cfg.OnEvent != nil {
 		e.cfg.OnEvent(ev)
 	}
-}
-
-func (e *Engine) breakerOpen() string {
-	var b Breaker
-	e.box.read(func(st *State) { b = st.Breaker })
-	th := e.cfg.BreakerThreshold
-	if th <= 0 {
-		return ""
-	}
-	if b.SameCount >= th {
-		return fmt.Sprintf("circuit breaker: the same failure %d times in a row", b.SameCount)
-	}
-	if b.NoProgress >= 2*th {
-		return fmt.Sprintf("circuit breaker: no item passed in %d iterations", b.NoProgress)
-	}
-	return ""
 }
 
 // recover finishes iterations that a crash interrupted.
@@ -369,13 +396,13 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 			if done {
 				e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("%s was committed as %s before the crash", it.ID, short(commit))})
-				e.markPassed(it, c.Iteration, commit, nil, "passed (recovered after crash)")
+				e.markPassed(it, c.Iteration, commit, "passed (recovered after crash)")
 				continue
 			}
 			fallthrough
 		case PhaseVerify:
 			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted while verifying; verifying again", c.Iteration, it.ID)})
-			if err := e.iterate(ctx, it, c, c.Iteration); err != nil {
+			if err := e.reverify(ctx, it, c); err != nil {
 				return err
 			}
 		default:
@@ -409,13 +436,6 @@ func short(sha string) string {
 	return sha
 }
 
-func (e *Engine) kind() string {
-	if items := e.cfg.Source.Items(); len(items) > 0 {
-		return items[0].Kind
-	}
-	return "item"
-}
-
 func plural(n int, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, word)
@@ -433,13 +453,9 @@ func (e *Engine) runID() string {
 }
 
 // maxAttempts is the attempt cap of one item.
-func (e *Engine) maxAttempts(id string) int {
-	if l, ok := e.cfg.Source.(AttemptLimiter); ok {
-		if n := l.MaxAttempts(id); n > 0 {
-			return n
-		}
+func (e *Engine) maxAttempts(it *Item) int {
+	if it.MaxAttempts > 0 {
+		return it.MaxAttempts
 	}
 	return e.cfg.MaxAttempts
 }
-
-func lockRun(path string) (*store.RunLock, error) { return store.TryLock(path) }

@@ -36,17 +36,6 @@ func openTranscript(dir string, iteration int, item string) (*Transcript, error)
 func (t *Transcript) Write(b []byte) (int, error) { return t.f.Write(b) }
 func (t *Transcript) Close() error                { return t.f.Close() }
 
-// promptFile is where an iteration's prompt is written ($RALPH_PROMPT_FILE).
-// Parallel workers each get their own, .ralph/prompts/<item>.md, so that
-// one worker's prompt (or its agent's output file beside it) never
-// replaces another's.
-func (e *Engine) promptFile(item string) string {
-	if e.cfg.Parallel <= 1 {
-		return e.cfg.Paths.PromptFile
-	}
-	return filepath.Join(e.cfg.Paths.Dir, "prompts", safeFileName(item)+".md")
-}
-
 func safeFileName(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -59,174 +48,169 @@ func safeFileName(s string) string {
 	return b.String()
 }
 
+// iteration is one iteration under way: what it is, the tree it runs in,
+// its record in state and what the agent did.
+type iteration struct {
+	it  *Item
+	s   setup
+	ws  Workspace
+	cur *Current
+	att *Attempt
+}
+
 // begin starts an iteration on it: the tree is prepared, the iteration is
-// recorded as under way (phase agent), the prompt is built and written.
-func (e *Engine) begin(ctx context.Context, it *Item, iteration int) (*Current, *Attempt, error) {
+// recorded as under way (phase agent), the prompt is written.
+func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, error) {
 	cfg := &e.cfg
-	src := cfg.Source
-	var is ItemState
-	var maxIt int
-	e.box.read(func(st *State) { is = *st.item(it.ID); maxIt = st.MaxIterations })
-	dir, perr := src.Prepare(ctx, it, e.box.snapshot())
-	if perr != nil {
-		return nil, nil, perr
+	snap := e.box.snapshot()
+	s, err := e.iterationSetup(it, snap, number)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := cfg.Source.Prepare(ctx, it, snap)
+	if err != nil {
+		return nil, err
 	}
 	// The item's base is taken once, before its first iteration; a retry
 	// builds on the same base and needs no git call for it.
-	head := is.BaseHead
-	if bk, ok := src.(BaseKnower); ok && head == "" {
-		head = bk.PreparedBase(it.ID)
+	head := ""
+	if is := snap.Items[it.ID]; is != nil {
+		head = is.BaseHead
 	}
 	if head == "" {
-		head, _ = cfg.Git.HeadOf(ctx, dir)
+		head = ws.Base
 	}
-	cur := &Current{Item: it.ID, Iteration: iteration, Attempt: is.Attempts + 1, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
-	if dir != cfg.Paths.Root {
-		cur.Worktree = dir
+	if head == "" {
+		head, _ = cfg.Git.HeadOf(ctx, ws.Dir)
+	}
+	cur := &Current{Item: it.ID, Iteration: number, Attempt: s.Attempt, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
+	if ws.Dir != cfg.Paths.Root {
+		cur.Worktree = ws.Dir
 	}
 	if err := e.box.update(func(st *State) {
 		st.Current = append(st.Current, cur)
-		s := st.item(it.ID)
-		s.Status = ItemRunning
-		s.Runs++
-		if s.BaseHead == "" {
-			s.BaseHead = head
+		is := st.Item(it.ID)
+		is.Status = ItemRunning
+		is.Runs++
+		if is.BaseHead == "" {
+			is.BaseHead = head
 		}
-		s.Iterations = append(s.Iterations, cur.Iteration)
+		is.Iterations = append(is.Iterations, number)
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	tr, err := openTranscript(cfg.Paths.Transcripts, number, it.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.writePrompt(it.ID, s.Prompt); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), s.Prompt)
+	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt,
+		Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", number, s.MaxIterations, it.ID, it.Title, s.Attempt, s.MaxAttempts),
+		Data:    map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != ""}})
+	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt}
+	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att}, nil
+}
+
+// iterate runs one whole iteration on it: begin, the agent, conclude.
+func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
+	cfg := &e.cfg
+	x, err := e.begin(ctx, it, number)
+	if err != nil {
+		return err
+	}
+	defer x.att.Log.Close()
+	if err := e.waitForRateLimit(ctx); err != nil {
+		return err
+	}
+	req := e.request(x.s, x.ws.Dir, x.s.Prompt, x.s.Role, e.runID())
+	req.Transcript = x.att.Log
+	req.Started = func(pid int) { _ = e.box.updateLight(func(st *State) { x.cur.AgentPID = pid }) }
+	res, err := cfg.Agent.Run(ctx, req)
+	if ctx.Err() != nil {
+		fmt.Fprintf(x.att.Log, "\n[ralph] interrupted\n")
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("agent %s: %w", cfg.AgentName, err)
+	}
+	x.att.Result = res
+	e.emit(Event{Type: "agent_finished", Iteration: number, Item: it.ID, Attempt: x.cur.Attempt,
+		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
+	if res.RateLimit != nil {
+		_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
+		return e.rateLimited(it, x.cur, res.RateLimit)
+	}
+	e.resetBackoff()
+	if err := e.claimed(x); err != nil {
+		return err
+	}
+	return e.conclude(ctx, x)
+}
+
+// reattach rebuilds an iteration begun earlier around its recorded Current
+// — by a process that crashed while verifying it, or in the agent's own
+// session (the Stop hook) — so that it can be concluded without running
+// the agent. final is the agent's last message.
+func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final string) (*iteration, error) {
+	cfg := &e.cfg
+	snap := e.box.snapshot()
+	ws, err := cfg.Source.Prepare(ctx, it, snap)
+	if err != nil {
+		return nil, err
 	}
 	tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	att := &Attempt{Item: it, Dir: dir, Promise: cfg.Promise, Log: tr}
-	d := PromptData{
-		Kind: it.Kind, ProgressPath: cfg.Paths.Progress, ItemID: it.ID, Title: it.Title,
-		Description: it.Description, Criteria: it.Criteria, Iteration: cur.Iteration,
-		MaxIterations: maxIt, Attempt: cur.Attempt, MaxAttempts: e.maxAttempts(it.ID),
-		Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
-		RetryContext: is.LastFailure,
-	}
-	src.PromptData(it, &d)
-	role := ""
-	if cfg.RoleText != nil {
-		e.box.read(func(st *State) { role = cfg.RoleText(it, st) })
-	}
-	prompt, err := BuildPrompt(e.tmplFrom, e.template, role, d)
-	if err != nil {
-		tr.Close()
-		return nil, nil, UsageError("%v", err)
-	}
-	att.Prompt = prompt
-	// A derived file (the transcript has the prompt too): no fsync.
-	pf := e.promptFile(it.ID)
-	if err := os.MkdirAll(filepath.Dir(pf), 0o755); err != nil {
-		tr.Close()
-		return nil, nil, err
-	}
-	if err := os.WriteFile(pf, []byte(prompt), 0o644); err != nil {
-		tr.Close()
-		return nil, nil, err
-	}
-	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-		cur.Iteration, it.Kind, it.ID, cur.Attempt, e.maxAttempts(it.ID), cfg.AgentName, cur.StartedAt.Format(time.RFC3339), prompt)
-	e.emit(Event{Type: "iteration_started", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
-		Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", cur.Iteration, maxIt, it.ID, it.Title, cur.Attempt, e.maxAttempts(it.ID)),
-		Data:    map[string]any{"transcript": tr.Path, "retry": d.RetryContext != ""}})
-	return cur, att, nil
+	prompt, _ := os.ReadFile(e.promptFile(it.ID)) // no other iteration of the item began since
+	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt)}
+	att.Result.FinalText = final
+	return &iteration{it: it, ws: ws, cur: cur, att: att}, nil
 }
 
-// iterate runs one iteration on it. With resume set (a crash during
-// verification), the agent is not run again.
-func (e *Engine) iterate(ctx context.Context, it *Item, resume *Current, iteration int) error {
-	cfg := &e.cfg
-	var att *Attempt
-	cur := resume
-	if cur == nil {
-		var err error
-		cur, att, err = e.begin(ctx, it, iteration)
-		if err != nil {
-			return err
-		}
-		defer att.Log.Close()
-		var runs int
-		e.box.read(func(st *State) { runs = st.item(it.ID).Runs })
-		if err := e.waitForRateLimit(ctx); err != nil {
-			return err
-		}
-		tr, dir, prompt := att.Log, att.Dir, att.Prompt
-		res, err := cfg.Agent.Run(ctx, agent.Request{
-			Prompt: prompt, PromptFile: e.promptFile(it.ID), Dir: dir, Model: cfg.Model,
-			Env: append(append([]string{}, cfg.AgentEnv...),
-				"RALPH_PROMPT_FILE="+e.promptFile(it.ID), "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
-				fmt.Sprintf("RALPH_ITERATION=%d", cur.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", cur.Attempt),
-				"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+e.runID()),
-			Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: it.ID, Iteration: cur.Iteration, Attempt: runs,
-			Started: func(pid int) { _ = e.box.updateLight(func(st *State) { cur.AgentPID = pid }) },
-		})
-		if ctx.Err() != nil {
-			fmt.Fprintf(tr, "\n[ralph] interrupted\n")
-			return ctx.Err()
-		}
-		if err != nil {
-			return fmt.Errorf("agent %s: %w", cfg.AgentName, err)
-		}
-		att.Result = res
-		e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
-			Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
-		if res.RateLimit != nil {
-			_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
-			return e.rateLimited(it, cur, res.RateLimit)
-		}
-		e.resetBackoff()
-		if err := e.claimed(att, res.Usage); err != nil {
-			return err
-		}
-	} else {
-		dir, err := cfg.Source.Prepare(ctx, it, e.box.snapshot())
-		if err != nil {
-			return err
-		}
-		tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
-		if err != nil {
-			return err
-		}
-		defer tr.Close()
-		att = &Attempt{Item: it, Dir: dir, Promise: cfg.Promise, Log: tr}
-		e.box.read(func(st *State) {
-			if s, ok := st.Extra["last_final_"+it.ID].(string); ok {
-				att.Result.FinalText = s
-			}
-		})
-		att.Claimed = DetectPromise(att.Result.FinalText, cfg.Promise, "")
-		att.Learnings = ExtractLearnings(att.Result.FinalText)
-		fmt.Fprintf(tr, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
+// reverify concludes an iteration a crash interrupted while verifying.
+func (e *Engine) reverify(ctx context.Context, it *Item, cur *Current) error {
+	x, err := e.reattach(ctx, it, cur, cur.Final)
+	if err != nil {
+		return err
 	}
-	return e.conclude(ctx, it, cur, att)
+	defer x.att.Log.Close()
+	fmt.Fprintf(x.att.Log, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
+	e.readSignals(x.att)
+	return e.conclude(ctx, x)
+}
+
+// readSignals reads what the agent's final message claims.
+func (e *Engine) readSignals(att *Attempt) {
+	att.Claimed = DetectPromise(att.Result.FinalText, e.cfg.Promise, att.Prompt)
+	att.Learnings = ExtractLearnings(att.Result.FinalText)
 }
 
 // claimed reads the signals of a finished agent run and moves the
-// iteration to its verify phase.
-func (e *Engine) claimed(att *Attempt, usage agent.Usage) error {
-	cfg := &e.cfg
-	it := att.Item
-	att.Claimed = DetectPromise(att.Result.FinalText, cfg.Promise, att.Prompt)
-	att.Learnings = ExtractLearnings(att.Result.FinalText)
+// iteration to its verify phase, keeping the final message for a resume.
+func (e *Engine) claimed(x *iteration) error {
+	e.readSignals(x.att)
+	res := x.att.Result
 	return e.box.update(func(st *State) {
-		st.Usage.Add(usage)
-		if cur := st.current(it.ID); cur != nil {
+		st.Usage.Add(res.Usage)
+		if cur := st.current(x.it.ID); cur != nil {
 			cur.Phase = PhaseVerify
+			cur.Final = gate.Trim(res.FinalText, 16<<10)
 		}
-		st.Extra = setExtra(st.Extra, "last_final_"+it.ID, gate.Trim(att.Result.FinalText, 16<<10))
 	})
 }
 
 // conclude verifies an iteration and decides: pass (accept through the
 // merge queue) or fail (spend an attempt, maybe block).
-func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Attempt) error {
+func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	cfg := &e.cfg
 	src := cfg.Source
+	it, cur, att := x.it, x.cur, x.att
 	tr, dir := att.Log, att.Dir
 	v := src.Verify(ctx, att, e.box.snapshot())
 	if ctx.Err() != nil {
@@ -237,20 +221,24 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
 	}
 	for _, g := range v.Gates {
+		verdict := "passed"
+		if !g.Passed {
+			verdict = "FAILED"
+		}
 		e.emit(Event{Type: "gate_result", Iteration: cur.Iteration, Item: it.ID,
-			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, map[bool]string{true: "passed", false: "FAILED"}[g.Passed], g.Duration.Round(time.Millisecond)),
+			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, verdict, g.Duration.Round(time.Millisecond)),
 			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
 	}
-	// A passing item of a staging source gets its file list from staging
-	// (no extra git call); every other iteration asks git now, before the
-	// commit makes the tree clean.
+	// A passing item in a tree of its own gets its file list when its
+	// work is committed there (no extra git call); every other iteration
+	// asks git now, before the commit makes the tree clean.
 	var files []string
-	if !v.Passed || e.stager() == nil {
+	if !v.Passed || !x.ws.Isolated() {
 		files, _ = cfg.Git.Changed(ctx, dir, ".ralph/")
 	}
 
 	if v.Passed {
-		commit, rv, err := e.accept(ctx, it, cur, att, v)
+		commit, rv, err := e.accept(ctx, x, v)
 		if err != nil {
 			return err
 		}
@@ -259,13 +247,13 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 		}
 		if rv == nil {
 			e.appendProgress(it, cur, "passed", v, att.Learnings, files, commit)
-			e.markPassed(it, cur.Iteration, commit, &v, v.Summary)
+			e.markPassed(it, cur.Iteration, commit, v.Summary)
 			fmt.Fprintf(tr, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
 			// Dependents may start now; the tree is tidied after that,
 			// off their path (and off the agent slots).
 			e.slots.poke()
-			if cl, ok := src.(Cleaner); ok {
-				cl.Cleanup(ctx, att)
+			if x.ws.Tidy != nil {
+				x.ws.Tidy(ctx, att)
 			}
 			return nil
 		}
@@ -274,9 +262,10 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 
 	// Failed iteration: spend an attempt, keep the tree for the retry.
 	sig := failureSignature(v)
+	limit := e.maxAttempts(it)
 	blocked := false
 	_ = e.box.update(func(st *State) {
-		s := st.item(it.ID)
+		s := st.Item(it.ID)
 		s.Attempts++
 		s.LastResult = v.Summary
 		s.LastFailure = v.Failure
@@ -287,7 +276,7 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 			st.Breaker.LastSignature, st.Breaker.SameCount = sig, 1
 		}
 		st.Breaker.NoProgress++
-		if s.Attempts >= e.maxAttempts(it.ID) {
+		if s.Attempts >= limit {
 			blocked = true
 			s.Status = ItemBlocked
 			s.Reason = fmt.Sprintf("failed %d attempts; last: %s", s.Attempts, v.Summary)
@@ -297,7 +286,7 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 	})
 	e.appendProgress(it, cur, "failed", v, att.Learnings, files, "")
 	fmt.Fprintf(tr, "\n[ralph] %s not passed: %s\n", it.ID, v.Summary)
-	e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, e.maxAttempts(it.ID), v.Summary)})
+	e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, limit, v.Summary)})
 	if blocked {
 		var reason string
 		e.box.read(func(st *State) { reason = st.Items[it.ID].Reason })
@@ -309,18 +298,10 @@ func (e *Engine) conclude(ctx context.Context, it *Item, cur *Current, att *Atte
 	return nil
 }
 
-func setExtra(m map[string]any, k string, v any) map[string]any {
-	if m == nil {
-		m = map[string]any{}
-	}
-	m[k] = v
-	return m
-}
-
-func (e *Engine) markPassed(it *Item, iteration int, commit string, v *Verdict, summary string) {
+func (e *Engine) markPassed(it *Item, iteration int, commit, summary string) {
 	now := e.cfg.Clock.Now().UTC()
 	_ = e.box.update(func(st *State) {
-		s := st.item(it.ID)
+		s := st.Item(it.ID)
 		s.Status = ItemPassed
 		s.Commit = commit
 		s.PassedAt = &now
@@ -329,7 +310,6 @@ func (e *Engine) markPassed(it *Item, iteration int, commit string, v *Verdict, 
 		s.Reason = ""
 		s.BaseHead = ""
 		st.dropCurrent(it.ID)
-		delete(st.Extra, "last_final_"+it.ID)
 		st.Breaker = Breaker{}
 	})
 	e.emit(Event{Type: "item_passed", Iteration: iteration, Item: it.ID, Message: fmt.Sprintf("%s passed (%s), commit %s", it.ID, summary, short(commit)), Data: map[string]any{"commit": commit}})

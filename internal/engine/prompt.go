@@ -30,9 +30,10 @@ type PromptData struct {
 	Progress      string // bounded digest of progress.md
 }
 
-// DefaultPrompt is used when the repo has no PROMPT.md. It carries what
-// seed 001 calls Ralph-ready: read first, one story, test, progress,
-// promise — but the harness, not the agent, commits and marks passes.
+// DefaultPrompt is used when the repo has no PROMPT.md. It says what a
+// Ralph-ready prompt says — read first, one story, test, leave learnings,
+// promise when done — except that the harness, not the agent, commits and
+// marks passes.
 const DefaultPrompt = `You are one iteration of a Ralph loop: a fresh agent run that gets the same instructions every time. Your memory is the repository, its git history and {{.ProgressPath}}.
 
 1. Read first: the progress notes below and ` + "`git log --oneline -10`" + ` show what earlier iterations did.

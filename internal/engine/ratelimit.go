@@ -35,7 +35,7 @@ func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error 
 		st.RateLimitedAt = &until
 		st.dropCurrent(it.ID)
 		st.Refunds++
-		s := st.item(it.ID)
+		s := st.Item(it.ID)
 		s.Status = ItemPending
 		if n := len(s.Iterations); n > 0 {
 			s.Iterations = s.Iterations[:n-1]

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 )
 
@@ -14,8 +13,8 @@ type workerDone struct {
 
 // schedule is the one scheduler: a ready queue (not dependency levels) and
 // at most Parallel agents at once (agentSlots). An item starts as soon as
-// the source says it is ready; with Parallel = 1 this is the sequential
-// loop.
+// the source says it is ready and decideStop allows it; with Parallel = 1
+// this is the sequential loop.
 func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 	cfg := &e.cfg
 	wctx, cancelWorkers := context.WithCancel(ctx)
@@ -26,65 +25,44 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 	var fatal error
 
 	for {
-		if stopStatus == "" && fatal == nil {
-			stopStatus, stopReason = e.checkStops(ctx)
-		}
 		for stopStatus == "" && fatal == nil && e.slots.free() {
-			var snap State
-			e.box.read(func(st *State) { snap = *st })
-			it, err := cfg.Source.Next(e.box.snapshot(), running)
+			snap := e.box.snapshot()
+			it, err := cfg.Source.Next(snap, running)
 			if err != nil {
 				fatal = err
 				break
 			}
-			if it == nil {
+			if stopStatus, stopReason = e.decideStop(ctx, snap, it, len(running)); stopStatus != "" {
+				e.consumeStop(stopStatus)
 				break
 			}
-			if snap.Counted() >= snap.MaxIterations {
-				stopStatus, stopReason = StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", snap.MaxIterations)
-				break
-			}
-			if reason := e.breakerOpen(); reason != "" {
-				stopStatus, stopReason = StatusBlocked, reason
-				break
-			}
-			if !e.slots.tryTake(it.ID) {
-				break // a resolver took the slot meanwhile
+			if it == nil || !e.slots.tryTake(it.ID) {
+				break // nothing ready, or a resolver took the slot meanwhile
 			}
 			e.watching = false
 			running[it.ID] = true
-			iteration := 0
+			number := 0
 			// Reserved in memory; begin's write records it with the iteration.
-			e.box.mutate(func(st *State) { st.Iteration++; iteration = st.Iteration })
-			go func(it *Item, iteration int) {
-				err := e.iterate(wctx, it, nil, iteration)
+			e.box.mutate(func(st *State) { st.Iteration++; number = st.Iteration })
+			go func(it *Item, number int) {
+				err := e.iterate(wctx, it, number)
 				done <- workerDone{id: it.ID, err: err}
-			}(it, iteration)
+			}(it, number)
 		}
 		if len(running) == 0 {
-			if fatal != nil {
+			switch {
+			case fatal != nil:
 				return e.stop(StatusError, fatal.Error()), fatal
-			}
-			if ctx.Err() != nil {
+			case ctx.Err() != nil:
 				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
-			}
-			if stopStatus != "" {
+			case stopStatus != "":
 				return e.stop(stopStatus, stopReason), nil
 			}
-			// Nothing runs and nothing can start.
-			if cfg.Watch > 0 {
-				if err := e.watch(ctx); err != nil {
-					return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
-				}
-				continue
+			// Nothing runs, nothing is ready, and the run watches for work.
+			if err := e.watch(ctx); err != nil {
+				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
 			}
-			var snap State
-			e.box.read(func(st *State) { snap = *st })
-			passed, blocked, total := snap.Counts()
-			if passed == total {
-				return e.stop(StatusComplete, fmt.Sprintf("all %s passed", plural(total, e.kind()))), nil
-			}
-			return e.stop(StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", e.kind(), passed, blocked, total-passed-blocked)), nil
+			continue
 		}
 		var d workerDone
 		select {
@@ -94,12 +72,11 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 		}
 		delete(running, d.id)
 		e.slots.done(d.id)
-		_ = e.box.update(func(st *State) {
-			e.syncItems(st)
-			if s, ok := cfg.Source.(StateSyncer); ok {
-				s.SyncState(st)
-			}
-		})
+		var serr error
+		_ = e.box.update(func(st *State) { serr = e.syncState(st, SyncIteration) })
+		if serr != nil {
+			e.emit(Event{Type: "source_error", Message: serr.Error()})
+		}
 		if d.err != nil && ctx.Err() == nil && fatal == nil {
 			fatal = fmt.Errorf("%s: %w", d.id, d.err)
 			cancelWorkers()
@@ -107,43 +84,20 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 	}
 }
 
-// checkStops returns a stop status when the run must not start new work:
-// Ctrl-C, the stop file, a budget. Running workers finish first.
-func (e *Engine) checkStops(ctx context.Context) (string, string) {
-	cfg := &e.cfg
-	if ctx.Err() != nil {
-		return StatusInterrupted, "interrupted (SIGINT)"
-	}
-	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
-		_ = os.Remove(cfg.Paths.Stop)
-		return StatusStopped, "stop requested (.ralph/stop)"
-	}
-	var snap State
-	e.box.read(func(st *State) { snap = *st })
-	if cfg.MaxCost > 0 && snap.Usage.CostUSD >= cfg.MaxCost {
-		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", snap.Usage.CostUSD, cfg.MaxCost)
-	}
-	if tok := snap.Usage.InputTokens + snap.Usage.OutputTokens; cfg.MaxTokens > 0 && tok >= cfg.MaxTokens {
-		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.MaxTokens)
-	}
-	return "", ""
-}
-
 // watch waits one interval for new work without running an agent.
 func (e *Engine) watch(ctx context.Context) error {
 	cfg := &e.cfg
 	if !e.watching {
 		e.watching = true
-		e.emit(Event{Type: "watching", Message: fmt.Sprintf("nothing is ready; watching %s every %s (no agent runs, no tokens spent)", cfg.Source.Path(), cfg.Watch)})
+		e.emit(Event{Type: "watching", Message: fmt.Sprintf("nothing is ready; watching %s every %s (no agent runs, no tokens spent)", e.info().Path, cfg.Watch)})
 	}
 	if err := cfg.Clock.Sleep(ctx, cfg.Watch); err != nil {
 		return err
 	}
-	if r, ok := cfg.Source.(Reloader); ok {
-		if err := r.Reload(); err != nil {
-			e.emit(Event{Type: "source_error", Message: err.Error()})
-		}
-		_ = e.box.update(func(st *State) { e.syncItems(st) })
+	var serr error
+	_ = e.box.update(func(st *State) { serr = e.syncState(st, SyncPoll) })
+	if serr != nil {
+		e.emit(Event{Type: "source_error", Message: serr.Error()})
 	}
 	return nil
 }

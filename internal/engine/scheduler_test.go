@@ -30,8 +30,9 @@ type dagSource struct {
 	accepted []string
 }
 
-func (s *dagSource) Kind() string  { return "prd" }
-func (s *dagSource) Path() string  { return "dag" }
+func (s *dagSource) Info() SourceInfo {
+	return SourceInfo{Kind: "prd", Path: "dag", ItemKind: "story"}
+}
 func (s *dagSource) Items() []Item { return s.items }
 func (s *dagSource) Next(st *State, busy map[string]bool) (*Item, error) {
 	var ready []Item
@@ -56,7 +57,9 @@ func (s *dagSource) Next(st *State, busy map[string]bool) (*Item, error) {
 	sort.SliceStable(ready, func(i, j int) bool { return s.priority[ready[i].ID] < s.priority[ready[j].ID] })
 	return &ready[0], nil
 }
-func (s *dagSource) Prepare(context.Context, *Item, *State) (string, error) { return "/work", nil }
+func (s *dagSource) Prepare(context.Context, *Item, *State) (Workspace, error) {
+	return Workspace{Dir: "/work"}, nil
+}
 func (s *dagSource) Verify(_ context.Context, a *Attempt, _ *State) Verdict {
 	if s.fail[a.Item.ID] {
 		return Verdict{Summary: "test FAILED", Failure: "boom"}
@@ -73,7 +76,8 @@ func (s *dagSource) Block(context.Context, *Item, *State, string) error { return
 func (s *dagSource) Recover(context.Context, *Item, *State) (string, bool, error) {
 	return "", false, nil
 }
-func (s *dagSource) PromptData(*Item, *PromptData) {}
+func (s *dagSource) Sync(*State, SyncReason) error { return nil }
+func (s *dagSource) Close(*State)                  {}
 
 // recAgent records starts and concurrency; it can report one rate limit.
 type recAgent struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // stagingSource is a dagSource whose items work in trees of their own
-// (Stager with Stages true); Accept waits for gate to close, and may
+// (a Workspace with Commit); Accept waits for gate to close, and may
 // report one conflict per item listed in conflict.
 type stagingSource struct {
 	*dagSource
@@ -21,10 +21,11 @@ type stagingSource struct {
 	inAccept []string
 }
 
-func (s *stagingSource) Stages() bool { return true }
-func (s *stagingSource) Stage(_ context.Context, a *Attempt, _ Verdict) error {
-	a.Files = []string{a.Item.ID + ".txt"}
-	return nil
+func (s *stagingSource) Prepare(context.Context, *Item, *State) (Workspace, error) {
+	return Workspace{Dir: "/work", Commit: func(_ context.Context, a *Attempt, _ Verdict) error {
+		a.Files = []string{a.Item.ID + ".txt"}
+		return nil
+	}}, nil
 }
 func (s *stagingSource) Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error) {
 	s.mu2.Lock()

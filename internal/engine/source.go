@@ -7,14 +7,60 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 )
 
-// Item is one unit of work: a PRD story, a task, a pipeline stage.
+// Item is one unit of work: a PRD story, a task, a pipeline stage. It
+// carries everything the engine needs to run and bound it, so no source
+// needs a side door into the engine.
 type Item struct {
 	ID          string
 	Title       string
 	Description string
 	Criteria    []string
-	Kind        string // story | task | stage
+	Kind        string // story | task | stage | loop
+	// Branch is the git branch the item's work lands on (a PRD's feature
+	// branch, a task's own branch), for the prompt's {{.Branch}}.
+	Branch string
+	// MaxAttempts is the item's own attempt cap (a pipeline stage's
+	// max_iterations); 0 means the run's --max-attempts.
+	MaxAttempts int
+	// Promise is the completion promise this item's prompt asks for when
+	// it is not the run's (a pipeline stage whose exit is a promise).
+	Promise string
+	// Template, when set, is the item's own prompt text (a template over
+	// PromptData); the engine renders it as the item's description.
+	Template string
 }
+
+// SourceInfo describes a source once: what it is and which files it owns.
+type SourceInfo struct {
+	Kind     string // prd | tasks | pipeline | loop
+	Path     string // the file the source reads (absolute)
+	ItemKind string // story | task | stage | loop: what one item is called
+	// ControlFiles are files the source owns besides Path (tasks-done.jsonl,
+	// lock files): they are ralph's, never the user's dirty work.
+	ControlFiles []string
+	// PRDPath and TasksPath fill the prompt variables of the same names.
+	PRDPath   string
+	TasksPath string
+}
+
+// Workspace is the tree an iteration runs in, as Prepare made it.
+type Workspace struct {
+	Dir string
+	// Base is the commit the tree was cut at, when the source knows it
+	// without asking git (a worktree cut at a known tip); "" otherwise.
+	Base string
+	// Commit and Tidy are set only for trees of the item's own (a parallel
+	// PRD's worktrees). Commit records verified work on the item's own
+	// branch before the merge queue, so only the merge is serialised; it
+	// sets Attempt.Files to what it recorded and must be idempotent. Tidy
+	// runs after the item is recorded as passed, off the agent slots.
+	Commit func(ctx context.Context, a *Attempt, v Verdict) error
+	Tidy   func(ctx context.Context, a *Attempt)
+}
+
+// Isolated reports whether the tree is the item's own: its verified work
+// needs no agent slot while it waits to merge.
+func (w Workspace) Isolated() bool { return w.Commit != nil }
 
 // Attempt is what the engine hands a source to judge one iteration.
 type Attempt struct {
@@ -26,8 +72,8 @@ type Attempt struct {
 	Claimed   bool // set by the engine from the promise; a source may add its own signals
 	Learnings []string
 	Log       *Transcript
-	// Files are the paths the iteration changed, when a Stager recorded
-	// them while staging (nil otherwise: the engine asks git).
+	// Files are the paths the iteration changed, when Workspace.Commit
+	// recorded them (nil otherwise: the engine asks git).
 	Files []string
 }
 
@@ -41,92 +87,52 @@ type Verdict struct {
 	Tampered []string
 }
 
+// SyncReason says why the engine asks a source to bring state up to date.
+type SyncReason int
+
+const (
+	// SyncNewRun: the state was just created. A source may mark items done
+	// before the run (a story a person set to passes:true).
+	SyncNewRun SyncReason = iota
+	// SyncResume: the state was read back from disk.
+	SyncResume
+	// SyncIteration: an iteration ended; its files may have changed items
+	// (subtasks split off, tasks appended or archived by hand).
+	SyncIteration
+	// SyncPoll: nothing is ready and the run watches for new work: re-read
+	// what others may have appended.
+	SyncPoll
+)
+
 // Source is a work source. The engine owns the loop (limits, prompts,
 // agents, retries, state, events); a source owns what its work means:
 // which item is next, which tree it runs in, how "done" is checked and
-// recorded.
+// recorded in git.
 type Source interface {
-	Kind() string
-	Path() string
+	Info() SourceInfo
 	// Items lists every item in display order.
 	Items() []Item
 	// Next returns the best ready item not in busy, or nil when none is
 	// ready (the engine then decides complete vs blocked from state).
 	Next(st *State, busy map[string]bool) (*Item, error)
-	// Prepare readies the tree for an iteration on it and returns the dir.
-	Prepare(ctx context.Context, it *Item, st *State) (string, error)
+	// Prepare readies the tree for an iteration on it. It is called again
+	// for an iteration resumed after a crash and must then reattach.
+	Prepare(ctx context.Context, it *Item, st *State) (Workspace, error)
 	// Verify judges an iteration: the claim, the gates, control-plane
 	// integrity.
 	Verify(ctx context.Context, a *Attempt, st *State) Verdict
 	// Accept records a passed item (commit, merge, write-back) and returns
-	// the commit that holds it.
+	// the commit that holds it. It may return *Rejected or *Conflict.
 	Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error)
 	// Block gives up on an item after its attempts.
 	Block(ctx context.Context, it *Item, st *State, reason string) error
 	// Recover finishes an iteration that was in its commit phase when the
 	// process died: it returns the commit if the item was already recorded.
 	Recover(ctx context.Context, it *Item, st *State) (commit string, done bool, err error)
-	// PromptData fills the source's fields of the prompt variables.
-	PromptData(it *Item, d *PromptData)
-}
-
-// Seeder is implemented by sources that know items already done before
-// the first run (a PRD whose stories were passed by hand).
-type Seeder interface {
-	Seed(st *State)
-}
-
-// Reloader is implemented by sources whose file others append to while the
-// loop runs (tasks.jsonl in watch mode): Reload re-reads it.
-type Reloader interface {
-	Reload() error
-}
-
-// AttemptLimiter is implemented by sources whose items have their own
-// attempt caps (a pipeline stage's max_iterations); 0 means the run's.
-type AttemptLimiter interface {
-	MaxAttempts(itemID string) int
-}
-
-// StopObserver is told the final state when a run stops (a source that
-// mirrors state into its own file, like pipeline.json).
-type StopObserver interface {
-	Stopped(st *State)
-}
-
-// StateSyncer is implemented by sources whose items change during a run
-// (subtasks split off, tasks appended, archived by hand): after every
-// iteration the engine lets the source bring the item states up to date.
-type StateSyncer interface {
-	SyncState(st *State)
-}
-
-// ControlFiler names files the source owns besides Path (e.g.
-// tasks-done.jsonl): the dirty-tree check ignores them.
-type ControlFiler interface {
-	ControlFiles() []string
-}
-
-// Stager is implemented by sources that prepare a verified item for the
-// merge queue (commit the worktree's work on its branch) outside the queue,
-// so only the merge itself is serialized.
-// Stage sets a.Files to what it recorded. Stages reports whether this run
-// stages at all (a source may stage only in some modes).
-type Stager interface {
-	Stages() bool
-	Stage(ctx context.Context, a *Attempt, v Verdict) error
-}
-
-// BaseKnower is implemented by sources that know the commit an item's tree
-// was cut at once Prepare made it (a worktree cut at a known tip), so the
-// engine records the item's base without a git call; "" when unknown.
-type BaseKnower interface {
-	PreparedBase(id string) string
-}
-
-// Cleaner is implemented by sources with per-item leftovers to tidy after
-// an item passed (a worktree to park for the next item). It runs after the
-// item is recorded as passed, so its dependents do not wait for it.
-type Cleaner interface {
-	Cleanup(ctx context.Context, a *Attempt)
+	// Sync brings item states up to date with the source's files (see
+	// SyncReason); the engine then re-reads Items for the order and titles.
+	Sync(st *State, why SyncReason) error
+	// Close is told the final state when a run stops (mirror files,
+	// leftover worktrees).
+	Close(st *State)
 }

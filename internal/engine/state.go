@@ -45,7 +45,7 @@ const (
 type State struct {
 	Version       int                   `json:"version"`
 	RunID         string                `json:"run_id"`
-	Source        string                `json:"source"` // prd | tasks | pipeline
+	Source        string                `json:"source"` // prd | tasks | pipeline | loop
 	SourcePath    string                `json:"source_path"`
 	Branch        string                `json:"branch,omitempty"`
 	BaseBranch    string                `json:"base_branch,omitempty"`
@@ -64,7 +64,6 @@ type State struct {
 	Usage         agent.Usage           `json:"usage"`
 	RateLimitedAt *time.Time            `json:"rate_limited_until,omitempty"`
 	Breaker       Breaker               `json:"breaker"`
-	Extra         map[string]any        `json:"extra,omitempty"` // per-source state (pipeline stage, …)
 	// Preexisting lists paths that were dirty when the run started with
 	// --allow-dirty: they are the user's, and ralph never commits them.
 	Preexisting []string `json:"preexisting,omitempty"`
@@ -98,6 +97,10 @@ type Current struct {
 	AgentPID  int       `json:"agent_pid,omitempty"`      // process group of the running agent
 	QueuePos  int       `json:"queue_position,omitempty"` // place in the merge queue (1 = merging)
 	LastGate  string    `json:"last_gate,omitempty"`
+	// Final is the agent's final message (bounded), kept from the end of
+	// the agent's run until the verdict so that an iteration interrupted
+	// while verifying is verified again without running the agent.
+	Final string `json:"final,omitempty"`
 }
 
 // Breaker counts repeated failures; it opens when the same failure
@@ -228,7 +231,9 @@ func (b *stateBox) read(fn func(st *State)) {
 	fn(b.st)
 }
 
-func (st *State) item(id string) *ItemState {
+// Item returns the record of item id, creating a pending one when there is
+// none yet.
+func (st *State) Item(id string) *ItemState {
 	is, ok := st.Items[id]
 	if !ok {
 		is = &ItemState{ID: id, Status: ItemPending}

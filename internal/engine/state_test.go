@@ -24,7 +24,7 @@ func TestStateBoxGroupCommit(t *testing.T) {
 				if i%3 == 0 {
 					update = b.updateLight
 				}
-				if err := update(func(st *State) { st.item(id).Runs++ }); err != nil {
+				if err := update(func(st *State) { st.Item(id).Runs++ }); err != nil {
 					t.Error(err)
 					return
 				}

@@ -34,20 +34,11 @@ func (e *Engine) Step(ctx context.Context, final string) (StepResult, error) {
 
 func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepResult, error) {
 	cfg := &e.cfg
-	if err := os.MkdirAll(cfg.Paths.Dir, 0o755); err != nil {
-		return StepResult{}, err
-	}
-	lock, err := lockRun(cfg.Paths.Lock)
+	lock, _, err := e.open(ctx)
 	if err != nil {
 		return StepResult{}, err
 	}
 	defer lock.Unlock()
-	st, _, err := e.loadOrStart(ctx)
-	if err != nil {
-		return StepResult{}, err
-	}
-	e.box = &stateBox{st: st, path: cfg.Paths.State, now: cfg.Clock.Now}
-	_ = e.box.update(func(st *State) { st.Status = StatusRunning; st.StopReason = "" })
 
 	var res StepResult
 	var cur *Current
@@ -57,28 +48,19 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 		}
 	})
 	if conclude && cur != nil {
-		it := e.itemByID(cur.Item)
-		if it != nil {
-			tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
+		if it := e.itemByID(cur.Item); it != nil {
+			x, err := e.reattach(ctx, it, cur, final)
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(tr, "%s\n", final)
-			prompt, _ := os.ReadFile(cfg.Paths.PromptFile)
-			dir, err := cfg.Source.Prepare(ctx, it, e.box.snapshot())
-			if err != nil {
-				tr.Close()
-				return res, err
-			}
-			att := &Attempt{Item: it, Dir: dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt)}
-			att.Result.FinalText = final
+			fmt.Fprintf(x.att.Log, "%s\n", final)
 			e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: "the agent's session ended its turn (stop hook)"})
-			if err := e.claimed(att, att.Result.Usage); err != nil {
-				tr.Close()
+			if err := e.claimed(x); err != nil {
+				x.att.Log.Close()
 				return res, err
 			}
-			err = e.conclude(ctx, it, cur, att)
-			tr.Close()
+			err = e.conclude(ctx, x)
+			x.att.Log.Close()
 			if err != nil {
 				return res, err
 			}
@@ -90,45 +72,38 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	} else if cur != nil {
 		// Already under way (armed twice, or a Start after a Step): hand
 		// back the current prompt.
-		prompt, _ := os.ReadFile(cfg.Paths.PromptFile)
+		prompt, _ := os.ReadFile(e.promptFile(cur.Item))
 		res.Prompt, res.Item, res.Iteration = string(prompt), e.itemByID(cur.Item), cur.Iteration
 		e.box.read(func(st *State) { res.MaxIterations = st.MaxIterations })
 		return res, nil
 	}
 
-	// What next: the same limits as the scheduler.
-	if status, reason := e.checkStops(ctx); status != "" {
+	// What next: the scheduler's own decision.
+	if err := e.box.update(func(st *State) { err = e.syncState(st, SyncIteration) }); err != nil {
+		return res, err
+	}
+	snap := e.box.snapshot()
+	it, err := cfg.Source.Next(snap, nil)
+	if err != nil {
+		return res, err
+	}
+	if status, reason := e.decideStop(ctx, snap, it, 0); status != "" {
+		e.consumeStop(status)
 		return e.finish(status, reason), nil
 	}
-	var snap State
-	e.box.read(func(st *State) { snap = *st })
-	it, err := cfg.Source.Next(e.box.snapshot(), nil)
+	if it == nil { // decideStop waits for new work only in watch mode
+		return e.finish(StatusBlocked, "nothing is ready and the Stop-hook driver does not watch for new work"), nil
+	}
+	number := 0
+	if err := e.box.update(func(st *State) { st.Iteration++; number = st.Iteration }); err != nil {
+		return res, err
+	}
+	x, err := e.begin(ctx, it, number)
 	if err != nil {
 		return res, err
 	}
-	if it == nil {
-		passed, blocked, total := snap.Counts()
-		if passed == total {
-			return e.finish(StatusComplete, fmt.Sprintf("all %s passed", plural(total, e.kind()))), nil
-		}
-		return e.finish(StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked", e.kind(), passed, blocked)), nil
-	}
-	if snap.Counted() >= snap.MaxIterations {
-		return e.finish(StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", snap.MaxIterations)), nil
-	}
-	if reason := e.breakerOpen(); reason != "" {
-		return e.finish(StatusBlocked, reason), nil
-	}
-	iteration := 0
-	if err := e.box.update(func(st *State) { st.Iteration++; iteration = st.Iteration }); err != nil {
-		return res, err
-	}
-	c, att, err := e.begin(ctx, it, iteration)
-	if err != nil {
-		return res, err
-	}
-	att.Log.Close()
-	res.Prompt, res.Item, res.Iteration, res.MaxIterations = att.Prompt, it, c.Iteration, snap.MaxIterations
+	x.att.Log.Close()
+	res.Prompt, res.Item, res.Iteration, res.MaxIterations = x.s.Prompt, it, number, x.s.MaxIterations
 	return res, nil
 }
 

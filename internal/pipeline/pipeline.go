@@ -1,7 +1,7 @@
 // Package pipeline reads pipeline files: an ordered list of stages, each
 // with a prompt template and an exit condition the harness checks in the
-// tree after every iteration (seed 000: architect → qa → security →
-// implementer → verifier). Files are strict YAML; every problem names the
+// tree after every iteration (the built-in pagent pipeline: architect → qa
+// → security → implementer → verifier). Files are strict YAML; every problem names the
 // file, line and column where the YAML parser knows them, the stage and the
 // field.
 package pipeline

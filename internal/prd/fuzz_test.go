@@ -37,7 +37,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		// Selection must not panic on invalid input either.
-		p.Stages()
+		p.Levels()
 		p.NextStory(p.PassedInFile(), nil)
 		if p.Validate() != nil {
 			return

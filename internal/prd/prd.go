@@ -1,8 +1,7 @@
 // Package prd reads, checks and writes back prd.json files, and decides which
 // user story an iteration should work on next.
 //
-// Two dialects exist in the wild: the snake_case format of seed 002
-// (user_stories, depends_on, quality_checks, ...) and the camelCase format of
+// Two dialects exist in the wild: a snake_case format (user_stories, depends_on, quality_checks, ...) and the camelCase format of
 // the bash Ralph (userStories, acceptanceCriteria, branchName, ...). Files are
 // edited by people and by agents, so the package keeps whatever it does not
 // understand: unknown fields and the original key order survive a write-back,
@@ -25,7 +24,7 @@ import (
 type Format int
 
 const (
-	// FormatSnake is seed 002's dialect: user_stories, acceptance_criteria,
+	// FormatSnake is the snake_case dialect: user_stories, acceptance_criteria,
 	// depends_on, quality_checks, branch_name, created_at, updated_at.
 	FormatSnake Format = iota
 	// FormatCamel is the bash Ralph dialect: userStories, acceptanceCriteria,
@@ -253,13 +252,13 @@ func priorityKey(p int) int {
 	return p
 }
 
-// Stages groups stories into dependency levels for parallel execution: every
-// story in stage n depends only on stories in earlier stages, so a whole stage
-// can run concurrently once the previous ones are merged. A story's level is
+// Levels groups stories into dependency levels: every story in level n
+// depends only on stories in earlier levels, so a whole level can run
+// concurrently once the previous ones are merged. A story's level is
 // 1 + the highest level of its dependencies. Stories whose level is undefined
 // (in or behind a dependency cycle, or depending on an unknown id) are left
 // out; Validate reports why.
-func (p *PRD) Stages() [][]*Story {
+func (p *PRD) Levels() [][]*Story {
 	index := p.indexByID()
 	const (
 		unknown  = -1
@@ -301,7 +300,7 @@ func (p *PRD) Stages() [][]*Story {
 		level[i] = lv
 		return lv
 	}
-	var stages [][]*Story
+	var levels [][]*Story
 	for i := range p.Stories {
 		if index[p.Stories[i].ID] != i {
 			continue // a repeated id is ambiguous; only the first counts
@@ -310,15 +309,15 @@ func (p *PRD) Stages() [][]*Story {
 		if lv < 0 {
 			continue
 		}
-		for len(stages) <= lv {
-			stages = append(stages, nil)
+		for len(levels) <= lv {
+			levels = append(levels, nil)
 		}
-		stages[lv] = append(stages[lv], &p.Stories[i])
+		levels[lv] = append(levels[lv], &p.Stories[i])
 	}
-	for _, st := range stages {
+	for _, st := range levels {
 		sortSelection(st, nil)
 	}
-	return stages
+	return levels
 }
 
 // indexByID maps each id to its first story.

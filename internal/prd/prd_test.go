@@ -301,7 +301,7 @@ func TestStages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got [][]string
-			for _, st := range mustParse(t, tt.src).Stages() {
+			for _, st := range mustParse(t, tt.src).Levels() {
 				var ids []string
 				for _, s := range st {
 					ids = append(ids, s.ID)

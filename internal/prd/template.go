@@ -9,7 +9,7 @@ import (
 // now is replaced in tests so templates are reproducible.
 var now = time.Now
 
-// Template is seed 002's create_prd_template: a valid snake_case PRD with one
+// Template is the PRD that `ralph prd new` writes: a valid snake_case PRD with one
 // example story, meant to be edited by a person or an agent. Every field is
 // written, even empty ones, so the file shows what can be filled in.
 func Template(project, feature string) *PRD {

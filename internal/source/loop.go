@@ -10,7 +10,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 )
 
-// Loop is the plain Ralph loop of seed 001's ralph-loop plugin: one prompt,
+// Loop is the plain Ralph loop (as the Claude Code ralph-loop plugin runs
+// it, driven by the Stop hook or `ralph run`): one prompt,
 // the same every iteration, until the agent's final message carries the
 // completion promise (and optional checks pass) or the iterations run out.
 // It owns no git history: the agent commits as its prompt tells it.
@@ -25,8 +26,9 @@ type Loop struct {
 // LoopItemID is the one item of a plain loop.
 const LoopItemID = "loop"
 
-func (l *Loop) Kind() string { return "loop" }
-func (l *Loop) Path() string { return filepath.Join(l.Root, ".ralph", "loop") }
+func (l *Loop) Info() engine.SourceInfo {
+	return engine.SourceInfo{Kind: "loop", Path: filepath.Join(l.Root, ".ralph", "loop"), ItemKind: "loop"}
+}
 
 func (l *Loop) Items() []engine.Item {
 	title := strings.TrimSpace(l.Prompt)
@@ -36,7 +38,9 @@ func (l *Loop) Items() []engine.Item {
 	if len(title) > 60 {
 		title = title[:60] + "…"
 	}
-	return []engine.Item{{ID: LoopItemID, Title: title, Kind: "loop"}}
+	// The one item may use every iteration of the loop, so the loop ends on
+	// max_iterations rather than on a blocked item.
+	return []engine.Item{{ID: LoopItemID, Title: title, Kind: "loop", MaxAttempts: l.MaxIterations + 1}}
 }
 
 func (l *Loop) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
@@ -48,27 +52,14 @@ func (l *Loop) Next(st *engine.State, busy map[string]bool) (*engine.Item, error
 	return &it, nil
 }
 
-func (l *Loop) Prepare(context.Context, *engine.Item, *engine.State) (string, error) {
-	return l.Root, nil
+func (l *Loop) Prepare(context.Context, *engine.Item, *engine.State) (engine.Workspace, error) {
+	return engine.Workspace{Dir: l.Root}, nil
 }
 
 func (l *Loop) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	if a.Result.Failed() {
-		return engine.AgentFailure(a.Result)
-	}
-	if !a.Claimed {
-		// The same prompt comes back unchanged: no retry context.
-		return engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}
-	}
-	if len(l.Checks) == 0 {
-		return engine.Verdict{Passed: true, Claimed: true, Summary: "completion promise found"}
-	}
-	results, ok := l.Gates.Run(ctx, a.Dir, l.Checks, a.Log)
-	v := engine.Verdict{Passed: ok, Claimed: true, Gates: results, Summary: "promise found; " + gate.Summary(results)}
-	if !ok {
-		v.Failure = "You claimed completion, but the harness's checks failed:\n\n" + gate.FailureContext(results, 4<<10)
-	}
-	return v
+	// The same prompt comes back unchanged when nothing was claimed: no
+	// retry context.
+	return judge(ctx, a, a.Claimed, engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}, l.Gates, l.Checks)
 }
 
 func (l *Loop) Accept(context.Context, *engine.Attempt, engine.Verdict, *engine.State) (string, error) {
@@ -81,11 +72,12 @@ func (l *Loop) Recover(context.Context, *engine.Item, *engine.State) (string, bo
 	return "", false, nil
 }
 
-func (l *Loop) PromptData(*engine.Item, *engine.PromptData) {}
+// Sync has nothing to do: the loop's one item changes only through the
+// engine.
+func (l *Loop) Sync(*engine.State, engine.SyncReason) error { return nil }
 
-// MaxAttempts lets the one item use every iteration of the loop, so the
-// loop ends on max_iterations rather than on a blocked item.
-func (l *Loop) MaxAttempts(string) int { return l.MaxIterations + 1 }
+// Close has nothing to tidy.
+func (l *Loop) Close(*engine.State) {}
 
 // LiteralTemplate escapes text so the prompt template prints it as is
 // (a user's prompt may contain "{{").

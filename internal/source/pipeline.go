@@ -27,8 +27,9 @@ type Pipeline struct {
 	Runner  proc.Runner   // runs command conditions
 	Timeout time.Duration // per command condition; 0 = 10 minutes
 	PRDPath string        // absolute; "" when the pipeline names no PRD
-	// StatePath is the seed-000 style mirror (.ralph/pipeline.json),
-	// derived from the engine's state.
+	// StatePath is the pipeline's own state file (.ralph/pipeline.json:
+	// current stage, per-stage iteration counts), a mirror derived from
+	// the engine's state.
 	StatePath string
 }
 
@@ -73,8 +74,9 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 	return s, nil
 }
 
-func (s *Pipeline) Kind() string { return "pipeline" }
-func (s *Pipeline) Path() string { return s.File }
+func (s *Pipeline) Info() engine.SourceInfo {
+	return engine.SourceInfo{Kind: "pipeline", Path: s.File, ItemKind: "stage", PRDPath: s.PRDPath}
+}
 
 func (s *Pipeline) Items() []engine.Item {
 	out := make([]engine.Item, 0, len(s.P.Stages))
@@ -84,20 +86,20 @@ func (s *Pipeline) Items() []engine.Item {
 	return out
 }
 
+// stageItem is a stage as the engine runs it: its own prompt template,
+// its iteration cap (max_iterations; 0 means the run's --max-attempts) and,
+// when its exit is a promise, that promise in the prompt's {{.Promise}}.
 func stageItem(st *pipeline.Stage) engine.Item {
-	return engine.Item{ID: st.Name, Title: st.DisplayTitle(), Kind: "stage",
+	it := engine.Item{ID: st.Name, Title: st.DisplayTitle(), Kind: "stage", Template: st.Template, MaxAttempts: st.MaxIterations,
 		Criteria: []string{"Exit condition (checked by the harness): " + st.Exit.Describe()}}
+	if ps := st.Exit.Promises(); len(ps) > 0 {
+		it.Promise = ps[0]
+	}
+	return it
 }
 
-// MaxAttempts is the stage's own iteration cap (max_iterations); 0 means
-// the run's --max-attempts. The engine asks for it through an optional
-// interface.
-func (s *Pipeline) MaxAttempts(itemID string) int {
-	if st := s.P.Stage(itemID); st != nil {
-		return st.MaxIterations
-	}
-	return 0
-}
+// Sync has nothing to do: stages change only through the engine.
+func (s *Pipeline) Sync(*engine.State, engine.SyncReason) error { return nil }
 
 // Next is the first stage that has not passed: stages are strictly
 // ordered, so a blocked stage stops the pipeline.
@@ -118,7 +120,7 @@ func (s *Pipeline) Next(st *engine.State, busy map[string]bool) (*engine.Item, e
 }
 
 // Prepare runs every stage in the repository root on the current branch.
-func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (string, error) {
+func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
 	running := true
 	for _, c := range st.Current {
 		if c.Item == it.ID {
@@ -126,27 +128,7 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 		}
 	}
 	s.writeState(st, it.ID, "", running, "")
-	return s.Git.Dir, nil
-}
-
-// PromptData fills the stage's variables and renders its prompt as the
-// item's description; a stage whose exit is a promise sets {{.Promise}} to
-// that promise.
-func (s *Pipeline) PromptData(it *engine.Item, d *engine.PromptData) {
-	d.Stage = it.ID
-	d.PRDPath = s.PRDPath
-	stg := s.P.Stage(it.ID)
-	if stg == nil {
-		return
-	}
-	if ps := stg.Exit.Promises(); len(ps) > 0 {
-		d.Promise = ps[0]
-	}
-	text, err := stg.Render(*d)
-	if err != nil {
-		text = stg.Template + "\n\n(ralph could not fill in this template: " + err.Error() + ")"
-	}
-	d.Description = text
+	return engine.Workspace{Dir: s.Git.Dir}, nil
 }
 
 // Verify evaluates the stage's exit condition in the tree.
@@ -182,51 +164,30 @@ func stageFirstLine(s string) string {
 // agent's own commits of this stage are folded into it).
 func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
-	repo := s.Git.At(a.Dir)
-	if is := st.Items[id]; is != nil && is.BaseHead != "" {
-		if head, _ := repo.Head(ctx); head != is.BaseHead {
-			if err := repo.ResetSoft(ctx, is.BaseHead); err != nil {
-				return "", err
-			}
-		}
+	base := ""
+	if is := st.Items[id]; is != nil {
+		base = is.BaseHead
 	}
-	if _, err := repo.AddAllExcept(ctx, st.Preexisting); err != nil {
-		return "", err
+	title := a.Item.Title
+	if title == "" {
+		title = id
 	}
-	staged, err := repo.StagedFiles(ctx)
+	msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(StageTrailer, id, st.RunID)...)
+	commit, _, err := commitWork(ctx, s.Git.At(a.Dir), base, st.Preexisting, msg, false)
 	if err != nil {
 		return "", err
-	}
-	var commit string
-	if len(staged) == 0 {
-		commit, _ = repo.Head(ctx)
-	} else {
-		title := a.Item.Title
-		if title == "" {
-			title = id
-		}
-		msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary,
-			"Ralph-Stage: "+id, "Ralph-Run: "+st.RunID)
-		if commit, err = repo.Commit(ctx, msg, false); err != nil {
-			return "", err
-		}
 	}
 	s.writeState(st, "", id, false, "")
 	return commit, nil
 }
 
+// StageTrailer marks the commit that recorded a pipeline stage.
+const StageTrailer = "Ralph-Stage"
+
 // Recover reports whether a stage's commit landed before a crash.
 func (s *Pipeline) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	head, err := s.Git.Head(ctx)
-	if err != nil {
-		return "", false, nil
-	}
-	base := ""
-	if is := st.Items[it.ID]; is != nil {
-		base = is.BaseHead
-	}
-	if head != base && s.Git.Trailer(ctx, "HEAD", "Ralph-Stage") == it.ID {
-		return head, true, nil
+	if sha := committedIn(ctx, s.Git, "HEAD", StageTrailer, it.ID, st.RunID); sha != "" {
+		return sha, true, nil
 	}
 	return "", false, nil
 }
@@ -238,12 +199,13 @@ func (s *Pipeline) Block(ctx context.Context, it *engine.Item, st *engine.State,
 	return nil
 }
 
-// Stopped rewrites the mirror with the run's final status and reason.
-func (s *Pipeline) Stopped(st *engine.State) {
+// Close rewrites the mirror with the run's final status and reason.
+func (s *Pipeline) Close(st *engine.State) {
 	s.writeState(st, "", "", false, st.StopReason)
 }
 
-// PipelineState is .ralph/pipeline.json, the seed-000 state file. It is a
+// PipelineState is .ralph/pipeline.json: the current stage and each
+// stage's iteration count, in the shape pipeline scripts expect. It is a
 // mirror of the engine's state.json for people and scripts; ralph never
 // reads it back.
 type PipelineState struct {

@@ -64,21 +64,22 @@ func TestPipelineSourceFlow(t *testing.T) {
 	for _, it := range s.Items() {
 		st.Items[it.ID] = &engine.ItemState{ID: it.ID, Status: engine.ItemPending}
 	}
-	if s.MaxAttempts("design") != 2 || s.MaxAttempts("check") != 0 {
-		t.Fatalf("MaxAttempts = %d, %d", s.MaxAttempts("design"), s.MaxAttempts("check"))
+	if items := s.Items(); items[0].MaxAttempts != 2 || items[1].MaxAttempts != 0 {
+		t.Fatalf("MaxAttempts = %d, %d", items[0].MaxAttempts, items[1].MaxAttempts)
+	}
+	if info := s.Info(); info.PRDPath != filepath.Join(dir, "spec.md") || info.ItemKind != "stage" {
+		t.Fatalf("info = %+v", info)
 	}
 	it, _ := s.Next(st, nil)
 	if it == nil || it.ID != "design" || it.Kind != "stage" {
 		t.Fatalf("next = %+v", it)
 	}
-	wd, err := s.Prepare(ctx, it, st)
-	if err != nil || wd != dir {
-		t.Fatalf("prepare = %q, %v", wd, err)
+	ws, err := s.Prepare(ctx, it, st)
+	if err != nil || ws.Dir != dir || ws.Isolated() {
+		t.Fatalf("prepare = %+v, %v", ws, err)
 	}
-	var d engine.PromptData
-	s.PromptData(it, &d)
-	if d.Stage != "design" || d.PRDPath != filepath.Join(dir, "spec.md") || d.Description != "Design from "+d.PRDPath+" (design)" {
-		t.Fatalf("prompt data = %+v", d)
+	if it.Template != "Design from {{.PRDPath}} ({{.Stage}})" || it.Promise != "" {
+		t.Fatalf("stage item = %+v", it)
 	}
 
 	os.WriteFile(filepath.Join(dir, "design.md"), []byte("one\n"), 0o644)
@@ -123,10 +124,8 @@ func TestPipelineSourceFlow(t *testing.T) {
 	if it == nil || it.ID != "check" {
 		t.Fatalf("next = %+v", it)
 	}
-	d = engine.PromptData{Promise: "COMPLETE"}
-	s.PromptData(it, &d)
-	if d.Promise != "SHIPPED" || d.Description != "Say SHIPPED when done" {
-		t.Fatalf("prompt data = %+v", d)
+	if it.Promise != "SHIPPED" || it.Template != "Say {{.Promise}} when done" {
+		t.Fatalf("stage item = %+v", it)
 	}
 	att = &engine.Attempt{Item: it, Dir: dir, Prompt: "Say SHIPPED when done", Result: agent.Result{FinalText: "ok\n<promise>SHIPPED</promise>"}}
 	if v := s.Verify(ctx, att, st); !v.Passed || !v.Claimed {
@@ -169,7 +168,7 @@ func TestOpenPipelineErrors(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "PRD.md"), []byte("x"), 0o644)
 	s, err := OpenPipeline("pagent", dir, repo, proc.Exec{}, 0)
-	if err != nil || len(s.Items()) != 5 || s.Path() != "pagent (built-in)" {
+	if err != nil || len(s.Items()) != 5 || s.Info().Path != "pagent (built-in)" {
 		t.Fatalf("preset: %v", err)
 	}
 }

@@ -8,32 +8,104 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 )
 
-// Parallel mode: each story works in its own worktree under
-// .ralph/worktrees/<story> on branch ralph/<feature>-stories/<story>, cut from the
-// feature branch's tip. A verified story is squash-merged onto the feature
-// branch in the main tree, and the gates run again on that integrated tree
-// before the commit is made: a commit on the feature branch always means
-// "passed after integration", and a crash mid-merge leaves no commit.
+// ParallelPRD runs the stories of a prd.json at once, each in its own
+// worktree under .ralph/worktrees/<story> on branch
+// ralph/<feature>-stories/<story>, cut from the feature branch's tip. A
+// verified story is squash-merged onto the feature branch in the main tree,
+// and the gates run again on that integrated tree before the commit is
+// made: a commit on the feature branch always means "passed after
+// integration", and a crash mid-merge leaves no commit.
+type ParallelPRD struct {
+	*prdDoc
+	waiting map[string]int // per story, how many stories wait on it (under mu)
+
+	// Bookkeeping, under wmu (never held across a git call, so preparing
+	// and verifying worktrees never wait for a merge).
+	wmu       sync.Mutex
+	wtAdmin   sync.RWMutex // worktree adds vs. commands that list worktrees
+	mainReady bool         // main tree on Branch and stale worktrees pruned
+	tip       string       // the feature branch's head after our last merge
+	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
+	// agent's copy needs no git call; merging marks worktrees in a merge.
+	branchPRD map[string][]byte
+	merging   map[string]bool
+	// parked are worktrees of stories merged this run, ready for the next
+	// story; leftover are merged stories' worktrees from a crashed run;
+	// merged are those stories' branches, deleted in one call when the run
+	// stops; bases are the tips new worktrees were cut at.
+	parked   []string
+	leftover []string
+	merged   []string
+	bases    map[string]string
+	// readying are worktrees being readied (or ready) for stories not yet
+	// started; starting are stories inside Prepare; dropped are stories
+	// whose readied tree another story took.
+	readying map[string]*readied
+	starting map[string]bool
+	dropped  map[string]bool
+	// prdTracked: the PRD is in git's index (known after the first merge
+	// of the run, or seen at its start), so a commit can --include it.
+	prdTracked bool
+}
+
+// OpenParallelPRD loads and validates path for a parallel run.
+func OpenParallelPRD(path string, repo *git.Repo, gates gate.Runner) (*ParallelPRD, error) {
+	d, err := openPRDDoc(path, repo, gates)
+	if err != nil {
+		return nil, err
+	}
+	return &ParallelPRD{prdDoc: d}, nil
+}
+
+// Next is the best ready story: priority, then the one more stories wait
+// on (directly or not), then file order.
+func (s *ParallelPRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting == nil {
+		s.waiting = s.Doc.Dependents() // the graph is fixed for the run
+	}
+	ready := s.Doc.ReadyStoriesUnblockingFirst(st.Passed(), excluded(st, busy), s.waiting)
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	it := s.item(*ready[0])
+	return &it, nil
+}
+
+// Prepare gives the story its worktree: the one it had (a retry, or a
+// resume after a crash), one readied for it, or a new one.
+func (s *ParallelPRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
+	dir, err := s.prepareWorktree(ctx, it)
+	if err != nil {
+		return engine.Workspace{}, err
+	}
+	s.wmu.Lock()
+	base := s.bases[it.ID]
+	s.wmu.Unlock()
+	return engine.Workspace{Dir: dir, Base: base, Commit: s.commitWorktree, Tidy: s.tidy}, nil
+}
 
 // WorktreeDir is where a story's worktree lives.
-func (s *PRD) WorktreeDir(id string) string {
+func (s *ParallelPRD) WorktreeDir(id string) string {
 	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", git.Slug(id, 60))
 }
 
 // StoryBranch is the branch of a story's worktree: ralph/<feature>-stories/<story>.
 // (Not ralph/<feature>/<story>: git cannot hold a branch ralph/<feature> and
 // branches below it at once, and the feature branch is often ralph/<feature>.)
-func (s *PRD) StoryBranch(id string) string {
+func (s *ParallelPRD) StoryBranch(id string) string {
 	return "ralph/" + git.Slug(strings.TrimPrefix(s.Branch, "ralph/"), 60) + "-stories/" + git.Slug(id, 60)
 }
 
-func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
+func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
 	// Only the first call touches the main tree; worktrees are created
 	// outside the merge's way (each only writes its own branch and folder),
 	// so a merge in progress does not hold up a story's start.
@@ -43,7 +115,7 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 	if !ready {
 		s.mu.Lock()
 		if !s.onBranch {
-			if _, err := s.prepareMain(ctx); err != nil {
+			if err := s.toBranch(ctx); err != nil {
 				s.mu.Unlock()
 				return "", err
 			}
@@ -99,7 +171,7 @@ func (s *PRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, err
 // story's base stays what the engine records even if a merge lands
 // meanwhile; before the first merge, at the branch). It reuses the tree at
 // parked if given, else what reuseWorktree finds, else adds a fresh one.
-func (s *PRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
+func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
 	s.wmu.Lock()
 	base := s.tip
 	s.wmu.Unlock()
@@ -126,7 +198,7 @@ func (s *PRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
 
 // cut records a story's new worktree: its base and the PRD as checked out
 // there (so restoring the agent's copy needs no git call).
-func (s *PRD) cut(dir, id, base string) {
+func (s *ParallelPRD) cut(dir, id, base string) {
 	var b []byte
 	if rel, err := filepath.Rel(s.Git.Dir, s.File); err == nil && !strings.HasPrefix(rel, "..") {
 		b, _ = os.ReadFile(filepath.Join(dir, rel))
@@ -151,7 +223,7 @@ func (s *PRD) cut(dir, id, base string) {
 
 // refresh moves a worktree readied ahead of its story's start to the
 // current tip when merges landed since (one checkout; none if not).
-func (s *PRD) refresh(ctx context.Context, dir, id string) error {
+func (s *ParallelPRD) refresh(ctx context.Context, dir, id string) error {
 	s.wmu.Lock()
 	base, tip := s.bases[id], s.tip
 	s.wmu.Unlock()
@@ -169,7 +241,7 @@ func (s *PRD) refresh(ctx context.Context, dir, id string) error {
 // next — ready (its dependencies merged), no worktree of its own, best by
 // the scheduler's order — so that story's start needs at most a checkout.
 // It returns false when no story qualifies (the caller parks the tree).
-func (s *PRD) readyNext(ctx context.Context, parked string) bool {
+func (s *ParallelPRD) readyNext(ctx context.Context, parked string) bool {
 	s.mu.Lock()
 	if s.waiting == nil {
 		s.waiting = s.Doc.Dependents()
@@ -212,13 +284,13 @@ func (s *PRD) readyNext(ctx context.Context, parked string) bool {
 // is checked out, worktree move and remove look too) can read the entry
 // half-made and fail. So adds run alone, and the commands that list
 // worktrees run beside each other but never beside an add.
-func (s *PRD) addingWorktree(fn func() error) error {
+func (s *ParallelPRD) addingWorktree(fn func() error) error {
 	s.wtAdmin.Lock()
 	defer s.wtAdmin.Unlock()
 	return fn()
 }
 
-func (s *PRD) listingWorktrees(fn func() error) error {
+func (s *ParallelPRD) listingWorktrees(fn func() error) error {
 	s.wtAdmin.RLock()
 	defer s.wtAdmin.RUnlock()
 	return fn()
@@ -227,14 +299,13 @@ func (s *PRD) listingWorktrees(fn func() error) error {
 // switchWorktree puts the worktree at dir on story id's branch at start;
 // --force also discards tracked changes (untracked files were cleaned), so
 // the tree is the branch's exactly.
-func (s *PRD) switchWorktree(ctx context.Context, dir, id, start string) error {
+func (s *ParallelPRD) switchWorktree(ctx context.Context, dir, id, start string) error {
 	return s.listingWorktrees(func() error {
-		_, err := s.Git.At(dir).Run(ctx, "checkout", "--quiet", "--force", "-B", s.StoryBranch(id), start)
-		return err
+		return s.Git.At(dir).ForceCheckoutBranch(ctx, s.StoryBranch(id), start)
 	})
 }
 
-func (s *PRD) removeWorktree(ctx context.Context, dir string) {
+func (s *ParallelPRD) removeWorktree(ctx context.Context, dir string) {
 	_ = s.listingWorktrees(func() error { return s.Git.WorktreeRemove(ctx, dir) })
 }
 
@@ -245,18 +316,10 @@ type readied struct {
 	ok   bool
 }
 
-// PreparedBase is the commit a story's new worktree was cut at, when known
-// (engine.BaseKnower): the engine records it without asking git.
-func (s *PRD) PreparedBase(id string) string {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.bases[id]
-}
-
 // adoptMerged takes over the worktrees that a crashed earlier run left
 // behind for stories that are passed: they are removed, with their
 // branches, when this run stops. Called with s.wmu held.
-func (s *PRD) adoptMerged() {
+func (s *ParallelPRD) adoptMerged() {
 	root := filepath.Join(s.Git.Dir, ".ralph", "worktrees")
 	entries, _ := os.ReadDir(root)
 	for _, st := range s.Doc.Stories {
@@ -277,7 +340,7 @@ func (s *PRD) adoptMerged() {
 // the harness's model, then puts the branch's own version back: a story
 // branch never carries PRD changes (the harness writes passes in the main
 // tree when the story merges).
-func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampered []string, claimed bool) {
+func (s *ParallelPRD) restoreWorktree(ctx context.Context, dir, current string) (tampered []string, claimed bool) {
 	rel, err := filepath.Rel(s.Git.Dir, s.File)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return nil, false
@@ -301,8 +364,8 @@ func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampere
 		return tampered, claimed
 	}
 	wt := s.Git.At(dir)
-	if _, err := wt.Run(ctx, "cat-file", "-e", "HEAD:"+rel); err == nil {
-		_, _ = wt.Run(ctx, "checkout", "HEAD", "--", rel)
+	if wt.HasPath(ctx, "HEAD", rel) {
+		_ = wt.RestorePath(ctx, "HEAD", rel)
 	} else {
 		_ = os.Remove(wfile)
 	}
@@ -311,11 +374,7 @@ func (s *PRD) restoreWorktree(ctx context.Context, dir, current string) (tampere
 
 // conflictMarkers lists files in dir that still hold conflict markers.
 func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
-	out, err := wt.Run(ctx, "diff", "--name-only", "--diff-filter=U")
-	var paths []string
-	if err == nil && strings.TrimSpace(out) != "" {
-		paths = strings.Split(strings.TrimSpace(out), "\n")
-	}
+	paths, _ := wt.UnmergedPaths(ctx)
 	var left []string
 	for _, p := range paths {
 		b, err := os.ReadFile(filepath.Join(wt.Dir, p))
@@ -326,12 +385,29 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 	return left
 }
 
-// acceptParallel squash-merges the story branch onto the feature branch
-// and re-runs the gates on the integrated tree. The merge queue runs one
+// Verify checks the agent's copy of the PRD and leftover conflict
+// markers, then the claim and the gates in the story's worktree.
+func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+	tampered, claimedInFile := s.restoreWorktree(ctx, a.Dir, a.Item.ID)
+	s.wmu.Lock()
+	merging := s.merging[a.Item.ID]
+	s.wmu.Unlock()
+	// Conflict markers can only be left where a merge was replayed.
+	if merging {
+		if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
+			return engine.Verdict{Tampered: tampered, Summary: "conflict markers remain in " + strings.Join(left, ", "),
+				Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
+		}
+	}
+	return s.judge(ctx, a, claimedInFile, tampered)
+}
+
+// Accept squash-merges the story branch onto the feature branch and
+// re-runs the gates on the integrated tree. The merge queue runs one
 // Accept at a time, so the main tree is this call's alone; s.mu is held
 // only around the document, which workers read to prepare and verify
 // while a merge runs.
-func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
 	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
 	main := s.Git
@@ -346,9 +422,7 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 	}
 	undo := func() {
 		_ = main.ResetHard(ctx, pre)
-		s.mu.Lock()
-		s.unmark(id)
-		s.mu.Unlock()
+		_ = s.setPassed(id, false)
 	}
 	if err := main.MergeSquash(ctx, s.StoryBranch(id)); err != nil {
 		_ = main.ResetHard(ctx, pre)
@@ -358,10 +432,9 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 		}
 		return "", s.conflictInWorktree(ctx, wt, id, ce)
 	}
+	err := s.setPassed(id, true)
 	s.mu.Lock()
-	s.Doc.MarkPassed(id)
-	err := s.write()
-	gates := prdGates(s.Doc, id)
+	gates := s.gatesFor(id)
 	s.mu.Unlock()
 	if err != nil {
 		undo()
@@ -375,8 +448,7 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 			Failure: "Your branch passed its gates alone, but after squash-merging it onto the current feature branch the gates failed on the integrated tree (the merge was undone). Other stories merged since you started; bring your work in line with them.\n\n" + gate.FailureContext(results, 4<<10),
 		}
 	}
-	msg := CommitMessage(fmt.Sprintf("feat(%s): %s", id, a.Item.Title), a.Learnings, v.Summary+"; integrated gates: "+gate.Summary(results),
-		"Ralph-Story: "+id, "Ralph-Run: "+st.RunID)
+	msg := storyMessage(a, v.Summary+"; integrated gates: "+gate.Summary(results), st.RunID)
 	// The squash staged the story's changes; only the PRD's write-back is
 	// added (a full `add --all` would scan the whole tree in the queue).
 	// --include takes only a tracked file: a PRD new to git is added first.
@@ -397,21 +469,18 @@ func (s *PRD) acceptParallel(ctx context.Context, a *engine.Attempt, v engine.Ve
 	return sha, nil
 }
 
-// stageWorktree records the story's work (and a resolved merge) on its
-// branch. Idempotent: with nothing new it commits nothing new.
-func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
-	wt := s.Git.At(a.Dir)
-	files, err := wt.AddAllExcept(ctx, nil)
+// commitWorktree records the story's verified work (and a resolved merge)
+// on its branch before the merge queue (engine.Workspace.Commit). Always
+// a commit, empty when nothing changed: one call instead of asking first
+// whether there is anything to commit.
+func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
+	msg := CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
+	_, files, err := commitWork(ctx, s.Git.At(a.Dir), "", nil, msg, true)
 	if err != nil {
 		return err
 	}
-	// Always a commit (empty when nothing changed): one call instead of
-	// asking first whether there is anything to commit.
-	if err := wt.CommitOnly(ctx, CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID), true); err != nil {
-		return err
-	}
-	// A re-stage after a conflict resolver lists only what it changed; an
-	// empty list keeps the story's own.
+	// A second commit after a conflict resolver lists only what it
+	// changed; an empty list keeps the story's own.
 	if a.Files == nil || len(files) > 0 {
 		a.Files = files
 	}
@@ -421,34 +490,19 @@ func (s *PRD) stageWorktree(ctx context.Context, a *engine.Attempt, v engine.Ver
 	return nil
 }
 
-// Stages reports whether Stage records this run's stories (engine.Stager):
-// only parallel runs stage, in worktrees.
-func (s *PRD) Stages() bool { return s.Parallel }
-
-// Stage commits the worktree's work before the merge queue (engine.Stager).
-func (s *PRD) Stage(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
-	if !s.Parallel {
-		return nil
-	}
-	return s.stageWorktree(ctx, a, v)
-}
-
-// Cleanup passes a merged story's worktree on (engine.Cleaner): switching
-// a checkout rewrites only the files that differ, where a fresh worktree
-// writes every file. It runs after the story passed and holds no agent
-// slot, so it cleans the tree and readies it for the story likely to start
-// next (readyNext), or else parks it. The story's branch is deleted with
-// the others when the run stops.
-func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
-	if !s.Parallel {
-		return
-	}
+// tidy passes a merged story's worktree on (engine.Workspace.Tidy):
+// switching a checkout rewrites only the files that differ, where a fresh
+// worktree writes every file. It runs after the story passed and holds no
+// agent slot, so it cleans the tree and readies it for the story likely
+// to start next (readyNext), or else parks it. The story's branch is
+// deleted with the others when the run stops.
+func (s *ParallelPRD) tidy(ctx context.Context, a *engine.Attempt) {
 	s.wmu.Lock()
 	delete(s.bases, a.Item.ID)
 	delete(s.branchPRD, a.Item.ID)
 	s.merged = append(s.merged, s.StoryBranch(a.Item.ID))
 	s.wmu.Unlock()
-	if _, err := s.Git.At(a.Dir).Run(ctx, "clean", "-fdxq"); err != nil {
+	if err := s.Git.At(a.Dir).CleanUntracked(ctx); err != nil {
 		s.removeWorktree(ctx, a.Dir)
 		return
 	}
@@ -467,7 +521,7 @@ func (s *PRD) Cleanup(ctx context.Context, a *engine.Attempt) {
 // deleted at the end if it never does). On failure the worktree is removed
 // and false is returned (the caller adds a fresh one: a whole checkout,
 // several times the cost of a move and a switch).
-func (s *PRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bool {
+func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bool {
 	if idle == "" {
 		s.wmu.Lock()
 		if n := len(s.parked); n > 0 {
@@ -518,24 +572,16 @@ func (s *PRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bo
 	return true
 }
 
-func (s *PRD) unmark(id string) {
-	if st := s.Doc.Story(id); st != nil {
-		st.Passes = false
-	}
-	_ = s.write()
-}
-
 // conflictInWorktree merges the feature tip into the story's worktree so
 // the conflict is there for a resolver, and describes it.
-func (s *PRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
+func (s *ParallelPRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
 	s.wmu.Lock()
 	if s.merging == nil {
 		s.merging = map[string]bool{}
 	}
 	s.merging[id] = true
 	s.wmu.Unlock()
-	_, err := wt.Run(ctx, "merge", "--no-ff", "--no-commit", s.Branch)
-	if err == nil {
+	if err := wt.MergeNoCommit(ctx, s.Branch); err == nil {
 		// Git merged it cleanly into the story branch after all: commit and
 		// let the resolver (or a plain retry) verify.
 		_, _ = wt.Commit(ctx, fmt.Sprintf("merge %s into %s\n", s.Branch, s.StoryBranch(id)), true)
@@ -592,14 +638,11 @@ func hunks(s string) string {
 	return strings.Join(out, "\n")
 }
 
-// recoverParallel finds whether a story's squash commit landed, and
-// otherwise clears a half-done merge from the main tree.
-func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sha := s.Git.FindTrailer(ctx, s.Branch, 500, "Ralph-Story", it.ID, "Ralph-Run", st.RunID); sha != "" {
-		s.Doc.MarkPassed(it.ID)
-		return sha, true, s.write()
+// Recover finds whether a story's squash commit landed, and otherwise
+// clears a half-done merge from the main tree.
+func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
+	if sha := committedIn(ctx, s.Git, s.Branch, StoryTrailer, it.ID, st.RunID); sha != "" {
+		return sha, true, s.setPassed(it.ID, true)
 	}
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
 		return "", false, err
@@ -607,16 +650,17 @@ func (s *PRD) recoverParallel(ctx context.Context, it *engine.Item, st *engine.S
 	s.wmu.Lock()
 	s.tip = ""
 	s.wmu.Unlock()
-	return "", false, s.write()
+	return "", false, s.setPassed(it.ID, false)
 }
 
-// Stopped removes the parked worktrees and the merged stories' branches
-// when the run ends (engine.StopObserver): only running or blocked stories
-// keep theirs. Three git calls in all, however many stories merged.
-func (s *PRD) Stopped(st *engine.State) {
-	if !s.Parallel {
-		return
-	}
+// Block leaves the story to a person: its branch and worktree stay as they
+// are (conflict included); the reason is in the state.
+func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string) error { return nil }
+
+// Close removes the parked worktrees and the merged stories' branches
+// when the run ends: only running or blocked stories keep theirs. Three
+// git calls in all, however many stories merged.
+func (s *ParallelPRD) Close(st *engine.State) {
 	s.wmu.Lock()
 	parked, merged := append(s.parked, s.leftover...), s.merged
 	// Worktrees readied for stories that never started go too.
@@ -641,7 +685,7 @@ func (s *PRD) Stopped(st *engine.State) {
 		if len(merged) > 0 {
 			// Branches still checked out (a reused worktree's old name is
 			// not) are refused by git; those belong to running stories.
-			_, _ = s.Git.Run(ctx, append([]string{"branch", "-D", "--"}, merged...)...)
+			_ = s.Git.DeleteBranches(ctx, merged...)
 		}
 		return nil
 	})

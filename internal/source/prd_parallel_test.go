@@ -36,11 +36,10 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo.BatchMaintenance = true
-	src, err := OpenPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
+	src, err := OpenParallelPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Parallel = true
 	st := &engine.State{RunID: "r1", Items: map[string]*engine.ItemState{}}
 	items := map[string]*engine.Item{}
 	for _, it := range src.Items() {
@@ -48,13 +47,18 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 		items[it.ID] = &it
 		st.Items[it.ID] = &engine.ItemState{ID: it.ID}
 	}
+	bases := map[string]string{} // as the last Prepare reported them
 	prepare := func(id string) string {
 		t.Helper()
-		wt, err := src.Prepare(ctx, items[id], st)
+		ws, err := src.Prepare(ctx, items[id], st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return wt
+		if !ws.Isolated() || ws.Tidy == nil {
+			t.Fatalf("%s's workspace is not its own: %+v", id, ws)
+		}
+		bases[id] = ws.Base
+		return ws.Dir
 	}
 	// finish works on a story in its worktree and merges it.
 	finish := func(id string) string {
@@ -63,7 +67,7 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 		os.WriteFile(filepath.Join(wt, strings.ToLower(id)+".txt"), []byte(id+"\n"), 0o644)
 		a := &engine.Attempt{Item: items[id], Dir: wt}
 		v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
-		if err := src.Stage(ctx, a, v); err != nil {
+		if err := src.commitWorktree(ctx, a, v); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Join(a.Files, ",") != strings.ToLower(id)+".txt" {
@@ -77,7 +81,7 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 			t.Fatalf("Accept returned %s, HEAD is %s", sha, head)
 		}
 		st.Items[id].Status = engine.ItemPassed
-		src.Cleanup(ctx, a)
+		src.tidy(ctx, a)
 		return sha
 	}
 	headOf := func(id string) string {
@@ -101,8 +105,8 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	// A's tree went to B: ready since the start, first in file order among
 	// the stories nobody waits on and without a tree; cut at the new tip.
 	gone("A")
-	if headOf("B") != tipA || src.PreparedBase("B") != tipA {
-		t.Fatalf("B readied at %s (base %s), want %s", headOf("B"), src.PreparedBase("B"), tipA)
+	if headOf("B") != tipA || src.bases["B"] != tipA {
+		t.Fatalf("B readied at %s (base %s), want %s", headOf("B"), src.bases["B"], tipA)
 	}
 	tipC := finish("C") // C's tree goes to D (B has one)
 	if headOf("D") != tipC {
@@ -110,8 +114,8 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	}
 	// B starts after C merged: one checkout brings it to C's tip.
 	wt := prepare("B")
-	if headOf("B") != tipC || src.PreparedBase("B") != tipC {
-		t.Fatalf("B started at %s (base %s), want the tip %s", headOf("B"), src.PreparedBase("B"), tipC)
+	if headOf("B") != tipC || bases["B"] != tipC {
+		t.Fatalf("B started at %s (base %s), want the tip %s", headOf("B"), bases["B"], tipC)
 	}
 	if _, err := os.Stat(filepath.Join(wt, "c.txt")); err != nil {
 		t.Fatal("B's tree lacks C's work")
@@ -129,16 +133,16 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	}
 	// The run stops with B running and D never started: D's readied tree
 	// and the merged stories' branches go, B keeps its tree and branch.
-	src.Stopped(st)
+	src.Close(st)
 	gone("D")
 	if _, err := os.Stat(src.WorktreeDir("B")); err != nil {
 		t.Fatalf("running B lost its worktree: %v", err)
 	}
-	branches, _ := repo.Run(ctx, "branch", "--list", "ralph/t-stories/*", "--format=%(refname:short)")
-	if branches != "ralph/t-stories/b" {
+	branches, _ := repo.ListBranches(ctx, "ralph/t-stories/")
+	if strings.Join(branches, " ") != "ralph/t-stories/b" {
 		t.Fatalf("story branches left: %q", branches)
 	}
-	worktrees, _ := repo.Run(ctx, "worktree", "list", "--porcelain")
+	worktrees := gitOut(t, repo, "worktree", "list", "--porcelain")
 	if strings.Count(worktrees, "worktree ") != 2 {
 		t.Fatalf("worktrees: %s", worktrees)
 	}

@@ -118,14 +118,13 @@ func TestRecoverBeforeCommitLanded(t *testing.T) {
 	st, _ := engine.LoadState(p.State)
 	// Undo S-2's commit but keep its work in the tree, as if the process
 	// died between the gates and `git commit`.
-	if _, err := repo.Run(ctx, "reset", "--soft", "HEAD~1"); err != nil {
+	if err := repo.ResetSoft(ctx, "HEAD~1"); err != nil {
 		t.Fatal(err)
 	}
 	parent, _ := repo.Head(ctx)
 	s2 := st.Items["S-2"]
 	s2.Status, s2.Commit, s2.PassedAt, s2.BaseHead = engine.ItemRunning, "", nil, parent
-	st.Current = []*engine.Current{{Item: "S-2", Iteration: 2, Attempt: 1, Phase: engine.PhaseCommit, BaseHead: parent}}
-	st.Extra = map[string]any{"last_final_S-2": "<promise>COMPLETE</promise>"}
+	st.Current = []*engine.Current{{Item: "S-2", Iteration: 2, Attempt: 1, Phase: engine.PhaseCommit, BaseHead: parent, Final: "<promise>COMPLETE</promise>"}}
 	store.WriteJSON(p.State, st)
 	out := runOnce(t, dir, repo)
 	if out.Status != engine.StatusComplete {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,12 +36,13 @@ func (e *InputError) Error() string    { return e.Err.Error() }
 func (e *InputError) Unwrap() error    { return e.Err }
 func (e *InputError) UsageError() bool { return true }
 
-// Tasks runs the leaf tasks of a tasks.jsonl tree (seed 003). Each task is
+// Tasks runs the leaf tasks of a tasks.jsonl tree. Each task is
 // claimed, worked on its own branch task/<id>-<slug> created from the base
 // branch (the one checked out when the run started), and, once the agent
 // has completed it (`ralph task complete ID`, "status":"complete" in the
 // file, or the promise) and the gates pass on the branch, squash-merged
-// into the base branch with the seed's message, the branch deleted and the
+// into the base branch as one commit ("[ID] title", the branch's commit
+// subjects as bullets, "Completes: ID"), the branch deleted and the
 // task archived with the squash commit's SHA.
 //
 // tasks.jsonl and tasks-done.jsonl are the loop's control plane: they are
@@ -143,8 +143,12 @@ func (s *Tasks) loadBase(ctx context.Context) error {
 	return store.WriteJSON(p, rec)
 }
 
-func (s *Tasks) Kind() string { return "tasks" }
-func (s *Tasks) Path() string { return s.File }
+// Info names the task store's files: besides tasks.jsonl, the archive and
+// the lock and hold files are ralph's, never the user's dirty work.
+func (s *Tasks) Info() engine.SourceInfo {
+	return engine.SourceInfo{Kind: "tasks", Path: s.File, ItemKind: "task", TasksPath: s.File,
+		ControlFiles: []string{s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath}}
+}
 
 // Base is the branch tasks are merged into.
 func (s *Tasks) Base() string { return s.base }
@@ -166,9 +170,6 @@ func (s *Tasks) reload() error {
 	}
 	return nil
 }
-
-// Reload re-reads the files (watch mode: others append tasks).
-func (s *Tasks) Reload() error { return s.reload() }
 
 // Items are the leaf tasks of tasks.jsonl, plus the leaves this process
 // saw there that have since been archived.
@@ -208,7 +209,7 @@ func (s *Tasks) item(t *tasks.Task) engine.Item {
 	fmt.Fprintf(&b, `You are on the git branch %s; commit your work there as often as you like (the harness squash-merges it into %s when the task is done).
 When the task is done and its checks pass, run `+"`ralph task complete %s`"+`. If it is too big for one iteration, split it: `+"`ralph task split %s \"first part\" \"second part\"`"+` (or `+"`ralph task add --parent %s TITLE`"+`); the loop then works on the subtasks. Do not complete or claim other tasks: the harness archives tasks itself after running the gates.`,
 		s.branchName(t.ID, t.Title), s.baseName(), t.ID, t.ID, t.ID)
-	return engine.Item{ID: t.ID, Title: t.Title, Description: b.String(), Kind: "task"}
+	return engine.Item{ID: t.ID, Title: t.Title, Description: b.String(), Kind: "task", Branch: s.branchName(t.ID, t.Title)}
 }
 
 func (s *Tasks) baseName() string {
@@ -239,29 +240,23 @@ func (s *Tasks) branch(ctx context.Context, it *engine.Item) (string, error) {
 	return b, nil
 }
 
-// sync makes the run state agree with the files: tasks archived by anyone
+// Sync makes the run state agree with the files: tasks archived by anyone
 // are passed, tasks blocked in the file are blocked, tasks a person
-// unblocked get their attempts back.
+// unblocked get their attempts back. When the run watches for work, the
+// files are read again first (others append tasks).
+func (s *Tasks) Sync(st *engine.State, why engine.SyncReason) error {
+	if why == engine.SyncPoll {
+		if err := s.reload(); err != nil {
+			return err
+		}
+	}
+	s.sync(st)
+	return nil
+}
+
 func (s *Tasks) sync(st *engine.State) {
-	// Tasks added since the run started (splits, appends) join the order,
-	// so counts and summaries see them.
-	order := map[string]bool{}
-	for _, id := range st.Order {
-		order[id] = true
-	}
-	grew := false
 	for _, it := range s.Items() {
-		if _, ok := st.Items[it.ID]; !ok {
-			st.Items[it.ID] = &engine.ItemState{ID: it.ID, Title: it.Title, Status: engine.ItemPending}
-		}
-		if !order[it.ID] {
-			st.Order = append(st.Order, it.ID)
-			grew = true
-		}
-	}
-	if grew {
-		st.Order = slices.Clone(st.Order)
-		slices.SortStableFunc(st.Order, tasks.CompareIDs)
+		st.Item(it.ID) // tasks added since the run started (splits, appends)
 	}
 	for id, is := range st.Items {
 		t, ok := s.set.Get(id)
@@ -287,11 +282,6 @@ func (s *Tasks) sync(st *engine.State) {
 		}
 	}
 }
-
-// SyncState reconciles the run state with the task files (for an engine
-// that calls it inside a state update; see the optional hook proposed for
-// engine.StateSyncer).
-func (s *Tasks) SyncState(st *engine.State) { s.sync(st) }
 
 // ours reports whether an active task was claimed by this run.
 func ours(st *engine.State, id string) bool {
@@ -327,7 +317,12 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 
 // Prepare claims the task and puts the tree on its branch, creating it
 // from the base branch the first time.
-func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (string, error) {
+func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
+	dir, err := s.prepare(ctx, it)
+	return engine.Workspace{Dir: dir}, err
+}
+
+func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if s.base == "" || !s.Git.HasCommits(ctx) {
 		return "", engine.UsageError("the repository has no commits yet: make a first commit so ralph can branch tasks from it")
 	}
@@ -378,11 +373,6 @@ func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) 
 		return "", &InputError{err}
 	}
 	return s.Git.Dir, nil
-}
-
-func (s *Tasks) PromptData(it *engine.Item, d *engine.PromptData) {
-	d.TasksPath = s.File
-	d.Branch = s.branchName(it.ID, it.Title)
 }
 
 // Verify checks the agent's changes to the task files (invalid ones are
@@ -450,7 +440,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	if !ok {
 		return fail(engine.Verdict{Summary: "task disappeared", Failure: fmt.Sprintf("Task %s is no longer in %s.", id, filepath.Base(s.File))})
 	}
-	if a.Result.Failed() {
+	if a.Result.Failed() { // before reading the agent's other signals
 		return fail(engine.AgentFailure(a.Result))
 	}
 	if rejected != "" {
@@ -467,30 +457,19 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 			Failure: "The task was blocked by the agent: " + t.Reason}
 	}
 	claimed := a.Claimed || t.Archived() || t.Status == tasks.StatusComplete
-	if !claimed {
-		return fail(engine.Verdict{Summary: "task not completed",
-			Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)})
+	if claimed {
+		if ok, why := s.mergeable(ctx); !ok {
+			return fail(engine.Verdict{Claimed: true, Summary: "the branch no longer merges cleanly", Failure: why})
+		}
 	}
-	if ok, why := s.mergeable(ctx); !ok {
-		return fail(engine.Verdict{Claimed: true, Summary: "the branch no longer merges cleanly", Failure: why})
-	}
-	if len(s.GateList) == 0 {
-		return engine.Verdict{Passed: true, Claimed: true, Tampered: tampered, Summary: "completed (no gates configured)"}
-	}
-	results, pass := s.Gates.Run(ctx, a.Dir, s.GateList, logOf(a))
-	v := engine.Verdict{Passed: pass, Claimed: true, Gates: results, Tampered: tampered, Summary: gate.Summary(results)}
-	if !pass {
-		v.Failure = gate.FailureContext(results, 4<<10)
+	v := judge(ctx, a, claimed, engine.Verdict{Summary: "task not completed",
+		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
+		s.Gates, s.GateList)
+	if !v.Passed {
 		return fail(v)
 	}
+	v.Tampered = append(tampered, v.Tampered...)
 	return v
-}
-
-func logOf(a *engine.Attempt) io.Writer {
-	if a.Log == nil {
-		return io.Discard
-	}
-	return a.Log
 }
 
 func jsonString(raw []byte, dst *string) bool {
@@ -535,7 +514,7 @@ func (s *Tasks) verifySplit(ctx context.Context, a *engine.Attempt, tampered []s
 // hasWork reports whether the task branch differs from the base branch
 // (commits or uncommitted changes outside the control plane).
 func (s *Tasks) hasWork(ctx context.Context) bool {
-	if n, _ := s.Git.Run(ctx, "rev-list", "--count", s.base+"..HEAD"); strings.TrimSpace(n) != "0" && n != "" {
+	if n, _ := s.Git.CountCommits(ctx, s.base+"..HEAD"); n > 0 {
 		return true
 	}
 	dirty, _ := s.Git.StatusPorcelain(ctx, s.controlRel()...)
@@ -548,16 +527,16 @@ func (s *Tasks) mergeable(ctx context.Context) (bool, string) {
 	if s.Git.IsAncestor(ctx, s.base, "HEAD") {
 		return true, ""
 	}
-	out, err := s.Git.Run(ctx, "merge-tree", "--write-tree", "--name-only", "--no-messages", s.base, "HEAD")
-	if err == nil {
+	paths, err := s.Git.MergeConflicts(ctx, s.base, "HEAD")
+	if err == nil && len(paths) == 0 {
 		return true, ""
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) > 1 {
-		lines = lines[1:]
+	where := strings.Join(paths, ", ")
+	if err != nil {
+		where = "(git could not merge them: " + err.Error() + ")"
 	}
 	return false, fmt.Sprintf("%s has moved since this branch was created and the branch now conflicts with it in: %s. Merge %s into your branch (`git merge %s`), resolve the conflicts and commit, then complete the task again.",
-		s.base, strings.Join(lines, ", "), s.base, s.base)
+		s.base, where, s.base, s.base)
 }
 
 // unclaim turns an agent's completion claim back into "active" after a
@@ -594,7 +573,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
 		sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
 			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, subjects...), a.Learnings...), v.Summary,
-				TaskTrailer+": "+it.ID, "Ralph-Run: "+st.RunID)
+				itemTrailers(TaskTrailer, it.ID, st.RunID)...)
 		})
 		if err != nil {
 			return "", err
@@ -604,7 +583,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 	}
 	sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
 		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(subjects, a.Learnings...), v.Summary,
-			"Completes: "+it.ID, TaskTrailer+": "+it.ID, "Ralph-Run: "+st.RunID)
+			append([]string{"Completes: " + it.ID}, itemTrailers(TaskTrailer, it.ID, st.RunID)...)...)
 	})
 	if err != nil {
 		return "", err
@@ -747,18 +726,11 @@ func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg strin
 	for _, rel := range s.controlRel() {
 		// git refuses an exclude pathspec naming an ignored file (the
 		// lock and hold files are in info/exclude).
-		if _, err := s.Git.Run(ctx, "check-ignore", "-q", "--", rel); err != nil {
+		if !s.Git.IsIgnored(ctx, rel) {
 			except = append(except, rel)
 		}
 	}
-	if _, err := s.Git.AddAllExcept(ctx, except); err != nil {
-		return err
-	}
-	staged, err := s.Git.StagedFiles(ctx)
-	if err != nil || len(staged) == 0 {
-		return err
-	}
-	_, err = s.Git.Commit(ctx, msg, false)
+	_, _, err := commitWork(ctx, s.Git, "", except, msg, false)
 	return err
 }
 
@@ -818,11 +790,7 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 		return "", false, err
 	}
 	cur, _ := s.Git.CurrentBranch(ctx)
-	if s.Git.Trailer(ctx, s.base, TaskTrailer) == it.ID {
-		tip, err := s.Git.RevParse(ctx, s.base)
-		if err != nil {
-			return "", false, err
-		}
+	if tip := committedIn(ctx, s.Git, s.base, TaskTrailer, it.ID, st.RunID); tip != "" {
 		if cur != s.base {
 			if err := s.switchTo(ctx, s.base, nil); err != nil {
 				return "", false, err
@@ -835,7 +803,7 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 		return tip, true, nil
 	}
 	if cur == s.base {
-		if _, err := s.Git.Run(ctx, "diff", "--cached", "--quiet"); err != nil {
+		if s.Git.HasStagedChanges(ctx) {
 			// A squash merge staged but not committed: drop it.
 			err := store.WithLock(s.Store.LockPath, func() error {
 				snap, err := s.aside()
@@ -959,9 +927,9 @@ func (s *Tasks) cleanControl(ctx context.Context) error {
 			continue // outside the repository: git never touches it
 		}
 		rel = filepath.ToSlash(rel)
-		_, _ = s.Git.Run(ctx, "reset", "-q", "HEAD", "--", rel)
-		if _, err := s.Git.Run(ctx, "cat-file", "-e", "HEAD:"+rel); err == nil {
-			if _, err := s.Git.Run(ctx, "checkout", "HEAD", "--", rel); err != nil {
+		_ = s.Git.Unstage(ctx, rel)
+		if s.Git.HasPath(ctx, "HEAD", rel) {
+			if err := s.Git.RestorePath(ctx, "HEAD", rel); err != nil {
 				return err
 			}
 		} else if err := os.Remove(filepath.Join(s.Root, rel)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -998,8 +966,6 @@ func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error
 	})
 }
 
-// ControlFiles are the task store's files besides tasks.jsonl: the archive
-// and the lock and hold files are ralph's, never the user's dirty work.
-func (s *Tasks) ControlFiles() []string {
-	return []string{s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath}
-}
+// Close has nothing to tidy: task branches are merged or parked as the
+// run goes.
+func (s *Tasks) Close(*engine.State) {}

@@ -77,11 +77,14 @@ func TestTasksSourceCompleteFlow(t *testing.T) {
 	if !strings.Contains(it.Description, "ralph task complete A.1") || !strings.Contains(it.Description, "Part of: A auth") {
 		t.Fatalf("description: %s", it.Description)
 	}
-	wd, err := src.Prepare(ctx, it, st)
-	if err != nil || wd != dir {
-		t.Fatal(wd, err)
+	ws, err := src.Prepare(ctx, it, st)
+	if err != nil || ws.Dir != dir {
+		t.Fatal(ws, err)
 	}
 	branch := gitOut(t, repo, "branch", "--show-current")
+	if it.Branch != branch {
+		t.Fatalf("the item names branch %q, the tree is on %q", it.Branch, branch)
+	}
 	if branch != "task/A.1-session-store-x" {
 		t.Fatalf("branch %q", branch)
 	}

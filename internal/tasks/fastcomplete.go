@@ -13,7 +13,7 @@ import (
 // the archive lines are appended (with fsync) first, then the completed
 // lines of tasks.jsonl are overwritten with spaces by single writes, so
 // the file is never rewritten whole. Blank lines are ignored by every
-// reader (and by the seed's grep recipes) and dropped at the next full
+// reader (and by grep pipelines over the file) and dropped at the next full
 // write. It applies only to a file this package wrote and validated, as it
 // still is (the same stamp as Next's sorted mark), with no claims held; ok
 // false means "use Update", and nothing was changed.

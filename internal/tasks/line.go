@@ -105,8 +105,8 @@ func plainString(b []byte) (n int, ok bool) {
 	return n, n < len(b) && b[n] == '"'
 }
 
-// parseCanonical reads the exact form this package writes and the seed
-// shows, {"id":"…","title":"…","status":"…","leaf":true}, in one pass.
+// parseCanonical reads the exact form this package writes (and people
+// write by hand), {"id":"…","title":"…","status":"…","leaf":true}, in one pass.
 // Anything else (other field order, spaces, escapes, more fields) makes it
 // return false, and the general reader takes over.
 func parseCanonical(raw []byte, t *Task) bool {
@@ -577,7 +577,7 @@ func fields(raw []byte) []field {
 }
 
 // appendString appends s as a JSON string without HTML escaping, so titles
-// stay as readable (and greppable) as the seed's hand-written lines.
+// stay as readable (and greppable) as hand-written lines.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0

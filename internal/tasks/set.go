@@ -58,7 +58,7 @@ func (e *entry) task() *Task {
 		t.flags |= e.flags & fArchived
 		t.Leaf = e.leaf // may be derived from the tree
 		if e.flags&fArchived != 0 {
-			t.Status = StatusComplete // seed-style archive lines have no status
+			t.Status = StatusComplete // hand-written archive lines may have no status
 		}
 		e.t = t
 	}

@@ -1,6 +1,7 @@
 // Package tasks stores the task tree of a ralph project: tasks.jsonl holds
 // the active tasks (pending, active, blocked), tasks-done.jsonl is the
-// append-only archive of completed ones. Lines look exactly like the seed's:
+// append-only archive of completed ones. One task per line, in this exact
+// form (a person can read, grep and edit it):
 //
 //	{"id":"A","title":"implement auth","status":"pending","leaf":false}
 //	{"id":"A.1","title":"setup session store","status":"pending","leaf":true}

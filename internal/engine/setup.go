@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+)
+
+// setup is what one iteration on an item is before it starts: its
+// numbers, role and prompt, derived from the state and the config with
+// every default applied. Run, Step, the dry run and the conflict resolver
+// all take it from iterationSetup, so they never disagree.
+type setup struct {
+	Item          *Item
+	Iteration     int
+	Attempt       int
+	MaxAttempts   int
+	MaxIterations int
+	Runs          int // agent starts on the item so far, this one included
+	Role          string
+	Data          PromptData
+	Prompt        string
+}
+
+// iterationSetup builds the setup of iteration number iteration on it
+// from st (read only).
+func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, error) {
+	cfg := &e.cfg
+	var is ItemState
+	if s := st.Items[it.ID]; s != nil {
+		is = *s
+	}
+	s := setup{Item: it, Iteration: iteration, Attempt: is.Attempts + 1, MaxAttempts: e.maxAttempts(it),
+		MaxIterations: st.MaxIterations, Runs: is.Runs + 1}
+	info := e.info()
+	d := PromptData{
+		Kind: it.Kind, PRDPath: info.PRDPath, TasksPath: info.TasksPath, ProgressPath: cfg.Paths.Progress,
+		Branch: it.Branch, ItemID: it.ID, Title: it.Title, Description: it.Description, Criteria: it.Criteria,
+		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
+		Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
+		RetryContext: is.LastFailure,
+	}
+	if it.Kind == "stage" {
+		d.Stage = it.ID
+	}
+	if it.Promise != "" {
+		d.Promise = it.Promise
+	}
+	if it.Template != "" {
+		d.Description = renderItemTemplate(it, d)
+	}
+	if cfg.RoleText != nil {
+		s.Role = cfg.RoleText(it, st)
+	}
+	d.Role = s.Role
+	s.Data = d
+	prompt, err := BuildPrompt(e.tmplFrom, e.template, s.Role, d)
+	if err != nil {
+		return s, UsageError("%v", err)
+	}
+	s.Prompt = prompt
+	return s, nil
+}
+
+// renderItemTemplate fills an item's own prompt text; a template that does
+// not render is shown as written, with the reason, rather than failing the
+// iteration (the stage's file was validated when it was loaded).
+func renderItemTemplate(it *Item, d PromptData) string {
+	t, err := template.New(it.ID).Option("missingkey=error").Parse(it.Template)
+	var b strings.Builder
+	if err == nil {
+		err = t.Execute(&b, d)
+	}
+	if err != nil {
+		return it.Template + "\n\n(ralph could not fill in this template: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// request is the agent request of an iteration. Every agent ralph starts —
+// worker or conflict resolver — gets the same environment from here.
+func (e *Engine) request(s setup, dir, prompt, role, runID string) agent.Request {
+	cfg := &e.cfg
+	it := s.Item
+	pf := e.promptFile(it.ID)
+	env := append(append([]string{}, cfg.AgentEnv...),
+		"RALPH_PROMPT_FILE="+pf, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
+		fmt.Sprintf("RALPH_ITERATION=%d", s.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", s.Attempt),
+		"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+runID)
+	if role != "" {
+		env = append(env, "RALPH_ROLE="+role)
+	}
+	return agent.Request{
+		Prompt: prompt, PromptFile: pf, Dir: dir, Model: cfg.Model, Role: role, Env: env,
+		Timeout: cfg.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
+	}
+}
+
+// promptFile is where an iteration's prompt is written ($RALPH_PROMPT_FILE).
+// Parallel workers each get their own, .ralph/prompts/<item>.md, so that
+// one worker's prompt (or its agent's output file beside it) never
+// replaces another's.
+func (e *Engine) promptFile(item string) string {
+	if e.cfg.Parallel <= 1 {
+		return e.cfg.Paths.PromptFile
+	}
+	return filepath.Join(e.cfg.Paths.Dir, "prompts", safeFileName(item)+".md")
+}
+
+// writePrompt writes prompt where the item's agent reads it. A derived
+// file (the transcript has the prompt too): no fsync.
+func (e *Engine) writePrompt(item, prompt string) error {
+	pf := e.promptFile(item)
+	if err := os.MkdirAll(filepath.Dir(pf), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(pf, []byte(prompt), 0o644)
+}
+
+// decideStop is the one decision whether the loop stops instead of
+// starting next, and why. It is asked before every start, by the scheduler
+// and by the Stop-hook driver alike. next is the item the source offers
+// (nil when none is ready) and running how many iterations are under way.
+// "" means go on: start next, or wait for the running ones (or, when
+// watching, for new work). It changes nothing: the caller that acts on
+// StatusStopped removes the stop file.
+func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running int) (status, reason string) {
+	cfg := &e.cfg
+	if ctx.Err() != nil {
+		return StatusInterrupted, "interrupted (SIGINT)"
+	}
+	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
+		return StatusStopped, "stop requested (.ralph/stop)"
+	}
+	if cfg.MaxCost > 0 && st.Usage.CostUSD >= cfg.MaxCost {
+		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.MaxCost)
+	}
+	if tok := st.Usage.InputTokens + st.Usage.OutputTokens; cfg.MaxTokens > 0 && tok >= cfg.MaxTokens {
+		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.MaxTokens)
+	}
+	if next == nil {
+		if running > 0 || cfg.Watch > 0 {
+			return "", ""
+		}
+		kind := e.info().ItemKind
+		passed, blocked, total := st.Counts()
+		if passed == total {
+			return StatusComplete, fmt.Sprintf("all %s passed", plural(total, kind))
+		}
+		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", kind, passed, blocked, total-passed-blocked)
+	}
+	if st.Counted() >= st.MaxIterations {
+		return StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", st.MaxIterations)
+	}
+	if th := cfg.BreakerThreshold; th > 0 {
+		if st.Breaker.SameCount >= th {
+			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row", st.Breaker.SameCount)
+		}
+		if st.Breaker.NoProgress >= 2*th {
+			return StatusBlocked, fmt.Sprintf("circuit breaker: no item passed in %d iterations", st.Breaker.NoProgress)
+		}
+	}
+	return "", ""
+}
+
+// consumeStop removes the stop file once a driver has acted on it.
+func (e *Engine) consumeStop(status string) {
+	if status == StatusStopped {
+		_ = os.Remove(e.cfg.Paths.Stop)
+	}
+}
+
+// Plan is what the next iteration would be, computed exactly as a run
+// computes it (`ralph run --dry-run`); making it writes nothing.
+type Plan struct {
+	Source       SourceInfo
+	Items        int
+	Item         *Item  // nil when nothing would start
+	StopStatus   string // when Item is nil: how the run would end
+	StopReason   string
+	Resumed      bool // the run would resume the saved state
+	TemplateFrom string
+	Prompt       string
+	Request      agent.Request // the agent request the run would make
+}
+
+// RunIDPlaceholder stands for the run id in a Plan's environment.
+const RunIDPlaceholder = "<assigned when the run starts>"
+
+// Plan computes the next iteration without running or writing anything.
+func (e *Engine) Plan(ctx context.Context) (Plan, error) {
+	st, resumed, _, err := e.initialState()
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Source: e.info(), Items: len(st.Order), Resumed: resumed, TemplateFrom: e.tmplFrom}
+	it, err := e.cfg.Source.Next(st, nil)
+	if err != nil {
+		return p, err
+	}
+	if p.StopStatus, p.StopReason = e.decideStop(ctx, st, it, 0); p.StopStatus != "" {
+		return p, nil
+	}
+	if it == nil {
+		return p, nil // watching: nothing ready yet
+	}
+	s, err := e.iterationSetup(it, st, st.Iteration+1)
+	if err != nil {
+		return p, err
+	}
+	runID := RunIDPlaceholder
+	if resumed {
+		runID = st.RunID
+	}
+	p.Item, p.Prompt = it, s.Prompt
+	p.Request = e.request(s, e.cfg.Paths.Root, s.Prompt, s.Role, runID)
+	return p, nil
+}
+
+// errNoAgent is Run without an agent.
+var errNoAgent = errors.New("engine: Run needs an agent")

@@ -1,0 +1,135 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// ForceCheckoutBranch puts the tree on branch, created or reset at start;
+// --force discards tracked changes, so the tree is the branch's exactly.
+func (r *Repo) ForceCheckoutBranch(ctx context.Context, branch, start string) error {
+	_, err := r.Run(ctx, "checkout", "--quiet", "--force", "-B", branch, start)
+	return err
+}
+
+// HasPath reports whether path exists in rev's tree.
+func (r *Repo) HasPath(ctx context.Context, rev, path string) bool {
+	return r.ok(ctx, "cat-file", "-e", rev+":"+path)
+}
+
+// RestorePath puts rev's version of path into the index and the tree.
+func (r *Repo) RestorePath(ctx context.Context, rev, path string) error {
+	_, err := r.Run(ctx, "checkout", rev, "--", ":(literal)"+path)
+	return err
+}
+
+// Unstage drops path's staged changes (the tree keeps them).
+func (r *Repo) Unstage(ctx context.Context, path string) error {
+	_, err := r.Run(ctx, "reset", "-q", "HEAD", "--", ":(literal)"+path)
+	return err
+}
+
+// UnmergedPaths lists the paths a merge left conflicted.
+func (r *Repo) UnmergedPaths(ctx context.Context) ([]string, error) {
+	out, err := r.Run(ctx, "diff", "--name-only", "--diff-filter=U")
+	if err != nil {
+		return nil, err
+	}
+	return lines(out), nil
+}
+
+// CleanUntracked removes every untracked and ignored file in the tree.
+func (r *Repo) CleanUntracked(ctx context.Context) error {
+	_, err := r.Run(ctx, "clean", "-fdxq")
+	return err
+}
+
+// MergeNoCommit merges branch into the current branch and stops before
+// committing (conflicts stay in the tree).
+func (r *Repo) MergeNoCommit(ctx context.Context, branch string) error {
+	_, err := r.Run(ctx, "merge", "--no-ff", "--no-commit", branch)
+	return err
+}
+
+// CountCommits counts the commits in a revision range ("base..HEAD").
+func (r *Repo) CountCommits(ctx context.Context, rng string) (int, error) {
+	out, err := r.Run(ctx, "rev-list", "--count", rng, "--")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// MergeConflicts tells whether head would merge into base without
+// conflicts, without touching the tree or the index: nil when it merges
+// cleanly, else the conflicted paths. An error means git could not tell.
+func (r *Repo) MergeConflicts(ctx context.Context, base, head string) ([]string, error) {
+	out, err := r.Run(ctx, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, head)
+	if err == nil {
+		return nil, nil
+	}
+	var ee *proc.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		return nil, err
+	}
+	// Exit 1 is "conflicts": the first line is the tree, then the paths.
+	paths := lines(out)
+	if len(paths) > 0 {
+		paths = paths[1:]
+	}
+	return paths, nil
+}
+
+// IsIgnored reports whether git ignores path.
+func (r *Repo) IsIgnored(ctx context.Context, path string) bool {
+	return r.ok(ctx, "check-ignore", "-q", "--", path)
+}
+
+// HasStagedChanges reports whether the index differs from HEAD.
+func (r *Repo) HasStagedChanges(ctx context.Context) bool {
+	res, err := r.Runner.Run(ctx, r.cmd("diff", "--cached", "--quiet"))
+	return err == nil && res.ExitCode == 1
+}
+
+// DeleteBranches force-deletes local branches in one call. Names are
+// deduplicated first: git rejects the whole call when one repeats. A
+// branch checked out in a worktree makes git refuse (and report) it.
+func (r *Repo) DeleteBranches(ctx context.Context, names ...string) error {
+	seen := map[string]bool{}
+	args := []string{"branch", "-D", "--"}
+	for _, n := range names {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			args = append(args, n)
+		}
+	}
+	if len(seen) == 0 {
+		return nil
+	}
+	_, err := r.Run(ctx, args...)
+	return err
+}
+
+// ListBranches lists the local branches whose names start with prefix
+// (a folder such as "ralph/").
+func (r *Repo) ListBranches(ctx context.Context, prefix string) ([]string, error) {
+	out, err := r.Run(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads/"+prefix)
+	if err != nil {
+		return nil, err
+	}
+	return lines(out), nil
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,227 @@
+// Package source adapts ralph's work formats (PRD, task tree, pipeline,
+// plain loop) to the engine's Source interface: which item is next, which
+// tree it runs in, how "done" is verified and recorded in git.
+package source
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// StoryTrailer marks the commit that recorded a story.
+const StoryTrailer = "Ralph-Story"
+
+// prdDoc is what the sequential and the parallel PRD sources share: the
+// harness's own copy of the PRD (loaded at start) and the file in the tree
+// that is rewritten from it, so an agent that flips "passes" or edits the
+// gate commands is reverted.
+type prdDoc struct {
+	File   string // absolute path
+	Doc    *prd.PRD
+	Git    *git.Repo
+	Gates  gate.Runner
+	Branch string // feature branch
+
+	mu       sync.Mutex // guards Doc (and, in the sequential source, the main tree)
+	onBranch bool       // the main tree was seen on Branch this run
+}
+
+// openPRDDoc loads and validates path.
+func openPRDDoc(path string, repo *git.Repo, gates gate.Runner) (*prdDoc, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := prd.Load(abs)
+	if err != nil {
+		return nil, err
+	}
+	branch := doc.BranchName
+	if branch == "" {
+		name := doc.Feature
+		if name == "" {
+			name = doc.Project
+		}
+		branch = "ralph/" + git.Slug(name, 50)
+	}
+	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch}, nil
+}
+
+func (s *prdDoc) Info() engine.SourceInfo {
+	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File}
+}
+
+func (s *prdDoc) Items() []engine.Item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]engine.Item, 0, len(s.Doc.Stories))
+	for _, st := range s.Doc.Stories {
+		out = append(out, s.item(st))
+	}
+	return out
+}
+
+func (s *prdDoc) item(st prd.Story) engine.Item {
+	return engine.Item{ID: st.ID, Title: st.Title, Description: st.Description, Criteria: st.AcceptanceCriteria, Kind: "story", Branch: s.Branch}
+}
+
+// Sync trusts, when a run starts, the stories that were already passed in
+// the file: a person put them there, not an agent of this run. Later the
+// harness's model changes only through Accept, so there is nothing else to
+// sync.
+func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
+	if why != engine.SyncNewRun {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.Doc.PassedInFile() {
+		is := st.Item(id)
+		is.Status = engine.ItemPassed
+		is.Reason = "passes:true in the PRD before the run started"
+	}
+	return nil
+}
+
+// excluded are the stories Next must not offer: blocked ones and busy ones.
+func excluded(st *engine.State, busy map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for id, is := range st.Items {
+		if is.Status == engine.ItemBlocked || busy[id] {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// gatesFor are the PRD's quality gates followed by the story's own checks.
+// Called with s.mu held.
+func (s *prdDoc) gatesFor(id string) []gate.Gate {
+	var out []gate.Gate
+	for _, g := range s.Doc.QualityChecks.Gates() {
+		out = append(out, gate.Gate{Name: g.Name, Command: g.Command})
+	}
+	if st := s.Doc.Story(id); st != nil {
+		for i, c := range st.Checks {
+			out = append(out, gate.Gate{Name: fmt.Sprintf("%s check %d", id, i+1), Command: c})
+		}
+	}
+	return out
+}
+
+// judge checks a story's claim (the promise, or passes:true set by the
+// agent in its copy of the PRD) with the PRD's gates.
+func (s *prdDoc) judge(ctx context.Context, a *engine.Attempt, claimedInFile bool, tampered []string) engine.Verdict {
+	s.mu.Lock()
+	gates := s.gatesFor(a.Item.ID)
+	s.mu.Unlock()
+	v := judge(ctx, a, a.Claimed || claimedInFile, engine.Verdict{Summary: "no completion claim",
+		Failure: fmt.Sprintf("The previous iteration ended without claiming %s complete (no <promise>%s</promise> in its final message). Finish the story, run its checks, then claim it.", a.Item.ID, a.Promise)},
+		s.Gates, gates)
+	v.Tampered = append(tampered, v.Tampered...)
+	return v
+}
+
+// restore compares the PRD file in the main tree with the harness's model,
+// reports tampering, and rewrites the file from the model. A story the
+// agent set to passes:true is its claim, never the verdict.
+func (s *prdDoc) restore(current string) (tampered []string, claimed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := os.ReadFile(s.File)
+	if err != nil {
+		tampered = append(tampered, fmt.Sprintf("%s was removed or unreadable (%v); restored", filepath.Base(s.File), err))
+	} else {
+		tampered, claimed = s.compare(b, current)
+	}
+	_ = s.write()
+	return tampered, claimed
+}
+
+// compare reads an agent's copy of the PRD against the harness's model.
+// Called with s.mu held.
+func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed bool) {
+	disk, perr := prd.Parse(s.File, b)
+	if perr != nil {
+		return []string{fmt.Sprintf("%s no longer parses (%v); restored", filepath.Base(s.File), perr)}, false
+	}
+	if !sameGates(disk, s.Doc) {
+		tampered = append(tampered, fmt.Sprintf("gate commands (quality_checks or a story's checks) in %s were changed by the agent; restored the harness's", filepath.Base(s.File)))
+	}
+	mine := s.Doc.PassedInFile()
+	for id := range disk.PassedInFile() {
+		if mine[id] {
+			continue
+		}
+		if id == current {
+			claimed = true
+		} else {
+			tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s, which it was not working on; reverted", id))
+		}
+	}
+	if claimed {
+		tampered = append(tampered, fmt.Sprintf("the agent set passes:true on %s itself; treated as a claim, reverted until the gates pass", current))
+	}
+	return tampered, claimed
+}
+
+// write puts the model into the file (in the format it was read in).
+// Called with s.mu held.
+func (s *prdDoc) write() error {
+	b, err := s.Doc.Marshal()
+	if err != nil {
+		return err
+	}
+	if cur, err := os.ReadFile(s.File); err == nil && bytes.Equal(cur, b) {
+		return nil
+	}
+	st, err := os.Stat(s.File)
+	perm := os.FileMode(0o644)
+	if err == nil {
+		perm = st.Mode().Perm()
+	}
+	return store.WriteFile(s.File, b, perm)
+}
+
+// setPassed records a story's verdict in the model and the file.
+func (s *prdDoc) setPassed(id string, passed bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if passed {
+		s.Doc.MarkPassed(id)
+	} else if st := s.Doc.Story(id); st != nil {
+		st.Passes = false
+	}
+	return s.write()
+}
+
+// sameGates compares every gate command: the PRD's and each story's.
+func sameGates(a, b *prd.PRD) bool {
+	if a.QualityChecks != b.QualityChecks {
+		return false
+	}
+	for _, sb := range b.Stories {
+		sa := a.Story(sb.ID)
+		if sa == nil || strings.Join(sa.Checks, "\x00") != strings.Join(sb.Checks, "\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+// storyMessage is the message of a story's commit on the feature branch.
+func storyMessage(a *engine.Attempt, result, runID string) string {
+	return CommitMessage(fmt.Sprintf("feat(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, result,
+		itemTrailers(StoryTrailer, a.Item.ID, runID)...)
+}

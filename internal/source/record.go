@@ -1,0 +1,122 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+)
+
+// RunTrailer names the run on every commit ralph makes for an item, so a
+// resumed run finds its own commits and never another run's.
+const RunTrailer = "Ralph-Run"
+
+// noGatesSummary is the verdict of a claim with nothing to check it.
+const noGatesSummary = "claimed complete (no quality gates configured)"
+
+// judge is the one claim → gates → verdict sequence of every source: an
+// agent run that did not finish fails the iteration; an iteration that
+// claims nothing is not verified (unclaimed says why); a claim passes only
+// when every gate passes on the tree the agent left at a.Dir.
+func judge(ctx context.Context, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate) engine.Verdict {
+	if a.Result.Failed() {
+		return engine.AgentFailure(a.Result)
+	}
+	if !claimed {
+		return unclaimed
+	}
+	if len(gates) == 0 {
+		return engine.Verdict{Passed: true, Claimed: true, Summary: noGatesSummary}
+	}
+	results, ok := runner.Run(ctx, a.Dir, gates, logOf(a))
+	v := engine.Verdict{Passed: ok, Claimed: true, Gates: results, Summary: gate.Summary(results)}
+	if !ok {
+		v.Failure = "You claimed completion, but the harness's checks failed:\n\n" + gate.FailureContext(results, 4<<10)
+	}
+	return v
+}
+
+func logOf(a *engine.Attempt) io.Writer {
+	if a.Log == nil {
+		return io.Discard
+	}
+	return a.Log
+}
+
+// commitWork is the one way an item's work becomes a single commit on the
+// branch checked out in repo: the agent's own commits since base are
+// folded in (a soft reset; base "" keeps them), everything but except (the
+// user's files that were dirty before the run) is added, and msg is
+// committed. Without allowEmpty and with nothing to commit, HEAD is
+// returned. It returns the commit and the paths the add touched.
+func commitWork(ctx context.Context, repo *git.Repo, base string, except []string, msg string, allowEmpty bool) (string, []string, error) {
+	if base != "" {
+		if head, _ := repo.Head(ctx); head != base {
+			if err := repo.ResetSoft(ctx, base); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	files, err := repo.AddAllExcept(ctx, except)
+	if err != nil {
+		return "", nil, err
+	}
+	if !allowEmpty && !repo.HasStagedChanges(ctx) {
+		head, err := repo.Head(ctx)
+		return head, files, err
+	}
+	sha, err := repo.Commit(ctx, msg, allowEmpty)
+	return sha, files, err
+}
+
+// committedIn finds the commit that recorded item id in run runID on rev —
+// the newest of rev's last 500 commits with both trailers — or "". It is
+// how every source tells, after a crash, whether its commit landed.
+func committedIn(ctx context.Context, repo *git.Repo, rev, key, id, runID string) string {
+	return repo.FindTrailer(ctx, rev, 500, key, id, RunTrailer, runID)
+}
+
+// CommitMessage builds subject, bullet body and trailers. Subject and
+// bullets are data (titles, learnings an agent wrote): line breaks in them
+// are folded so they never add lines, and never a trailer, to the message.
+func CommitMessage(subject string, bullets []string, result string, trailers ...string) string {
+	var b strings.Builder
+	b.WriteString(oneLine(subject))
+	b.WriteString("\n\n")
+	for _, l := range bullets {
+		fmt.Fprintf(&b, "- %s\n", oneLine(l))
+	}
+	if result != "" {
+		fmt.Fprintf(&b, "- Verified by ralph: %s\n", oneLine(result))
+	}
+	b.WriteString("\n")
+	for _, t := range trailers {
+		b.WriteString(oneLine(t) + "\n")
+	}
+	return b.String()
+}
+
+// oneLine folds every line break and control character in s into a space.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	return strings.Join(strings.FieldsFunc(strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return ' '
+		}
+		return r
+	}, s), func(r rune) bool { return r == ' ' }), " ")
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 }
+
+// itemTrailers are the trailers of an item's commit.
+func itemTrailers(key, id, runID string) []string {
+	return []string{key + ": " + id, RunTrailer + ": " + runID}
+}
