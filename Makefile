@@ -3,7 +3,7 @@ GO        ?= go
 export RALPH_AGENTS_DIR ?= $(HOME)/.cache/ralph/agents
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: check deps agents vet test bench fuzz build demo
+.PHONY: check deps agents vet test stress bench fuzz build demo
 
 check: deps agents vet test
 
@@ -15,13 +15,25 @@ agents:
 	bash scripts/install-agents.sh
 
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+# Packages that run the real agent CLIs: their time is the CLIs', so they
+# run without the race detector; everything else (unit tests and the
+# testscripts, whose ralph is the race-enabled test binary) runs with it.
+REAL_CLI_PKGS = ./internal/e2e ./internal/agent
 
 # Unit, end-to-end (testscript, real git) and real-CLI tests. The real-CLI
 # tests fail instead of skipping when an agent CLI is missing.
 test:
-	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -timeout 25m ./...
+	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $$($(GO) list ./... | grep -v -x -e '.*/internal/e2e' -e '.*/internal/agent')
+	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -timeout 25m $(REAL_CLI_PKGS)
+
+# The unit packages 20 times over: a test that fails once in many runs
+# shows up here.
+stress:
+	$(GO) test -count=20 -race -timeout 40m $$($(GO) list ./... | grep -v -x -e '.*/internal/e2e' -e '.*/internal/agent')
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph

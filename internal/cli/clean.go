@@ -20,10 +20,6 @@ type CleanOptions struct {
 	DryRun bool
 }
 
-func init() {
-	extraCommands = append(extraCommands, func(f *Factory) *cobra.Command { return NewCmdClean(f, nil) })
-}
-
 // NewCmdClean builds `ralph clean`.
 func NewCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
 	opts := &CleanOptions{IO: f}

@@ -13,9 +13,6 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
-	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/source"
 )
 
@@ -45,7 +42,7 @@ The folder is kept so you can look at the commits and transcripts.`,
 			return runDemo(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Dir, "dir", "", "folder to create the demo in (default: a new temporary folder)")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "`DIR` to create the demo in (default: a new temporary folder)")
 	return cmd
 }
 
@@ -73,8 +70,8 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	fmt.Fprintf(w, "ralph demo: project in %s (3 stories; US-003 depends on US-001 and US-002)\n", root)
 	fmt.Fprintf(w, "ralph demo: agent = scripted (replays %s; it is not a model)\n\n", script)
 
-	repo := git.New(root)
-	gates := gate.Runner{Proc: proc.Exec{}, Timeout: 2 * time.Minute}
+	repo := o.IO.GitAt(root)
+	gates := o.IO.GateRunner(2 * time.Minute)
 	src, err := source.OpenPRD(filepath.Join(root, "prd.json"), repo, gates)
 	if err != nil {
 		return err

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 )
 
-// Exit codes: the one table (DESIGN.md §5).
+// Exit codes: the one table. Every way ralph ends maps to one of these
+// here and nowhere else; the README and `ralph --help` list them.
 const (
 	ExitOK          = 0
 	ExitError       = 1
@@ -61,7 +61,7 @@ func ExitCode(err error) int {
 	}
 	var pe *prd.ParseError
 	var ve *prd.ValidationError
-	if errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) || isFlagError(err) {
+	if errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) {
 		return ExitUsage
 	}
 	var ue interface{ UsageError() bool }
@@ -69,15 +69,4 @@ func ExitCode(err error) int {
 		return ExitUsage
 	}
 	return ExitError
-}
-
-// isFlagError recognises cobra's argument and flag errors.
-func isFlagError(err error) bool {
-	s := err.Error()
-	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "unknown command", "required flag", "if any flags in the group"} {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
 }

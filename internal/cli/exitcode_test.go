@@ -26,7 +26,9 @@ func TestExitCodes(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", engine.UsageError("bad")), 2},
 		{&prd.ParseError{File: "p.json", Line: 1, Column: 2, Msg: "x"}, 2},
 		{&prd.ValidationError{File: "p.json"}, 2},
-		{errors.New(`unknown flag: --nope`), 2},
+		{&commandLineError{err: errors.New(`unknown flag: --nope`)}, 2},
+		{fmt.Errorf("in run: %w", &commandLineError{err: errors.New("accepts at most 1 arg(s), received 2")}), 2},
+		{errors.New(`unknown flag: --nope`), 1}, // no matching of message text
 		{errors.New("disk full"), 1},
 	} {
 		if got := ExitCode(tc.err); got != tc.want {

@@ -13,14 +13,6 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-func init() {
-	extraCommands = append(extraCommands, NewCmdHook)
-}
-
-// hookSubcommands lets other files add `ralph hook` subcommands (stop)
-// from their init().
-var hookSubcommands []func(*Factory) *cobra.Command
-
 // NewCmdHook builds `ralph hook`.
 func NewCmdHook(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
@@ -37,10 +29,7 @@ whatever PATH the agent has); pass --command to use another, e.g.
 --command 'ralph hook stop' when ralph is on PATH. Install again after
 moving the binary: the old entry is replaced, never duplicated.`,
 	}
-	cmd.AddCommand(NewCmdHookInstall(f, nil), NewCmdHookUninstall(f, nil), NewCmdHookPlugin(f, nil))
-	for _, add := range hookSubcommands {
-		cmd.AddCommand(add(f))
-	}
+	cmd.AddCommand(NewCmdHookStop(f, nil), NewCmdHookInstall(f, nil), NewCmdHookUninstall(f, nil), NewCmdHookPlugin(f, nil))
 	return cmd
 }
 
@@ -104,8 +93,8 @@ func hookFlags(cmd *cobra.Command, o *HookInstallOptions) {
 	fl := cmd.Flags()
 	fl.BoolVar(&o.Claude, "claude", false, "Claude Code (the default)")
 	fl.BoolVar(&o.Codex, "codex", false, "Codex")
-	fl.StringVar(&o.Scope, "scope", hook.ScopeProject, "project (this repository) or user (your home folder)")
-	fl.StringVar(&o.Command, "command", "", "the hook command (default: this binary's absolute path + ' hook stop')")
+	fl.StringVar(&o.Scope, "scope", hook.ScopeProject, "`SCOPE`: project (this repository) or user (your home folder)")
+	fl.StringVar(&o.Command, "command", "", "the hook `COMMAND` (default: this binary's absolute path + ' hook stop')")
 }
 
 func hookCommand(cmd string) (string, error) {
@@ -232,6 +221,6 @@ rewrites only files that changed.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Command, "command", "", "the ralph program the hook and command run (default: this binary's absolute path)")
+	cmd.Flags().StringVar(&opts.Command, "command", "", "the ralph `PROGRAM` the hook and command run (default: this binary's absolute path)")
 	return cmd
 }

@@ -14,16 +14,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
-	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 )
-
-func init() {
-	extraCommands = append(extraCommands, NewCmdLoop)
-	hookSubcommands = append(hookSubcommands, func(f *Factory) *cobra.Command { return NewCmdHookStop(f, nil) })
-	pipelineSubcommands = append(pipelineSubcommands, NewCmdPipelineStart)
-}
 
 // LoopStartOptions are `ralph loop start`'s settings.
 type LoopStartOptions struct {
@@ -47,7 +40,7 @@ engine and state as ` + "`ralph run`" + ` and, unless the loop is done, blocks t
 and hands the agent the next prompt. Install the hook once with
 ` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
 	}
-	cmd.AddCommand(NewCmdLoopStart(f, nil), NewCmdLoopCancel(f))
+	cmd.AddCommand(NewCmdLoopStart(f, nil), NewCmdLoopCancel(f, nil))
 	return cmd
 }
 
@@ -76,16 +69,16 @@ that file, verified by the harness's gates and exit conditions.`,
 			return runLoopStart(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 20, "stop the loop after this many iterations")
-	cmd.Flags().StringVar(&opts.Promise, "completion-promise", "COMPLETE", "the text the agent prints as <promise>TEXT</promise> when done")
-	cmd.Flags().StringArrayVar(&opts.Checks, "check", nil, "with PROMPT: a command (run with sh -c) that must pass before the promise counts (repeatable)")
-	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD instead of a prompt")
-	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (file or pagent)")
+	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 20, "stop the loop after `N` iterations")
+	cmd.Flags().StringVar(&opts.Promise, "completion-promise", "COMPLETE", "the `TEXT` the agent prints as <promise>TEXT</promise> when done")
+	cmd.Flags().StringArrayVar(&opts.Checks, "check", nil, "with PROMPT: a `COMMAND` (run with sh -c) that must pass before the promise counts (repeatable)")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD `FILE` instead of a prompt")
+	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (a `FILE`, or pagent)")
 	return cmd
 }
 
 // NewCmdPipelineStart builds `ralph pipeline start`.
-func NewCmdPipelineStart(f *Factory) *cobra.Command {
+func NewCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
 	opts := &LoopStartOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "start [FILE|pagent]",
@@ -96,10 +89,13 @@ func NewCmdPipelineStart(f *Factory) *cobra.Command {
 			if len(args) == 1 {
 				opts.Pipeline = args[0]
 			}
+			if runF != nil {
+				return runF(opts)
+			}
 			return runLoopStart(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 50, "stop the pipeline after this many iterations in all")
+	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 50, "stop the pipeline after `N` iterations in all")
 	return cmd
 }
 
@@ -131,7 +127,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if old, _ := hook.LoadArmed(root); old != nil {
 		return engine.UsageError("a %s loop is already armed in %s (since %s); `ralph loop cancel` first", old.Kind, root, old.ArmedAt.Format(time.RFC3339))
 	}
-	eng, err := hookEngine(root, repo, a, gate.Runner{Proc: proc.Exec{}}, true)
+	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true)
 	if err != nil {
 		return err
 	}
@@ -195,32 +191,46 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 }
 
 // NewCmdLoopCancel builds `ralph loop cancel`.
-func NewCmdLoopCancel(f *Factory) *cobra.Command {
+func NewCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {
+	opts := &LoopCancelOptions{IO: f}
 	return &cobra.Command{
 		Use:   "cancel",
 		Short: "Disarm the in-session loop: the next stop is allowed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root, _, err := f.RepoRoot(cmd.Context())
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(opts)
 			}
-			a, err := hook.LoadArmed(root)
-			if err != nil {
-				return err
-			}
-			if a == nil {
-				fmt.Fprintln(f.IO.ErrOut, "ralph: no loop is armed")
-				return nil
-			}
-			if err := hook.Disarm(root); err != nil {
-				return err
-			}
-			_ = store.AppendJSONL(engine.PathsFor(root).Events, engine.Event{Time: time.Now().UTC(), Type: "loop_cancelled", Message: "ralph loop cancel"})
-			fmt.Fprintf(f.IO.ErrOut, "ralph: %s loop disarmed; the state stays in .ralph/ (`ralph run` can continue a PRD or pipeline)\n", a.Kind)
-			return nil
+			return runLoopCancel(cmd.Context(), opts)
 		},
 	}
+}
+
+// LoopCancelOptions are `ralph loop cancel`'s settings.
+type LoopCancelOptions struct {
+	IO *Factory
+}
+
+func runLoopCancel(ctx context.Context, o *LoopCancelOptions) error {
+	f := o.IO
+	root, _, err := f.RepoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	a, err := hook.LoadArmed(root)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		fmt.Fprintln(f.IO.ErrOut, "ralph: no loop is armed")
+		return nil
+	}
+	if err := hook.Disarm(root); err != nil {
+		return err
+	}
+	_ = store.AppendJSONL(engine.PathsFor(root).Events, engine.Event{Time: time.Now().UTC(), Type: "loop_cancelled", Message: "ralph loop cancel"})
+	fmt.Fprintf(f.IO.ErrOut, "ralph: %s loop disarmed; the state stays in .ralph/ (`ralph run` can continue a PRD or pipeline)\n", a.Kind)
+	return nil
 }
 
 // HookStopOptions are `ralph hook stop`'s settings.
@@ -251,7 +261,7 @@ input never traps you: the stop is allowed and the error goes to
 			return runHookStop(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 9*time.Minute, "time limit for the hook's own work (gates included); keep it under the hook timeout in your settings")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 9*time.Minute, "time limit (`DURATION`) for the hook's own work (gates included); keep it under the hook timeout in your settings")
 	return cmd
 }
 
@@ -262,7 +272,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	if wd == "" {
 		wd, _ = f.Getwd()
 	}
-	top, err := git.New(wd).Toplevel(ctx)
+	top, err := f.GitAt(wd).Toplevel(ctx)
 	if err != nil {
 		// Not a repository: nothing of ours here. Said on stderr (shown in
 		// the agent's hook log, never to the model) for diagnosis.
@@ -298,7 +308,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	eng, err := hookEngine(top, git.New(top), a, gate.Runner{Proc: proc.Exec{}, Timeout: o.Timeout}, false)
+	eng, err := hookEngine(top, f.GitAt(top), a, f.GateRunner(o.Timeout), false)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil

@@ -15,26 +15,16 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/pipeline"
-	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-func init() {
-	sourceOpeners["pipeline"] = openPipelineSource
-	extraCommands = append(extraCommands, NewCmdPipeline)
-}
-
-func openPipelineSource(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
+func openPipelineSource(o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
 	spec := o.Pipeline
 	if spec == "" {
 		spec = filepath.Join(root, pipeline.DefaultFile)
 	}
-	runner := gates.Proc
-	if runner == nil {
-		runner = proc.Exec{}
-	}
-	return source.OpenPipeline(spec, root, repo, runner, gates.Timeout)
+	return source.OpenPipeline(spec, root, repo, gates.Proc, gates.Timeout)
 }
 
 // NewCmdPipeline builds `ralph pipeline`.
@@ -53,15 +43,9 @@ its condition holds (at most max_iterations times), is committed as
 Run one with ` + "`ralph run --pipeline .ralph/pipeline.yaml`" + ` (or --pipeline pagent for
 the built-in seed-000 pipeline with PRD.md).`,
 	}
-	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil))
-	for _, add := range pipelineSubcommands {
-		cmd.AddCommand(add(f))
-	}
+	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil), NewCmdPipelineStart(f, nil))
 	return cmd
 }
-
-// pipelineSubcommands lets other files add `ralph pipeline` subcommands.
-var pipelineSubcommands []func(*Factory) *cobra.Command
 
 // PipelineInitOptions are `ralph pipeline init`'s settings.
 type PipelineInitOptions struct {
@@ -93,8 +77,8 @@ kept unless --force.`,
 			return pipelineInit(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.PRD, "prd", "", "the PRD the prompts refer to (default "+pipeline.DefaultPresetPRD+")")
-	cmd.Flags().StringVar(&opts.Dir, "dir", "", "folder to write into (default .ralph in the repository root)")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "the PRD `FILE` the prompts refer to (default "+pipeline.DefaultPresetPRD+")")
+	cmd.Flags().StringVar(&opts.Dir, "dir", "", "`DIR` to write into (default .ralph in the repository root)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite files that differ from the preset")
 	return cmd
 }

@@ -61,12 +61,11 @@ func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Project, "project", "", "project name (required)")
-	cmd.Flags().StringVar(&opts.Feature, "feature", "", "feature name (required)")
-	cmd.Flags().StringVarP(&opts.Output, "output", "o", "prd.json", "file to write, - for stdout")
+	cmd.Flags().StringVar(&opts.Project, "project", "", "project `NAME` (required)")
+	cmd.Flags().StringVar(&opts.Feature, "feature", "", "feature `NAME` (required)")
+	cmd.Flags().StringVarP(&opts.Output, "output", "o", "prd.json", "`FILE` to write, - for stdout")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
-	_ = cmd.MarkFlagRequired("project")
-	_ = cmd.MarkFlagRequired("feature")
+	requireFlags(cmd, "project", "feature")
 	return cmd
 }
 

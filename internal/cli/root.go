@@ -10,23 +10,46 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/iostreams"
+	"github.com/ralph-loop/ralph/internal/proc"
 )
 
 // Version is set at build time.
 var Version = "0.1.0-dev"
 
-// Factory carries what commands share.
+// Factory carries what commands share: the streams, the working folder,
+// and the one process runner every git call, gate and agent goes through
+// (tests hand in their own).
 type Factory struct {
-	IO    *iostreams.IOStreams
-	Getwd func() (string, error)
+	IO     *iostreams.IOStreams
+	Getwd  func() (string, error)
+	Runner proc.Runner // nil: real processes
+}
+
+func (f *Factory) runner() proc.Runner {
+	if f.Runner == nil {
+		return proc.Exec{}
+	}
+	return f.Runner
+}
+
+// GitAt is the git repository (or worktree) at dir.
+func (f *Factory) GitAt(dir string) *git.Repo { return &git.Repo{Dir: dir, Runner: f.runner()} }
+
+// GateRunner runs quality gates with a time limit per gate (0: the
+// default).
+func (f *Factory) GateRunner(timeout time.Duration) gate.Runner {
+	return gate.Runner{Proc: f.runner(), Timeout: timeout}
 }
 
 // RepoRoot finds the git top level of the working directory.
@@ -35,12 +58,11 @@ func (f *Factory) RepoRoot(ctx context.Context) (string, *git.Repo, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	r := git.New(wd)
-	top, err := r.Toplevel(ctx)
+	top, err := f.GitAt(wd).Toplevel(ctx)
 	if err != nil {
 		return "", nil, engine.UsageError("%s is not inside a git repository (run `git init` and make a first commit)", wd)
 	}
-	return top, git.New(top), nil
+	return top, f.GitAt(top), nil
 }
 
 // Config loads .ralph/config.yaml under root.
@@ -52,7 +74,14 @@ func (f *Factory) Config(root string) (*config.Config, error) {
 	return c, nil
 }
 
-// NewCmdRoot builds the tree.
+// Command groups in `ralph --help`.
+const (
+	groupWork         = "work"
+	groupFiles        = "files"
+	groupIntegrations = "integrations"
+)
+
+// NewCmdRoot builds the whole command tree: every command is listed here.
 func NewCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ralph",
@@ -72,23 +101,99 @@ or budget reached with work left · 4 blocked · 130 interrupted or stopped.`,
 	root.SetOut(f.IO.Out)
 	root.SetErr(f.IO.ErrOut)
 	root.SetIn(f.IO.In)
-	root.AddCommand(
-		NewCmdRun(f, nil),
-		NewCmdStatus(f, nil),
-		NewCmdPRD(f),
-		NewCmdStop(f, nil),
-		NewCmdDemo(f, nil),
-		NewCmdInit(f, nil),
+	root.AddGroup(
+		&cobra.Group{ID: groupWork, Title: "Run and watch the loop:"},
+		&cobra.Group{ID: groupFiles, Title: "Work files (PRDs, task trees, pipelines):"},
+		&cobra.Group{ID: groupIntegrations, Title: "Inside an agent's own session:"},
 	)
-	for _, add := range extraCommands {
-		root.AddCommand(add(f))
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
 	}
+	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdStop(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil))
+	add(groupFiles, NewCmdPRD(f), NewCmdTask(f), NewCmdPipeline(f))
+	add(groupIntegrations, NewCmdHook(f), NewCmdLoop(f))
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })
+	usageErrorsFromArgs(root)
 	return root
 }
 
-// extraCommands lets command files register themselves (keeps root.go
-// stable while the tree grows).
-var extraCommands []func(*Factory) *cobra.Command
+// commandLineError is a command line that cannot run: an unknown flag or
+// subcommand, a bad flag value, the wrong number of arguments. It is a
+// usage error (exit 2) and knows the command whose --help explains.
+type commandLineError struct {
+	err error
+	cmd *cobra.Command
+}
+
+func (e *commandLineError) Error() string        { return e.err.Error() }
+func (e *commandLineError) Unwrap() error        { return e.err }
+func (e *commandLineError) Is(target error) bool { return target == engine.ErrUsage }
+
+// usageErrorsFromArgs makes every command's argument check, and an unknown
+// subcommand of a command that only groups others, a commandLineError.
+func usageErrorsFromArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &commandLineError{err: err, cmd: cmd}
+			}
+			return nil
+		}
+	}
+	if run := c.RunE; run != nil && c.HasSubCommands() {
+		// A grouping command's own "unknown command" is a usage error too.
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			if err != nil && len(args) > 0 {
+				var ce *commandLineError
+				if !errors.As(err, &ce) {
+					return &commandLineError{err: err, cmd: cmd}
+				}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageErrorsFromArgs(sub)
+	}
+}
+
+// requireFlags makes the named flags required: a command line without one
+// is a commandLineError (cobra's own check would be a plain error).
+func requireFlags(cmd *cobra.Command, names ...string) {
+	next := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		var missing []string
+		for _, n := range names {
+			if !c.Flags().Changed(n) {
+				missing = append(missing, "--"+n)
+			}
+		}
+		switch len(missing) {
+		case 0:
+		case 1:
+			return &commandLineError{err: fmt.Errorf("missing required flag %s", missing[0]), cmd: c}
+		default:
+			return &commandLineError{err: fmt.Errorf("missing required flags %s", strings.Join(missing, ", ")), cmd: c}
+		}
+		if next != nil {
+			return next(c, args)
+		}
+		return nil
+	}
+}
 
 // Main runs ralph with the process's arguments and returns the exit code.
 func Main() int {
@@ -102,13 +207,14 @@ func Run(f *Factory, args []string) int {
 	defer cancel()
 	cmd := NewCmdRoot(f)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	_, err := cmd.ExecuteContextC(ctx)
 	code := ExitCode(err)
 	var se *statusError
 	if err != nil && !errors.As(err, &se) {
 		fmt.Fprintf(f.IO.ErrOut, "ralph: %v\n", err)
-		if code == ExitUsage && isFlagError(err) {
-			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		var ce *commandLineError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(f.IO.ErrOut, "Run '%s --help' for usage.\n", ce.cmd.CommandPath())
 		}
 	}
 	return code

@@ -50,8 +50,15 @@ type RunOptions struct {
 	DryRun           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
-	APIKeyEnv        string
-	Env              []string // extra agent environment from config env:
+	// The task loop's (--tasks) own settings.
+	Watch     bool
+	Interval  time.Duration
+	Gates     []string // NAME=COMMAND
+	APIKeyEnv string
+	// flagSet reports whether a flag was given on the command line (flags
+	// win over the config file).
+	flagSet func(name string) bool
+	Env     []string // extra agent environment from config env:
 }
 
 // NewCmdRun builds `ralph run`.
@@ -66,8 +73,9 @@ failure in the prompt when they do not, and stop when everything passed or a
 limit is reached. State lives in .ralph/ (state.json, events.jsonl,
 progress.md, transcripts/); run again after a crash and it resumes.
 
-RUN_DIR is a run folder (seed layout ralph/runs/<id>/ with prd.json,
-PROMPT.md, progress.md, transcripts/).
+RUN_DIR is a run folder (ralph/runs/<id>/ with prd.json, PROMPT.md,
+progress.md and transcripts/): the loop reads the PRD and prompt there and
+writes progress and transcripts there.
 
 Stop gracefully with ` + "`ralph stop`" + ` (or create .ralph/stop): the current iteration
 finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
@@ -80,46 +88,52 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 			if len(args) == 1 {
 				opts.RunDir = args[0]
 			}
-			if err := opts.applyConfig(cmd); err != nil {
-				return err
-			}
+			opts.flagSet = cmd.Flags().Changed
 			if runF != nil {
 				return runF(opts)
+			}
+			if err := opts.applyConfig(cmd.Context()); err != nil {
+				return err
 			}
 			return runRun(cmd.Context(), opts)
 		},
 	}
+	// A backticked word in a usage string is the flag's value name in
+	// --help (pflag's rule): every value flag names its own.
 	fl := cmd.Flags()
-	fl.StringVar(&opts.PRD, "prd", "", "PRD file (default prd.json in the repository root)")
-	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline file (stages with exit conditions; see `ralph pipeline`), or a built-in pipeline name: pagent")
-	fl.StringVar(&opts.Agent, "agent", "", "agent: "+strings.Join(agent.Names(), ", ")+" (default claude)")
-	fl.StringVar(&opts.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments, split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
-	fl.StringArrayVar(&opts.AgentArgs, "agent-arg", nil, "extra argument for the agent CLI (repeatable)")
-	fl.StringVar(&opts.Script, "script", "", "for --agent scripted: the script file")
-	fl.StringVar(&opts.Model, "model", "", "model name passed to the agent")
-	fl.StringVar(&opts.BaseURL, "base-url", "", "API endpoint for the agent (native, claude, codex, opencode, gemini)")
-	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: anthropic or openai")
-	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
-	fl.StringVar(&opts.Promise, "promise", "", "completion promise text the agent prints as <promise>TEXT</promise> (default COMPLETE)")
-	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after this many iterations (default 10 × stories)")
-	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "attempts per story before it is blocked (default 3)")
-	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this long (default 60m)")
-	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit per quality gate (default 10m)")
-	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches this many USD")
-	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach this")
-	fl.IntVar(&opts.Parallel, "parallel", 1, "stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
-	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure this many times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.StringVar(&opts.PRD, "prd", "", "PRD `FILE` (default prd.json in the repository root)")
+	fl.StringVar(&opts.Tasks, "tasks", "", "task tree `FILE` (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
+	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
+	fl.StringVar(&opts.Agent, "agent", "", "agent `NAME`: "+strings.Join(agent.Names(), ", ")+" (default claude)")
+	fl.StringVar(&opts.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments (`ARGV`), split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
+	fl.StringArrayVar(&opts.AgentArgs, "agent-arg", nil, "extra `ARG` for the agent CLI (repeatable)")
+	fl.StringVar(&opts.Script, "script", "", "for --agent scripted: the script `FILE`")
+	fl.StringVar(&opts.Model, "model", "", "model `NAME` passed to the agent")
+	fl.StringVar(&opts.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini)")
+	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: `API` anthropic or openai")
+	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
+	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
+	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
+	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` attempts per story before it is blocked (default 3)")
+	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this `DURATION` (default 60m)")
+	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit (`DURATION`) per quality gate (default 10m)")
+	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches `USD`")
+	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach `N`")
+	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
+	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
-	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait after a rate limit without a reset time (default 1m, doubling to 30m)")
-	addTaskRunFlags(fl, opts)
+	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
+	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
+	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
+	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
 	return cmd
 }
 
-// applyConfig fills unset flags from .ralph/config.yaml.
-func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
-	root, _, err := o.IO.RepoRoot(cmd.Context())
+// applyConfig fills the flags not given from .ralph/config.yaml.
+func (o *RunOptions) applyConfig(ctx context.Context) error {
+	root, _, err := o.IO.RepoRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -127,7 +141,7 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	set := func(name string) bool { return cmd.Flags().Changed(name) }
+	set := o.flagSet
 	str := func(dst *string, name, v string) {
 		if !set(name) && v != "" {
 			*dst = v
@@ -178,15 +192,14 @@ func (o *RunOptions) applyConfig(cmd *cobra.Command) error {
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
 	}
-	tf := taskFlagsFor(o)
 	if !set("gate") && len(c.Gates) > 0 {
-		tf.gates = append(tf.gates, sortedPairs(c.Gates)...)
+		o.Gates = append(o.Gates, sortedPairs(c.Gates)...)
 	}
 	if !set("watch") && c.Watch {
-		tf.watch = true
+		o.Watch = true
 	}
 	if !set("interval") && c.Interval > 0 {
-		tf.interval = time.Duration(c.Interval)
+		o.Interval = time.Duration(c.Interval)
 	}
 	if o.Agent == "" {
 		o.Agent = "claude"
@@ -255,7 +268,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	// Git's auto-maintenance runs once when the run ends instead of after
 	// every commit.
 	repo.BatchMaintenance = true
-	gates := gate.Runner{Proc: proc.Exec{}, Timeout: o.GateTimeout}
+	gates := f.GateRunner(o.GateTimeout)
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
 		return err
@@ -321,10 +334,11 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	if n > 1 {
 		return nil, engine.UsageError("give one of --prd, --tasks, --pipeline")
 	}
-	if o.Tasks != "" || o.Pipeline != "" {
-		if open := sourceOpeners[map[bool]string{true: "tasks", false: "pipeline"}[o.Tasks != ""]]; open != nil {
-			return open(ctx, o, root, repo, gates)
-		}
+	switch {
+	case o.Tasks != "":
+		return openTasksSource(ctx, o, root, repo, gates)
+	case o.Pipeline != "":
+		return openPipelineSource(o, root, repo, gates)
 	}
 	p := o.PRD
 	if p == "" {
@@ -338,10 +352,6 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	}
 	return source.OpenPRD(p, repo, gates)
 }
-
-// sourceOpeners lets the tasks and pipeline commands register their
-// sources without run.go knowing their packages.
-var sourceOpeners = map[string]func(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error){}
 
 func printEvent(w io.Writer, ev engine.Event) {
 	switch ev.Type {

@@ -7,11 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -23,11 +21,6 @@ import (
 // ExitNoTask is `ralph task claim` / `ralph task next` finding no pending
 // leaf task.
 const ExitNoTask = 3
-
-func init() {
-	extraCommands = append(extraCommands, NewCmdTask)
-	sourceOpeners["tasks"] = openTasksSource
-}
 
 // TaskOptions are the settings of the `ralph task` commands.
 type TaskOptions struct {
@@ -92,7 +85,7 @@ the loop archives it after the gates pass and the branch is merged.
 }
 
 func taskCommand(f *Factory, opts *TaskOptions, cmd *cobra.Command, runF func(*TaskOptions) error, run func(context.Context, *TaskOptions) error) *cobra.Command {
-	cmd.Flags().StringVar(&opts.File, "file", "", "tasks file (default $RALPH_TASKS_FILE, else tasks.jsonl at the repository root)")
+	cmd.Flags().StringVar(&opts.File, "file", "", "tasks `FILE` (default $RALPH_TASKS_FILE, else tasks.jsonl at the repository root)")
 	if cmd.Long == "" {
 		cmd.Long = cmd.Short + "."
 	}
@@ -134,7 +127,7 @@ A leaf parent becomes a container.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Parent, "parent", "", "parent task id")
+	cmd.Flags().StringVar(&opts.Parent, "parent", "", "parent task `ID`")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the new task's line")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
 		var t *tasks.Task
@@ -235,7 +228,7 @@ the branch is merged. Inside an iteration on another task it is refused.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Commit, "commit", "", "commit SHA that completes the task")
+	cmd.Flags().StringVar(&opts.Commit, "commit", "", "`SHA` of the commit that completes the task")
 	return taskCommand(f, opts, cmd, runF, runTaskComplete)
 }
 
@@ -316,8 +309,8 @@ task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why the task is blocked (required)")
-	_ = cmd.MarkFlagRequired("reason")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "`REASON` the task is blocked (required)")
+	requireFlags(cmd, "reason")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
 		return o.update(ctx, func(set *tasks.Set) error { return set.Block(o.ID, o.Reason) })
 	})
@@ -355,7 +348,7 @@ container, title (and the reason of blocked ones). --status filters
 --json prints the lines as stored.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.Flags().StringVar(&opts.Status, "status", "", "only tasks with this status: "+strings.Join(tasks.Statuses, ", "))
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only tasks with this `STATUS`: "+strings.Join(tasks.Statuses, ", "))
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON lines")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
 		if o.Status != "" && !tasks.ValidStatus(o.Status) {
@@ -502,7 +495,7 @@ func (o *TaskOptions) resolveFile(ctx context.Context) error {
 			return err
 		}
 		dir := wd
-		if top, err := git.New(wd).Toplevel(ctx); err == nil {
+		if top, err := o.IO.GitAt(wd).Toplevel(ctx); err == nil {
 			dir = top
 		}
 		o.File = filepath.Join(dir, "tasks.jsonl")
@@ -587,49 +580,15 @@ func (o *TaskOptions) printTasks(list ...*tasks.Task) {
 
 // --- `ralph run --tasks` ---
 
-// taskRunFlags are run's task-loop flags, kept beside RunOptions.
-type taskRunFlags struct {
-	watch    bool
-	interval time.Duration
-	gates    []string
-}
-
-var (
-	taskRunMu   sync.Mutex
-	taskRunOpts = map[*RunOptions]*taskRunFlags{}
-)
-
-func taskFlagsFor(o *RunOptions) *taskRunFlags {
-	taskRunMu.Lock()
-	defer taskRunMu.Unlock()
-	tf := taskRunOpts[o]
-	if tf == nil {
-		tf = &taskRunFlags{interval: 30 * time.Second}
-		taskRunOpts[o] = tf
-	}
-	return tf
-}
-
-// addTaskRunFlags declares `ralph run`'s task-loop flags (called from
-// NewCmdRun).
-func addTaskRunFlags(fl *pflag.FlagSet, o *RunOptions) {
-	tf := taskFlagsFor(o)
-	fl.StringVar(&o.Tasks, "tasks", "", "task tree (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
-	fl.BoolVar(&tf.watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until `ralph stop` or Ctrl-C")
-	fl.DurationVar(&tf.interval, "interval", 30*time.Second, "with --watch: how often to look for new tasks")
-	fl.StringArrayVar(&tf.gates, "gate", nil, "with --tasks: quality gate NAME=COMMAND run on the task branch before merging (repeatable)")
-}
-
 // applyTaskRunConfig sets the engine settings of the task loop (called
 // from runRun once cfg is built).
 func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
 	if o.Tasks == "" || cfg.Source == nil {
 		return
 	}
-	tf := taskFlagsFor(o)
 	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
-	if tf.watch {
-		cfg.Watch = tf.interval
+	if o.Watch {
+		cfg.Watch = o.Interval
 		if cfg.Watch <= 0 {
 			cfg.Watch = 30 * time.Second
 		}
@@ -658,11 +617,10 @@ func parseGates(specs []string) ([]gate.Gate, error) {
 }
 
 func openTasksSource(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
-	tf := taskFlagsFor(o)
-	if tf.interval <= 0 {
+	if o.Interval <= 0 {
 		return nil, engine.UsageError("--interval must be positive")
 	}
-	list, err := parseGates(tf.gates)
+	list, err := parseGates(o.Gates)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/ralph-loop/ralph/internal/proc"
 )
@@ -54,16 +55,13 @@ func gitEnv() []string {
 	return proc.Environ(nil, extra...)
 }
 
-var identityChecked, identityFound bool
-
-func hasGlobalIdentity() bool {
-	if !identityChecked {
-		identityChecked = true
-		out, err := proc.Output(context.Background(), proc.Exec{}, proc.Cmd{Argv: []string{"git", "config", "user.email"}})
-		identityFound = err == nil && strings.TrimSpace(out) != ""
-	}
-	return identityFound
-}
+// hasGlobalIdentity asks git once per process whether a user.email is
+// configured. Concurrent workers build commands at once, so the answer is
+// computed under sync.OnceValue: every caller sees the same, finished one.
+var hasGlobalIdentity = sync.OnceValue(func() bool {
+	out, err := proc.Output(context.Background(), proc.Exec{}, proc.Cmd{Argv: []string{"git", "config", "user.email"}})
+	return err == nil && strings.TrimSpace(out) != ""
+})
 
 // Run runs git and returns trimmed stdout.
 func (r *Repo) Run(ctx context.Context, args ...string) (string, error) {

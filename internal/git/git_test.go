@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -178,5 +179,25 @@ func TestMergeSquashConflictAndTrailers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gitignore")); err == nil {
 		t.Fatal(".gitignore was written")
+	}
+}
+
+// Concurrent workers build git commands at once: the identity check must
+// be race-free and give every caller the same answer (run with -race).
+func TestGitEnvConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	envs := make([][]string, 16)
+	for i := range envs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			envs[i] = gitEnv()
+		}(i)
+	}
+	wg.Wait()
+	for i := range envs {
+		if strings.Join(envs[i], "\n") != strings.Join(envs[0], "\n") {
+			t.Fatalf("caller %d got another environment", i)
+		}
 	}
 }

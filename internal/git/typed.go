@@ -76,12 +76,14 @@ func (r *Repo) MergeConflicts(ctx context.Context, base, head string) ([]string,
 	if !errors.As(err, &ee) || ee.Code != 1 {
 		return nil, err
 	}
-	// Exit 1 is "conflicts": the first line is the tree, then the paths.
+	// Exit 1 is "conflicts" when the output starts with the merged tree's
+	// id (then the paths); git also exits 1 for a revision it cannot
+	// merge, with nothing on stdout.
 	paths := lines(out)
-	if len(paths) > 0 {
-		paths = paths[1:]
+	if len(paths) == 0 || !fullSHA.MatchString(paths[0]) {
+		return nil, err
 	}
-	return paths, nil
+	return paths[1:], nil
 }
 
 // IsIgnored reports whether git ignores path.

@@ -29,8 +29,8 @@ func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	return &IOStreams{In: in, Out: out, ErrOut: errb}, in, out, errb
 }
 
-// IsTTY reports whether output goes to a terminal (live progress) or not
-// (plain lines).
+// IsTTY reports whether standard output is a terminal. Nothing renders
+// differently on one yet: every command prints plain lines either way.
 func (s *IOStreams) IsTTY() bool { return s.isTTY }
 
 // SetTTY switches TTY mode (tests).

@@ -134,7 +134,7 @@ func (s *Server) handleAnthropic(c *call) {
 		return
 	}
 
-	e := startSSE(c.w)
+	e := c.startSSE()
 	e.event("message_start", map[string]any{
 		"type": "message_start",
 		"message": map[string]any{
@@ -185,6 +185,7 @@ func (s *Server) handleAnthropic(c *call) {
 		}
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
+	e.end()
 	e.event("message_delta", map[string]any{
 		"type":  "message_delta",
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},

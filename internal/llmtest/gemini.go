@@ -191,8 +191,11 @@ func (s *Server) handleGemini(c *call, model, action string) {
 		writeJSON(c.w, http.StatusOK, list)
 		return
 	}
-	e := startSSE(c.w)
+	e := c.startSSE()
 	for i, p := range parts {
+		if i == len(parts)-1 {
+			e.end()
+		}
 		e.data(response([]part{p}, i == len(parts)-1), "\r\n\r\n")
 	}
 }

@@ -255,7 +255,7 @@ func (s *Server) handleResponses(c *call) {
 		return
 	}
 
-	e := startSSE(c.w)
+	e := c.startSSE()
 	ev := func(typ string, fields map[string]any) {
 		fields["type"] = typ
 		fields["sequence_number"] = e.seq
@@ -300,6 +300,7 @@ func (s *Server) handleResponses(c *call) {
 		}
 		ev("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}
+	e.end()
 	ev("response.completed", map[string]any{"response": response("completed", output, usage)})
 }
 
@@ -415,7 +416,7 @@ func (s *Server) handleChat(c *call) {
 	}
 
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	e := startSSE(c.w)
+	e := c.startSSE()
 	chunk := func(delta map[string]any, finishReason any) {
 		ch := map[string]any{
 			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -447,6 +448,7 @@ func (s *Server) handleChat(c *call) {
 			}}}, nil)
 		}
 	}
+	e.end()
 	chunk(map[string]any{}, finish)
 	if includeUsage {
 		e.data(map[string]any{

@@ -181,10 +181,34 @@ func (w *statusWriter) Flush() {
 
 // call is one request being served.
 type call struct {
+	s    *Server
 	w    *statusWriter
 	r    *http.Request
 	body []byte
 	rec  *LoggedRequest
+	once sync.Once
+}
+
+// logged records the request in the log, once. A streamed answer calls it
+// (through sse.ending) before its terminal events: streaming clients stop
+// reading there, before the handler returns, and a test that reads the log
+// as soon as its client is done must find the request in it. Everything
+// the log says about the answer is decided by then.
+func (c *call) logged() {
+	c.once.Do(func() {
+		c.rec.Status = c.w.status
+		if c.rec.Status == 0 {
+			c.rec.Status = http.StatusOK
+		}
+		c.s.record(c.rec)
+	})
+}
+
+// startSSE begins a streamed answer whose ending logs the request.
+func (c *call) startSSE() *sse {
+	e := startSSE(c.w)
+	e.ending = c.logged
+	return e
 }
 
 const maxBody = 256 << 20
@@ -210,7 +234,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			rec.Body, _ = json.Marshal(string(body))
 		}
 	}
-	c := &call{w: w, r: r, body: body, rec: rec}
+	c := &call{s: s, w: w, r: r, body: body, rec: rec}
 	defer func() {
 		if p := recover(); p != nil {
 			rec.Error = fmt.Sprint("panic: ", p)
@@ -218,11 +242,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				genericError(w, http.StatusInternalServerError, "llmtest: internal error: "+fmt.Sprint(p))
 			}
 		}
-		rec.Status = w.status
-		if rec.Status == 0 {
-			rec.Status = http.StatusOK
-		}
-		s.record(rec)
+		c.logged() // a non-streamed answer ends after the handler returns
 	}()
 	if err != nil {
 		rec.Error = "read body: " + err.Error()
@@ -432,10 +452,20 @@ func genericError(w http.ResponseWriter, status int, msg string) {
 	})
 }
 
-// sse writes server-sent events.
+// sse writes server-sent events. ending, when set, runs once before the
+// stream's terminal events (see call.logged).
 type sse struct {
-	w   http.ResponseWriter
-	seq int
+	w      http.ResponseWriter
+	seq    int
+	ending func()
+}
+
+// end marks the start of the terminal events.
+func (e *sse) end() {
+	if e.ending != nil {
+		e.ending()
+		e.ending = nil
+	}
 }
 
 func startSSE(w http.ResponseWriter) *sse {

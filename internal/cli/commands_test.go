@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/iostreams"
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// testFactory fails the test on any process it would start: flag parsing
+// alone must run nothing.
+func testFactory(t *testing.T) *Factory {
+	ios, _, _, _ := iostreams.Test()
+	return &Factory{IO: ios, Getwd: func() (string, error) { return t.TempDir(), nil }, Runner: proc.NewFakeRunner(t)}
+}
+
+// parse runs cmd with args; runF has captured the options.
+func parse(t *testing.T, cmd *cobra.Command, args ...string) {
+	t.Helper()
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%s %v: %v", cmd.Name(), args, err)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	f := testFactory(t)
+	var got *RunOptions
+	parse(t, NewCmdRun(f, func(o *RunOptions) error { got = o; return nil }),
+		"ralph/runs/r1", "--prd", "p.json", "--agent", "cmd", "--agent-cmd", "python3 a.py", "--agent-arg", "-x", "--agent-arg", "-y",
+		"--max-iterations", "7", "--max-attempts", "2", "--iteration-timeout", "90s", "--parallel", "3", "--breaker", "0",
+		"--max-cost", "1.5", "--max-tokens", "1000", "--promise", "DONE", "--dry-run", "--json", "--allow-dirty",
+		"--tasks", "t.jsonl", "--watch", "--interval", "5s", "--gate", "test=go test ./...")
+	if got.RunDir != "ralph/runs/r1" || got.PRD != "p.json" || got.Agent != "cmd" || got.AgentCmd != "python3 a.py" ||
+		strings.Join(got.AgentArgs, " ") != "-x -y" || got.MaxIterations != 7 || got.MaxAttempts != 2 ||
+		got.IterationTimeout != 90*time.Second || got.Parallel != 3 || got.Breaker != 0 || got.MaxCost != 1.5 ||
+		got.MaxTokens != 1000 || got.Promise != "DONE" || !got.DryRun || !got.JSON || !got.AllowDirty ||
+		got.Tasks != "t.jsonl" || !got.Watch || got.Interval != 5*time.Second || strings.Join(got.Gates, ",") != "test=go test ./..." {
+		t.Fatalf("options %+v", got)
+	}
+	if !got.flagSet("parallel") || got.flagSet("model") {
+		t.Fatal("flagSet does not tell given flags from defaults")
+	}
+	parse(t, NewCmdRun(f, func(o *RunOptions) error { got = o; return nil }))
+	if got.Parallel != 1 || got.Breaker != 5 || got.Interval != 30*time.Second || got.Watch {
+		t.Fatalf("defaults %+v", got)
+	}
+}
+
+func TestSmallCommandFlags(t *testing.T) {
+	f := testFactory(t)
+	var status *StatusOptions
+	parse(t, NewCmdStatus(f, func(o *StatusOptions) error { status = o; return nil }), "--json")
+	var stop *StopOptions
+	parse(t, NewCmdStop(f, func(o *StopOptions) error { stop = o; return nil }))
+	var clean *CleanOptions
+	parse(t, NewCmdClean(f, func(o *CleanOptions) error { clean = o; return nil }), "--force", "--dry-run")
+	var demo *DemoOptions
+	parse(t, NewCmdDemo(f, func(o *DemoOptions) error { demo = o; return nil }), "--dir", "/tmp/d")
+	var ini *InitOptions
+	parse(t, NewCmdInit(f, func(o *InitOptions) error { ini = o; return nil }), "--force")
+	if !status.JSON || stop == nil || !clean.Force || !clean.DryRun || demo.Dir != "/tmp/d" || !ini.Force {
+		t.Fatalf("status %+v stop %v clean %+v demo %+v init %+v", status, stop, clean, demo, ini)
+	}
+}
+
+func TestPRDFlags(t *testing.T) {
+	f := testFactory(t)
+	var n *PRDNewOptions
+	parse(t, NewCmdPRDNew(f, func(o *PRDNewOptions) error { n = o; return nil }), "--project", "p", "--feature", "x", "-o", "-", "--force")
+	var v *PRDValidateOptions
+	parse(t, NewCmdPRDValidate(f, func(o *PRDValidateOptions) error { v = o; return nil }), "other.json")
+	if n.Project != "p" || n.Feature != "x" || n.Output != "-" || !n.Force || v.File != "other.json" {
+		t.Fatalf("new %+v validate %+v", n, v)
+	}
+	if names := subcommands(NewCmdPRD(f)); names != "new validate" {
+		t.Fatalf("prd subcommands %q", names)
+	}
+}
+
+func TestTaskFlags(t *testing.T) {
+	f := testFactory(t)
+	var got *TaskOptions
+	capture := func(o *TaskOptions) error { got = o; return nil }
+	for _, tc := range []struct {
+		cmd   *cobra.Command
+		args  []string
+		check func(o *TaskOptions) bool
+	}{
+		{NewCmdTaskAdd(f, capture), []string{"A.3", "add logout", "--parent", "A", "--json", "--file", "t.jsonl"}, func(o *TaskOptions) bool {
+			return o.ID == "A.3" && o.Title == "add logout" && o.Parent == "A" && o.JSON && o.File == "t.jsonl"
+		}},
+		{NewCmdTaskAdd(f, capture), []string{"write docs"}, func(o *TaskOptions) bool { return o.ID == "" && o.Title == "write docs" }},
+		{NewCmdTaskSplit(f, capture), []string{"A.2", "one", "two"}, func(o *TaskOptions) bool {
+			return o.ID == "A.2" && strings.Join(o.Titles, "|") == "one|two"
+		}},
+		{NewCmdTaskClaim(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
+		{NewCmdTaskComplete(f, capture), []string{"A.1", "--commit", "abc"}, func(o *TaskOptions) bool { return o.ID == "A.1" && o.Commit == "abc" }},
+		{NewCmdTaskBlock(f, capture), []string{"A.1", "--reason", "needs a key"}, func(o *TaskOptions) bool { return o.Reason == "needs a key" }},
+		{NewCmdTaskRelease(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
+		{NewCmdTaskList(f, capture), []string{"--status", "pending", "--json"}, func(o *TaskOptions) bool { return o.Status == "pending" && o.JSON }},
+		{NewCmdTaskTree(f, capture), nil, func(o *TaskOptions) bool { return o != nil }},
+		{NewCmdTaskNext(f, capture), []string{"--json"}, func(o *TaskOptions) bool { return o.JSON }},
+		{NewCmdTaskShow(f, capture), []string{"A", "--json"}, func(o *TaskOptions) bool { return o.ID == "A" && o.JSON }},
+	} {
+		got = nil
+		parse(t, tc.cmd, tc.args...)
+		if got == nil || !tc.check(got) {
+			t.Errorf("%s %v: options %+v", tc.cmd.Name(), tc.args, got)
+		}
+	}
+	if names := subcommands(NewCmdTask(f)); names != "add block claim complete list next release show split tree" {
+		t.Fatalf("task subcommands %q", names)
+	}
+}
+
+func TestPipelineFlags(t *testing.T) {
+	f := testFactory(t)
+	var ini *PipelineInitOptions
+	parse(t, NewCmdPipelineInit(f, func(o *PipelineInitOptions) error { ini = o; return nil }), "pagent", "--prd", "spec.md", "--dir", "d", "--force")
+	var validated, shown []string
+	parse(t, NewCmdPipelineValidate(f, func(a []string) error { validated = a; return nil }), "p.yaml")
+	parse(t, NewCmdPipelineShow(f, func(a []string) error { shown = a; return nil }), "q.yaml")
+	var start *LoopStartOptions
+	parse(t, NewCmdPipelineStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "pagent", "--max-iterations", "9")
+	if ini.Preset != "pagent" || ini.PRD != "spec.md" || ini.Dir != "d" || !ini.Force || strings.Join(validated, "") != "p.yaml" ||
+		strings.Join(shown, "") != "q.yaml" || start.Pipeline != "pagent" || start.MaxIterations != 9 {
+		t.Fatalf("init %+v validate %v show %v start %+v", ini, validated, shown, start)
+	}
+	if names := subcommands(NewCmdPipeline(f)); names != "init show start validate" {
+		t.Fatalf("pipeline subcommands %q", names)
+	}
+}
+
+func TestHookAndLoopFlags(t *testing.T) {
+	f := testFactory(t)
+	var inst, uninst *HookInstallOptions
+	parse(t, NewCmdHookInstall(f, func(o *HookInstallOptions) error { inst = o; return nil }), "--codex", "--scope", "user", "--command", "ralph hook stop")
+	parse(t, NewCmdHookUninstall(f, func(o *HookInstallOptions) error { uninst = o; return nil }), "--claude")
+	var plugin *HookPluginOptions
+	parse(t, NewCmdHookPlugin(f, func(o *HookPluginOptions) error { plugin = o; return nil }), "plug", "--command", "/bin/ralph")
+	var stop *HookStopOptions
+	parse(t, NewCmdHookStop(f, func(o *HookStopOptions) error { stop = o; return nil }), "--timeout", "2m")
+	var start *LoopStartOptions
+	parse(t, NewCmdLoopStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "fix the bug", "--max-iterations", "4", "--completion-promise", "FIXED", "--check", "make test")
+	var cancel *LoopCancelOptions
+	parse(t, NewCmdLoopCancel(f, func(o *LoopCancelOptions) error { cancel = o; return nil }))
+	if !inst.Codex || inst.Scope != "user" || inst.Command != "ralph hook stop" || !uninst.Claude || !uninst.Remove ||
+		plugin.Dir != "plug" || plugin.Command != "/bin/ralph" || stop.Timeout != 2*time.Minute ||
+		start.Prompt != "fix the bug" || start.MaxIterations != 4 || start.Promise != "FIXED" || strings.Join(start.Checks, "") != "make test" || cancel == nil {
+		t.Fatalf("install %+v uninstall %+v plugin %+v stop %+v start %+v", inst, uninst, plugin, stop, start)
+	}
+	if names := subcommands(NewCmdHook(f)); names != "install plugin stop uninstall" {
+		t.Fatalf("hook subcommands %q", names)
+	}
+	if names := subcommands(NewCmdLoop(f)); names != "cancel start" {
+		t.Fatalf("loop subcommands %q", names)
+	}
+}
+
+func subcommands(c *cobra.Command) string {
+	var names []string
+	for _, s := range c.Commands() {
+		names = append(names, s.Name())
+	}
+	return strings.Join(names, " ")
+}
+
+// The root lists every command, each in a group.
+func TestRootListsEveryCommandInAGroup(t *testing.T) {
+	root := NewCmdRoot(testFactory(t))
+	want := map[string]string{"run": groupWork, "status": groupWork, "stop": groupWork, "clean": groupWork, "demo": groupWork, "init": groupWork,
+		"prd": groupFiles, "task": groupFiles, "pipeline": groupFiles, "hook": groupIntegrations, "loop": groupIntegrations}
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if want[c.Name()] != c.GroupID {
+			t.Errorf("%s is in group %q, want %q", c.Name(), c.GroupID, want[c.Name()])
+		}
+		delete(want, c.Name())
+	}
+	if len(want) != 0 {
+		t.Errorf("missing commands: %v", want)
+	}
+}
+
+// Command-line mistakes are one error type, exit 2, and point to the
+// failing command's own help; nothing else gets that pointer.
+func TestCommandLineErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+		help string
+	}{
+		{[]string{"run", "--nope"}, "unknown flag: --nope", "ralph run --help"},
+		{[]string{"run", "--parallel", "x"}, `invalid argument "x" for "--parallel"`, "ralph run --help"},
+		{[]string{"run", "a", "b"}, "accepts at most 1 arg(s), received 2", "ralph run --help"},
+		{[]string{"frob"}, `unknown command "frob" for "ralph"`, "ralph --help"},
+		{[]string{"task", "frob"}, `unknown command "frob" for "ralph task"`, "ralph task --help"},
+		{[]string{"hook", "frob"}, `unknown command "frob" for "ralph hook"`, "ralph hook --help"},
+		{[]string{"prd", "new"}, "missing required flags --project, --feature", "ralph prd new --help"},
+		{[]string{"task", "block", "A"}, "missing required flag --reason", "ralph task block --help"},
+	} {
+		ios, _, _, errb := iostreams.Test()
+		f := &Factory{IO: ios, Getwd: func() (string, error) { return t.TempDir(), nil }, Runner: proc.NewFakeRunner(t)}
+		code := Run(f, tc.args)
+		out := errb.String()
+		if code != ExitUsage || !strings.Contains(out, tc.msg) || !strings.Contains(out, "Run '"+tc.help+"' for usage.") {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, out)
+		}
+		if strings.Contains(out, "usage: ") {
+			t.Errorf("%v: message prefixed with usage: %q", tc.args, out)
+		}
+	}
+	// An input error is exit 2 without the pointer (it is not the command
+	// line's fault), and no message starts with "usage:".
+	ios, _, _, errb := iostreams.Test()
+	dir := t.TempDir()
+	f := &Factory{IO: ios, Getwd: func() (string, error) { return dir, nil }}
+	if code := Run(f, []string{"status"}); code != ExitUsage || strings.Contains(errb.String(), "--help") || strings.Contains(errb.String(), "usage:") {
+		t.Errorf("status outside a repo: exit %d, %q", code, errb.String())
+	}
+	var ce *commandLineError
+	if errors.As(errors.New("unknown flag: --x"), &ce) {
+		t.Fatal("a plain error became a command-line error")
+	}
+}
+
+// Value flags show their value's name, booleans none.
+func TestHelpPlaceholders(t *testing.T) {
+	cmd := NewCmdRun(testFactory(t), nil)
+	help := cmd.Flags().FlagUsages()
+	for _, want := range []string{"--pipeline FILE", "--prd FILE", "--tasks FILE", "--interval DURATION", "--agent NAME", "--agent-cmd ARGV",
+		"--gate NAME=COMMAND", "--max-iterations N", "--max-cost USD", "--iteration-timeout DURATION"} {
+		if !strings.Contains(help, want+" ") {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	for _, b := range []string{"watch", "dry-run", "json", "allow-dirty"} {
+		if strings.Contains(help, "--"+b+" ") && !strings.Contains(help, "--"+b+"  ") {
+			t.Errorf("--%s shows a value name:\n%s", b, help)
+		}
+	}
+	if strings.Contains(help, "--watch ralph") {
+		t.Errorf("--watch took a value name from its usage text")
+	}
+}

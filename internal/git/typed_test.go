@@ -1,0 +1,165 @@
+package git
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// Paths and names from data stay single argv words; pathspecs are literal.
+func TestTypedArgv(t *testing.T) {
+	g := func(args ...string) []string { return append([]string{"git", "-C", "/r"}, args...) }
+	f := proc.NewFakeRunner(t,
+		proc.Expectation{Argv: g("checkout", "--quiet", "--force", "-B", "ralph/x-stories/a b", "abc")},
+		proc.Expectation{Argv: g("checkout", "HEAD", "--", ":(literal)*.json")},
+		proc.Expectation{Argv: g("reset", "-q", "HEAD", "--", ":(literal)tasks.jsonl")},
+		proc.Expectation{Argv: g("rev-list", "--count", "main..HEAD", "--"), Stdout: "3\n"},
+		proc.Expectation{Argv: g("branch", "-D", "--", "a", "b")},
+		proc.Expectation{Argv: g("for-each-ref", "--format=%(refname:short)", "refs/heads/ralph/"), Stdout: "ralph/a\nralph/b\n"},
+		proc.Expectation{Argv: g("diff", "--cached", "--quiet"), Exit: 1},
+		proc.Expectation{Argv: g("diff", "--cached", "--quiet")},
+	)
+	r := &Repo{Dir: "/r", Runner: f}
+	ctx := context.Background()
+	if err := r.ForceCheckoutBranch(ctx, "ralph/x-stories/a b", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RestorePath(ctx, "HEAD", "*.json"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unstage(ctx, "tasks.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.CountCommits(ctx, "main..HEAD"); n != 3 || err != nil {
+		t.Fatal(n, err)
+	}
+	// A repeated name would make git refuse the whole call.
+	if err := r.DeleteBranches(ctx, "a", "b", "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteBranches(ctx); err != nil { // nothing to delete: no git call
+		t.Fatal(err)
+	}
+	if got, err := r.ListBranches(ctx, "ralph/"); strings.Join(got, " ") != "ralph/a ralph/b" || err != nil {
+		t.Fatal(got, err)
+	}
+	if !r.HasStagedChanges(ctx) || r.HasStagedChanges(ctx) {
+		t.Fatal("HasStagedChanges misread git's exit code")
+	}
+}
+
+func commitFile(t *testing.T, r *Repo, dir, name, content, msg string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Commit(context.Background(), msg+"\n", false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTypedWithRealGit(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
+	commitFile(t, r, dir, "f.txt", "base\n", "init")
+	if err := r.CreateBranch(ctx, "side", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateBranch(ctx, "clean", ""); err != nil {
+		t.Fatal(err)
+	}
+	commitFile(t, r, dir, "f.txt", "main\n", "main change")
+	r.Checkout(ctx, "side")
+	commitFile(t, r, dir, "f.txt", "side\n", "side change")
+	r.Checkout(ctx, "clean")
+	commitFile(t, r, dir, "g.txt", "g\n", "other file")
+	r.Checkout(ctx, "main")
+
+	if paths, err := r.MergeConflicts(ctx, "main", "side"); err != nil || strings.Join(paths, ",") != "f.txt" {
+		t.Fatalf("MergeConflicts(side) = %v, %v", paths, err)
+	}
+	if paths, err := r.MergeConflicts(ctx, "main", "clean"); err != nil || paths != nil {
+		t.Fatalf("MergeConflicts(clean) = %v, %v", paths, err)
+	}
+	if _, err := r.MergeConflicts(ctx, "main", "no-such-branch"); err == nil {
+		t.Fatal("MergeConflicts with an unknown branch gave no error")
+	}
+	if n, err := r.CountCommits(ctx, "clean..main"); n != 1 || err != nil {
+		t.Fatalf("CountCommits = %d, %v", n, err)
+	}
+
+	// A conflicted merge: the paths, then a restore from HEAD.
+	if err := r.MergeNoCommit(ctx, "side"); err == nil {
+		t.Fatal("the merge should conflict")
+	}
+	if paths, err := r.UnmergedPaths(ctx); err != nil || strings.Join(paths, ",") != "f.txt" {
+		t.Fatalf("UnmergedPaths = %v, %v", paths, err)
+	}
+	if err := r.ResetHard(ctx, "HEAD"); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "f.txt"), []byte("edited\n"), 0o644)
+	if !r.HasPath(ctx, "HEAD", "f.txt") || r.HasPath(ctx, "HEAD", "nope.txt") {
+		t.Fatal("HasPath")
+	}
+	if err := r.RestorePath(ctx, "HEAD", "f.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(b) != "main\n" {
+		t.Fatalf("RestorePath left %q", b)
+	}
+
+	// Staged changes, then unstaged again.
+	os.WriteFile(filepath.Join(dir, "new.txt"), []byte("n\n"), 0o644)
+	if r.HasStagedChanges(ctx) {
+		t.Fatal("nothing is staged yet")
+	}
+	r.AddPaths(ctx, "new.txt")
+	if !r.HasStagedChanges(ctx) {
+		t.Fatal("new.txt is staged")
+	}
+	if err := r.Unstage(ctx, "new.txt"); err != nil || r.HasStagedChanges(ctx) {
+		t.Fatalf("Unstage: %v", err)
+	}
+	os.MkdirAll(filepath.Join(dir, ".ralph"), 0o755)
+	r.EnsureExcluded(ctx, "/.ralph/")
+	if !r.IsIgnored(ctx, ".ralph/x") || r.IsIgnored(ctx, "new.txt") {
+		t.Fatal("IsIgnored")
+	}
+	if err := r.CleanUntracked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); !os.IsNotExist(err) {
+		t.Fatal("CleanUntracked left new.txt")
+	}
+
+	// Branches: listed by prefix, deleted in one call despite a repeat,
+	// and a failure is reported, not swallowed.
+	r.CreateBranch(ctx, "ralph/a", "")
+	r.CreateBranch(ctx, "ralph/b", "")
+	if got, _ := r.ListBranches(ctx, "ralph/"); strings.Join(got, " ") != "ralph/a ralph/b" {
+		t.Fatalf("ListBranches = %v", got)
+	}
+	if err := r.DeleteBranches(ctx, "ralph/a", "ralph/b", "ralph/a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.ListBranches(ctx, "ralph/"); len(got) != 0 {
+		t.Fatalf("left %v", got)
+	}
+	if err := r.DeleteBranches(ctx, "ralph/gone"); err == nil {
+		t.Fatal("deleting a missing branch reported no error")
+	}
+	if err := r.ForceCheckoutBranch(ctx, "ralph/c", "clean"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := r.CurrentBranch(ctx); cur != "ralph/c" {
+		t.Fatalf("on %q", cur)
+	}
+}
