@@ -36,7 +36,7 @@ a crashed run. A blocked story's worktree and branch are kept for you unless
 				return runF(opts)
 			}
 			ctx := cmd.Context()
-			root, repo, err := f.RepoRoot(ctx)
+			root, repo, err := f.Repo(ctx)
 			if err != nil {
 				return err
 			}

@@ -3,11 +3,13 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -126,14 +128,17 @@ func TestPipelineFlags(t *testing.T) {
 	f := testFactory(t)
 	var ini *PipelineInitOptions
 	parse(t, NewCmdPipelineInit(f, func(o *PipelineInitOptions) error { ini = o; return nil }), "pagent", "--prd", "spec.md", "--dir", "d", "--force")
-	var validated, shown []string
-	parse(t, NewCmdPipelineValidate(f, func(a []string) error { validated = a; return nil }), "p.yaml")
-	parse(t, NewCmdPipelineShow(f, func(a []string) error { shown = a; return nil }), "q.yaml")
-	var start *LoopStartOptions
+	var validated, shown, shownDefault *PipelineFileOptions
+	parse(t, NewCmdPipelineValidate(f, func(o *PipelineFileOptions) error { validated = o; return nil }), "p.yaml")
+	parse(t, NewCmdPipelineShow(f, func(o *PipelineFileOptions) error { shown = o; return nil }), "q.yaml")
+	parse(t, NewCmdPipelineShow(f, func(o *PipelineFileOptions) error { shownDefault = o; return nil }))
+	var start, startDefault *LoopStartOptions
 	parse(t, NewCmdPipelineStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "pagent", "--max-iterations", "9")
-	if ini.Preset != "pagent" || ini.PRD != "spec.md" || ini.Dir != "d" || !ini.Force || strings.Join(validated, "") != "p.yaml" ||
-		strings.Join(shown, "") != "q.yaml" || start.Pipeline != "pagent" || start.MaxIterations != 9 {
-		t.Fatalf("init %+v validate %v show %v start %+v", ini, validated, shown, start)
+	parse(t, NewCmdPipelineStart(f, func(o *LoopStartOptions) error { startDefault = o; return nil }))
+	if ini.Preset != "pagent" || ini.PRD != "spec.md" || ini.Dir != "d" || !ini.Force || validated.File != "p.yaml" ||
+		shown.File != "q.yaml" || shownDefault.File != "" || start.Pipeline != "pagent" || start.MaxIterations != 9 ||
+		startDefault.Pipeline != ".ralph/pipeline.yaml" || startDefault.MaxIterations != 50 {
+		t.Fatalf("init %+v validate %+v show %+v / %+v start %+v / %+v", ini, validated, shown, shownDefault, start, startDefault)
 	}
 	if names := subcommands(NewCmdPipeline(f)); names != "init show start validate" {
 		t.Fatalf("pipeline subcommands %q", names)
@@ -207,6 +212,9 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"frob"}, `unknown command "frob" for "ralph"`, "ralph --help"},
 		{[]string{"task", "frob"}, `unknown command "frob" for "ralph task"`, "ralph task --help"},
 		{[]string{"hook", "frob"}, `unknown command "frob" for "ralph hook"`, "ralph hook --help"},
+		{[]string{"task", "comlete", "A"}, `unknown command "comlete" for "ralph task"; did you mean complete?`, "ralph task --help"},
+		{[]string{"pipeline", "show", "a", "b"}, "accepts at most 1 arg(s), received 2", "ralph pipeline show --help"},
+		{[]string{"loop", "start", "--max-iterations", "many"}, `invalid argument "many" for "--max-iterations"`, "ralph loop start --help"},
 		{[]string{"prd", "new"}, "missing required flags --project, --feature", "ralph prd new --help"},
 		{[]string{"task", "block", "A"}, "missing required flag --reason", "ralph task block --help"},
 	} {
@@ -235,22 +243,62 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 }
 
-// Value flags show their value's name, booleans none.
-func TestHelpPlaceholders(t *testing.T) {
-	cmd := NewCmdRun(testFactory(t), nil)
-	help := cmd.Flags().FlagUsages()
-	for _, want := range []string{"--pipeline FILE", "--prd FILE", "--tasks FILE", "--interval DURATION", "--agent NAME", "--agent-cmd ARGV",
-		"--gate NAME=COMMAND", "--max-iterations N", "--max-cost USD", "--iteration-timeout DURATION"} {
-		if !strings.Contains(help, want+" ") {
-			t.Errorf("help lacks %q:\n%s", want, help)
+// `ralph run --help` shows each value flag with its value's name and a
+// boolean flag with none.
+func TestRunHelpPlaceholders(t *testing.T) {
+	ios, _, out, _ := iostreams.Test()
+	f := &Factory{IO: ios, Getwd: func() (string, error) { return t.TempDir(), nil }, Runner: proc.NewFakeRunner(t)}
+	if code := Run(f, []string{"run", "--help"}); code != ExitOK {
+		t.Fatalf("ralph run --help: exit %d", code)
+	}
+	help := out.String()
+	for flag, want := range map[string]string{
+		"pipeline": "--pipeline FILE", "prd": "--prd FILE", "tasks": "--tasks FILE", "interval": "--interval DURATION",
+		"agent": "--agent NAME", "agent-cmd": "--agent-cmd ARGV", "script": "--script FILE", "model": "--model NAME",
+		"gate": "--gate NAME=COMMAND", "max-iterations": "--max-iterations N", "max-cost": "--max-cost USD",
+		"iteration-timeout": "--iteration-timeout DURATION",
+		"watch":             "--watch", "dry-run": "--dry-run", "json": "--json", "allow-dirty": "--allow-dirty",
+	} {
+		if got := flagColumn(help, flag); got != want {
+			t.Errorf("ralph run --help shows %q, want %q", got, want)
 		}
 	}
-	for _, b := range []string{"watch", "dry-run", "json", "allow-dirty"} {
-		if strings.Contains(help, "--"+b+" ") && !strings.Contains(help, "--"+b+"  ") {
-			t.Errorf("--%s shows a value name:\n%s", b, help)
+}
+
+// flagColumn is the flag part of --name's line in help ("--name VALUE"):
+// the text before the gap that starts the description.
+func flagColumn(help, name string) string {
+	for _, line := range strings.Split(help, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "--"+name+" ") {
+			continue
+		}
+		col, _, _ := strings.Cut(line, "  ")
+		return col
+	}
+	return ""
+}
+
+// Across the whole tree, a value flag's name in help is a placeholder
+// written in its usage (pflag otherwise shows the Go type: "string",
+// "duration"), and a boolean flag shows none.
+func TestEveryFlagHasAPlaceholder(t *testing.T) {
+	placeholder := regexp.MustCompile(`^[A-Z][A-Z0-9_=]*$`)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(fl)
+			switch {
+			case fl.Name == "help" || fl.Name == "version":
+			case fl.Value.Type() == "bool" && name != "":
+				t.Errorf("%s --%s is a boolean but shows the value name %q", c.CommandPath(), fl.Name, name)
+			case fl.Value.Type() != "bool" && !placeholder.MatchString(name):
+				t.Errorf("%s --%s shows %q, not a placeholder", c.CommandPath(), fl.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
 		}
 	}
-	if strings.Contains(help, "--watch ralph") {
-		t.Errorf("--watch took a value name from its usage text")
-	}
+	walk(NewCmdRoot(testFactory(t)))
 }

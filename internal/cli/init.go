@@ -35,7 +35,7 @@ prd.json (a template) when there is none. Existing files are kept unless
 			if runF != nil {
 				return runF(opts)
 			}
-			root, repo, err := f.RepoRoot(cmd.Context())
+			root, repo, err := f.Repo(cmd.Context())
 			if err != nil {
 				return err
 			}

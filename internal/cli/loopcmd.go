@@ -51,7 +51,7 @@ func NewCmdLoopStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Comm
 		Use:   "start [PROMPT]",
 		Short: "Arm a loop: the same PROMPT until the completion promise, or a PRD / pipeline",
 		Long: `Arm a loop for the Stop hook and print the first prompt (the agent works on it
-now). With PROMPT: seed 001's ralph-loop — the same prompt every iteration until
+now). With PROMPT: the plain Ralph loop — the same prompt every iteration until
 the agent's final message has <promise>TEXT</promise> (and the --check commands
 pass) or --max-iterations. With --prd or --pipeline: the stories or stages of
 that file, verified by the harness's gates and exit conditions.`,
@@ -100,7 +100,7 @@ func NewCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.
 }
 
 func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
-	root, repo, err := o.IO.RepoRoot(ctx)
+	root, repo, err := o.IO.Repo(ctx)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ type LoopCancelOptions struct {
 
 func runLoopCancel(ctx context.Context, o *LoopCancelOptions) error {
 	f := o.IO
-	root, _, err := f.RepoRoot(ctx)
+	root, _, err := f.Repo(ctx)
 	if err != nil {
 		return err
 	}

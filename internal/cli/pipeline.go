@@ -41,7 +41,8 @@ its condition holds (at most max_iterations times), is committed as
 "pipeline(<stage>): … stage complete", and the next stage starts.
 
 Run one with ` + "`ralph run --pipeline .ralph/pipeline.yaml`" + ` (or --pipeline pagent for
-the built-in seed-000 pipeline with PRD.md).`,
+the built-in pipeline architect → qa → security → implementer → verifier
+over PRD.md).`,
 	}
 	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil), NewCmdPipelineStart(f, nil))
 	return cmd
@@ -60,7 +61,7 @@ type PipelineInitOptions struct {
 func NewCmdPipelineInit(f *Factory, runF func(*PipelineInitOptions) error) *cobra.Command {
 	opts := &PipelineInitOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "init PRESET --prd FILE [--dir .ralph]",
+		Use:   "init PRESET [--prd FILE] [--dir DIR]",
 		Short: "Write a built-in pipeline (" + strings.Join(pipeline.Presets(), ", ") + ") out for editing",
 		Long: `Write a built-in pipeline into DIR (default .ralph in the repository root):
 pipeline.yaml and prompts/<stage>.md. Edit them, check with
@@ -83,9 +84,10 @@ kept unless --force.`,
 	return cmd
 }
 
-// baseDir is the repository root, or the working directory outside one.
+// pipelineBaseDir is the repository root, or the working directory outside
+// one (and whether it is a repository).
 func pipelineBaseDir(ctx context.Context, f *Factory) (string, bool, error) {
-	if root, _, err := f.RepoRoot(ctx); err == nil {
+	if root, _, err := f.Repo(ctx); err == nil {
 		return root, true, nil
 	}
 	wd, err := f.Getwd()
@@ -154,12 +156,15 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 			conflicts = append(conflicts, pipelineRel(wd, p))
 		}
 	}
-	if len(conflicts) > 0 {
-		return engine.UsageError("%s already %s and differ%s from the %s preset: kept (use --force to overwrite)",
-			strings.Join(conflicts, ", "), map[bool]string{true: "exist", false: "exists"}[len(conflicts) > 1], map[bool]string{true: "", false: "s"}[len(conflicts) > 1], o.Preset)
+	switch len(conflicts) {
+	case 0:
+	case 1:
+		return engine.UsageError("%s already exists and differs from the %s preset: kept (use --force to overwrite)", conflicts[0], o.Preset)
+	default:
+		return engine.UsageError("%s already exist and differ from the %s preset: kept (use --force to overwrite)", strings.Join(conflicts, ", "), o.Preset)
 	}
 	if inRepo && strings.HasPrefix(dir, filepath.Join(root, ".ralph")) {
-		if _, repo, err := f.RepoRoot(ctx); err == nil {
+		if _, repo, err := f.Repo(ctx); err == nil {
 			_ = repo.EnsureExcluded(ctx, "/.ralph/")
 		}
 	}
@@ -186,14 +191,36 @@ func pipelineRel(base, p string) string {
 	return p
 }
 
-// loadPipelineArg loads FILE, a preset name, or the default file.
-func loadPipelineArg(ctx context.Context, f *Factory, args []string) (*pipeline.Pipeline, error) {
-	spec := ""
-	if len(args) == 1 {
-		spec = args[0]
+// PipelineFileOptions are the settings of `ralph pipeline validate|show`.
+type PipelineFileOptions struct {
+	IO *Factory
+	// File is a pipeline file or a built-in pipeline's name; empty: the
+	// default file in the repository.
+	File string
+}
+
+// pipelineFileCommand completes validate and show: the optional FILE
+// argument, then runF (tests) or run.
+func pipelineFileCommand(f *Factory, cmd *cobra.Command, runF func(*PipelineFileOptions) error, run func(context.Context, *PipelineFileOptions) error) *cobra.Command {
+	opts := &PipelineFileOptions{IO: f}
+	cmd.Args = cobra.MaximumNArgs(1)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			opts.File = args[0]
+		}
+		if runF != nil {
+			return runF(opts)
+		}
+		return run(c.Context(), opts)
 	}
+	return cmd
+}
+
+// load loads File, a preset name, or the default file.
+func (o *PipelineFileOptions) load(ctx context.Context) (*pipeline.Pipeline, error) {
+	spec := o.File
 	if spec == "" {
-		root, _, err := pipelineBaseDir(ctx, f)
+		root, _, err := pipelineBaseDir(ctx, o.IO)
 		if err != nil {
 			return nil, err
 		}
@@ -209,27 +236,22 @@ func loadPipelineArg(ctx context.Context, f *Factory, args []string) (*pipeline.
 }
 
 // NewCmdPipelineValidate builds `ralph pipeline validate`.
-func NewCmdPipelineValidate(f *Factory, runF func([]string) error) *cobra.Command {
-	return &cobra.Command{
+func NewCmdPipelineValidate(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
+	return pipelineFileCommand(f, &cobra.Command{
 		Use:   "validate [FILE]",
 		Short: "Check a pipeline file and print every problem (exit 2 when invalid)",
 		Long: `Check a pipeline file (default .ralph/pipeline.yaml): strict YAML (an
 unknown key is an error), stage names unique, a prompt or prompt_file that
 exists and parses as a template, and an exit condition with sane values.
 Every problem names file:line:col, the stage and the field. Writes nothing.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(args)
-			}
-			p, err := loadPipelineArg(cmd.Context(), f, args)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(f.IO.Out, "%s: valid: pipeline %s, %d stages (%s)\n", p.File, p.Name, len(p.Stages), stageNames(p))
-			return nil
-		},
-	}
+	}, runF, func(ctx context.Context, o *PipelineFileOptions) error {
+		p, err := o.load(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(f.IO.Out, "%s: valid: pipeline %s, %d stages (%s)\n", p.File, p.Name, len(p.Stages), stageNames(p))
+		return nil
+	})
 }
 
 func stageNames(p *pipeline.Pipeline) string {
@@ -241,52 +263,47 @@ func stageNames(p *pipeline.Pipeline) string {
 }
 
 // NewCmdPipelineShow builds `ralph pipeline show`.
-func NewCmdPipelineShow(f *Factory, runF func([]string) error) *cobra.Command {
-	return &cobra.Command{
+func NewCmdPipelineShow(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
+	return pipelineFileCommand(f, &cobra.Command{
 		Use:   "show [FILE]",
 		Short: "Print a pipeline's stages and exit conditions (and progress when a run exists)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(args)
+	}, runF, func(ctx context.Context, o *PipelineFileOptions) error {
+		p, err := o.load(ctx)
+		if err != nil {
+			return err
+		}
+		var ps source.PipelineState
+		if root, _, err := pipelineBaseDir(ctx, f); err == nil {
+			_ = store.ReadJSON(filepath.Join(root, ".ralph", "pipeline.json"), &ps)
+		}
+		w := f.IO.Out
+		fmt.Fprintf(w, "pipeline %s (%s)\n", p.Name, p.File)
+		if p.PRD != "" {
+			fmt.Fprintf(w, "prd: %s\n", p.PRD)
+		}
+		for i, s := range p.Stages {
+			fmt.Fprintf(w, "%d. %s", i+1, s.Name)
+			if s.Title != "" && s.Title != s.Name {
+				fmt.Fprintf(w, " — %s", s.Title)
 			}
-			p, err := loadPipelineArg(cmd.Context(), f, args)
-			if err != nil {
-				return err
+			fmt.Fprintln(w)
+			src := "inline prompt"
+			if s.PromptFile != "" {
+				src = "prompt " + s.PromptFile
 			}
-			var ps source.PipelineState
-			if root, _, err := pipelineBaseDir(cmd.Context(), f); err == nil {
-				_ = store.ReadJSON(filepath.Join(root, ".ralph", "pipeline.json"), &ps)
+			fmt.Fprintf(w, "   %s\n", src)
+			fmt.Fprintf(w, "   exit: %s\n", s.Exit.Describe())
+			if s.MaxIterations > 0 {
+				fmt.Fprintf(w, "   max iterations: %d\n", s.MaxIterations)
 			}
-			w := f.IO.Out
-			fmt.Fprintf(w, "pipeline %s (%s)\n", p.Name, p.File)
-			if p.PRD != "" {
-				fmt.Fprintf(w, "prd: %s\n", p.PRD)
-			}
-			for i, s := range p.Stages {
-				fmt.Fprintf(w, "%d. %s", i+1, s.Name)
-				if s.Title != "" && s.Title != s.Name {
-					fmt.Fprintf(w, " — %s", s.Title)
-				}
-				fmt.Fprintln(w)
-				src := "inline prompt"
-				if s.PromptFile != "" {
-					src = "prompt " + s.PromptFile
-				}
-				fmt.Fprintf(w, "   %s\n", src)
-				fmt.Fprintf(w, "   exit: %s\n", s.Exit.Describe())
-				if s.MaxIterations > 0 {
-					fmt.Fprintf(w, "   max iterations: %d\n", s.MaxIterations)
-				}
-				if ps.Pipeline == p.Name {
-					for _, ss := range ps.Stages {
-						if ss.Name == s.Name && (ss.Iterations > 0 || ss.Status != engine.ItemPending) {
-							fmt.Fprintf(w, "   status: %s after %d iterations\n", ss.Status, ss.Iterations)
-						}
+			if ps.Pipeline == p.Name {
+				for _, ss := range ps.Stages {
+					if ss.Name == s.Name && (ss.Iterations > 0 || ss.Status != engine.ItemPending) {
+						fmt.Fprintf(w, "   status: %s after %d iterations\n", ss.Status, ss.Iterations)
 					}
 				}
 			}
-			return nil
-		},
-	}
+		}
+		return nil
+	})
 }

@@ -35,7 +35,7 @@ type PRDNewOptions struct {
 func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 	opts := &PRDNewOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "new --project P --feature F [-o prd.json]",
+		Use:   "new --project NAME --feature NAME [-o FILE]",
 		Short: "Write a PRD template (snake_case format) to fill in",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

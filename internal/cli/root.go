@@ -28,12 +28,14 @@ import (
 var Version = "0.1.0-dev"
 
 // Factory carries what commands share: the streams, the working folder,
-// and the one process runner every git call, gate and agent goes through
-// (tests hand in their own).
+// and the process runner every git call and quality gate goes through.
+// Commands take their repository and gate runner from here, never build
+// them, so a test's runner sees every process a command would start.
+// (Agents start their own processes: agent.New picks the runner.)
 type Factory struct {
 	IO     *iostreams.IOStreams
 	Getwd  func() (string, error)
-	Runner proc.Runner // nil: real processes
+	Runner proc.Runner // nil: real processes (proc.Exec)
 }
 
 func (f *Factory) runner() proc.Runner {
@@ -52,8 +54,9 @@ func (f *Factory) GateRunner(timeout time.Duration) gate.Runner {
 	return gate.Runner{Proc: f.runner(), Timeout: timeout}
 }
 
-// RepoRoot finds the git top level of the working directory.
-func (f *Factory) RepoRoot(ctx context.Context) (string, *git.Repo, error) {
+// Repo is the repository the working directory is in: its top level and
+// the git runner there.
+func (f *Factory) Repo(ctx context.Context) (root string, repo *git.Repo, err error) {
 	wd, err := f.Getwd()
 	if err != nil {
 		return "", nil, err
@@ -134,14 +137,22 @@ func (e *commandLineError) Is(target error) bool { return target == engine.ErrUs
 
 // usageErrorsFromArgs makes every command's argument check, and an unknown
 // subcommand of a command that only groups others, a commandLineError.
+// Cobra alone would answer `ralph task frob` with task's help and exit 0,
+// and `ralph frob` with a plain error.
 func usageErrorsFromArgs(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = cobra.ArbitraryArgs
+		// Cobra's own default, which only its unknown-command path sets.
+		c.SuggestionsMinimumDistance = 2
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if len(args) == 0 {
+				return cmd.Help()
 			}
-			return cmd.Help()
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+				msg += "; did you mean " + strings.Join(near, " or ") + "?"
+			}
+			return &commandLineError{err: errors.New(msg), cmd: cmd}
 		}
 	}
 	if check := c.Args; check != nil {
@@ -150,19 +161,6 @@ func usageErrorsFromArgs(c *cobra.Command) {
 				return &commandLineError{err: err, cmd: cmd}
 			}
 			return nil
-		}
-	}
-	if run := c.RunE; run != nil && c.HasSubCommands() {
-		// A grouping command's own "unknown command" is a usage error too.
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			err := run(cmd, args)
-			if err != nil && len(args) > 0 {
-				var ce *commandLineError
-				if !errors.As(err, &ce) {
-					return &commandLineError{err: err, cmd: cmd}
-				}
-			}
-			return err
 		}
 	}
 	for _, sub := range c.Commands() {

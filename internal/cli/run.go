@@ -110,7 +110,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Script, "script", "", "for --agent scripted: the script `FILE`")
 	fl.StringVar(&opts.Model, "model", "", "model `NAME` passed to the agent")
 	fl.StringVar(&opts.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini)")
-	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: `API` anthropic or openai")
+	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: the `API`, anthropic or openai")
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
@@ -133,7 +133,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 
 // applyConfig fills the flags not given from .ralph/config.yaml.
 func (o *RunOptions) applyConfig(ctx context.Context) error {
-	root, _, err := o.IO.RepoRoot(ctx)
+	root, _, err := o.IO.Repo(ctx)
 	if err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (o *RunOptions) buildAgent() (agent.Agent, error) {
 
 func runRun(ctx context.Context, o *RunOptions) error {
 	f := o.IO
-	root, repo, err := f.RepoRoot(ctx)
+	root, repo, err := f.Repo(ctx)
 	if err != nil {
 		return err
 	}

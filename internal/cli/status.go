@@ -32,7 +32,7 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			root, _, err := f.RepoRoot(cmd.Context())
+			root, _, err := f.Repo(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,8 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 	return cmd
 }
 
-// StatusMarkdown renders a run as seed 002's status markdown.
+// StatusMarkdown renders a run as markdown: the summary, every item with
+// its state, and a PRD's dependency levels.
 func StatusMarkdown(st *engine.State, active bool) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()

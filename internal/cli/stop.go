@@ -27,7 +27,7 @@ This creates .ralph/stop, which you may also create by hand.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			root, _, err := f.RepoRoot(cmd.Context())
+			root, _, err := f.Repo(cmd.Context())
 			if err != nil {
 				return err
 			}

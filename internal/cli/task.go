@@ -61,13 +61,6 @@ for the task being worked on records the agent's claim ("status":"complete");
 the loop archives it after the gates pass and the branch is merged.
 
 ` + taskExitCodes,
-		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			return cmd.Help()
-		},
 	}
 	cmd.AddCommand(
 		NewCmdTaskAdd(f, nil),
@@ -299,7 +292,7 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 func NewCmdTaskBlock(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "block ID --reason TEXT",
+		Use:   "block ID --reason REASON",
 		Short: "Mark a task blocked with a reason",
 		Long: `Mark task ID blocked with a reason. The loop skips blocked tasks (and every
 task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.`,

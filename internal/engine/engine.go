@@ -151,6 +151,9 @@ type Engine struct {
 	watching  bool
 	merge     ticketLock
 	slots     *agentSlots
+	// distrusted are the items a resumed state said were passed but the
+	// source (the repository) did not agree; Run reports them.
+	distrusted []string
 }
 
 // New validates cfg.
@@ -231,6 +234,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		lock.Unlock()
 		return nil, false, err
 	}
+	for _, id := range e.distrusted {
+		e.emit(Event{Type: "tamper_detected", Item: id, Message: fmt.Sprintf("%s: %s", id, st.Items[id].Reason)})
+	}
 	return lock, resumed, nil
 }
 
@@ -247,8 +253,15 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 		return nil, false, nil, err
 	}
 	if saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path {
+		claimed := saved.Passed()
 		if err := e.syncState(saved, SyncResume); err != nil {
 			return nil, false, nil, err
+		}
+		e.distrusted = e.distrusted[:0]
+		for _, id := range saved.Order {
+			if claimed[id] && saved.Items[id].Status != ItemPassed {
+				e.distrusted = append(e.distrusted, id)
+			}
 		}
 		if cfg.MaxIterations > 0 {
 			saved.MaxIterations = cfg.MaxIterations

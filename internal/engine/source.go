@@ -85,6 +85,9 @@ type Verdict struct {
 	Summary  string // one line for output and state
 	Failure  string // retry context for the next prompt (empty on pass)
 	Tampered []string
+	// Tree is the git tree the gates ran on, when the source snapshotted
+	// it: Accept commits that tree and nothing else.
+	Tree string
 }
 
 // SyncReason says why the engine asks a source to bring state up to date.

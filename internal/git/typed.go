@@ -135,3 +135,43 @@ func lines(s string) []string {
 	}
 	return out
 }
+
+// WriteTree writes the index as a tree object and returns its id: the
+// exact content a commit made from the index would hold.
+func (r *Repo) WriteTree(ctx context.Context) (string, error) {
+	return r.Run(ctx, "write-tree")
+}
+
+// DiffTrees lists the paths that differ between two trees (or commits).
+func (r *Repo) DiffTrees(ctx context.Context, a, b string) ([]string, error) {
+	out, err := r.Run(ctx, "diff", "--name-only", "--no-renames", a, b, "--")
+	if err != nil {
+		return nil, err
+	}
+	return lines(out), nil
+}
+
+// TrailerIndex maps, for the commits of rev that carry "runKey: runID",
+// each value of trailer key to the newest commit carrying it — one git
+// call however many items a run recorded.
+func (r *Repo) TrailerIndex(ctx context.Context, rev, key, runKey, runID string) (map[string]string, error) {
+	out, err := r.Run(ctx, "log", "--fixed-strings", "--grep="+runKey+": "+runID, "--format=%H%x1f%B%x1e", rev, "--")
+	if err != nil {
+		return nil, err
+	}
+	idx := map[string]string{}
+	for _, rec := range strings.Split(out, "\x1e") {
+		sha, body, ok := strings.Cut(strings.TrimSpace(rec), "\x1f")
+		if !ok || !strings.Contains("\n"+body+"\n", "\n"+runKey+": "+runID+"\n") {
+			continue
+		}
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, key+": "); ok {
+				if v = strings.TrimSpace(v); idx[v] == "" {
+					idx[v] = sha // log lists the newest first
+				}
+			}
+		}
+	}
+	return idx, nil
+}

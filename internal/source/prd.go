@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"strings"
+
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -13,6 +15,7 @@ import (
 // on one feature branch, one commit per story.
 type PRD struct {
 	*prdDoc
+	guard branchGuard
 }
 
 // OpenPRD loads and validates path for a sequential run.
@@ -21,7 +24,7 @@ func OpenPRD(path string, repo *git.Repo, gates gate.Runner) (*PRD, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PRD{d}, nil
+	return &PRD{prdDoc: d}, nil
 }
 
 // Next is the first ready story by priority, then file order.
@@ -42,11 +45,15 @@ func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.onBranch {
-		// Checked once per run; Accept checks again before it commits, in
-		// case the agent switched branches.
+		// Once per run: Verify and Accept check the branch (the guard).
 		if err := s.toBranch(ctx); err != nil {
 			return engine.Workspace{}, err
 		}
+		head, err := s.Git.Head(ctx)
+		if err != nil {
+			return engine.Workspace{}, err
+		}
+		s.guard.recordTip(head)
 	}
 	return engine.Workspace{Dir: s.Git.Dir}, nil
 }
@@ -77,33 +84,84 @@ func (s *prdDoc) toBranch(ctx context.Context) error {
 	return nil
 }
 
-// Verify restores the control plane, then checks the claim and runs the
-// gates on the tree that would be committed.
+// Verify checks the branch (the guard: on the feature branch, no earlier
+// commit dropped), restores the control plane, then checks the claim and
+// runs the gates on a snapshot of the tree that would be committed.
 func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+	repo := s.Git.At(a.Dir)
+	t, gerr := s.guard.check(ctx, repo, s.Branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
 	tampered, claimedInFile := s.restore(a.Item.ID)
-	return s.judge(ctx, a, claimedInFile, tampered)
+	if gerr != nil {
+		return engine.Verdict{Tampered: tampered, Summary: "checking the branch failed", Failure: gerr.Error()}
+	}
+	if t != nil {
+		return engine.Verdict{Claimed: a.Claimed || claimedInFile, Tampered: append([]string{t.report}, tampered...),
+			Summary: "tampering: " + t.report, Failure: t.failure}
+	}
+	s.mu.Lock()
+	gates := s.gatesFor(a.Item.ID)
+	s.mu.Unlock()
+	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
+	v.Tampered = append(tampered, v.Tampered...)
+	return v
 }
 
-// Accept marks the story passed in the PRD and commits everything the
-// iteration changed as one commit on the feature branch.
+func baseOf(st *engine.State, id string) string {
+	if is := st.Items[id]; is != nil {
+		return is.BaseHead
+	}
+	return ""
+}
+
+// Accept commits the verified tree as one commit on the feature branch,
+// with the story marked passed in the PRD. The guard runs again first,
+// and the tree must still be the one the gates ran on: anything that
+// moved since is rejected, never committed.
 func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
-	s.mu.Lock()
-	err := s.toBranch(ctx)
-	s.mu.Unlock()
+	id := a.Item.ID
+	repo := s.Git.At(a.Dir)
+	base := baseOf(st, id)
+	t, err := s.guard.check(ctx, repo, s.Branch, base, id, st.RunID, st.Preexisting)
 	if err != nil {
 		return "", err
 	}
-	id := a.Item.ID
+	if t != nil {
+		s.restore(id)
+		return "", &engine.Rejected{Summary: "tampering after the gates: " + t.report, Failure: t.failure}
+	}
+	if v.Tree != "" {
+		if base != "" {
+			if head, _ := repo.Head(ctx); head != base {
+				if err := repo.ResetSoft(ctx, base); err != nil {
+					return "", err
+				}
+			}
+		}
+		tree, err := snapshotTree(ctx, repo, st.Preexisting)
+		if err != nil {
+			return "", err
+		}
+		if tree != v.Tree {
+			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
+			return "", &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
+				Failure: "After the gates passed, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
+		}
+	}
 	if err := s.setPassed(id, true); err != nil {
 		return "", err
 	}
-	sha, _, err := commitWork(ctx, s.Git.At(a.Dir), st.Items[id].BaseHead, st.Preexisting, storyMessage(a, v.Summary, st.RunID), true)
-	return sha, err
+	sha, _, err := commitWork(ctx, repo, base, st.Preexisting, storyMessage(a, v.Summary, st.RunID), true)
+	if err != nil {
+		return "", err
+	}
+	s.guard.recordTip(sha)
+	return sha, nil
 }
 
 // Recover reports whether a story's commit landed before a crash.
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, "HEAD", StoryTrailer, it.ID, st.RunID); sha != "" {
+		s.guard.recordTip(sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	return "", false, s.setPassed(it.ID, false)
@@ -118,18 +176,8 @@ func (s *PRD) Block(ctx context.Context, it *engine.Item, st *engine.State, reas
 	if base == "" {
 		return nil
 	}
-	side := "ralph/blocked/" + git.Slug(it.ID, 40) + "-" + st.RunID
-	for n := 2; s.Git.BranchExists(ctx, side); n++ {
-		side = fmt.Sprintf("ralph/blocked/%s-%s-%d", git.Slug(it.ID, 40), st.RunID, n)
-	}
-	if err := s.Git.CreateBranch(ctx, side, ""); err != nil {
-		return err
-	}
-	if err := s.Git.Checkout(ctx, side); err != nil {
-		return err
-	}
 	msg := CommitMessage(fmt.Sprintf("wip(%s): %s (blocked)", it.ID, it.Title), nil, "", "Ralph-Blocked: "+it.ID, "Reason: "+reason)
-	if _, _, err := commitWork(ctx, s.Git, "", st.Preexisting, msg, true); err != nil {
+	if _, err := parkWork(ctx, s.Git, "blocked", it.ID, st.RunID, st.Preexisting, msg, true); err != nil {
 		return err
 	}
 	if err := s.Git.Checkout(ctx, s.Branch); err != nil {

@@ -76,20 +76,55 @@ func (s *prdDoc) item(st prd.Story) engine.Item {
 	return engine.Item{ID: st.ID, Title: st.Title, Description: st.Description, Criteria: st.AcceptanceCriteria, Kind: "story", Branch: s.Branch}
 }
 
+// seededReason marks a story a person passed before the run started.
+const seededReason = "passes:true in the PRD before the run started"
+
 // Sync trusts, when a run starts, the stories that were already passed in
-// the file: a person put them there, not an agent of this run. Later the
-// harness's model changes only through Accept, so there is nothing else to
-// sync.
+// the file: a person put them there, not an agent of this run. When a run
+// resumes, the saved state is believed only where the repository agrees:
+// a story recorded as passed with a commit must have that commit on the
+// feature branch with its trailer and this run's; one recorded without a
+// commit must be one a person passed. Any other is pending again (the
+// engine reports it). The model follows the state; nothing is written.
 func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
-	if why != engine.SyncNewRun {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.Doc.PassedInFile() {
-		is := st.Item(id)
-		is.Status = engine.ItemPassed
-		is.Reason = "passes:true in the PRD before the run started"
+	switch why {
+	case engine.SyncNewRun:
+		for id := range s.Doc.PassedInFile() {
+			is := st.Item(id)
+			is.Status = engine.ItemPassed
+			is.Reason = seededReason
+		}
+	case engine.SyncResume:
+		var idx map[string]string
+		if s.Git.BranchExists(context.Background(), s.Branch) {
+			var err error
+			idx, err = s.Git.TrailerIndex(context.Background(), s.Branch, StoryTrailer, RunTrailer, st.RunID)
+			if err != nil {
+				return fmt.Errorf("reading the commits of %s: %w", s.Branch, err)
+			}
+		}
+		inFile := s.Doc.PassedInFile()
+		for _, story := range s.Doc.Stories {
+			is := st.Items[story.ID]
+			if is == nil || is.Status != engine.ItemPassed {
+				continue
+			}
+			switch sha := idx[story.ID]; {
+			case sha != "" && (is.Commit == "" || is.Commit == sha):
+				is.Commit = sha
+			case is.Commit == "" && is.Reason == seededReason && inFile[story.ID]:
+			default:
+				is.Status, is.Reason = engine.ItemPending, fmt.Sprintf("the saved state said passed (commit %q), but no commit on %s records it; verified again", is.Commit, s.Branch)
+				is.Commit, is.PassedAt = "", nil
+			}
+		}
+		for i := range s.Doc.Stories {
+			story := &s.Doc.Stories[i]
+			is := st.Items[story.ID]
+			story.Passes = is != nil && is.Status == engine.ItemPassed
+		}
 	}
 	return nil
 }
@@ -126,11 +161,15 @@ func (s *prdDoc) judge(ctx context.Context, a *engine.Attempt, claimedInFile boo
 	s.mu.Lock()
 	gates := s.gatesFor(a.Item.ID)
 	s.mu.Unlock()
-	v := judge(ctx, a, a.Claimed || claimedInFile, engine.Verdict{Summary: "no completion claim",
-		Failure: fmt.Sprintf("The previous iteration ended without claiming %s complete (no <promise>%s</promise> in its final message). Finish the story, run its checks, then claim it.", a.Item.ID, a.Promise)},
-		s.Gates, gates)
+	v := judge(ctx, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
+}
+
+// unclaimed is the verdict of an iteration that claimed nothing.
+func (s *prdDoc) unclaimed(a *engine.Attempt) engine.Verdict {
+	return engine.Verdict{Summary: "no completion claim",
+		Failure: fmt.Sprintf("The previous iteration ended without claiming %s complete (no <promise>%s</promise> in its final message). Finish the story, run its checks, then claim it.", a.Item.ID, a.Promise)}
 }
 
 // restore compares the PRD file in the main tree with the harness's model,

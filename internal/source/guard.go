@@ -1,0 +1,167 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+)
+
+// branchGuard holds what ralph knows of the branch it works on in the main
+// tree: the head it last left there (the run's start, or its own last
+// commit). Before an item's work is judged, and again before it is
+// committed, the tree must be on that branch and the branch must still
+// contain that head — every earlier passed item's commit. An agent that
+// switched branches or rewrote the branch (reset, rebase, force) is
+// reported, its work is kept on a side branch, and the branch is put back.
+type branchGuard struct {
+	mu  sync.Mutex
+	tip string
+}
+
+func (g *branchGuard) recordTip(sha string) {
+	g.mu.Lock()
+	g.tip = sha
+	g.mu.Unlock()
+}
+
+// tampering is what check found: what to report, and the retry context.
+type tampering struct {
+	report  string
+	failure string
+}
+
+// check verifies the tree at repo against branch and the known heads:
+// the guard's tip and base (the item's recorded base, from state). It
+// repairs what it finds and returns nil when all was well.
+func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, itemID, runID string, preexisting []string) (*tampering, error) {
+	g.mu.Lock()
+	tip := g.tip
+	g.mu.Unlock()
+	restoreTo := tip
+	if restoreTo == "" {
+		restoreTo = base
+	}
+	cur, err := repo.CurrentBranch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cur != branch {
+		where := "branch " + cur
+		if cur == "" {
+			where = "a detached HEAD"
+		}
+		side, err := parkWork(ctx, repo, "tampered", itemID, runID, preexisting, fmt.Sprintf("wip(%s): work the agent left on %s", itemID, where), false)
+		if err != nil {
+			return nil, err
+		}
+		if err := repo.Checkout(ctx, branch); err != nil {
+			return nil, fmt.Errorf("returning to %s: %w", branch, err)
+		}
+		return &tampering{
+			report: fmt.Sprintf("the agent left the tree on %s instead of %s; its work is kept on %s and the tree is back on %s", where, branch, side, branch),
+			failure: fmt.Sprintf("Your work must be on the branch %s, where the harness verifies and commits it, but the previous iteration left the tree on %s. "+
+				"That work is kept on %s; the tree is back on %s. Do not switch branches.", branch, where, side, branch),
+		}, nil
+	}
+	for _, known := range []string{tip, base} {
+		if known == "" || repo.IsAncestor(ctx, known, "HEAD") {
+			continue
+		}
+		dropped, _ := repo.Log(ctx, "HEAD.."+known, "%h %s")
+		side, err := parkWork(ctx, repo, "tampered", itemID, runID, preexisting, fmt.Sprintf("wip(%s): the agent's version of %s", itemID, branch), false)
+		if err != nil {
+			return nil, err
+		}
+		if err := repo.Checkout(ctx, branch); err != nil {
+			return nil, err
+		}
+		if err := repo.ResetHard(ctx, restoreTo); err != nil {
+			return nil, fmt.Errorf("restoring %s to %s: %w", branch, short(restoreTo), err)
+		}
+		what := strings.Join(dropped, "; ")
+		if what == "" {
+			what = "commit " + short(known)
+		}
+		return &tampering{
+			report: fmt.Sprintf("the agent rewrote %s, dropping %s; the branch is restored to %s and the agent's version kept on %s", branch, what, short(restoreTo), side),
+			failure: fmt.Sprintf("The previous iteration rewrote the history of %s (reset, rebase or amend), dropping %s. The harness restored the branch; the rewritten version is kept on %s. "+
+				"Never reset, rebase or amend commits that are already on the branch.", branch, what, side),
+		}, nil
+	}
+	return nil, nil
+}
+
+// parkWork keeps what the tree holds — HEAD and everything uncommitted
+// (but the user's pre-existing files) — on a new side branch
+// ralph/<kind>/<item>-<run>[-n] and returns its name. The tree is left on
+// the side branch, clean.
+func parkWork(ctx context.Context, repo *git.Repo, kind, itemID, runID string, preexisting []string, msg string, allowEmpty bool) (string, error) {
+	side := "ralph/" + kind + "/" + git.Slug(itemID, 40) + "-" + runID
+	for n := 2; repo.BranchExists(ctx, side); n++ {
+		side = fmt.Sprintf("ralph/%s/%s-%s-%d", kind, git.Slug(itemID, 40), runID, n)
+	}
+	if err := repo.CreateBranch(ctx, side, ""); err != nil {
+		return "", err
+	}
+	if err := repo.Checkout(ctx, side); err != nil {
+		return "", err
+	}
+	if _, _, err := commitWork(ctx, repo, "", preexisting, msg, allowEmpty); err != nil {
+		return "", err
+	}
+	return side, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
+
+// judgeTree is judge on a snapshot of the tree: everything (but the user's
+// pre-existing files) is staged and written as a tree before the gates run
+// and again after them. A verdict passes only when the gates passed and
+// left the tree as they found it — a gate or a leftover process that
+// writes into the tree would otherwise get unverified files committed —
+// and it carries that tree, so Accept can commit nothing else.
+func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate) engine.Verdict {
+	if a.Result.Failed() || !claimed {
+		return judge(ctx, a, claimed, unclaimed, runner, gates)
+	}
+	before, err := snapshotTree(ctx, repo, preexisting)
+	if err != nil {
+		return engine.Verdict{Claimed: true, Summary: "could not snapshot the tree", Failure: err.Error()}
+	}
+	v := judge(ctx, a, claimed, unclaimed, runner, gates)
+	if !v.Passed {
+		return v
+	}
+	after, err := snapshotTree(ctx, repo, preexisting)
+	if err != nil {
+		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "could not snapshot the tree", Failure: err.Error()}
+	}
+	if after != before {
+		changed, _ := repo.DiffTrees(ctx, before, after)
+		list := strings.Join(changed, ", ")
+		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "the tree changed while the gates ran: " + list,
+			Failure: "While the quality gates ran, these files changed in the tree: " + list + ". The harness commits only a tree the gates ran on: " +
+				"make sure no process you started is still writing, and that the gates write only ignored files (add build output to .gitignore)."}
+	}
+	v.Tree = before
+	return v
+}
+
+// snapshotTree stages the whole tree but the user's pre-existing files and
+// returns the tree object that a commit of the index would hold.
+func snapshotTree(ctx context.Context, repo *git.Repo, preexisting []string) (string, error) {
+	if _, err := repo.AddAllExcept(ctx, preexisting); err != nil {
+		return "", err
+	}
+	return repo.WriteTree(ctx)
+}
