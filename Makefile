@@ -47,3 +47,4 @@ bench:
 
 fuzz:
 	$(GO) test -run x -fuzz FuzzParse -fuzztime 30s ./internal/prd/
+	$(GO) test -run x -fuzz FuzzCommitMessage -fuzztime 30s ./internal/source/

@@ -59,9 +59,12 @@ func ExitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	// The command line itself (flags, arguments, subcommand), then input
+	// the packages below found wrong.
+	var ce *commandLineError
 	var pe *prd.ParseError
 	var ve *prd.ValidationError
-	if errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) {
+	if errors.As(err, &ce) || errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) {
 		return ExitUsage
 	}
 	var ue interface{ UsageError() bool }

@@ -148,6 +148,8 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	return nil
 }
 
+// absFrom is p made absolute against the Factory's working directory (the
+// process's own may differ in tests).
 func absFrom(f *Factory, p string) string {
 	if filepath.IsAbs(p) {
 		return p

@@ -12,20 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/pipeline"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 )
-
-func openPipelineSource(o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
-	spec := o.Pipeline
-	if spec == "" {
-		spec = filepath.Join(root, pipeline.DefaultFile)
-	}
-	return source.OpenPipeline(spec, root, repo, gates.Proc, gates.Timeout)
-}
 
 // NewCmdPipeline builds `ralph pipeline`.
 func NewCmdPipeline(f *Factory) *cobra.Command {

@@ -131,9 +131,8 @@ type commandLineError struct {
 	cmd *cobra.Command
 }
 
-func (e *commandLineError) Error() string        { return e.err.Error() }
-func (e *commandLineError) Unwrap() error        { return e.err }
-func (e *commandLineError) Is(target error) bool { return target == engine.ErrUsage }
+func (e *commandLineError) Error() string { return e.err.Error() }
+func (e *commandLineError) Unwrap() error { return e.err }
 
 // usageErrorsFromArgs makes every command's argument check, and an unknown
 // subcommand of a command that only groups others, a commandLineError.

@@ -324,21 +324,30 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
 }
 
+// openSource opens the work the flags name: a task tree, a pipeline, or
+// (the default) a PRD.
 func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
-	n := 0
+	given := 0
 	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline} {
 		if s != "" {
-			n++
+			given++
 		}
 	}
-	if n > 1 {
+	if given > 1 {
 		return nil, engine.UsageError("give one of --prd, --tasks, --pipeline")
 	}
 	switch {
 	case o.Tasks != "":
-		return openTasksSource(ctx, o, root, repo, gates)
+		if o.Interval <= 0 {
+			return nil, engine.UsageError("--interval must be positive")
+		}
+		list, err := parseGates(o.Gates)
+		if err != nil {
+			return nil, err
+		}
+		return source.OpenTasks(ctx, absFrom(o.IO, o.Tasks), repo, root, gates, list)
 	case o.Pipeline != "":
-		return openPipelineSource(o, root, repo, gates)
+		return source.OpenPipeline(o.Pipeline, root, repo, gates.Proc, gates.Timeout)
 	}
 	p := o.PRD
 	if p == "" {

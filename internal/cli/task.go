@@ -13,7 +13,6 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/tasks"
 )
@@ -607,23 +606,4 @@ func parseGates(specs []string) ([]gate.Gate, error) {
 		out = append(out, gate.Gate{Name: name, Command: cmd})
 	}
 	return out, nil
-}
-
-func openTasksSource(ctx context.Context, o *RunOptions, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
-	if o.Interval <= 0 {
-		return nil, engine.UsageError("--interval must be positive")
-	}
-	list, err := parseGates(o.Gates)
-	if err != nil {
-		return nil, err
-	}
-	p := o.Tasks
-	if !filepath.IsAbs(p) {
-		wd, err := o.IO.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		p = filepath.Join(wd, p)
-	}
-	return source.OpenTasks(ctx, p, repo, root, gates, list)
 }

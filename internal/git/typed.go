@@ -2,6 +2,9 @@ package git
 
 import (
 	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -174,4 +177,48 @@ func (r *Repo) TrailerIndex(ctx context.Context, rev, key, runKey, runID string)
 		}
 	}
 	return idx, nil
+}
+
+// BlobIDs maps each of paths that is a file in rev's tree to its blob id
+// (one git call; paths that are not there are left out).
+func (r *Repo) BlobIDs(ctx context.Context, rev string, paths []string) (map[string]string, error) {
+	ids := map[string]string{}
+	if len(paths) == 0 {
+		return ids, nil
+	}
+	args := append([]string{"ls-tree", "-z", "--full-tree", rev, "--"}, paths...)
+	out, err := r.Run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range strings.Split(out, "\x00") {
+		meta, p, ok := strings.Cut(rec, "\t")
+		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
+			ids[p] = f[2]
+		}
+	}
+	return ids, nil
+}
+
+// Blob returns the content of a blob.
+func (r *Repo) Blob(ctx context.Context, id string) ([]byte, error) {
+	out, err := proc.Output(ctx, r.Runner, r.cmd("cat-file", "blob", id))
+	return []byte(out), err
+}
+
+// BlobID is the id git gives content as a blob, computed without git: the
+// hash (SHA-1, or SHA-256 for a repository whose ids are 64 digits long,
+// as like says) of "blob <size>\x00" and the content.
+func BlobID(content []byte, like string) string {
+	head := "blob " + strconv.Itoa(len(content)) + "\x00"
+	if len(like) == 64 {
+		h := sha256.New()
+		h.Write([]byte(head))
+		h.Write(content)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	h := sha1.New()
+	h.Write([]byte(head))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
 }

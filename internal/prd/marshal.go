@@ -94,6 +94,8 @@ func (s *Story) write(b *bytes.Buffer, f Format) {
 			return encString(s.Notes), s.Notes == ""
 		case sChecks:
 			return encStrings(s.Checks), len(s.Checks) == 0
+		case sAllowGateChanges:
+			return []byte(strconv.FormatBool(s.AllowGateChanges)), !s.AllowGateChanges
 		}
 		return nil, true
 	})

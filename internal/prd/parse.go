@@ -117,25 +117,27 @@ const (
 	sComplexity
 	sNotes
 	sChecks
+	sAllowGateChanges
 	nStory
 )
 
 var storySpec = &objSpec{
 	fields: []fieldSpec{
-		sID:          {"id", "id"},
-		sTitle:       {"title", "title"},
-		sDescription: {"description", "description"},
-		sAC:          {"acceptance_criteria", "acceptanceCriteria"},
-		sPasses:      {"passes", "passes"},
-		sPriority:    {"priority", "priority"},
-		sDeps:        {"depends_on", "dependsOn"},
-		sComplexity:  {"complexity", "complexity"},
-		sNotes:       {"notes", "notes"},
-		sChecks:      {"checks", "checks"},
+		sID:               {"id", "id"},
+		sTitle:            {"title", "title"},
+		sDescription:      {"description", "description"},
+		sAC:               {"acceptance_criteria", "acceptanceCriteria"},
+		sPasses:           {"passes", "passes"},
+		sPriority:         {"priority", "priority"},
+		sDeps:             {"depends_on", "dependsOn"},
+		sComplexity:       {"complexity", "complexity"},
+		sNotes:            {"notes", "notes"},
+		sChecks:           {"checks", "checks"},
+		sAllowGateChanges: {"allow_gate_changes", "allowGateChanges"},
 	},
 	order: [2][]int{
-		FormatSnake: {sID, sTitle, sDescription, sAC, sPriority, sDeps, sComplexity, sPasses, sNotes, sChecks},
-		FormatCamel: {sID, sTitle, sDescription, sAC, sPriority, sPasses, sNotes, sDeps, sComplexity, sChecks},
+		FormatSnake: {sID, sTitle, sDescription, sAC, sPriority, sDeps, sComplexity, sPasses, sNotes, sChecks, sAllowGateChanges},
+		FormatCamel: {sID, sTitle, sDescription, sAC, sPriority, sPasses, sNotes, sDeps, sComplexity, sChecks, sAllowGateChanges},
 	},
 	always: [2][]bool{
 		FormatSnake: flags(nStory, sID, sTitle, sDescription, sAC, sDeps, sPasses),
@@ -618,6 +620,8 @@ func (ps *parser) story(e element, where string) (Story, error) {
 			s.Notes, err = ps.str(m, at)
 		case sChecks:
 			s.Checks, err = ps.strs(m, at)
+		case sAllowGateChanges:
+			s.AllowGateChanges, err = ps.boolean(m, at)
 		}
 		if err != nil {
 			return s, err

@@ -84,6 +84,10 @@ type Story struct {
 	// Checks are commands the harness runs for this story only, after the
 	// PRD's quality gates (ralph's extension: a story's own acceptance test).
 	Checks []string
+	// AllowGateChanges lets this story change the files the gates run
+	// (scripts, Makefile, package.json scripts, tool configs); otherwise
+	// the harness reverts such changes and reports them as tampering.
+	AllowGateChanges bool
 
 	// priorityGiven/complexityGiven tell an explicit 0 (invalid: users who
 	// write 0 usually mean "highest") apart from an absent field.

@@ -23,6 +23,17 @@ type branchGuard struct {
 	tip string
 }
 
+// known is the newest commit ralph verified on the branch: its tip, else
+// base (from state, after a resume).
+func (g *branchGuard) known(base string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tip != "" {
+		return g.tip
+	}
+	return base
+}
+
 func (g *branchGuard) recordTip(sha string) {
 	g.mu.Lock()
 	g.tip = sha

@@ -98,9 +98,12 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 		return engine.Verdict{Claimed: a.Claimed || claimedInFile, Tampered: append([]string{t.report}, tampered...),
 			Summary: "tampering: " + t.report, Failure: t.failure}
 	}
-	s.mu.Lock()
-	gates := s.gatesFor(a.Item.ID)
-	s.mu.Unlock()
+	gates, allow := s.gatesOf(a.Item.ID)
+	gt, ferr := s.files.check(ctx, repo, s.guard.known(baseOf(st, a.Item.ID)), gates, allow)
+	tampered = append(tampered, gt...)
+	if ferr != nil {
+		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
+	}
 	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v

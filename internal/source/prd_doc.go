@@ -35,6 +35,7 @@ type prdDoc struct {
 
 	mu       sync.Mutex // guards Doc (and, in the sequential source, the main tree)
 	onBranch bool       // the main tree was seen on Branch this run
+	files    gateFiles  // the files the gates run, checked at every Verify
 }
 
 // openPRDDoc loads and validates path.
@@ -111,7 +112,7 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			if is == nil || is.Status != engine.ItemPassed {
 				continue
 			}
-			switch sha := idx[story.ID]; {
+			switch sha := idx[oneLine(story.ID)]; {
 			case sha != "" && (is.Commit == "" || is.Commit == sha):
 				is.Commit = sha
 			case is.Commit == "" && is.Reason == seededReason && inFile[story.ID]:
@@ -153,6 +154,17 @@ func (s *prdDoc) gatesFor(id string) []gate.Gate {
 		}
 	}
 	return out
+}
+
+// gatesOf are a story's gates and whether it may change their files.
+func (s *prdDoc) gatesOf(id string) ([]gate.Gate, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	allow := false
+	if st := s.Doc.Story(id); st != nil {
+		allow = st.AllowGateChanges
+	}
+	return s.gatesFor(id), allow
 }
 
 // judge checks a story's claim (the promise, or passes:true set by the
@@ -197,6 +209,11 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 	}
 	if !sameGates(disk, s.Doc) {
 		tampered = append(tampered, fmt.Sprintf("gate commands (quality_checks or a story's checks) in %s were changed by the agent; restored the harness's", filepath.Base(s.File)))
+	}
+	for _, st := range s.Doc.Stories {
+		if d := disk.Story(st.ID); d != nil && d.AllowGateChanges != st.AllowGateChanges {
+			tampered = append(tampered, fmt.Sprintf("the agent changed allow_gate_changes on %s in %s; restored", st.ID, filepath.Base(s.File)))
+		}
 	}
 	mine := s.Doc.PassedInFile()
 	for id := range disk.PassedInFile() {

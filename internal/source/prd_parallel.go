@@ -399,6 +399,21 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 				Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
 		}
 	}
+	gates, allow := s.gatesOf(a.Item.ID)
+	s.wmu.Lock()
+	at := s.bases[a.Item.ID]
+	if at == "" {
+		at = s.tip
+	}
+	s.wmu.Unlock()
+	if at == "" {
+		at = baseOf(st, a.Item.ID)
+	}
+	gt, ferr := s.files.check(ctx, s.Git.At(a.Dir), at, gates, allow)
+	tampered = append(tampered, gt...)
+	if ferr != nil {
+		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
+	}
 	return s.judge(ctx, a, claimedInFile, tampered)
 }
 

@@ -77,7 +77,7 @@ func commitWork(ctx context.Context, repo *git.Repo, base string, except []strin
 // the newest of rev's last 500 commits with both trailers — or "". It is
 // how every source tells, after a crash, whether its commit landed.
 func committedIn(ctx context.Context, repo *git.Repo, rev, key, id, runID string) string {
-	return repo.FindTrailer(ctx, rev, 500, key, id, RunTrailer, runID)
+	return repo.FindTrailer(ctx, rev, 500, key, oneLine(id), RunTrailer, oneLine(runID))
 }
 
 // CommitMessage builds subject, bullet body and trailers. Subject and
@@ -100,9 +100,11 @@ func CommitMessage(subject string, bullets []string, result string, trailers ...
 	return b.String()
 }
 
-// oneLine folds every line break and control character in s into a space.
+// oneLine folds every line break and control character in s into a space
+// and replaces invalid UTF-8, so the same text always gives the same line
+// (a trailer written from an id is found again from that id).
 func oneLine(s string) string {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
 	if strings.IndexFunc(s, isControl) < 0 {
 		return s
 	}
