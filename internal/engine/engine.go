@@ -115,6 +115,9 @@ type VCS interface {
 	// Changed lists changed and untracked paths in the tree at dir.
 	Changed(ctx context.Context, dir string, skip ...string) ([]string, error)
 	HeadOf(ctx context.Context, dir string) (string, error)
+	// RemoveStaleLocks removes git's lock files that no live process has
+	// open (left by a git that died); kept are the ones it could not tell.
+	RemoveStaleLocks(ctx context.Context) (removed, kept []string, err error)
 }
 
 // Outcome is how a run ended.
@@ -201,7 +204,11 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName)})
 	}
 
-	// Finish iterations a crash left half-done before anything new starts.
+	// Finish iterations a crash left half-done before anything new starts:
+	// first stop what the crashed run left running, then clear the git
+	// locks its git processes died holding, then conclude its iterations.
+	e.killOrphans()
+	e.removeStaleLocks(ctx)
 	if err := e.recover(ctx); err != nil {
 		return e.stop(StatusError, err.Error()), err
 	}
@@ -386,16 +393,39 @@ func (e *Engine) emit(ev Event) {
 	}
 }
 
+// killOrphans stops the agents a supervisor killed with -9 left running in
+// their own process groups, before anything touches their trees.
+func (e *Engine) killOrphans() {
+	var cur []*Current
+	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	for _, c := range cur {
+		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
+			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
+		}
+	}
+}
+
+// removeStaleLocks clears git lock files no live process holds (a git
+// killed mid-commit leaves index.lock, and every later git command would
+// fail until a person deleted it).
+func (e *Engine) removeStaleLocks(ctx context.Context) {
+	removed, kept, err := e.cfg.Git.RemoveStaleLocks(ctx)
+	for _, l := range removed {
+		e.emit(Event{Type: "stale_lock_removed", Message: fmt.Sprintf("removed %s, left by a git process that died (no live process had it open)", l)})
+	}
+	for _, l := range kept {
+		e.emit(Event{Type: "lock_kept", Message: fmt.Sprintf("%s is held by a running process (or this system cannot tell); if git fails on it and no git runs, remove it", l)})
+	}
+	if err != nil {
+		e.emit(Event{Type: "source_error", Message: "looking for stale git locks: " + err.Error()})
+	}
+}
+
 // recover finishes iterations that a crash interrupted.
 func (e *Engine) recover(ctx context.Context) error {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
 	for _, c := range cur {
-		// The agent of a supervisor killed with -9 may still be running in
-		// its own process group: stop it before touching its tree.
-		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
-			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
-		}
 		it := e.itemByID(c.Item)
 		if it == nil {
 			_ = e.box.update(func(st *State) { st.dropCurrent(c.Item) })

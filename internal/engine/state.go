@@ -310,16 +310,7 @@ func (b *stateBox) snapshot() *State {
 }
 
 // ActiveRun reports whether a ralph process holds the run lock in p, and
-// who.
+// who, without taking the lock (read-only commands never do).
 func ActiveRun(p Paths) (bool, store.Holder) {
-	l, err := store.TryLock(p.Lock)
-	if err == nil {
-		l.Unlock()
-		return false, store.Holder{}
-	}
-	var le *store.ErrLocked
-	if errors.As(err, &le) {
-		return true, le.Holder
-	}
-	return false, store.Holder{}
+	return store.Held(p.Lock)
 }

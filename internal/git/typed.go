@@ -6,6 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -221,4 +224,57 @@ func BlobID(content []byte, like string) string {
 	h.Write([]byte(head))
 	h.Write(content)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// RemoveStaleLocks removes the lock files git left behind in this
+// repository — index.lock, HEAD.lock and the like of the main tree and of
+// every worktree, and ref locks — that no live process has open. Git keeps
+// a lock file open from creating it until it renames it into place, so a
+// lock that no live process holds belongs to a git that died (say, killed
+// with the agent of a crashed run) and would make every later git command
+// fail. Where open files cannot be told (no /proc), nothing is removed and
+// the locks are returned as kept. It returns what it removed and kept.
+func (r *Repo) RemoveStaleLocks(ctx context.Context) (removed, kept []string, err error) {
+	common, err := r.CommonDir(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locks []string
+	for _, dir := range append([]string{common}, globDirs(filepath.Join(common, "worktrees", "*"))...) {
+		for _, name := range []string{"index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock"} {
+			if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+				locks = append(locks, filepath.Join(dir, name))
+			}
+		}
+	}
+	_ = filepath.WalkDir(filepath.Join(common, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".lock") {
+			locks = append(locks, p)
+		}
+		return nil
+	})
+	if len(locks) == 0 {
+		return nil, nil, nil
+	}
+	openers, ok := proc.Openers(locks)
+	for _, l := range locks {
+		live := !ok
+		for _, pid := range openers[l] {
+			live = live || proc.Alive(pid)
+		}
+		if live {
+			kept = append(kept, l)
+			continue
+		}
+		if err := os.Remove(l); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, kept, err
+		}
+		removed = append(removed, l)
+	}
+	return removed, kept, nil
+}
+
+func globDirs(pattern string) []string {
+	m, _ := filepath.Glob(pattern)
+	return m
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -275,4 +276,36 @@ func Alive(pid int) bool {
 		return false
 	}
 	return true
+}
+
+// Openers tells, for each of paths, which processes have it open, by
+// reading every process's /proc/<pid>/fd links. ok is false where there is
+// no /proc to read (nothing can be told then).
+func Openers(paths []string) (map[string][]int, bool) {
+	want := map[string]bool{}
+	for _, p := range paths {
+		want[p] = true
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, false
+	}
+	out := map[string][]int{}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		for _, fd := range fds {
+			if target, err := os.Readlink(dir + "/" + fd.Name()); err == nil && want[target] {
+				out[target] = append(out[target], pid)
+			}
+		}
+	}
+	return out, true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -107,4 +108,66 @@ func WithLock(path string, fn func() error) error {
 func IsLocked(err error) bool {
 	var e *ErrLocked
 	return errors.As(err, &e)
+}
+
+// Held reports whether some process holds the run lock at path, and who,
+// without taking the lock: a read-only command asking must never make a
+// `ralph run` that starts at the same moment find the lock taken. The
+// holder's pid and command are read from the lock file. On Linux the
+// kernel's lock table (/proc/locks) says whether a flock is really held on
+// the file, and by which pid — the file may still name a holder that was
+// killed with -9; elsewhere the named holder must be a live process.
+func Held(path string) (bool, Holder) {
+	var h Holder
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, h
+	}
+	_ = json.Unmarshal(b, &h)
+	if pid, known := flockHolder(path); known {
+		if pid == 0 {
+			return false, Holder{}
+		}
+		if h.PID != pid {
+			h = Holder{PID: pid}
+		}
+		return true, h
+	}
+	if h.PID <= 0 {
+		return false, Holder{}
+	}
+	if err := syscall.Kill(h.PID, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false, Holder{}
+	}
+	return true, h
+}
+
+// flockHolder looks path's inode up in /proc/locks: the pid holding a
+// flock on it (0 for none), and whether the table could be read at all.
+func flockHolder(path string) (int, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, false
+	}
+	table, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false
+	}
+	// "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": the device as
+	// hex major:minor, then the inode in decimal.
+	dev := uint64(st.Dev)
+	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
+	minor := dev&0xff | (dev>>12)&^uint64(0xff)
+	id := fmt.Sprintf("%02x:%02x:%d", major, minor, st.Ino)
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != id {
+			continue
+		}
+		pid, err := strconv.Atoi(f[4])
+		if err == nil {
+			return pid, true
+		}
+	}
+	return 0, true
 }

@@ -73,25 +73,29 @@ func ReadJSON(path string, v any) error {
 // AppendJSONL appends one JSON line under an exclusive lock. A single
 // write(2) of the whole line on an O_APPEND file keeps concurrent writers
 // from interleaving. It does not fsync: logs tolerate a torn last line,
-// and the state that must survive a crash is written with WriteFile.
+// and the state that must survive a crash is written with WriteFile. A
+// torn last line is repaired first (see AppendLine).
 func AppendJSONL(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return appendLine(path, b, false)
+	return appendLine(path, b, false, true)
 }
 
-// AppendLine appends b plus a newline and fsyncs (records that must be on
-// disk before the caller goes on, such as a task archive line). If the
-// file ends in a torn line (a crash mid-write), a newline is added first so
-// the new record stays whole.
-func AppendLine(path string, b []byte) error { return appendLine(path, b, true) }
+// AppendLine appends JSON lines b plus a newline and fsyncs (records that
+// must be on disk before the caller goes on, such as a task archive line).
+// A file that ends in a torn line (a crash mid-write) is repaired first, so
+// that no bad line is ever left in the middle of the file: a fragment that
+// is whole JSON only lacked its newline and keeps it; any other fragment is
+// an unfinished record and is cut off.
+func AppendLine(path string, b []byte) error { return appendLine(path, b, true, true) }
 
-// AppendLog is AppendLine without the fsync, for human-readable logs.
-func AppendLog(path string, b []byte) error { return appendLine(path, b, false) }
+// AppendLog appends text without the fsync, for human-readable logs; a
+// last line without its newline gets one first.
+func AppendLog(path string, b []byte) error { return appendLine(path, b, false, false) }
 
-func appendLine(path string, b []byte, sync bool) error {
+func appendLine(path string, b []byte, sync, jsonl bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -108,7 +112,19 @@ func appendLine(path string, b []byte, sync bool) error {
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)
 		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
-			buf = append(buf, '\n')
+			cut := int64(-1)
+			if jsonl {
+				if cut, err = tornFragment(f, st.Size()); err != nil {
+					return err
+				}
+			}
+			if cut >= 0 {
+				if err := f.Truncate(cut); err != nil {
+					return err
+				}
+			} else {
+				buf = append(buf, '\n')
+			}
 		}
 	}
 	buf = append(buf, b...)
@@ -120,6 +136,33 @@ func appendLine(path string, b []byte, sync bool) error {
 		return f.Sync()
 	}
 	return nil
+}
+
+// tornFragment finds the last line of a file of size bytes that does not
+// end in a newline: the offset it starts at when it is not whole JSON (to
+// be cut off), or -1 when it is.
+func tornFragment(f *os.File, size int64) (int64, error) {
+	const chunk = 64 << 10
+	start := int64(0)
+	for end := size; end > 0; end -= chunk {
+		off := max(0, end-chunk)
+		b := make([]byte, end-off)
+		if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			start = off + int64(i) + 1
+			break
+		}
+	}
+	frag := make([]byte, size-start)
+	if _, err := f.ReadAt(frag, start); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	if json.Valid(bytes.TrimSpace(frag)) {
+		return -1, nil
+	}
+	return start, nil
 }
 
 // ErrTornLine marks a last line that did not parse; ReadJSONL skips it.
