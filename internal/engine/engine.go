@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -155,8 +156,11 @@ type Engine struct {
 	merge     ticketLock
 	slots     *agentSlots
 	// distrusted are the items a resumed state said were passed but the
-	// source (the repository) did not agree; Run reports them.
+	// source (the repository) did not agree; notes are what the source's
+	// first Sync found about other items (a stranded claim). open reports
+	// both.
 	distrusted []string
+	notes      []Event
 }
 
 // New validates cfg.
@@ -244,6 +248,11 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	for _, id := range e.distrusted {
 		e.emit(Event{Type: "tamper_detected", Item: id, Message: fmt.Sprintf("%s: %s", id, st.Items[id].Reason)})
 	}
+	for _, ev := range e.notes {
+		if !slices.Contains(e.distrusted, ev.Item) {
+			e.emit(ev)
+		}
+	}
 	return lock, resumed, nil
 }
 
@@ -261,9 +270,11 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 	}
 	if saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path {
 		claimed := saved.Passed()
+		reasons := reasonsOf(saved)
 		if err := e.syncState(saved, SyncResume); err != nil {
 			return nil, false, nil, err
 		}
+		e.noteReasons(saved, reasons)
 		e.distrusted = e.distrusted[:0]
 		for _, id := range saved.Order {
 			if claimed[id] && saved.Items[id].Status != ItemPassed {
@@ -285,6 +296,7 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 	if err := e.syncState(st, SyncNewRun); err != nil {
 		return nil, false, nil, err
 	}
+	e.noteReasons(st, nil)
 	st.MaxIterations = cfg.MaxIterations
 	if st.MaxIterations <= 0 {
 		st.MaxIterations = 10 * len(st.Order)
@@ -332,6 +344,26 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 		}
 	}
 	return st, false, nil
+}
+
+func reasonsOf(st *State) map[string]string {
+	m := make(map[string]string, len(st.Items))
+	for id, is := range st.Items {
+		m[id] = is.Reason
+	}
+	return m
+}
+
+// noteReasons keeps, to report when the run opens, what the source's first
+// Sync said about items that are not passed (before: their reasons until
+// then).
+func (e *Engine) noteReasons(st *State, before map[string]string) {
+	e.notes = e.notes[:0]
+	for _, id := range st.Order {
+		if is := st.Items[id]; is.Status != ItemPassed && is.Reason != "" && is.Reason != before[id] {
+			e.notes = append(e.notes, Event{Type: "source_note", Item: id, Message: fmt.Sprintf("%s: %s", id, is.Reason)})
+		}
+	}
 }
 
 // syncState lets the source bring st up to date, then makes st know every

@@ -251,10 +251,31 @@ func (s *Tasks) Sync(st *engine.State, why engine.SyncReason) error {
 		}
 	}
 	s.sync(st)
+	if why == engine.SyncNewRun || why == engine.SyncResume {
+		// A claim with no iteration under way (a crash between the claim
+		// and the state's record of it, or a file written that way) is
+		// resumed; say so.
+		running := map[string]bool{}
+		for _, c := range st.Current {
+			running[c.Item] = true
+		}
+		for _, t := range s.set.List(tasks.StatusActive) {
+			if is := st.Item(t.ID); t.Leaf && !t.Archived() && !running[t.ID] && resumable(st, t.ID) && is.Reason == "" {
+				is.Reason = strandedReason
+			}
+		}
+	}
 	return nil
 }
 
 func (s *Tasks) sync(st *engine.State) {
+	// Leaves this run recorded are its items even once archived (a resumed
+	// run counts the tasks of the processes before it too).
+	for id := range st.Items {
+		if t, ok := s.set.Get(id); ok && t.Leaf {
+			s.seen[id] = true
+		}
+	}
 	for _, it := range s.Items() {
 		st.Item(it.ID) // tasks added since the run started (splits, appends)
 	}
@@ -283,11 +304,16 @@ func (s *Tasks) sync(st *engine.State) {
 	}
 }
 
-// ours reports whether an active task was claimed by this run.
-func ours(st *engine.State, id string) bool {
+// resumable reports whether a claimed (active) task is this run's to work
+// on: the run holds the run lock, so no other loop has a live iteration on
+// it — a claim left by a crash, or written before the run, is resumed.
+func resumable(st *engine.State, id string) bool {
 	is := st.Items[id]
-	return is != nil && is.Status != engine.ItemBlocked && is.Status != engine.ItemPassed && (is.Runs > 0 || is.Status == engine.ItemRunning)
+	return is == nil || is.Status != engine.ItemBlocked && is.Status != engine.ItemPassed
 }
+
+// strandedReason marks a claim that no iteration held when the run began.
+const strandedReason = "claimed (active) in the tasks file, but no iteration was working on it; this run resumes it"
 
 // Next re-reads the files (anyone may have changed them) and returns the
 // task this run was working on, else the next pending leaf in id order.
@@ -298,7 +324,7 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 	s.sync(st)
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete} {
 		for _, t := range s.set.List(status) {
-			if t.Leaf && !t.Archived() && !busy[t.ID] && ours(st, t.ID) {
+			if t.Leaf && !t.Archived() && !busy[t.ID] && resumable(st, t.ID) {
 				it := s.item(t)
 				return &it, nil
 			}
