@@ -405,7 +405,9 @@ func (e *Engine) stop(status, reason string) Outcome {
 		}
 		out = st
 	})
-	e.cfg.Source.Close(e.box.snapshot())
+	if err := e.cfg.Source.Close(e.box.snapshot()); err != nil {
+		e.emit(Event{Type: "source_error", Message: "tidying up after the run: " + err.Error()})
+	}
 	e.emit(Event{Type: "run_stopped", Message: reason, Data: map[string]any{"status": status}})
 	return Outcome{Status: status, Reason: reason, State: out}
 }

@@ -95,7 +95,7 @@ func (s *fakeSource) Recover(_ context.Context, it *Item, _ *State) (string, boo
 	return c, ok, nil
 }
 func (s *fakeSource) Sync(*State, SyncReason) error { return nil }
-func (s *fakeSource) Close(st *State)               { s.closed = st }
+func (s *fakeSource) Close(st *State) error         { s.closed = st; return nil }
 
 // funcAgent answers each request with reply and records the requests.
 type funcAgent struct {

@@ -78,7 +78,7 @@ func (s *dagSource) Recover(context.Context, *Item, *State) (string, bool, error
 	return "", false, nil
 }
 func (s *dagSource) Sync(*State, SyncReason) error { return nil }
-func (s *dagSource) Close(*State)                  {}
+func (s *dagSource) Close(*State) error            { return nil }
 
 // recAgent records starts and concurrency; it can report one rate limit.
 type recAgent struct {

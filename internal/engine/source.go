@@ -136,6 +136,6 @@ type Source interface {
 	// SyncReason); the engine then re-reads Items for the order and titles.
 	Sync(st *State, why SyncReason) error
 	// Close is told the final state when a run stops (mirror files,
-	// leftover worktrees).
-	Close(st *State)
+	// leftover worktrees); an error is reported, the stop goes on.
+	Close(st *State) error
 }

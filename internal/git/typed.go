@@ -278,3 +278,19 @@ func globDirs(pattern string) []string {
 	m, _ := filepath.Glob(pattern)
 	return m
 }
+
+// WorktreeBranches lists the branches checked out in any work tree of the
+// repository (git refuses to delete those).
+func (r *Repo) WorktreeBranches(ctx context.Context) (map[string]bool, error) {
+	out, err := r.Run(ctx, "worktree", "list", "--porcelain")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if ref, ok := strings.CutPrefix(l, "branch refs/heads/"); ok {
+			m[ref] = true
+		}
+	}
+	return m, nil
+}

@@ -77,7 +77,7 @@ func (l *Loop) Recover(context.Context, *engine.Item, *engine.State) (string, bo
 func (l *Loop) Sync(*engine.State, engine.SyncReason) error { return nil }
 
 // Close has nothing to tidy.
-func (l *Loop) Close(*engine.State) {}
+func (l *Loop) Close(*engine.State) error { return nil }
 
 // LiteralTemplate escapes text so the prompt template prints it as is
 // (a user's prompt may contain "{{").

@@ -200,8 +200,9 @@ func (s *Pipeline) Block(ctx context.Context, it *engine.Item, st *engine.State,
 }
 
 // Close rewrites the mirror with the run's final status and reason.
-func (s *Pipeline) Close(st *engine.State) {
+func (s *Pipeline) Close(st *engine.State) error {
 	s.writeState(st, "", "", false, st.StopReason)
+	return nil
 }
 
 // PipelineState is .ralph/pipeline.json: the current stage and each

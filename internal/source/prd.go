@@ -193,4 +193,4 @@ func (s *PRD) Block(ctx context.Context, it *engine.Item, st *engine.State, reas
 }
 
 // Close has nothing to tidy: the sequential run leaves no trees behind.
-func (s *PRD) Close(*engine.State) {}
+func (s *PRD) Close(*engine.State) error { return nil }

@@ -102,7 +102,12 @@ func (s *ParallelPRD) WorktreeDir(id string) string {
 // (Not ralph/<feature>/<story>: git cannot hold a branch ralph/<feature> and
 // branches below it at once, and the feature branch is often ralph/<feature>.)
 func (s *ParallelPRD) StoryBranch(id string) string {
-	return "ralph/" + git.Slug(strings.TrimPrefix(s.Branch, "ralph/"), 60) + "-stories/" + git.Slug(id, 60)
+	return s.storyPrefix() + git.Slug(id, 60)
+}
+
+// storyPrefix is the folder of this PRD's story branches.
+func (s *ParallelPRD) storyPrefix() string {
+	return "ralph/" + git.Slug(strings.TrimPrefix(s.Branch, "ralph/"), 60) + "-stories/"
 }
 
 func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (string, error) {
@@ -673,9 +678,12 @@ func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.S
 func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string) error { return nil }
 
 // Close removes the parked worktrees and the merged stories' branches
-// when the run ends: only running or blocked stories keep theirs. Three
-// git calls in all, however many stories merged.
-func (s *ParallelPRD) Close(st *engine.State) {
+// when the run ends: only running or blocked stories keep theirs. Which
+// branches go is derived from the state (every passed story's branch), not
+// only from this process's memory, so a run resumed after a crash deletes
+// the branches of stories an earlier process merged too. A handful of git
+// calls in all, however many stories merged; a failure is returned.
+func (s *ParallelPRD) Close(st *engine.State) error {
 	s.wmu.Lock()
 	parked, merged := append(s.parked, s.leftover...), s.merged
 	// Worktrees readied for stories that never started go too.
@@ -691,17 +699,43 @@ func (s *ParallelPRD) Close(st *engine.State) {
 	}
 	s.parked, s.leftover, s.merged, s.readying, s.dropped = nil, nil, nil, nil, nil
 	s.wmu.Unlock()
+	for id, is := range st.Items {
+		if is.Status == engine.ItemPassed {
+			merged = append(merged, s.StoryBranch(id))
+		}
+	}
+	var errs []error
 	for _, dir := range parked {
-		_ = os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	ctx := context.Background()
-	_ = s.listingWorktrees(func() error {
-		_ = s.Git.WorktreePrune(ctx)
-		if len(merged) > 0 {
-			// Branches still checked out (a reused worktree's old name is
-			// not) are refused by git; those belong to running stories.
-			_ = s.Git.DeleteBranches(ctx, merged...)
+	err := s.listingWorktrees(func() error {
+		if err := s.Git.WorktreePrune(ctx); err != nil {
+			return err
 		}
-		return nil
+		existing, err := s.Git.ListBranches(ctx, s.storyPrefix())
+		if err != nil {
+			return err
+		}
+		// A branch checked out in a worktree belongs to a story still
+		// running (or blocked, kept for a person): git would refuse it.
+		busy, err := s.Git.WorktreeBranches(ctx)
+		if err != nil {
+			return err
+		}
+		want := map[string]bool{}
+		for _, b := range merged {
+			want[b] = true
+		}
+		var doomed []string
+		for _, b := range existing {
+			if want[b] && !busy[b] {
+				doomed = append(doomed, b)
+			}
+		}
+		return s.Git.DeleteBranches(ctx, doomed...)
 	})
+	return errors.Join(append(errs, err)...)
 }

@@ -133,7 +133,9 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	}
 	// The run stops with B running and D never started: D's readied tree
 	// and the merged stories' branches go, B keeps its tree and branch.
-	src.Close(st)
+	if err := src.Close(st); err != nil {
+		t.Fatal(err)
+	}
 	gone("D")
 	if _, err := os.Stat(src.WorktreeDir("B")); err != nil {
 		t.Fatalf("running B lost its worktree: %v", err)

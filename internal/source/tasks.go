@@ -994,4 +994,4 @@ func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error
 
 // Close has nothing to tidy: task branches are merged or parked as the
 // run goes.
-func (s *Tasks) Close(*engine.State) {}
+func (s *Tasks) Close(*engine.State) error { return nil }
