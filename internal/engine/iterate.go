@@ -36,14 +36,22 @@ func openTranscript(dir string, iteration int, item string) (*Transcript, error)
 func (t *Transcript) Write(b []byte) (int, error) { return t.f.Write(b) }
 func (t *Transcript) Close() error                { return t.f.Close() }
 
+// safeFileName makes an item id a file name. Ids that needed changing get
+// a short hash of the id, so two ids (A/1 and A_1) never share a file.
 func safeFileName(s string) string {
 	var b strings.Builder
+	changed := false
 	for _, r := range s {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
+			changed = true
 		}
+	}
+	if changed || s == "" || s == "." || s == ".." {
+		sum := sha256.Sum256([]byte(s))
+		b.WriteString("-" + hex.EncodeToString(sum[:3]))
 	}
 	return b.String()
 }

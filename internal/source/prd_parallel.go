@@ -3,6 +3,8 @@ package source
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -50,6 +52,9 @@ type ParallelPRD struct {
 	readying map[string]*readied
 	starting map[string]bool
 	dropped  map[string]bool
+	// slugs are the stories' unique names (see slug), made once.
+	slugOnce sync.Once
+	slugs    map[string]string
 	// prdTracked: the PRD is in git's index (known after the first merge
 	// of the run, or seen at its start), so a commit can --include it.
 	prdTracked bool
@@ -95,14 +100,39 @@ func (s *ParallelPRD) Prepare(ctx context.Context, it *engine.Item, st *engine.S
 
 // WorktreeDir is where a story's worktree lives.
 func (s *ParallelPRD) WorktreeDir(id string) string {
-	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", git.Slug(id, 60))
+	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", s.slug(id))
 }
 
 // StoryBranch is the branch of a story's worktree: ralph/<feature>-stories/<story>.
 // (Not ralph/<feature>/<story>: git cannot hold a branch ralph/<feature> and
 // branches below it at once, and the feature branch is often ralph/<feature>.)
 func (s *ParallelPRD) StoryBranch(id string) string {
-	return s.storyPrefix() + git.Slug(id, 60)
+	return s.storyPrefix() + s.slug(id)
+}
+
+// slug is a story's name in its worktree folder and branch: the id made
+// safe for git, unique among the PRD's stories (ids that would make the
+// same slug, A.1, A-1 and a_1, each get a short hash of the id).
+func (s *ParallelPRD) slug(id string) string {
+	s.slugOnce.Do(func() {
+		count := map[string]int{}
+		for _, st := range s.Doc.Stories {
+			count[git.Slug(st.ID, 60)]++
+		}
+		s.slugs = map[string]string{}
+		for _, st := range s.Doc.Stories {
+			sl := git.Slug(st.ID, 60)
+			if count[sl] > 1 {
+				sum := sha256.Sum256([]byte(st.ID))
+				sl = git.Slug(st.ID, 52) + "-" + hex.EncodeToString(sum[:3])
+			}
+			s.slugs[st.ID] = sl
+		}
+	})
+	if sl, ok := s.slugs[id]; ok {
+		return sl
+	}
+	return git.Slug(id, 60)
 }
 
 // storyPrefix is the folder of this PRD's story branches.
@@ -331,7 +361,7 @@ func (s *ParallelPRD) adoptMerged() {
 		if !st.Passes {
 			continue
 		}
-		name := git.Slug(st.ID, 60)
+		name := s.slug(st.ID)
 		for _, e := range entries {
 			if e.Name() == name {
 				s.leftover = append(s.leftover, filepath.Join(root, name))
