@@ -200,6 +200,9 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 		return Outcome{}, err
 	}
 	defer lock.Unlock()
+	// Orphans of the agents and gates (setsid, double fork) stay ralph's
+	// descendants, so each iteration's leftovers can be found (Linux).
+	proc.BecomeSubreaper()
 	if resumed {
 		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", e.runID(), e.box.snapshot().Iteration)})
 	} else {
@@ -427,8 +430,9 @@ func (e *Engine) emit(ev Event) {
 	}
 }
 
-// killOrphans stops the agents a supervisor killed with -9 left running in
-// their own process groups, before anything touches their trees.
+// killOrphans stops what a supervisor killed with -9 left running, before
+// anything touches its trees: the agents' process groups, and every other
+// process carrying the run's id (gates, and children that left the group).
 func (e *Engine) killOrphans() {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
@@ -436,6 +440,9 @@ func (e *Engine) killOrphans() {
 		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
 			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
 		}
+	}
+	if pids := proc.KillTagged("RALPH_RUN_ID="+e.runID(), true); len(pids) > 0 {
+		e.emit(Event{Type: "orphan_killed", Message: fmt.Sprintf("killed %d more process(es) the crashed run left running (gates, escaped children): pids %v", len(pids), pids)})
 	}
 }
 

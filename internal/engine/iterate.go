@@ -12,6 +12,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -125,8 +126,13 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 }
 
 // iterate runs one whole iteration on it: begin, the agent, conclude.
+// Every process the iteration starts carries its tag; whatever is still
+// running when it ends — a server the agent left behind, a setsid'd
+// child, a gate's leftover — is killed and reaped.
 func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	cfg := &e.cfg
+	ctx, tag := e.tagged(ctx, number)
+	defer e.killLeftovers(it.ID, number, tag)
 	x, err := e.begin(ctx, it, number)
 	if err != nil {
 		return err
@@ -160,6 +166,22 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	return e.conclude(ctx, x)
 }
 
+// tagged marks ctx so that every process started under it carries the
+// run's id and the iteration's tag (proc.WithTag).
+func (e *Engine) tagged(ctx context.Context, number int) (context.Context, string) {
+	runID := e.runID()
+	tag := fmt.Sprintf("%s=%s/%d", proc.TagEnv, runID, number)
+	return proc.WithTag(ctx, "RALPH_RUN_ID="+runID, tag), tag
+}
+
+// killLeftovers kills and reaps what an iteration left running.
+func (e *Engine) killLeftovers(item string, number int, tag string) {
+	if pids := proc.KillTagged(tag, false); len(pids) > 0 {
+		e.emit(Event{Type: "leftovers_killed", Iteration: number, Item: item,
+			Message: fmt.Sprintf("killed %d process(es) iteration %d left running: pids %v", len(pids), number, pids)})
+	}
+}
+
 // reattach rebuilds an iteration begun earlier around its recorded Current
 // — by a process that crashed while verifying it, or in the agent's own
 // session (the Stop hook) — so that it can be concluded without running
@@ -183,6 +205,8 @@ func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final str
 
 // reverify concludes an iteration a crash interrupted while verifying.
 func (e *Engine) reverify(ctx context.Context, it *Item, cur *Current) error {
+	ctx, tag := e.tagged(ctx, cur.Iteration)
+	defer e.killLeftovers(it.ID, cur.Iteration, tag)
 	x, err := e.reattach(ctx, it, cur, cur.Final)
 	if err != nil {
 		return err

@@ -70,11 +70,15 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	cmd := exec.Command(path, c.Argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env
+	if tags := tagsOf(ctx); len(tags) > 0 {
+		// The iteration's mark (WithTag), inherited by all it starts.
+		cmd.Env = Environ(cmd.Env, tags...)
+	}
 	if c.Dir != "" {
 		// Tools that trust $PWD (opencode does) must see the child's own
 		// directory, not the one ralph was started in.
 		if abs, err := filepath.Abs(c.Dir); err == nil {
-			cmd.Env = Environ(c.Env, "PWD="+abs)
+			cmd.Env = Environ(cmd.Env, "PWD="+abs)
 		}
 	}
 	cmd.Stdin = c.Stdin

@@ -1,0 +1,156 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// TagEnv names the environment variable that marks every process started
+// for one iteration (and inherited by everything they start), so that what
+// an iteration leaves running can be found and stopped — in a parallel run,
+// without touching another worker's processes.
+const TagEnv = "RALPH_ITERATION_TAG"
+
+type tagKey struct{}
+
+// WithTag returns ctx whose commands (run by Exec) carry the environment
+// entries tags (KEY=VALUE).
+func WithTag(ctx context.Context, tags ...string) context.Context {
+	return context.WithValue(ctx, tagKey{}, append(tagsOf(ctx), tags...))
+}
+
+func tagsOf(ctx context.Context) []string {
+	t, _ := ctx.Value(tagKey{}).([]string)
+	return append([]string(nil), t...)
+}
+
+// prctl(PR_SET_CHILD_SUBREAPER): Linux only.
+const prSetChildSubreaper = 36
+
+// BecomeSubreaper makes this process the reaper of its descendants'
+// orphans: a process that an agent started with setsid, nohup & or a
+// double fork stays a descendant of ralph instead of going to init, so it
+// can be found when its iteration ends. It reports whether that worked.
+func BecomeSubreaper() bool {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	return errno == 0
+}
+
+// KillTagged kills every process that carries the environment entry tag
+// (KEY=VALUE) — among this process's descendants, or, with anywhere, among
+// all processes this user can see (after a crash the orphans of the dead
+// run belong to nobody) — and reaps those that are this process's
+// children. It returns the pids it killed. Without /proc it finds nothing.
+func KillTagged(tag string, anywhere bool) []int {
+	self := os.Getpid()
+	var killed []int
+	for round := 0; round < 5; round++ {
+		procs := table()
+		var found []int
+		for pid, p := range procs {
+			if pid == self || !p.alive || (!anywhere && !descends(procs, pid, self)) {
+				continue
+			}
+			if hasEnv(pid, tag) {
+				found = append(found, pid)
+			}
+		}
+		if len(found) == 0 {
+			break
+		}
+		for _, pid := range found {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed = append(killed, pid)
+			}
+		}
+		reap(killed, self)
+	}
+	reap(killed, self)
+	return killed
+}
+
+// reap waits for the killed processes that are this process's children
+// (orphans reparented to it as a subreaper); only pids ralph killed itself,
+// never a child that os/exec is waiting for.
+func reap(pids []int, self int) {
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range pids {
+		for {
+			var ws syscall.WaitStatus
+			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			if got == pid || err != nil || time.Now().After(deadline) {
+				break // reaped, or not our child (its parent reaps it)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+type procInfo struct {
+	ppid  int
+	alive bool
+}
+
+// table reads every process's parent and whether it still runs.
+func table() map[int]procInfo {
+	out := map[int]procInfo{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		f := strings.Fields(s[i+2:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out[pid] = procInfo{ppid: ppid, alive: f[0] != "Z" && f[0] != "X"}
+	}
+	return out
+}
+
+func descends(procs map[int]procInfo, pid, ancestor int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		p, ok := procs[pid]
+		if !ok {
+			return false
+		}
+		if p.ppid == ancestor {
+			return true
+		}
+		pid = p.ppid
+	}
+	return false
+}
+
+func hasEnv(pid int, kv string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	for _, e := range bytes.Split(b, []byte{0}) {
+		if string(e) == kv {
+			return true
+		}
+	}
+	return false
+}
