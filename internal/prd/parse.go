@@ -204,6 +204,17 @@ func Parse(name string, data []byte) (*PRD, error) {
 	// user, so positions are reported as if it were not there.
 	data = bytes.TrimPrefix(data, bom)
 	ps := &parser{name: name, data: data}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, size := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return nil, ps.errAt(off, "invalid UTF-8 (byte 0x%02x): save the file as UTF-8", data[off])
+	}
 	start := skipSpace(data, 0)
 	if start == len(data) {
 		return nil, &ParseError{File: name, Msg: `empty file; a prd.json is a JSON object with a "user_stories" or "userStories" array`}

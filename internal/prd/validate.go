@@ -17,6 +17,8 @@ const (
 	RuleDependencyCycle   = "dependency-cycle"
 	RulePriorityRange     = "priority-range"
 	RuleComplexityRange   = "complexity-range"
+	RuleBranchName        = "branch-name"
+	RuleBadID             = "bad-id"
 )
 
 // Priority and complexity bounds. 999 leaves room for any hand-numbered
@@ -83,6 +85,11 @@ func (p *PRD) Validate() error {
 	if len(p.Stories) == 0 {
 		add("", RuleNoStories, "%s is empty; there is nothing to work on", storiesKey)
 	}
+	if p.BranchName != "" {
+		if why := checkBranchName(p.BranchName); why != "" {
+			add("", RuleBranchName, "%s %q is not a valid git branch name: %s", topSpec.name(tBranch, f), p.BranchName, why)
+		}
+	}
 
 	// Problems are listed story by story, in file order, so the report reads
 	// like the file; cycles span stories and come last.
@@ -99,6 +106,9 @@ func (p *PRD) Validate() error {
 			add("", RuleMissingID, "%smissing id", where)
 		} else if j := first[s.ID]; j != i {
 			add(label, RuleDuplicateID, "duplicate id (%s[%d] repeats %s[%d])", storiesKey, i, storiesKey, j)
+		}
+		if strings.IndexFunc(s.ID, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+			add("", RuleBadID, "%s[%d]: id %q holds a line break or control character; ids are single-line names", storiesKey, i, s.ID)
 		}
 		if strings.TrimSpace(s.Title) == "" {
 			add(label, RuleMissingTitle, "%smissing title", where)
@@ -198,4 +208,39 @@ func (p *PRD) cycles(index map[string]int) [][]string {
 		}
 	}
 	return found
+}
+
+// checkBranchName applies git's rules for branch names (git
+// check-ref-format --branch) and says which one name breaks, or "".
+func checkBranchName(name string) string {
+	switch {
+	case strings.HasPrefix(name, "refs/"):
+		return "give the branch's short name, without refs/heads/ (ralph creates refs/heads/<name> itself)"
+	case strings.HasPrefix(name, "-"):
+		return "it must not begin with '-'"
+	case name == "@":
+		return "it must not be '@'"
+	case strings.Contains(name, ".."):
+		return "it must not contain '..'"
+	case strings.Contains(name, "@{"):
+		return "it must not contain '@{'"
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
+		return "it must not begin or end with '/' or contain '//'"
+	case strings.HasSuffix(name, "."):
+		return "it must not end with '.'"
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r)
+	}); i >= 0 {
+		return fmt.Sprintf("it must not contain %q (spaces, control characters and ~ ^ : ? * [ \\ are not allowed)", name[i:i+1])
+	}
+	for _, c := range strings.Split(name, "/") {
+		if strings.HasPrefix(c, ".") {
+			return fmt.Sprintf("no part may begin with '.' (%q)", c)
+		}
+		if strings.HasSuffix(c, ".lock") {
+			return fmt.Sprintf("no part may end with '.lock' (%q)", c)
+		}
+	}
+	return ""
 }

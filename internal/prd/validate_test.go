@@ -3,6 +3,7 @@ package prd
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -134,5 +135,53 @@ func TestValidationErrorText(t *testing.T) {
 func TestValidateReturnsUntypedNil(t *testing.T) {
 	if err := Template("p", "f").Validate(); err != nil {
 		t.Fatalf("Validate = %#v", err)
+	}
+}
+
+func TestBranchNameRules(t *testing.T) {
+	for name, want := range map[string]string{
+		"ralph/login":        "",
+		"feature/x-1.2":      "",
+		"refs/heads/feature": "without refs/heads/",
+		"feature/../x":       "'..'",
+		"-x":                 "begin with '-'",
+		"a..b":               "'..'",
+		"x@{1}":              "'@{'",
+		"x.lock":             "'.lock'",
+		"a/.hidden":          "begin with '.'",
+		"a b":                `" "`,
+		"a:b":                `":"`,
+		"tab\there":          `"\t"`,
+		"x/":                 "'/'",
+		"x.":                 "end with '.'",
+		"@":                  "'@'",
+	} {
+		got := checkBranchName(name)
+		if want == "" && got != "" || want != "" && !strings.Contains(got, want) {
+			t.Errorf("checkBranchName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestValidateBranchNameAndControlIDs(t *testing.T) {
+	p, err := Parse("p.json", []byte(`{"branch_name": "feature/../x", "user_stories": [{"id": "A\nRalph-Story: B", "title": "t"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 2 || ve.Problems[0].Rule != RuleBranchName || ve.Problems[1].Rule != RuleBadID {
+		t.Fatalf("problems %v", err)
+	}
+	if !strings.Contains(err.Error(), `branch_name "feature/../x" is not a valid git branch name: it must not contain '..'`) {
+		t.Fatalf("message %q", err)
+	}
+}
+
+func TestParseInvalidUTF8(t *testing.T) {
+	_, err := Parse("p.json", []byte("{\"user_stories\": [\n  {\"id\": \"A\", \"title\": \"caf\xe9\"}]}"))
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(pe.Msg, "invalid UTF-8 (byte 0xe9)") {
+		t.Fatalf("err %v", err)
 	}
 }
