@@ -48,6 +48,7 @@ type RunOptions struct {
 	Parallel         int
 	Breaker          int
 	DryRun           bool
+	NoMask           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
 	// The task loop's (--tasks) own settings.
@@ -124,6 +125,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
+	fl.BoolVar(&opts.NoMask, "no-mask", false, "keep secrets as they are in transcripts, progress, state and events (by default values of *KEY*, *TOKEN*, *SECRET*, *PASSWORD* variables and API-key shapes are masked)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
@@ -294,7 +296,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
-		BreakerThreshold: o.Breaker,
+		BreakerThreshold: o.Breaker, NoMask: o.NoMask,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

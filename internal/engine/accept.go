@@ -125,10 +125,10 @@ func (e *Engine) resolve(ctx context.Context, x *iteration, conf *Conflict) (*Ve
 	}
 	_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
 	ratt := *att
-	ratt.Result = res
+	ratt.Result = e.masked(res)
 	ratt.Prompt = prompt
 	e.readSignals(&ratt)
-	v := cfg.Source.Verify(ctx, &ratt, e.box.snapshot())
+	v := e.maskVerdict(cfg.Source.Verify(ctx, &ratt, e.box.snapshot()))
 	if v.Passed {
 		e.emit(Event{Type: "conflict_resolved", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("resolver cleared the conflict for %s (%s)", it.ID, v.Summary)})
 	} else {

@@ -23,6 +23,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -76,6 +77,10 @@ type Config struct {
 	AgentEnv         []string
 	Parallel         int // workers; 0 or 1 = sequential (the same scheduler)
 	OnEvent          func(Event)
+	// NoMask keeps secrets as they are in transcripts and everything else
+	// ralph writes (by default env values named like secrets and key
+	// shapes are masked: secret.Masker).
+	NoMask bool
 	// Watch keeps the loop alive when nothing is ready: it polls the source
 	// every Watch interval without running an agent (no tokens spent) until
 	// work appears, .ralph/stop exists or ctx ends.
@@ -153,6 +158,7 @@ type Engine struct {
 	backoffMu sync.Mutex
 	backoff   time.Duration
 	watching  bool
+	mask      *secret.Masker
 	merge     ticketLock
 	slots     *agentSlots
 	// distrusted are the items a resumed state said were passed but the
@@ -179,7 +185,11 @@ func New(cfg Config) (*Engine, error) {
 	if err := CheckTemplate(from, text); err != nil {
 		return nil, UsageError("%v", err)
 	}
-	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel)}, nil
+	mask := secret.FromEnv(cfg.AgentEnv...)
+	if cfg.NoMask {
+		mask = secret.Off()
+	}
+	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel), mask: mask}, nil
 }
 
 func newRunID(now time.Time) string {
@@ -227,7 +237,11 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 // driver begins here.
 func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	cfg := &e.cfg
-	if err := os.MkdirAll(cfg.Paths.Dir, 0o755); err != nil {
+	// ralph's folder holds transcripts and state: its owner's alone.
+	if err := os.MkdirAll(cfg.Paths.Dir, 0o700); err != nil {
+		return nil, false, err
+	}
+	if err := os.Chmod(cfg.Paths.Dir, 0o700); err != nil {
 		return nil, false, err
 	}
 	lock, err := store.TryLock(cfg.Paths.Lock)
@@ -419,6 +433,7 @@ func (e *Engine) emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = e.cfg.Clock.Now().UTC()
 	}
+	ev.Message = e.mask.String(ev.Message)
 	if e.box != nil {
 		e.box.read(func(st *State) {
 			ev.RunID = st.RunID

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,26 +17,45 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// Transcript is one iteration's log file, streamed to disk.
+// Transcript is one iteration's log file, streamed to disk with secrets
+// masked (owner-only: it holds everything the agent printed).
 type Transcript struct {
 	Path string
 	f    *os.File
+	w    io.WriteCloser
 }
 
-func openTranscript(dir string, iteration int, item string) (*Transcript, error) {
+func (e *Engine) openTranscript(iteration int, item string) (*Transcript, error) {
+	dir := e.cfg.Paths.Transcripts
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	p := filepath.Join(dir, fmt.Sprintf("%04d-%s.log", iteration, safeFileName(item)))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	return &Transcript{Path: p, f: f}, nil
+	return &Transcript{Path: p, f: f, w: e.mask.Writer(f)}, nil
 }
 
-func (t *Transcript) Write(b []byte) (int, error) { return t.f.Write(b) }
-func (t *Transcript) Close() error                { return t.f.Close() }
+func (t *Transcript) Write(b []byte) (int, error) { return t.w.Write(b) }
+
+// Close writes what the masking writer holds back, then closes the file.
+func (t *Transcript) Close() error {
+	err := t.w.Close()
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// masked masks what an agent returned before anything stores it (state,
+// progress, commit messages, events).
+func (e *Engine) masked(r agent.Result) agent.Result {
+	r.FinalText = e.mask.String(r.FinalText)
+	r.ErrorText = e.mask.String(r.ErrorText)
+	return r
+}
 
 // safeFileName makes an item id a file name. Ids that needed changing get
 // a short hash of the id, so two ids (A/1 and A_1) never share a file.
@@ -108,7 +128,7 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 	}); err != nil {
 		return nil, err
 	}
-	tr, err := openTranscript(cfg.Paths.Transcripts, number, it.ID)
+	tr, err := e.openTranscript(number, it.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +172,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", cfg.AgentName, err)
 	}
+	res = e.masked(res)
 	x.att.Result = res
 	e.emit(Event{Type: "agent_finished", Iteration: number, Item: it.ID, Attempt: x.cur.Attempt,
 		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
@@ -174,6 +195,15 @@ func (e *Engine) tagged(ctx context.Context, number int) (context.Context, strin
 	return proc.WithTag(ctx, "RALPH_RUN_ID="+runID, tag), tag
 }
 
+// maskVerdict masks what a verdict carries into state, progress and the
+// next prompt (gate output may print a secret).
+func (e *Engine) maskVerdict(v Verdict) Verdict {
+	v.Summary = e.mask.String(v.Summary)
+	v.Failure = e.mask.String(v.Failure)
+	v.Tampered = e.mask.Strings(v.Tampered)
+	return v
+}
+
 // killLeftovers kills and reaps what an iteration left running.
 func (e *Engine) killLeftovers(item string, number int, tag string) {
 	if pids := proc.KillTagged(tag, false); len(pids) > 0 {
@@ -193,13 +223,13 @@ func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final str
 	if err != nil {
 		return nil, err
 	}
-	tr, err := openTranscript(cfg.Paths.Transcripts, cur.Iteration, it.ID)
+	tr, err := e.openTranscript(cur.Iteration, it.ID)
 	if err != nil {
 		return nil, err
 	}
 	prompt, _ := os.ReadFile(e.promptFile(it.ID)) // no other iteration of the item began since
 	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt)}
-	att.Result.FinalText = final
+	att.Result.FinalText = e.mask.String(final)
 	return &iteration{it: it, ws: ws, cur: cur, att: att}, nil
 }
 
@@ -248,6 +278,7 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	v = e.maskVerdict(v)
 	e.box.mutate(func(st *State) { cur.LastGate = v.Summary }) // persisted with the next write
 	for _, t := range v.Tampered {
 		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})

@@ -120,7 +120,7 @@ func (e *Engine) writePrompt(item, prompt string) error {
 	if err := os.MkdirAll(filepath.Dir(pf), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(pf, []byte(prompt), 0o644)
+	return os.WriteFile(pf, []byte(prompt), 0o600)
 }
 
 // decideStop is the one decision whether the loop stops instead of

@@ -204,9 +204,9 @@ func (b *stateBox) change(fn func(st *State), sync bool) error {
 	}
 	data = append(data, '\n')
 	if sync {
-		err = store.WriteFile(b.path, data, 0o644)
+		err = store.WriteFile(b.path, data, 0o600)
 	} else {
-		err = store.WriteFileNoSync(b.path, data, 0o644)
+		err = store.WriteFileNoSync(b.path, data, 0o600)
 	}
 	if err != nil {
 		return err

@@ -70,7 +70,8 @@ func ReadJSON(path string, v any) error {
 	return nil
 }
 
-// AppendJSONL appends one JSON line under an exclusive lock. A single
+// AppendJSONL appends one JSON line under an exclusive lock (a new file is
+// owner-only: it is one of ralph's logs). A single
 // write(2) of the whole line on an O_APPEND file keeps concurrent writers
 // from interleaving. It does not fsync: logs tolerate a torn last line,
 // and the state that must survive a crash is written with WriteFile. A
@@ -80,7 +81,7 @@ func AppendJSONL(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return appendLine(path, b, false, true)
+	return appendLine(path, b, false, true, 0o600)
 }
 
 // AppendLine appends JSON lines b plus a newline and fsyncs (records that
@@ -89,17 +90,19 @@ func AppendJSONL(path string, v any) error {
 // that no bad line is ever left in the middle of the file: a fragment that
 // is whole JSON only lacked its newline and keeps it; any other fragment is
 // an unfinished record and is cut off.
-func AppendLine(path string, b []byte) error { return appendLine(path, b, true, true) }
+func AppendLine(path string, b []byte) error { return appendLine(path, b, true, true, 0o644) }
 
 // AppendLog appends text without the fsync, for human-readable logs; a
 // last line without its newline gets one first.
-func AppendLog(path string, b []byte) error { return appendLine(path, b, false, false) }
+func AppendLog(path string, b []byte) error { return appendLine(path, b, false, false, 0o644) }
 
-func appendLine(path string, b []byte, sync, jsonl bool) error {
+// appendLine appends under a lock; perm applies when the file is created
+// (AppendJSONL writes ralph's own event logs: owner-only).
+func appendLine(path string, b []byte, sync, jsonl bool, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
 	if err != nil {
 		return err
 	}

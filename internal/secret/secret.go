@@ -1,0 +1,159 @@
+// Package secret masks secrets in what ralph writes down: commit messages,
+// progress, state, events, status output and transcripts. A secret is the
+// value of an environment variable whose name says it is one (KEY, TOKEN,
+// SECRET, PASSWORD) or text shaped like a well-known API key.
+package secret
+
+import (
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Mask is what a secret is replaced with.
+const Mask = "[masked]"
+
+// minValue is the shortest environment value treated as a secret: shorter
+// ones ("1", "true") would mask ordinary words.
+const minValue = 8
+
+// shapes are well-known key formats: Anthropic, OpenAI, GitHub (classic
+// and fine-grained), AWS access key ids, Google API keys, Slack tokens.
+var shapes = regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{20,}|sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}|xox[abpr]-[A-Za-z0-9\-]{10,}`)
+
+// shapeMax bounds how long a shaped key can be for streaming: a key
+// longer than this is still masked in full when it arrives whole.
+const shapeMax = 256
+
+// Masker masks secrets. The zero value and nil mask key shapes only.
+type Masker struct {
+	values []string // longest first
+	off    bool
+}
+
+// Names say a variable holds a secret.
+var names = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+// FromEnv masks the secret values of env (KEY=VALUE entries) and of this
+// process's environment.
+func FromEnv(env ...string) *Masker {
+	m := &Masker{}
+	seen := map[string]bool{}
+	for _, kv := range append(os.Environ(), env...) {
+		k, v, _ := strings.Cut(kv, "=")
+		up := strings.ToUpper(k)
+		if len(v) < minValue || seen[v] {
+			continue
+		}
+		for _, n := range names {
+			if strings.Contains(up, n) {
+				seen[v] = true
+				m.values = append(m.values, v)
+				break
+			}
+		}
+	}
+	slices.SortFunc(m.values, func(a, b string) int { return len(b) - len(a) })
+	return m
+}
+
+// Off returns a masker that leaves everything as it is (--no-mask).
+func Off() *Masker { return &Masker{off: true} }
+
+// String masks s.
+func (m *Masker) String(s string) string {
+	if m != nil && m.off {
+		return s
+	}
+	if m != nil {
+		for _, v := range m.values {
+			if strings.Contains(s, v) {
+				s = strings.ReplaceAll(s, v, Mask)
+			}
+		}
+	}
+	return shapes.ReplaceAllString(s, Mask)
+}
+
+// Strings masks each of ss in place and returns it.
+func (m *Masker) Strings(ss []string) []string {
+	for i := range ss {
+		ss[i] = m.String(ss[i])
+	}
+	return ss
+}
+
+// Writer masks a stream: it holds back the last bytes of what it was given
+// (no more than the longest secret could need) until more arrives or
+// Close, so a secret split across two writes is still masked.
+func (m *Masker) Writer(w io.Writer) io.WriteCloser {
+	if m != nil && m.off {
+		return nopCloser{w}
+	}
+	hold := shapeMax
+	if m != nil && len(m.values) > 0 && len(m.values[0]) > hold {
+		hold = len(m.values[0])
+	}
+	return &writer{m: m, w: w, hold: hold}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+type writer struct {
+	m    *Masker
+	w    io.Writer
+	buf  []byte
+	hold int
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	if len(w.buf) <= 2*w.hold {
+		return len(p), nil
+	}
+	// The last hold bytes may hold the start of a secret that has not all
+	// arrived: they wait. A secret that starts before them has arrived
+	// whole (none is longer than hold) and is masked in one piece.
+	text := string(w.buf)
+	cut := w.m.safeCut(text, len(text)-w.hold)
+	if _, err := io.WriteString(w.w, w.m.String(text[:cut])); err != nil {
+		return 0, err
+	}
+	w.buf = append(w.buf[:0], text[cut:]...)
+	return len(p), nil
+}
+
+// safeCut moves cut to the end of any secret that starts before it.
+func (m *Masker) safeCut(s string, cut int) int {
+	end := cut
+	if m != nil {
+		for _, v := range m.values {
+			for i := 0; ; {
+				j := strings.Index(s[i:], v)
+				if j < 0 || i+j >= cut {
+					break
+				}
+				end = max(end, i+j+len(v))
+				i += j + 1
+			}
+		}
+	}
+	for _, loc := range shapes.FindAllStringIndex(s, -1) {
+		if loc[0] < cut {
+			end = max(end, loc[1])
+		}
+	}
+	return end
+}
+
+// Close writes what is held back.
+func (w *writer) Close() error {
+	out := w.m.String(string(w.buf))
+	w.buf = nil
+	_, err := io.WriteString(w.w, out)
+	return err
+}

@@ -1,0 +1,51 @@
+package secret
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestStringMasksEnvValuesAndKeyShapes(t *testing.T) {
+	m := FromEnv("MY_API_KEY=supersecretvalue123", "GH_TOKEN=tok-abcdefgh", "SHORT_KEY=abc", "HOME=/home/ralph-key-holder")
+	in := "key supersecretvalue123, token tok-abcdefgh, short abc, home /home/ralph-key-holder, " +
+		"anthropic sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA, openai sk-proj-BBBBBBBBBBBBBBBBBBBBBBBB, " +
+		"github ghp_CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC, aws AKIAIOSFODNN7EXAMPLE, google AIzaDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDDD"
+	got := m.String(in)
+	for _, leak := range []string{"supersecretvalue123", "tok-abcdefgh", "sk-ant-api03", "sk-proj-B", "ghp_C", "AKIAIOSFODNN7", "AIzaD"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("%q leaked: %s", leak, got)
+		}
+	}
+	for _, keep := range []string{"short abc", "/home/ralph-key-holder"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("%q was masked but is no secret: %s", keep, got)
+		}
+	}
+	if Off().String(in) != in {
+		t.Error("Off masks")
+	}
+}
+
+// A secret split across writes of any size is still masked in a stream.
+func TestWriterMasksAcrossChunks(t *testing.T) {
+	m := FromEnv("X_SECRET=0123456789abcdefSECRET")
+	text := strings.Repeat("line of agent output\n", 40) + "the value is 0123456789abcdefSECRET and a key sk-ant-api03-EEEEEEEEEEEEEEEEEEEEEEEEEE.\n" + strings.Repeat("z", 700) + "0123456789abcdefSECRET"
+	for _, size := range []int{1, 2, 3, 7, 16, 64, 300, 1000, len(text)} {
+		var out bytes.Buffer
+		w := m.Writer(&out)
+		for i := 0; i < len(text); i += size {
+			if _, err := w.Write([]byte(text[i:min(i+size, len(text))])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Close()
+		got := out.String()
+		if strings.Contains(got, "0123456789abcdef") || strings.Contains(got, "sk-ant-api03") {
+			t.Fatalf("chunk %d: a secret leaked", size)
+		}
+		if got != m.String(text) {
+			t.Fatalf("chunk %d: stream differs from masking the whole text", size)
+		}
+	}
+}
