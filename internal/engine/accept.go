@@ -44,6 +44,11 @@ func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *
 	for round := 0; ; round++ {
 		if x.ws.Commit != nil {
 			if err := x.ws.Commit(ctx, att, v); err != nil {
+				var rej *Rejected
+				if errors.As(err, &rej) {
+					e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s", it.ID, rej.Summary)})
+					return "", &Verdict{Summary: rej.Summary, Failure: rej.Failure, Claimed: true}, nil
+				}
 				return "", nil, err
 			}
 		}

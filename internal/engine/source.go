@@ -52,7 +52,8 @@ type Workspace struct {
 	// Commit and Tidy are set only for trees of the item's own (a parallel
 	// PRD's worktrees). Commit records verified work on the item's own
 	// branch before the merge queue, so only the merge is serialised; it
-	// sets Attempt.Files to what it recorded and must be idempotent. Tidy
+	// sets Attempt.Files to what it recorded and must be idempotent; a
+	// *Rejected from it fails the iteration like Accept's. Tidy
 	// runs after the item is recorded as passed, off the agent slots.
 	Commit func(ctx context.Context, a *Attempt, v Verdict) error
 	Tidy   func(ctx context.Context, a *Attempt)

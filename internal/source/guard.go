@@ -48,8 +48,10 @@ type tampering struct {
 
 // check verifies the tree at repo against branch and the known heads:
 // the guard's tip and base (the item's recorded base, from state). It
-// repairs what it finds and returns nil when all was well.
-func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, itemID, runID string, preexisting []string) (*tampering, error) {
+// repairs what it finds and returns nil when all was well. With exact, the
+// branch must be at the guard's tip itself (a branch only ralph commits
+// to, such as a parallel run's feature branch).
+func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, itemID, runID string, preexisting []string, exact ...bool) (*tampering, error) {
 	g.mu.Lock()
 	tip := g.tip
 	g.mu.Unlock()
@@ -80,7 +82,29 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 		}, nil
 	}
 	for _, known := range []string{tip, base} {
-		if known == "" || repo.IsAncestor(ctx, known, "HEAD") {
+		if known == "" {
+			continue
+		}
+		if known == tip && len(exact) > 0 && exact[0] {
+			if head, err := repo.Head(ctx); err == nil && head != tip && repo.IsAncestor(ctx, tip, head) {
+				added, _ := repo.Log(ctx, tip+"..HEAD", "%h %s")
+				side, err := parkWork(ctx, repo, "tampered", itemID, runID, preexisting, fmt.Sprintf("wip(%s): commits made on %s outside the merge queue", itemID, branch), false)
+				if err != nil {
+					return nil, err
+				}
+				if err := repo.Checkout(ctx, branch); err != nil {
+					return nil, err
+				}
+				if err := repo.ResetHard(ctx, tip); err != nil {
+					return nil, err
+				}
+				return &tampering{
+					report:  fmt.Sprintf("%s was committed to outside the merge queue (%s); the branch is restored to %s and those commits kept on %s", branch, strings.Join(added, "; "), short(tip), side),
+					failure: fmt.Sprintf("Only the harness commits to %s. Commits made there directly (%s) were moved to %s. Work on your story's own branch in your work tree.", branch, strings.Join(added, "; "), side),
+				}, nil
+			}
+		}
+		if repo.IsAncestor(ctx, known, "HEAD") {
 			continue
 		}
 		dropped, _ := repo.Log(ctx, "HEAD.."+known, "%h %s")

@@ -26,6 +26,9 @@ import (
 // integration", and a crash mid-merge leaves no commit.
 type ParallelPRD struct {
 	*prdDoc
+	// guard holds the feature branch's head after ralph's last merge: the
+	// merge queue is the only writer of that branch.
+	guard   branchGuard
 	waiting map[string]int // per story, how many stories wait on it (under mu)
 
 	// Bookkeeping, under wmu (never held across a git call, so preparing
@@ -444,12 +447,15 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	if at == "" {
 		at = baseOf(st, a.Item.ID)
 	}
-	gt, ferr := s.files.check(ctx, s.Git.At(a.Dir), at, gates, allow)
+	wt := s.Git.At(a.Dir)
+	gt, ferr := s.files.check(ctx, wt, at, gates, allow)
 	tampered = append(tampered, gt...)
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	return s.judge(ctx, a, claimedInFile, tampered)
+	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
+	v.Tampered = append(tampered, v.Tampered...)
+	return v
 }
 
 // Accept squash-merges the story branch onto the feature branch and
@@ -462,10 +468,19 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
 	main := s.Git
 	s.wmu.Lock()
-	pre, tracked := s.tip, s.prdTracked
+	pre, tracked, base := s.tip, s.prdTracked, s.bases[id]
 	s.wmu.Unlock()
+	// The feature branch must be where ralph's last merge left it (or,
+	// before this process merged, still hold the tip the story's tree was
+	// cut at): the merge queue is its only writer.
+	t, err := s.guard.check(ctx, main, s.Branch, base, id, st.RunID, nil, true)
+	if err != nil {
+		return "", err
+	}
+	if t != nil {
+		return "", &engine.Rejected{Summary: "tampering: " + t.report, Failure: t.failure}
+	}
 	if pre == "" {
-		var err error
 		if pre, err = main.Head(ctx); err != nil {
 			return "", err
 		}
@@ -482,7 +497,7 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 		}
 		return "", s.conflictInWorktree(ctx, wt, id, ce)
 	}
-	err := s.setPassed(id, true)
+	err = s.setPassed(id, true)
 	s.mu.Lock()
 	gates := s.gatesFor(id)
 	s.mu.Unlock()
@@ -516,6 +531,7 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	s.wmu.Lock()
 	s.tip, s.prdTracked = sha, true
 	s.wmu.Unlock()
+	s.guard.recordTip(sha)
 	return sha, nil
 }
 
@@ -524,8 +540,20 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 // a commit, empty when nothing changed: one call instead of asking first
 // whether there is anything to commit.
 func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
+	wt := s.Git.At(a.Dir)
+	if v.Tree != "" {
+		tree, err := snapshotTree(ctx, wt, nil)
+		if err != nil {
+			return err
+		}
+		if tree != v.Tree {
+			changed, _ := wt.DiffTrees(ctx, v.Tree, tree)
+			return &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
+				Failure: "After the gates passed, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
+		}
+	}
 	msg := CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
-	_, files, err := commitWork(ctx, s.Git.At(a.Dir), "", nil, msg, true)
+	_, files, err := commitWork(ctx, wt, "", nil, msg, true)
 	if err != nil {
 		return err
 	}
