@@ -31,6 +31,11 @@ type Pipeline struct {
 	// current stage, per-stage iteration counts), a mirror derived from
 	// the engine's state.
 	StatePath string
+
+	// branch is the branch the run works on (checked out when it began);
+	// guard holds ralph's last commit there.
+	branch string
+	guard  branchGuard
 }
 
 // OpenPipeline loads spec: a pipeline file, or the name of a built-in
@@ -99,7 +104,24 @@ func stageItem(st *pipeline.Stage) engine.Item {
 }
 
 // Sync has nothing to do: stages change only through the engine.
-func (s *Pipeline) Sync(*engine.State, engine.SyncReason) error { return nil }
+// When a run resumes, a stage recorded as passed is believed only if its
+// commit is in the history of the checked-out branch.
+func (s *Pipeline) Sync(st *engine.State, why engine.SyncReason) error {
+	if why != engine.SyncResume {
+		return nil
+	}
+	ctx := context.Background()
+	for _, is := range st.Items {
+		if is.Status != engine.ItemPassed || is.Commit == "" {
+			continue
+		}
+		if !s.Git.IsAncestor(ctx, is.Commit, "HEAD") {
+			is.Status, is.Reason = engine.ItemPending, fmt.Sprintf("the saved state said passed (commit %q), but that commit is not in the branch's history; verified again", is.Commit)
+			is.Commit, is.PassedAt = "", nil
+		}
+	}
+	return nil
+}
 
 // Next is the first stage that has not passed: stages are strictly
 // ordered, so a blocked stage stops the pipeline.
@@ -127,6 +149,21 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 			running = false // resuming a verification: the run was counted
 		}
 	}
+	if s.branch == "" {
+		cur, err := s.Git.CurrentBranch(ctx)
+		if err != nil {
+			return engine.Workspace{}, err
+		}
+		if cur == "" {
+			return engine.Workspace{}, engine.UsageError("the tree is on a detached HEAD: check out the branch the pipeline's commits should go on")
+		}
+		head, err := s.Git.Head(ctx)
+		if err != nil {
+			return engine.Workspace{}, err
+		}
+		s.branch = cur
+		s.guard.recordTip(head)
+	}
 	s.writeState(st, it.ID, "", running, "")
 	return engine.Workspace{Dir: s.Git.Dir}, nil
 }
@@ -140,14 +177,37 @@ func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.Sta
 	if stg == nil {
 		return engine.Verdict{Summary: "unknown stage", Failure: fmt.Sprintf("stage %s is not in %s", a.Item.ID, s.File)}
 	}
+	repo := s.Git.At(a.Dir)
+	t, err := s.guard.check(ctx, repo, s.branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
+	if err != nil {
+		return engine.Verdict{Summary: "checking the branch failed", Failure: err.Error()}
+	}
+	if t != nil {
+		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{t.report}, Summary: "tampering: " + t.report, Failure: t.failure}
+	}
 	env := pipeline.Env{Dir: a.Dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
 	if a.Log != nil {
 		env.Log = a.Log
 	}
+	// The exit condition is judged on a snapshot, as gates are: the stage
+	// commits exactly the tree it was checked on.
+	before, err := snapshotTree(ctx, repo, st.Preexisting)
+	if err != nil {
+		return engine.Verdict{Summary: "could not snapshot the tree", Failure: err.Error()}
+	}
 	met, detail := stg.Exit.Eval(ctx, env)
 	claimed := a.Claimed || len(stg.Exit.Promises()) > 0 && met
 	if met {
-		return engine.Verdict{Passed: true, Claimed: claimed, Summary: "exit condition met: " + stageFirstLine(detail)}
+		after, err := snapshotTree(ctx, repo, st.Preexisting)
+		if err != nil {
+			return engine.Verdict{Claimed: claimed, Summary: "could not snapshot the tree", Failure: err.Error()}
+		}
+		if after != before {
+			changed, _ := repo.DiffTrees(ctx, before, after)
+			return engine.Verdict{Claimed: claimed, Summary: "the tree changed while the exit condition was checked: " + strings.Join(changed, ", "),
+				Failure: "While the harness checked the exit condition, these files changed: " + strings.Join(changed, ", ") + ". Make sure nothing you started is still writing."}
+		}
+		return engine.Verdict{Passed: true, Claimed: claimed, Summary: "exit condition met: " + stageFirstLine(detail), Tree: before}
 	}
 	return engine.Verdict{Claimed: claimed, Summary: "exit condition not met: " + stageFirstLine(detail),
 		Failure: fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)}
@@ -172,11 +232,38 @@ func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdi
 	if title == "" {
 		title = id
 	}
-	msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(StageTrailer, id, st.RunID)...)
-	commit, _, err := commitWork(ctx, s.Git.At(a.Dir), base, st.Preexisting, msg, false)
+	repo := s.Git.At(a.Dir)
+	t, err := s.guard.check(ctx, repo, s.branch, base, id, st.RunID, st.Preexisting)
 	if err != nil {
 		return "", err
 	}
+	if t != nil {
+		return "", &engine.Rejected{Summary: "tampering after the check: " + t.report, Failure: t.failure}
+	}
+	if v.Tree != "" {
+		if base != "" {
+			if head, _ := repo.Head(ctx); head != base {
+				if err := repo.ResetSoft(ctx, base); err != nil {
+					return "", err
+				}
+			}
+		}
+		tree, err := snapshotTree(ctx, repo, st.Preexisting)
+		if err != nil {
+			return "", err
+		}
+		if tree != v.Tree {
+			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
+			return "", &engine.Rejected{Summary: "the tree changed after the exit condition was checked: " + strings.Join(changed, ", "),
+				Failure: "After the exit condition held, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + "."}
+		}
+	}
+	msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(StageTrailer, id, st.RunID)...)
+	commit, _, err := commitWork(ctx, repo, base, st.Preexisting, msg, false)
+	if err != nil {
+		return "", err
+	}
+	s.guard.recordTip(commit)
 	s.writeState(st, "", id, false, "")
 	return commit, nil
 }
@@ -187,6 +274,7 @@ const StageTrailer = "Ralph-Stage"
 // Recover reports whether a stage's commit landed before a crash.
 func (s *Pipeline) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, "HEAD", StageTrailer, it.ID, st.RunID); sha != "" {
+		s.guard.recordTip(sha)
 		return sha, true, nil
 	}
 	return "", false, nil
