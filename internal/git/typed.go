@@ -294,3 +294,10 @@ func (r *Repo) WorktreeBranches(ctx context.Context) (map[string]bool, error) {
 	}
 	return m, nil
 }
+
+// ForceBranch points branch name at rev (created if missing). Git refuses
+// it for a branch checked out in a work tree.
+func (r *Repo) ForceBranch(ctx context.Context, name, rev string) error {
+	_, err := r.Run(ctx, "branch", "--force", "--", name, rev)
+	return err
+}

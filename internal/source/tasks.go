@@ -58,6 +58,7 @@ type Tasks struct {
 	GateList []gate.Gate
 
 	base      string
+	baseTip   string // the base branch's head as ralph last left it
 	set       *tasks.Set
 	seen      map[string]bool // leaves this process has seen in tasks.jsonl
 	before    fileSnap        // the files when the iteration started
@@ -376,6 +377,11 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if err := s.Store.SetHold(it.ID); err != nil {
 		return "", err
 	}
+	if s.baseTip == "" {
+		if s.baseTip, err = s.Git.RevParse(ctx, s.base); err != nil {
+			return "", err
+		}
+	}
 	cur, err := s.Git.CurrentBranch(ctx)
 	if err != nil {
 		return "", err
@@ -405,6 +411,12 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 // undone and fed back), then the completion claim and the gates.
 func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
 	id := a.Item.ID
+	if report, failure, err := s.checkBranches(ctx, a.Item, st); err != nil {
+		return engine.Verdict{Summary: "checking the branches failed", Failure: err.Error()}
+	} else if report != "" {
+		s.unclaim(id)
+		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{report}, Summary: "tampering: " + report, Failure: failure}
+	}
 	if s.beforeSet == nil { // resumed after a crash: nothing to compare with
 		s.beforeSet, _ = s.Store.Load()
 		s.before, _ = s.snapshot()
@@ -507,6 +519,58 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// checkBranches is the tasks loop's guard: the tree must be on the task's
+// branch (the work is judged and merged from there), and the base branch
+// must still contain ralph's last squash merge. New commits on top of it
+// are allowed (a person may commit there during a long run); a base that
+// lost ralph's merge (reset, rebase) is put back, the rewritten version
+// kept on ralph/tampered/<id>-<run>. A switch of branch is undone.
+func (s *Tasks) checkBranches(ctx context.Context, it *engine.Item, st *engine.State) (report, failure string, err error) {
+	branch, err := s.branch(ctx, it)
+	if err != nil {
+		return "", "", err
+	}
+	if s.baseTip != "" {
+		if now, err := s.Git.RevParse(ctx, s.base); err == nil && now != s.baseTip && !s.Git.IsAncestor(ctx, s.baseTip, now) {
+			side := "ralph/tampered/" + git.Slug(it.ID, 40) + "-" + st.RunID
+			for n := 2; s.Git.BranchExists(ctx, side); n++ {
+				side = fmt.Sprintf("ralph/tampered/%s-%s-%d", git.Slug(it.ID, 40), st.RunID, n)
+			}
+			if err := s.Git.CreateBranch(ctx, side, now); err != nil {
+				return "", "", err
+			}
+			cur, _ := s.Git.CurrentBranch(ctx)
+			if cur == s.base {
+				if err := s.switchTo(ctx, branch, nil); err != nil {
+					return "", "", err
+				}
+			}
+			if err := s.Git.ForceBranch(ctx, s.base, s.baseTip); err != nil {
+				return "", "", fmt.Errorf("restoring %s: %w", s.base, err)
+			}
+			dropped, _ := s.Git.Log(ctx, now+".."+s.baseTip, "%h %s")
+			report = fmt.Sprintf("the agent rewrote %s, dropping %s; restored to %s, the rewritten version kept on %s", s.base, strings.Join(dropped, "; "), short(s.baseTip), side)
+			return report, fmt.Sprintf("The previous iteration rewrote %s, dropping tasks the harness merged there (%s). It was restored; the rewritten version is kept on %s. Never reset or rebase %s; commit your work on %s.", s.base, strings.Join(dropped, "; "), side, s.base, branch), nil
+		}
+	}
+	cur, err := s.Git.CurrentBranch(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if cur != branch {
+		where := "branch " + cur
+		if cur == "" {
+			where = "a detached HEAD"
+		}
+		if err := s.switchTo(ctx, branch, nil); err != nil {
+			return "", "", fmt.Errorf("returning to %s: %w", branch, err)
+		}
+		report = fmt.Sprintf("the agent left the tree on %s instead of %s; back on %s", where, branch, branch)
+		return report, fmt.Sprintf("Your work must be on %s, where the harness verifies and merges it; the previous iteration left the tree on %s. Do not switch branches.", branch, where), nil
+	}
+	return "", "", nil
 }
 
 // verifySplit judges an iteration that turned the task into a container:
@@ -715,6 +779,7 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 		if err != nil {
 			return err
 		}
+		s.baseTip = sha
 		if err := s.writeSnap(snap); err != nil {
 			return err
 		}
@@ -817,6 +882,7 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 	}
 	cur, _ := s.Git.CurrentBranch(ctx)
 	if tip := committedIn(ctx, s.Git, s.base, TaskTrailer, it.ID, st.RunID); tip != "" {
+		s.baseTip = tip
 		if cur != s.base {
 			if err := s.switchTo(ctx, s.base, nil); err != nil {
 				return "", false, err
