@@ -55,10 +55,6 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 	g.mu.Lock()
 	tip := g.tip
 	g.mu.Unlock()
-	restoreTo := tip
-	if restoreTo == "" {
-		restoreTo = base
-	}
 	cur, err := repo.CurrentBranch(ctx)
 	if err != nil {
 		return nil, err
@@ -115,6 +111,10 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 		if err := repo.Checkout(ctx, branch); err != nil {
 			return nil, err
 		}
+		// Back to the newest commit ralph knows that the branch lost (the
+		// tip is checked first; a process that started after the rewrite
+		// only knows the item's base from state).
+		restoreTo := known
 		if err := repo.ResetHard(ctx, restoreTo); err != nil {
 			return nil, fmt.Errorf("restoring %s to %s: %w", branch, short(restoreTo), err)
 		}

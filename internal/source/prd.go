@@ -49,9 +49,12 @@ func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (e
 		if err := s.toBranch(ctx); err != nil {
 			return engine.Workspace{}, err
 		}
-		head, err := s.Git.Head(ctx)
-		if err != nil {
-			return engine.Workspace{}, err
+		head := s.resumedTip
+		if head == "" {
+			var err error
+			if head, err = s.Git.Head(ctx); err != nil {
+				return engine.Workspace{}, err
+			}
 		}
 		s.guard.recordTip(head)
 	}

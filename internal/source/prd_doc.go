@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -36,6 +37,10 @@ type prdDoc struct {
 	mu       sync.Mutex // guards Doc (and, in the sequential source, the main tree)
 	onBranch bool       // the main tree was seen on Branch this run
 	files    gateFiles  // the files the gates run, checked at every Verify
+	// resumedTip is the newest passed story's commit a resumed state and
+	// the repository agree on: the guard starts from it, not from
+	// whatever HEAD is (an agent may have rewritten it before the crash).
+	resumedTip string
 }
 
 // openPRDDoc loads and validates path.
@@ -115,16 +120,25 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			switch sha := idx[oneLine(story.ID)]; {
 			case sha != "" && (is.Commit == "" || is.Commit == sha):
 				is.Commit = sha
+			case sha == "" && is.Commit != "" && committedIn(context.Background(), s.Git, is.Commit, StoryTrailer, story.ID, st.RunID) == is.Commit:
+				// The commit exists with the story's and this run's trailers
+				// but the branch lost it (rewritten): the story stays
+				// passed, and the guard restores the branch at the next
+				// verification.
 			case is.Commit == "" && is.Reason == seededReason && inFile[story.ID]:
 			default:
 				is.Status, is.Reason = engine.ItemPending, fmt.Sprintf("the saved state said passed (commit %q), but no commit on %s records it; verified again", is.Commit, s.Branch)
 				is.Commit, is.PassedAt = "", nil
 			}
 		}
+		var newest time.Time
 		for i := range s.Doc.Stories {
 			story := &s.Doc.Stories[i]
 			is := st.Items[story.ID]
 			story.Passes = is != nil && is.Status == engine.ItemPassed
+			if story.Passes && is.Commit != "" && is.PassedAt != nil && !is.PassedAt.Before(newest) {
+				newest, s.resumedTip = *is.PassedAt, is.Commit
+			}
 		}
 	}
 	return nil

@@ -169,6 +169,9 @@ func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (str
 			s.adoptMerged()
 			s.mainReady = true
 			s.wmu.Unlock()
+			if s.resumedTip != "" {
+				s.guard.recordTip(s.resumedTip)
+			}
 		}
 		s.mu.Unlock()
 	}
