@@ -171,7 +171,7 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 		for i, c := range a.Checks {
 			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
 		}
-		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations}
+		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo}
 		cfg.PromptText = source.LiteralTemplate(a.Prompt)
 		cfg.MaxAttempts = a.MaxIterations + 1
 	case "prd":

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
 )
 
 // Loop is the plain Ralph loop (as the Claude Code ralph-loop plugin runs
@@ -21,6 +22,11 @@ type Loop struct {
 	Checks        []gate.Gate
 	Gates         gate.Runner
 	MaxIterations int
+	// Git, when set, protects the files the checks run: they are compared
+	// with the commit the loop began at (the item's base in state, so an
+	// in-session loop driven by the Stop hook keeps it across calls).
+	Git   *git.Repo
+	files gateFiles
 }
 
 // LoopItemID is the one item of a plain loop.
@@ -59,7 +65,16 @@ func (l *Loop) Prepare(context.Context, *engine.Item, *engine.State) (engine.Wor
 func (l *Loop) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
 	// The same prompt comes back unchanged when nothing was claimed: no
 	// retry context.
-	return judge(ctx, a, a.Claimed, engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}, l.Gates, l.Checks)
+	var tampered []string
+	if l.Git != nil && a.Claimed {
+		var err error
+		if tampered, err = l.files.check(ctx, l.Git.At(a.Dir), baseOf(st, a.Item.ID), l.Checks, false); err != nil {
+			return engine.Verdict{Summary: "checking the checks' files failed", Failure: err.Error()}
+		}
+	}
+	v := judge(ctx, a, a.Claimed, engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}, l.Gates, l.Checks)
+	v.Tampered = append(tampered, v.Tampered...)
+	return v
 }
 
 func (l *Loop) Accept(context.Context, *engine.Attempt, engine.Verdict, *engine.State) (string, error) {

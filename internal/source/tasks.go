@@ -58,7 +58,8 @@ type Tasks struct {
 	GateList []gate.Gate
 
 	base      string
-	baseTip   string // the base branch's head as ralph last left it
+	baseTip   string    // the base branch's head as ralph last left it
+	files     gateFiles // the files the gates run, checked at every Verify
 	set       *tasks.Set
 	seen      map[string]bool // leaves this process has seen in tasks.jsonl
 	before    fileSnap        // the files when the iteration started
@@ -286,6 +287,11 @@ func (s *Tasks) sync(st *engine.State) {
 			continue
 		}
 		switch {
+		case !t.Archived() && is.Status == engine.ItemPassed:
+			// The archive is the record of a completed task: a state
+			// that says passed without it is not believed.
+			is.Status, is.Commit, is.PassedAt = engine.ItemPending, "", nil
+			is.Reason = fmt.Sprintf("the saved state said passed, but %s does not archive it; worked on again", filepath.Base(s.Store.DonePath))
 		case t.Archived():
 			if is.Status != engine.ItemPassed {
 				is.Status = engine.ItemPassed
@@ -499,6 +505,11 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 		if ok, why := s.mergeable(ctx); !ok {
 			return fail(engine.Verdict{Claimed: true, Summary: "the branch no longer merges cleanly", Failure: why})
 		}
+	}
+	if gt, ferr := s.files.check(ctx, s.Git.At(a.Dir), s.baseTip, s.GateList, false); ferr != nil {
+		return fail(engine.Verdict{Summary: "checking the gates' files failed", Failure: ferr.Error()})
+	} else {
+		tampered = append(tampered, gt...)
 	}
 	v := judge(ctx, a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
