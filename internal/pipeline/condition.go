@@ -153,6 +153,25 @@ func (c *Condition) Promises() []string {
 	return out
 }
 
+// Commands lists the command conditions' command lines (argv quoted as a
+// shell would read them), in and under c.
+func (c *Condition) Commands() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	if c.Command != nil {
+		out = append(out, proc.QuoteArgv(c.Command))
+	}
+	for i := range c.All {
+		out = append(out, c.All[i].Commands()...)
+	}
+	for i := range c.Any {
+		out = append(out, c.Any[i].Commands()...)
+	}
+	return out
+}
+
 // Describe renders the condition for people (`ralph pipeline show`, the
 // prompt's acceptance criteria).
 func (c *Condition) Describe() string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/pipeline"
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -36,6 +37,7 @@ type Pipeline struct {
 	// guard holds ralph's last commit there.
 	branch string
 	guard  branchGuard
+	files  gateFiles // the files command conditions run
 }
 
 // OpenPipeline loads spec: a pipeline file, or the name of a built-in
@@ -185,6 +187,14 @@ func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.Sta
 	if t != nil {
 		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{t.report}, Summary: "tampering: " + t.report, Failure: t.failure}
 	}
+	var cmds []gate.Gate
+	for _, c := range stg.Exit.Commands() {
+		cmds = append(cmds, gate.Gate{Name: "exit", Command: c})
+	}
+	gt, err := s.files.check(ctx, repo, s.guard.known(baseOf(st, a.Item.ID)), cmds, false)
+	if err != nil {
+		return engine.Verdict{Summary: "checking the exit condition's files failed", Failure: err.Error()}
+	}
 	env := pipeline.Env{Dir: a.Dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
 	if a.Log != nil {
 		env.Log = a.Log
@@ -207,9 +217,9 @@ func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.Sta
 			return engine.Verdict{Claimed: claimed, Summary: "the tree changed while the exit condition was checked: " + strings.Join(changed, ", "),
 				Failure: "While the harness checked the exit condition, these files changed: " + strings.Join(changed, ", ") + ". Make sure nothing you started is still writing."}
 		}
-		return engine.Verdict{Passed: true, Claimed: claimed, Summary: "exit condition met: " + stageFirstLine(detail), Tree: before}
+		return engine.Verdict{Passed: true, Claimed: claimed, Tampered: gt, Summary: "exit condition met: " + stageFirstLine(detail), Tree: before}
 	}
-	return engine.Verdict{Claimed: claimed, Summary: "exit condition not met: " + stageFirstLine(detail),
+	return engine.Verdict{Claimed: claimed, Tampered: gt, Summary: "exit condition not met: " + stageFirstLine(detail),
 		Failure: fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)}
 }
 
