@@ -84,7 +84,7 @@ func (r *Repo) Toplevel(ctx context.Context) (string, error) {
 	return out, nil
 }
 
-// GitDir returns the absolute .git directory (common dir for worktrees).
+// CommonDir returns the absolute .git directory (the common one for worktrees).
 func (r *Repo) CommonDir(ctx context.Context) (string, error) {
 	out, err := r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	return out, err
@@ -312,9 +312,8 @@ func (r *Repo) MergeSquash(ctx context.Context, branch string) error {
 	if err == nil {
 		return nil
 	}
-	paths, _ := r.Run(ctx, "diff", "--name-only", "--diff-filter=U")
-	if strings.TrimSpace(paths) != "" {
-		return &ConflictError{Branch: branch, Paths: strings.Split(paths, "\n")}
+	if paths, _ := r.UnmergedPaths(ctx); len(paths) > 0 {
+		return &ConflictError{Branch: branch, Paths: paths}
 	}
 	return err
 }

@@ -301,3 +301,8 @@ func (r *Repo) ForceBranch(ctx context.Context, name, rev string) error {
 	_, err := r.Run(ctx, "branch", "--force", "--", name, rev)
 	return err
 }
+
+// TreeOf is the tree a commit (or branch) holds.
+func (r *Repo) TreeOf(ctx context.Context, rev string) (string, error) {
+	return r.Run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{tree}")
+}

@@ -13,6 +13,8 @@ import (
 // Paths and names from data stay single argv words; pathspecs are literal.
 func TestTypedArgv(t *testing.T) {
 	g := func(args ...string) []string { return append([]string{"git", "-C", "/r"}, args...) }
+	const tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+	mergeTree := g("merge-tree", "--write-tree", "--name-only", "--no-messages", "a", "b")
 	f := proc.NewFakeRunner(t,
 		proc.Expectation{Argv: g("checkout", "--quiet", "--force", "-B", "ralph/x-stories/a b", "abc")},
 		proc.Expectation{Argv: g("checkout", "HEAD", "--", ":(literal)*.json")},
@@ -22,6 +24,17 @@ func TestTypedArgv(t *testing.T) {
 		proc.Expectation{Argv: g("for-each-ref", "--format=%(refname:short)", "refs/heads/ralph/"), Stdout: "ralph/a\nralph/b\n"},
 		proc.Expectation{Argv: g("diff", "--cached", "--quiet"), Exit: 1},
 		proc.Expectation{Argv: g("diff", "--cached", "--quiet")},
+		proc.Expectation{Argv: g("cat-file", "-e", "HEAD:dir/a b.txt")},
+		proc.Expectation{Argv: g("cat-file", "-e", "HEAD:gone"), Exit: 1},
+		proc.Expectation{Argv: g("diff", "--name-only", "--diff-filter=U"), Stdout: "a.txt\nb c.txt\n"},
+		proc.Expectation{Argv: g("clean", "-fdxq")},
+		proc.Expectation{Argv: g("merge", "--no-ff", "--no-commit", "ralph/x")},
+		proc.Expectation{Argv: g("check-ignore", "-q", "--", ".ralph/state.json")},
+		proc.Expectation{Argv: g("check-ignore", "-q", "--", "main.go"), Exit: 1},
+		proc.Expectation{Argv: mergeTree, Stdout: tree + "\n"},
+		proc.Expectation{Argv: mergeTree, Stdout: tree + "\na.txt\nb c.txt\n", Exit: 1},
+		proc.Expectation{Argv: mergeTree, Stderr: "merge-tree: b - not something we can merge", Exit: 1},
+		proc.Expectation{Argv: mergeTree, Stderr: "fatal: refusing to merge unrelated histories", Exit: 128},
 	)
 	r := &Repo{Dir: "/r", Runner: f}
 	ctx := context.Background()
@@ -49,6 +62,34 @@ func TestTypedArgv(t *testing.T) {
 	}
 	if !r.HasStagedChanges(ctx) || r.HasStagedChanges(ctx) {
 		t.Fatal("HasStagedChanges misread git's exit code")
+	}
+	if !r.HasPath(ctx, "HEAD", "dir/a b.txt") || r.HasPath(ctx, "HEAD", "gone") {
+		t.Fatal("HasPath misread git's exit code")
+	}
+	if got, err := r.UnmergedPaths(ctx); strings.Join(got, "|") != "a.txt|b c.txt" || err != nil {
+		t.Fatal(got, err)
+	}
+	if err := r.CleanUntracked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MergeNoCommit(ctx, "ralph/x"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsIgnored(ctx, ".ralph/state.json") || r.IsIgnored(ctx, "main.go") {
+		t.Fatal("IsIgnored misread git's exit code")
+	}
+	// Clean; conflicted (exit 1, the tree id, then the paths); exit 1 with
+	// no tree id and any other exit are failures, not conflicts.
+	if paths, err := r.MergeConflicts(ctx, "a", "b"); paths != nil || err != nil {
+		t.Fatal(paths, err)
+	}
+	if paths, err := r.MergeConflicts(ctx, "a", "b"); strings.Join(paths, "|") != "a.txt|b c.txt" || err != nil {
+		t.Fatal(paths, err)
+	}
+	for range 2 {
+		if paths, err := r.MergeConflicts(ctx, "a", "b"); paths != nil || err == nil {
+			t.Fatal(paths, err)
+		}
 	}
 }
 
@@ -91,6 +132,14 @@ func TestTypedWithRealGit(t *testing.T) {
 	if _, err := r.MergeConflicts(ctx, "main", "no-such-branch"); err == nil {
 		t.Fatal("MergeConflicts with an unknown branch gave no error")
 	}
+	if _, err := r.Run(ctx, "checkout", "--quiet", "--orphan", "unrelated"); err != nil {
+		t.Fatal(err)
+	}
+	commitFile(t, r, dir, "u.txt", "u\n", "unrelated root")
+	r.Checkout(ctx, "main")
+	if paths, err := r.MergeConflicts(ctx, "main", "unrelated"); err == nil {
+		t.Fatalf("MergeConflicts with unrelated histories = %v, no error", paths)
+	}
 	if n, err := r.CountCommits(ctx, "clean..main"); n != 1 || err != nil {
 		t.Fatalf("CountCommits = %d, %v", n, err)
 	}
@@ -108,6 +157,14 @@ func TestTypedWithRealGit(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "f.txt"), []byte("edited\n"), 0o644)
 	if !r.HasPath(ctx, "HEAD", "f.txt") || r.HasPath(ctx, "HEAD", "nope.txt") {
 		t.Fatal("HasPath")
+	}
+	// The path is literal: "*.txt" names no file in HEAD, so nothing is
+	// restored (as a glob it would restore f.txt).
+	if err := r.RestorePath(ctx, "HEAD", "*.txt"); err == nil {
+		t.Fatal("RestorePath of a path HEAD lacks gave no error")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(b) != "edited\n" {
+		t.Fatalf("RestorePath(*.txt) restored f.txt: %q", b)
 	}
 	if err := r.RestorePath(ctx, "HEAD", "f.txt"); err != nil {
 		t.Fatal(err)
@@ -155,6 +212,13 @@ func TestTypedWithRealGit(t *testing.T) {
 	}
 	if err := r.DeleteBranches(ctx, "ralph/gone"); err == nil {
 		t.Fatal("deleting a missing branch reported no error")
+	}
+	// A branch checked out in a worktree: git refuses it, and says so.
+	if err := r.WorktreeAdd(ctx, filepath.Join(t.TempDir(), "wt"), "ralph/wt", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteBranches(ctx, "ralph/wt"); err == nil || !r.BranchExists(ctx, "ralph/wt") {
+		t.Fatalf("deleting a worktree's branch: %v", err)
 	}
 	if err := r.ForceCheckoutBranch(ctx, "ralph/c", "clean"); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package llmtest
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,5 +180,58 @@ func TestChunks(t *testing.T) {
 				t.Errorf("bad chunk %q", c)
 			}
 		}
+	}
+}
+
+// orderWriter is a ResponseWriter that notes, for every write, whether the
+// request was in the server's log by then.
+type orderWriter struct {
+	srv    *Server
+	header http.Header
+	writes []orderedWrite
+}
+
+type orderedWrite struct {
+	data   string
+	logged bool
+}
+
+func (w *orderWriter) Header() http.Header { return w.header }
+func (w *orderWriter) WriteHeader(int)     {}
+func (w *orderWriter) Flush()              {}
+func (w *orderWriter) Write(b []byte) (int, error) {
+	w.writes = append(w.writes, orderedWrite{string(b), len(w.srv.Requests()) > 0})
+	return len(b), nil
+}
+
+// A streaming client stops reading at the stream's terminal event, before
+// the handler returns; a test that reads the log right after must find its
+// request there. So every write from the terminal event on comes after the
+// request is logged. Called in process, the order is exact: no timing.
+func TestStreamLoggedBeforeItsEnd(t *testing.T) {
+	for _, tc := range []struct{ path, body, terminal string }{
+		{"/v1/messages", `{"model":"m","stream":true,"tools":[{"name":"t"}],"messages":[{"role":"user","content":"hi"}]}`, "message_delta"},
+		{"/v1/chat/completions", `{"model":"m","stream":true,"tools":[{"type":"function","function":{"name":"t"}}],"messages":[{"role":"user","content":"hi"}]}`, `"finish_reason":"tool_calls"`},
+		{"/v1/responses", `{"model":"m","stream":true,"tools":[{"type":"function","name":"t"}],"input":"hi"}`, "response.completed"},
+		{"/v1beta/models/m:streamGenerateContent?alt=sse", `{"tools":[{"functionDeclarations":[{"name":"t"}]}],"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, `"finishReason"`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			srv, _ := startServer(t, twoSteps())
+			w := &orderWriter{srv: srv, header: http.Header{}}
+			srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body)))
+			seen := false
+			for i, wr := range w.writes {
+				seen = seen || strings.Contains(wr.data, tc.terminal)
+				if seen && !wr.logged {
+					t.Fatalf("write %d of %d (at or after %s) went out before the request was logged: %q", i+1, len(w.writes), tc.terminal, wr.data)
+				}
+			}
+			if !seen {
+				t.Fatalf("no %s in the stream: %+v", tc.terminal, w.writes)
+			}
+			if reqs := srv.Requests(); len(reqs) != 1 || reqs[0].Status != http.StatusOK || !reqs[0].Stream || reqs[0].Step != 0 {
+				t.Fatalf("logged %+v", reqs)
+			}
+		})
 	}
 }

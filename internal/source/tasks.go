@@ -511,7 +511,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	} else {
 		tampered = append(tampered, gt...)
 	}
-	v := judge(ctx, a, claimed, engine.Verdict{Summary: "task not completed",
+	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
 		s.Gates, s.GateList)
 	if !v.Passed {
@@ -672,7 +672,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 			return "", s.afterSplit(it.ID)
 		}
 		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
-		sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
+		sha, err := s.merge(ctx, it, branch, st, "", func(subjects []string) string {
 			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, subjects...), a.Learnings...), v.Summary,
 				itemTrailers(TaskTrailer, it.ID, st.RunID)...)
 		})
@@ -682,7 +682,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		_ = s.Git.DeleteBranch(ctx, branch)
 		return sha, s.afterSplit(it.ID)
 	}
-	sha, err := s.merge(ctx, it, branch, st, func(subjects []string) string {
+	sha, err := s.merge(ctx, it, branch, st, v.Tree, func(subjects []string) string {
 		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(subjects, a.Learnings...), v.Summary,
 			append([]string{"Completes: " + it.ID}, itemTrailers(TaskTrailer, it.ID, st.RunID)...)...)
 	})
@@ -744,7 +744,7 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 // merge commits the branch's leftovers on it, then squash-merges it into
 // the base branch with the message msg(subjects of the branch's commits,
 // oldest first). The task files are set aside meanwhile.
-func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, msg func([]string) string) (string, error) {
+func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, verified string, msg func([]string) string) (string, error) {
 	var sha string
 	err := store.WithLock(s.Store.LockPath, func() error {
 		snap, err := s.aside()
@@ -755,6 +755,16 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 		if cur == branch {
 			if err := s.commitLeftovers(ctx, st, fmt.Sprintf("wip(%s): work left uncommitted at the end of the task", it.ID)); err != nil {
 				return err
+			}
+		}
+		// The branch must hold exactly the tree the gates ran on.
+		if verified != "" {
+			if tree, err := s.Git.TreeOf(ctx, branch); err != nil || tree != verified {
+				changed, _ := s.Git.DiffTrees(ctx, verified, branch)
+				_ = s.writeSnap(snap)
+				_ = removeAside(s.asidePath())
+				return &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
+					Failure: "After the gates passed, these files changed before the harness could merge them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
 			}
 		}
 		subjects, err := s.Git.Log(ctx, s.base+".."+branch, "%s")
@@ -824,6 +834,13 @@ func pauseForTest(ctx context.Context) error {
 // commitLeftovers commits what the agent left uncommitted on the task
 // branch (never the task files or the user's pre-existing changes).
 func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg string) error {
+	_, _, err := commitWork(ctx, s.Git, "", s.notWork(ctx, st), msg, false)
+	return err
+}
+
+// notWork are the paths never staged as a task's work: the user's
+// pre-existing files and the task files (the loop's control plane).
+func (s *Tasks) notWork(ctx context.Context, st *engine.State) []string {
 	except := append([]string{}, st.Preexisting...)
 	for _, rel := range s.controlRel() {
 		// git refuses an exclude pathspec naming an ignored file (the
@@ -832,8 +849,7 @@ func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg strin
 			except = append(except, rel)
 		}
 	}
-	_, _, err := commitWork(ctx, s.Git, "", except, msg, false)
-	return err
+	return except
 }
 
 // Block keeps the task's work on its branch, returns to the base branch
