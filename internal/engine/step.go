@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/ralph-loop/ralph/internal/proc"
 )
 
 // StepResult is what an external driver (the Stop hook) does next.
@@ -49,6 +51,15 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	})
 	if conclude && cur != nil {
 		if it := e.itemByID(cur.Item); it != nil {
+			// The gates this call runs carry the iteration's tag; the hook
+			// process is no subreaper, so their leftovers are looked for
+			// among all processes (the tag is the run's and iteration's).
+			ctx, tag := e.tagged(ctx, cur.Iteration)
+			defer func() {
+				if pids := proc.KillTagged(tag, true); len(pids) > 0 {
+					e.emit(Event{Type: "leftovers_killed", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("killed %d process(es) iteration %d left running: pids %v", len(pids), cur.Iteration, pids)})
+				}
+			}()
 			x, err := e.reattach(ctx, it, cur, final)
 			if err != nil {
 				return res, err

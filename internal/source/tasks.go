@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -672,7 +673,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 			return "", s.afterSplit(it.ID)
 		}
 		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
-		sha, err := s.merge(ctx, it, branch, st, "", func(subjects []string) string {
+		sha, err := s.merge(ctx, it, branch, st, "", logOf(a), func(subjects []string) string {
 			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, subjects...), a.Learnings...), v.Summary,
 				itemTrailers(TaskTrailer, it.ID, st.RunID)...)
 		})
@@ -682,7 +683,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		_ = s.Git.DeleteBranch(ctx, branch)
 		return sha, s.afterSplit(it.ID)
 	}
-	sha, err := s.merge(ctx, it, branch, st, v.Tree, func(subjects []string) string {
+	sha, err := s.merge(ctx, it, branch, st, v.Tree, logOf(a), func(subjects []string) string {
 		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(subjects, a.Learnings...), v.Summary,
 			append([]string{"Completes: " + it.ID}, itemTrailers(TaskTrailer, it.ID, st.RunID)...)...)
 	})
@@ -744,7 +745,7 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 // merge commits the branch's leftovers on it, then squash-merges it into
 // the base branch with the message msg(subjects of the branch's commits,
 // oldest first). The task files are set aside meanwhile.
-func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, verified string, msg func([]string) string) (string, error) {
+func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, verified string, log io.Writer, msg func([]string) string) (string, error) {
 	var sha string
 	err := store.WithLock(s.Store.LockPath, func() error {
 		snap, err := s.aside()
@@ -792,6 +793,20 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 		}
 		if err := s.cleanControl(ctx); err != nil {
 			return err
+		}
+		// When others committed to the base branch meanwhile, the squash
+		// result is not the tree the gates ran on: they run again on it.
+		if verified != "" && len(s.GateList) > 0 {
+			if tree, err := s.Git.WriteTree(ctx); err == nil && tree != verified {
+				if results, ok := s.Gates.Run(ctx, s.Root, s.GateList, log); !ok {
+					_ = s.Git.ResetHard(ctx, "HEAD")
+					_ = s.Git.Checkout(ctx, branch)
+					_ = s.writeSnap(snap)
+					_ = removeAside(s.asidePath())
+					return &engine.Rejected{Summary: "gates failed on the merged tree: " + gate.Summary(results),
+						Failure: fmt.Sprintf("Your branch passed its gates, but %s has moved since, and on the tree merged with it the gates fail (the merge was undone). Merge %s into your branch, fix what broke, then complete the task again.\n\n%s", s.base, s.base, gate.FailureContext(results, 4<<10))}
+				}
+			}
 		}
 		if err := pauseForTest(ctx); err != nil {
 			return err
