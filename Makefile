@@ -2,6 +2,10 @@
 GO        ?= go
 export RALPH_AGENTS_DIR ?= $(HOME)/.cache/ralph/agents
 export GOFLAGS ?= -buildvcs=false
+# A race-enabled binary sleeps a second as it exits (to catch races at
+# exit); the testscripts start the race-enabled ralph hundreds of times
+# (cmd/ralph passes GORACE on to them).
+export GORACE ?= atexit_sleep_ms=0
 
 .PHONY: check deps agents vet test stress bench fuzz build demo
 
@@ -19,21 +23,23 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-# Packages that run the real agent CLIs: their time is the CLIs', so they
-# run without the race detector; everything else (unit tests and the
-# testscripts, whose ralph is the race-enabled test binary) runs with it.
-REAL_CLI_PKGS = ./internal/e2e ./internal/agent
+# Packages that run the real agent CLIs. Their time is the CLIs' (the race
+# detector adds seconds), so they run after the others, on a machine the
+# testscripts no longer load.
+REAL_CLI_PKGS = internal/e2e internal/agent
+UNIT_PKGS = $$($(GO) list ./... | grep -v -x $(foreach p,$(REAL_CLI_PKGS),-e '.*/$(p)'))
 
-# Unit, end-to-end (testscript, real git) and real-CLI tests. The real-CLI
-# tests fail instead of skipping when an agent CLI is missing.
+# Unit, end-to-end (testscript, real git) and real-CLI tests, all under the
+# race detector (the testscripts' ralph is the race-enabled test binary).
+# The real-CLI tests fail instead of skipping when an agent CLI is missing.
 test:
-	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $$($(GO) list ./... | grep -v -x -e '.*/internal/e2e' -e '.*/internal/agent')
-	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -timeout 25m $(REAL_CLI_PKGS)
+	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(UNIT_PKGS)
+	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
 
 # The unit packages 20 times over: a test that fails once in many runs
 # shows up here.
 stress:
-	$(GO) test -count=20 -race -timeout 40m $$($(GO) list ./... | grep -v -x -e '.*/internal/e2e' -e '.*/internal/agent')
+	$(GO) test -count=20 -race -timeout 40m $(UNIT_PKGS)
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph

@@ -44,6 +44,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GIT_COMMITTER_NAME", "Test")
 			env.Setenv("GIT_COMMITTER_EMAIL", "test@example.com")
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			// make test sets GORACE=atexit_sleep_ms=0: a race-enabled ralph
+			// would otherwise sleep a second at every exit.
+			if v, ok := os.LookupEnv("GORACE"); ok {
+				env.Setenv("GORACE", v)
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
