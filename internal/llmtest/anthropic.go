@@ -3,6 +3,7 @@ package llmtest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 type anthropicRequest struct {
@@ -50,7 +51,7 @@ func anthropicErrorType(status int) string {
 func anthropicError(w http.ResponseWriter, status int, msg string, retryAfter int) {
 	setRetryAfter(w, status, retryAfter)
 	w.Header().Set("Request-Id", randID("req_011", 21))
-	w.Header().Set("X-Should-Retry", map[bool]string{true: "true", false: "false"}[status == 429 || status >= 500])
+	w.Header().Set("X-Should-Retry", strconv.FormatBool(status == 429 || status >= 500))
 	writeJSON(w, status, map[string]any{
 		"type":       "error",
 		"error":      map[string]any{"type": anthropicErrorType(status), "message": msg},
