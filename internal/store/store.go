@@ -22,7 +22,19 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return renameio.WriteFile(path, data, perm)
+	return renameio.WriteFile(path, data, ownPerm(path, perm))
+}
+
+// ownPerm is perm, except for files in ralph's own folder (.ralph):
+// those are its owner's only (state, logs, transcripts hold what agents
+// printed).
+func ownPerm(path string, perm os.FileMode) os.FileMode {
+	for dir := filepath.Dir(path); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if filepath.Base(dir) == ".ralph" {
+			return perm &^ 0o077
+		}
+	}
+	return perm
 }
 
 // WriteJSON marshals v with two-space indent and writes it atomically.
@@ -50,7 +62,7 @@ func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), perm); err != nil {
+	if err := os.Chmod(tmp.Name(), ownPerm(path, perm)); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
@@ -102,7 +114,7 @@ func appendLine(path string, b []byte, sync, jsonl bool, perm os.FileMode) error
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, ownPerm(path, perm))
 	if err != nil {
 		return err
 	}

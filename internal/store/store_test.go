@@ -214,3 +214,25 @@ func TestAppendRepairsTornLine(t *testing.T) {
 		t.Fatalf("log %q", b)
 	}
 }
+
+// Files ralph keeps in its own folder are its owner's only, whatever the
+// caller asked; files elsewhere keep the mode asked for.
+func TestOwnFolderIsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, ".ralph", "runs", "r1", "state.json")
+	other := filepath.Join(dir, "tasks.jsonl")
+	for _, p := range []string{own, other} {
+		if err := WriteFile(p, []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := filepath.Join(dir, ".ralph", "progress.md")
+	if err := AppendLog(log, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{own: 0o600, other: 0o644, log: 0o600} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, st.Mode().Perm(), want)
+		}
+	}
+}
