@@ -131,6 +131,52 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 	return nil, nil
 }
 
+// commitVerified is how a main-tree source records a verified item: the
+// guard runs again (nothing moved since the verdict), the tree must still
+// be the one verified, then it becomes one commit (the agent's own commits
+// since the item's base folded in) and the guard's tip. before runs once
+// the checks passed, just before the commit (the PRD's write-back).
+func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch string, a *engine.Attempt, v engine.Verdict, st *engine.State, msg string, allowEmpty bool, before func() error) (string, error) {
+	id := a.Item.ID
+	base := baseOf(st, id)
+	t, err := g.check(ctx, repo, branch, base, id, st.RunID, st.Preexisting)
+	if err != nil {
+		return "", err
+	}
+	if t != nil {
+		return "", &engine.Rejected{Summary: "tampering after the verdict: " + t.report, Failure: t.failure}
+	}
+	if v.Tree != "" {
+		if base != "" {
+			if head, _ := repo.Head(ctx); head != base {
+				if err := repo.ResetSoft(ctx, base); err != nil {
+					return "", err
+				}
+			}
+		}
+		tree, err := snapshotTree(ctx, repo, st.Preexisting)
+		if err != nil {
+			return "", err
+		}
+		if tree != v.Tree {
+			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
+			return "", &engine.Rejected{Summary: "the tree changed after it was verified: " + strings.Join(changed, ", "),
+				Failure: "After the harness verified your work, these files changed before it could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
+		}
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return "", err
+		}
+	}
+	sha, _, err := commitWork(ctx, repo, base, st.Preexisting, msg, allowEmpty)
+	if err != nil {
+		return "", err
+	}
+	g.recordTip(sha)
+	return sha, nil
+}
+
 // parkWork keeps what the tree holds — HEAD and everything uncommitted
 // (but the user's pre-existing files) — on a new side branch
 // ralph/<kind>/<item>-<run>[-n] and returns its name. The tree is left on

@@ -234,46 +234,15 @@ func stageFirstLine(s string) string {
 // agent's own commits of this stage are folded into it).
 func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
-	base := ""
-	if is := st.Items[id]; is != nil {
-		base = is.BaseHead
-	}
 	title := a.Item.Title
 	if title == "" {
 		title = id
 	}
-	repo := s.Git.At(a.Dir)
-	t, err := s.guard.check(ctx, repo, s.branch, base, id, st.RunID, st.Preexisting)
-	if err != nil {
-		return "", err
-	}
-	if t != nil {
-		return "", &engine.Rejected{Summary: "tampering after the check: " + t.report, Failure: t.failure}
-	}
-	if v.Tree != "" {
-		if base != "" {
-			if head, _ := repo.Head(ctx); head != base {
-				if err := repo.ResetSoft(ctx, base); err != nil {
-					return "", err
-				}
-			}
-		}
-		tree, err := snapshotTree(ctx, repo, st.Preexisting)
-		if err != nil {
-			return "", err
-		}
-		if tree != v.Tree {
-			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
-			return "", &engine.Rejected{Summary: "the tree changed after the exit condition was checked: " + strings.Join(changed, ", "),
-				Failure: "After the exit condition held, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + "."}
-		}
-	}
 	msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(StageTrailer, id, st.RunID)...)
-	commit, _, err := commitWork(ctx, repo, base, st.Preexisting, msg, false)
+	commit, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.branch, a, v, st, msg, false, nil)
 	if err != nil {
 		return "", err
 	}
-	s.guard.recordTip(commit)
 	s.writeState(st, "", id, false, "")
 	return commit, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"strings"
-
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -125,43 +123,12 @@ func baseOf(st *engine.State, id string) string {
 // moved since is rejected, never committed.
 func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
-	repo := s.Git.At(a.Dir)
-	base := baseOf(st, id)
-	t, err := s.guard.check(ctx, repo, s.Branch, base, id, st.RunID, st.Preexisting)
+	sha, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.Branch, a, v, st, storyMessage(a, v.Summary, st.RunID), true,
+		func() error { return s.setPassed(id, true) })
 	if err != nil {
-		return "", err
+		s.restore(id) // the guard may have reset the tree: the PRD file is the model's again
 	}
-	if t != nil {
-		s.restore(id)
-		return "", &engine.Rejected{Summary: "tampering after the gates: " + t.report, Failure: t.failure}
-	}
-	if v.Tree != "" {
-		if base != "" {
-			if head, _ := repo.Head(ctx); head != base {
-				if err := repo.ResetSoft(ctx, base); err != nil {
-					return "", err
-				}
-			}
-		}
-		tree, err := snapshotTree(ctx, repo, st.Preexisting)
-		if err != nil {
-			return "", err
-		}
-		if tree != v.Tree {
-			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
-			return "", &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
-				Failure: "After the gates passed, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
-		}
-	}
-	if err := s.setPassed(id, true); err != nil {
-		return "", err
-	}
-	sha, _, err := commitWork(ctx, repo, base, st.Preexisting, storyMessage(a, v.Summary, st.RunID), true)
-	if err != nil {
-		return "", err
-	}
-	s.guard.recordTip(sha)
-	return sha, nil
+	return sha, err
 }
 
 // Recover reports whether a story's commit landed before a crash.
