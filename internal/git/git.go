@@ -181,21 +181,6 @@ func (r *Repo) AddAll(ctx context.Context) error {
 	return err
 }
 
-// StagedFiles lists staged paths against HEAD (or all, on an unborn branch).
-func (r *Repo) StagedFiles(ctx context.Context) ([]string, error) {
-	out, err := r.Run(ctx, "diff", "--cached", "--name-only", "-z")
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, f := range strings.Split(out, "\x00") {
-		if f != "" {
-			files = append(files, f)
-		}
-	}
-	return files, nil
-}
-
 // Commit commits what is staged with msg (read from stdin, so any text is
 // safe) and returns the new SHA. allowEmpty lets a story that needed no
 // change still leave its commit.
@@ -267,12 +252,6 @@ func summarySHA(out string) string {
 }
 
 var fullSHA = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
-
-// CommitOnly is Commit for callers that do not need the new SHA.
-func (r *Repo) CommitOnly(ctx context.Context, msg string, allowEmpty bool) error {
-	_, err := r.runCommit(ctx, msg, allowEmpty, nil, "commit", "--quiet", "--no-verify", "-F", "-")
-	return err
-}
 
 // Maintain runs git's own housekeeping once (`git maintenance run --auto`:
 // it does something only past git's thresholds), for a caller that set
@@ -476,21 +455,6 @@ func (r *Repo) ResetSoft(ctx context.Context, rev string) error {
 // Message returns the full commit message of rev.
 func (r *Repo) Message(ctx context.Context, rev string) (string, error) {
 	return r.Run(ctx, "log", "-1", "--format=%B", rev, "--")
-}
-
-// Trailer returns the value of trailer key in rev's message ("" if none).
-func (r *Repo) Trailer(ctx context.Context, rev, key string) string {
-	msg, err := r.Message(ctx, rev)
-	if err != nil {
-		return ""
-	}
-	var val string
-	for _, line := range strings.Split(msg, "\n") {
-		if v, ok := strings.CutPrefix(line, key+": "); ok {
-			val = strings.TrimSpace(v)
-		}
-	}
-	return val
 }
 
 // FindTrailer returns the newest commit among the last n of rev whose

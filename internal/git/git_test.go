@@ -164,9 +164,6 @@ func TestMergeSquashConflictAndTrailers(t *testing.T) {
 	if got := r.FindTrailer(ctx, "main", 10, "Ralph-Story", "US-1", "Ralph-Run", "r2"); got != "" {
 		t.Fatalf("other run matched: %q", got)
 	}
-	if got := r.Trailer(ctx, "main", "Ralph-Story"); got != "US-1" {
-		t.Fatalf("Trailer = %q", got)
-	}
 	// ralph's folder goes to info/exclude once, never to .gitignore.
 	for i := 0; i < 2; i++ {
 		if err := r.EnsureExcluded(ctx, "/.ralph/"); err != nil {

@@ -181,17 +181,6 @@ func (s *prdDoc) gatesOf(id string) ([]gate.Gate, bool) {
 	return s.gatesFor(id), allow
 }
 
-// judge checks a story's claim (the promise, or passes:true set by the
-// agent in its copy of the PRD) with the PRD's gates.
-func (s *prdDoc) judge(ctx context.Context, a *engine.Attempt, claimedInFile bool, tampered []string) engine.Verdict {
-	s.mu.Lock()
-	gates := s.gatesFor(a.Item.ID)
-	s.mu.Unlock()
-	v := judge(ctx, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
-	v.Tampered = append(tampered, v.Tampered...)
-	return v
-}
-
 // unclaimed is the verdict of an iteration that claimed nothing.
 func (s *prdDoc) unclaimed(a *engine.Attempt) engine.Verdict {
 	return engine.Verdict{Summary: "no completion claim",
