@@ -41,20 +41,18 @@ type ParallelPRD struct {
 	// agent's copy needs no git call; merging marks worktrees in a merge.
 	branchPRD map[string][]byte
 	merging   map[string]bool
-	// parked are worktrees of stories merged this run, ready for the next
-	// story; leftover are merged stories' worktrees from a crashed run;
-	// merged are those stories' branches, deleted in one call when the run
-	// stops; bases are the tips new worktrees were cut at.
-	parked   []string
-	leftover []string
-	merged   []string
-	bases    map[string]string
-	// readying are worktrees being readied (or ready) for stories not yet
-	// started; starting are stories inside Prepare; dropped are stories
-	// whose readied tree another story took.
-	readying map[string]*readied
-	starting map[string]bool
-	dropped  map[string]bool
+	// trees is the worktrees' lifecycle (see treeState); merged are the
+	// merged stories' branches, deleted in one call when the run stops;
+	// bases are the tips worktrees were cut at; dropped are stories whose
+	// tree, readied ahead, another story took (their branch holds only an
+	// old base: cut anew when they start, deleted at the end if not).
+	trees   *treeTable
+	merged  []string
+	bases   map[string]string
+	dropped map[string]bool
+	// pause, when set (tests), is called at named points of the lifecycle
+	// to force an interleaving.
+	pause func(point string)
 	// slugs are the stories' unique names (see slug), made once.
 	slugOnce sync.Once
 	slugs    map[string]string
@@ -69,7 +67,9 @@ func OpenParallelPRD(path string, repo *git.Repo, gates gate.Runner) (*ParallelP
 	if err != nil {
 		return nil, err
 	}
-	return &ParallelPRD{prdDoc: d}, nil
+	s := &ParallelPRD{prdDoc: d}
+	s.trees = newTreeTable(filepath.Join(repo.Dir, ".ralph", "worktrees.jsonl"))
+	return s, nil
 }
 
 // Next is the best ready story: priority, then the one more stories wait
@@ -163,10 +163,10 @@ func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (str
 		s.wmu.Unlock()
 		if !ready {
 			// Once per run (s.mu held): forget folders removed by hand,
-			// take over what a crashed run left.
+			// repair what a crashed run left.
 			_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
+			s.resumeTrees(ctx)
 			s.wmu.Lock()
-			s.adoptMerged()
 			s.mainReady = true
 			s.wmu.Unlock()
 			if s.resumedTip != "" {
@@ -175,56 +175,50 @@ func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (str
 		}
 		s.mu.Unlock()
 	}
-	dir := s.WorktreeDir(it.ID)
-	s.wmu.Lock()
-	r := s.readying[it.ID]
-	delete(s.readying, it.ID)
-	if s.starting == nil {
-		s.starting = map[string]bool{}
-	}
-	s.starting[it.ID] = true // not to be readied by a Cleanup meanwhile
-	s.wmu.Unlock()
-	defer func() {
-		s.wmu.Lock()
-		delete(s.starting, it.ID)
-		s.wmu.Unlock()
-	}()
-	if r != nil {
-		<-r.done
-		if r.ok {
-			return dir, s.refresh(ctx, dir, it.ID)
+	id := it.ID
+	dir := s.WorktreeDir(id)
+	switch s.trees.claimForStart(id) {
+	case treeReady:
+		return dir, s.refresh(ctx, dir, id)
+	case treeRunning:
+		if statDir(dir) {
+			return dir, nil // a retry, or a resume after a crash: reattach
+		}
+		// Its folder was removed by hand: cut a new one.
+		_ = s.trees.move(id, treeNone, treeRunning)
+		if err := s.trees.move(id, treeCutting, treeNone); err != nil {
+			return "", err
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-		return dir, nil // a retry, or a resume after a crash: reattach
+	// The tree is ours, cutting.
+	err := os.MkdirAll(filepath.Dir(dir), 0o755)
+	if err == nil {
+		err = s.cutWorktree(ctx, dir, id, "")
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
+	if err != nil {
+		_ = s.trees.move(id, treeNone, treeCutting)
+		return "", fmt.Errorf("creating the worktree for %s: %w", id, err)
 	}
-	if err := s.cutWorktree(ctx, dir, it.ID, ""); err != nil {
-		return "", fmt.Errorf("creating the worktree for %s: %w", it.ID, err)
-	}
-	return dir, nil
+	return dir, s.trees.move(id, treeRunning, treeCutting)
 }
 
-// cutWorktree puts a worktree for story id at dir, on the story's branch
-// at the tip this run last merged (a commit, not the branch name: the
-// story's base stays what the engine records even if a merge lands
-// meanwhile; before the first merge, at the branch). It reuses the tree at
-// parked if given, else what reuseWorktree finds, else adds a fresh one.
-func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, parked string) error {
+// cutWorktree puts a worktree for story id at dir (the caller holds it,
+// cutting), on the story's branch at the tip this run last merged (a
+// commit, not the branch name: the story's base stays what the engine
+// records even if a merge lands meanwhile; before the first merge, at the
+// branch). It reuses the taken tree of story idle if given, else an idle
+// tree (reuseWorktree), else adds a fresh one.
+func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, idle string) error {
 	s.wmu.Lock()
 	base := s.tip
+	dropped := s.dropped[id]
+	delete(s.dropped, id)
 	s.wmu.Unlock()
 	start := base
 	if start == "" {
 		start = s.Branch
 	}
-	s.wmu.Lock()
-	dropped := s.dropped[id]
-	delete(s.dropped, id)
-	s.wmu.Unlock()
-	if !s.reuseWorktree(ctx, dir, id, start, parked) {
+	if !s.reuseWorktree(ctx, dir, id, start, idle) {
 		add := s.Git.WorktreeAdd
 		if dropped {
 			add = s.Git.WorktreeAddReset // its branch holds only an old base
@@ -279,10 +273,16 @@ func (s *ParallelPRD) refresh(ctx context.Context, dir, id string) error {
 }
 
 // readyNext readies a parked worktree for the story most likely to start
-// next — ready (its dependencies merged), no worktree of its own, best by
-// the scheduler's order — so that story's start needs at most a checkout.
-// It returns false when no story qualifies (the caller parks the tree).
-func (s *ParallelPRD) readyNext(ctx context.Context, parked string) bool {
+// next — ready (its dependencies merged), no tree of its own, best by the
+// scheduler's order — so that story's start needs at most a checkout.
+// The story's tree is claimed (none to cutting) in one step of the
+// lifecycle, so a story that started since the candidates were listed is
+// skipped, never moved under.
+func (s *ParallelPRD) readyNext(ctx context.Context) {
+	idle, _ := s.trees.takeIdle(true)
+	if idle == "" {
+		return
+	}
 	s.mu.Lock()
 	if s.waiting == nil {
 		s.waiting = s.Doc.Dependents()
@@ -291,32 +291,27 @@ func (s *ParallelPRD) readyNext(ctx context.Context, parked string) bool {
 	for _, st := range s.Doc.Stories {
 		if st.Passes {
 			passed[st.ID] = true
-		} else if _, err := os.Stat(s.WorktreeDir(st.ID)); err == nil {
-			exclude[st.ID] = true // running, waiting for a retry, or blocked
+		} else if s.trees.state(st.ID) != treeNone {
+			exclude[st.ID] = true // running, being cut, or blocked
 		}
 	}
 	ready := s.Doc.ReadyStoriesUnblockingFirst(passed, exclude, s.waiting)
 	s.mu.Unlock()
-	var id string
-	var r *readied
-	s.wmu.Lock()
+	if s.pause != nil {
+		s.pause("readyNext: candidates listed")
+	}
 	for _, st := range ready {
-		if s.readying[st.ID] == nil && !s.starting[st.ID] {
-			id, r = st.ID, &readied{done: make(chan struct{})}
-			if s.readying == nil {
-				s.readying = map[string]*readied{}
-			}
-			s.readying[id] = r
-			break
+		if s.trees.move(st.ID, treeCutting, treeNone) != nil {
+			continue // started, or readied by another merge, meanwhile
 		}
+		if s.cutWorktree(ctx, s.WorktreeDir(st.ID), st.ID, idle) != nil {
+			_ = s.trees.move(st.ID, treeNone, treeCutting)
+			return
+		}
+		_ = s.trees.move(st.ID, treeReady, treeCutting)
+		return
 	}
-	s.wmu.Unlock()
-	if r == nil {
-		return false
-	}
-	r.ok = s.cutWorktree(ctx, s.WorktreeDir(id), id, parked) == nil
-	close(r.done)
-	return true
+	_ = s.trees.move(idle, treeParked, treeTaken) // nothing to ready: it stays parked
 }
 
 // Git writes a linked worktree's admin entry (.git/worktrees/<name>) as
@@ -346,35 +341,89 @@ func (s *ParallelPRD) switchWorktree(ctx context.Context, dir, id, start string)
 	})
 }
 
+// removeWorktree removes the tree at dir, whatever git knows of it (a
+// half-made tree may have no admin entry).
 func (s *ParallelPRD) removeWorktree(ctx context.Context, dir string) {
-	_ = s.listingWorktrees(func() error { return s.Git.WorktreeRemove(ctx, dir) })
+	_ = s.listingWorktrees(func() error {
+		if s.Git.WorktreeRemove(ctx, dir) != nil {
+			_ = os.RemoveAll(dir)
+			return s.Git.WorktreePrune(ctx)
+		}
+		return nil
+	})
 }
 
-// readied is a worktree readied ahead of its story's start; ok is set
-// before done is closed.
-type readied struct {
-	done chan struct{}
-	ok   bool
-}
-
-// adoptMerged takes over the worktrees that a crashed earlier run left
-// behind for stories that are passed: they are removed, with their
-// branches, when this run stops. Called with s.wmu held.
-func (s *ParallelPRD) adoptMerged() {
-	root := filepath.Join(s.Git.Dir, ".ralph", "worktrees")
-	entries, _ := os.ReadDir(root)
+// resumeTrees rebuilds the lifecycle from what a crashed or stopped run
+// recorded (.ralph/worktrees.jsonl) and what is on disk, once per run:
+// a tree left cutting or taken is half-made and removed (its branch, if
+// the tree was readied ahead, is cut anew); a ready tree stays ready for
+// its story; a merged story's tree is cleaned and parked for reuse (or
+// removed when it cannot be cleaned); any other story's tree is its own,
+// running: its work is reattached. Called with s.mu held.
+func (s *ParallelPRD) resumeTrees(ctx context.Context) {
+	last, err := loadTreeLog(s.trees.log)
+	if err != nil {
+		last = map[string]treeState{} // unreadable: judge by what is on disk
+	}
 	for _, st := range s.Doc.Stories {
-		if !st.Passes {
+		id, dir := st.ID, s.WorktreeDir(st.ID)
+		if !statDir(dir) {
+			if _, err := os.Lstat(dir); err == nil {
+				s.removeWorktree(ctx, dir) // a folder without its .git file
+			}
 			continue
 		}
-		name := s.slug(st.ID)
-		for _, e := range entries {
-			if e.Name() == name {
-				s.leftover = append(s.leftover, filepath.Join(root, name))
-				s.merged = append(s.merged, s.StoryBranch(st.ID))
-			}
+		state := last[id]
+		if st.Passes {
+			state = treeParked
 		}
+		switch state {
+		case treeCutting, treeTaken:
+			s.removeWorktree(ctx, dir)
+			s.markDropped(id)
+			continue
+		case treeReady:
+			if head, err := s.Git.At(dir).Head(ctx); err == nil {
+				s.wmu.Lock()
+				if s.bases == nil {
+					s.bases = map[string]string{}
+				}
+				s.bases[id] = head
+				s.wmu.Unlock()
+			} else {
+				s.removeWorktree(ctx, dir)
+				s.markDropped(id)
+				continue
+			}
+		case treeParked:
+			// Merged: a crash may have come before tidy cleaned it.
+			if last[id] != treeParked && s.Git.At(dir).CleanUntracked(ctx) != nil {
+				s.removeWorktree(ctx, dir)
+				continue
+			}
+			if st.Passes {
+				s.wmu.Lock()
+				s.merged = append(s.merged, s.StoryBranch(id))
+				s.wmu.Unlock()
+			}
+		default:
+			state = treeRunning
+		}
+		s.trees.mu.Lock()
+		s.trees.trees[id] = state
+		s.trees.mu.Unlock()
 	}
+	_ = s.trees.rewrite()
+}
+
+// markDropped records that story id's branch holds no work of its own.
+func (s *ParallelPRD) markDropped(id string) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.dropped == nil {
+		s.dropped = map[string]bool{}
+	}
+	s.dropped[id] = true
 }
 
 // restoreWorktree checks the agent's copy of the PRD in a worktree against
@@ -574,78 +623,57 @@ func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v e
 // tidy passes a merged story's worktree on (engine.Workspace.Tidy):
 // switching a checkout rewrites only the files that differ, where a fresh
 // worktree writes every file. It runs after the story passed and holds no
-// agent slot, so it cleans the tree and readies it for the story likely
-// to start next (readyNext), or else parks it. The story's branch is
+// agent slot, so it cleans the tree, parks it, and readies a parked tree
+// for the story likely to start next (readyNext). The story's branch is
 // deleted with the others when the run stops.
 func (s *ParallelPRD) tidy(ctx context.Context, a *engine.Attempt) {
+	id := a.Item.ID
 	s.wmu.Lock()
-	delete(s.bases, a.Item.ID)
-	delete(s.branchPRD, a.Item.ID)
-	s.merged = append(s.merged, s.StoryBranch(a.Item.ID))
+	delete(s.bases, id)
+	delete(s.branchPRD, id)
+	s.merged = append(s.merged, s.StoryBranch(id))
 	s.wmu.Unlock()
 	if err := s.Git.At(a.Dir).CleanUntracked(ctx); err != nil {
 		s.removeWorktree(ctx, a.Dir)
+		_ = s.trees.move(id, treeNone, treeRunning)
 		return
 	}
-	if s.readyNext(ctx, a.Dir) {
-		return
+	if s.trees.move(id, treeParked, treeRunning) == nil {
+		s.readyNext(ctx)
 	}
-	s.wmu.Lock()
-	s.parked = append(s.parked, a.Dir)
-	s.wmu.Unlock()
 }
 
-// reuseWorktree moves a clean worktree to dir and puts it on the story's
-// new branch at start: the one given, or else a parked one, or else one
+// reuseWorktree moves an idle tree to dir (story id's path, which the
+// caller holds, cutting) and puts it on the story's branch at start: the
+// tree of story idle (taken already) if given, else a parked one, else one
 // readied for a story that has not started (that story's branch, which
 // holds only its old base, is marked dropped: cut anew when it starts,
-// deleted at the end if it never does). On failure the worktree is removed
-// and false is returned (the caller adds a fresh one: a whole checkout,
-// several times the cost of a move and a switch).
+// deleted at the end if it never does). On failure the idle tree is
+// removed and false is returned (the caller adds a fresh one: a whole
+// checkout, several times the cost of a move and a switch).
 func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle string) bool {
 	if idle == "" {
-		s.wmu.Lock()
-		if n := len(s.parked); n > 0 {
-			idle = s.parked[n-1]
-			s.parked = s.parked[:n-1]
-		} else {
-			for other, r := range s.readying {
-				select {
-				case <-r.done:
-				default:
-					continue // still being readied
-				}
-				if r.ok && !s.starting[other] {
-					// Until the tree is off other's branch, other's own
-					// start waits (a "readied" that is not ok).
-					taking := &readied{done: make(chan struct{})}
-					s.readying[other] = taking
-					defer func(other string) {
-						s.wmu.Lock()
-						if s.readying[other] == taking {
-							delete(s.readying, other)
-						}
-						s.wmu.Unlock()
-						close(taking.done)
-					}(other)
-					if s.dropped == nil {
-						s.dropped = map[string]bool{}
-					}
-					s.dropped[other] = true
-					idle = s.WorktreeDir(other)
-					break
-				}
-			}
-		}
-		s.wmu.Unlock()
-		if idle == "" {
+		var dropped bool
+		if idle, dropped = s.trees.takeIdle(false); idle == "" {
 			return false
 		}
+		if dropped {
+			s.markDropped(idle)
+		}
 	}
-	if err := s.listingWorktrees(func() error { return s.Git.WorktreeMove(ctx, idle, dir) }); err != nil {
-		s.removeWorktree(ctx, idle)
+	from := s.WorktreeDir(idle)
+	if _, err := os.Lstat(dir); err == nil {
+		// Something is at the story's path although its tree is ours to
+		// cut: never move a tree into it (git would move it inside).
+		_ = s.trees.move(idle, treeParked, treeTaken)
 		return false
 	}
+	if err := s.listingWorktrees(func() error { return s.Git.WorktreeMove(ctx, from, dir) }); err != nil {
+		s.removeWorktree(ctx, from)
+		_ = s.trees.move(idle, treeNone, treeTaken)
+		return false
+	}
+	_ = s.trees.move(idle, treeNone, treeTaken) // it is id's, cutting, now
 	if err := s.switchWorktree(ctx, dir, id, start); err != nil {
 		s.removeWorktree(ctx, dir)
 		return false
@@ -745,20 +773,24 @@ func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string
 // the branches of stories an earlier process merged too. A handful of git
 // calls in all, however many stories merged; a failure is returned.
 func (s *ParallelPRD) Close(st *engine.State) error {
+	// Every worker has finished: no tree is cutting or taken. Parked trees
+	// go, and so do trees readied for stories that never started, with
+	// their branches.
+	idle := s.trees.all(treeParked)
+	readied := s.trees.all(treeReady)
+	var parked []string
+	for _, id := range append(idle, readied...) {
+		parked = append(parked, s.WorktreeDir(id))
+	}
 	s.wmu.Lock()
-	parked, merged := append(s.parked, s.leftover...), s.merged
-	// Worktrees readied for stories that never started go too.
-	for id, r := range s.readying {
-		<-r.done // closed: every worker has finished
-		if r.ok {
-			parked = append(parked, s.WorktreeDir(id))
-			merged = append(merged, s.StoryBranch(id))
-		}
+	merged := s.merged
+	for _, id := range readied {
+		merged = append(merged, s.StoryBranch(id))
 	}
 	for id := range s.dropped {
 		merged = append(merged, s.StoryBranch(id))
 	}
-	s.parked, s.leftover, s.merged, s.readying, s.dropped = nil, nil, nil, nil, nil
+	s.merged, s.dropped = nil, nil
 	s.wmu.Unlock()
 	for id, is := range st.Items {
 		if is.Status == engine.ItemPassed {
@@ -766,10 +798,16 @@ func (s *ParallelPRD) Close(st *engine.State) error {
 		}
 	}
 	var errs []error
-	for _, dir := range parked {
+	for i, dir := range parked {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		from := treeParked
+		if i >= len(idle) {
+			from = treeReady
+		}
+		_ = s.trees.move(append(idle, readied...)[i], treeNone, from)
 	}
 	ctx := context.Background()
 	err := s.listingWorktrees(func() error {
@@ -798,5 +836,8 @@ func (s *ParallelPRD) Close(st *engine.State) error {
 		}
 		return s.Git.DeleteBranches(ctx, doomed...)
 	})
+	if werr := s.trees.rewrite(); werr != nil {
+		errs = append(errs, fmt.Errorf("recording the worktrees: %w", werr))
+	}
 	return errors.Join(append(errs, err)...)
 }

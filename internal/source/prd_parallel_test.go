@@ -9,6 +9,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
@@ -28,62 +29,9 @@ const fanOut = `{"project": "t", "branch_name": "ralph/t", "user_stories": [
 // run stops, every merged story's branch is gone; running stories keep
 // their trees.
 func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
-	dir, repo := newRepo(t)
-	ctx := context.Background()
-	os.WriteFile(filepath.Join(dir, "prd.json"), []byte(fanOut), 0o644)
-	repo.AddAll(ctx)
-	if _, err := repo.Commit(ctx, "fan-out prd\n", false); err != nil {
-		t.Fatal(err)
-	}
-	repo.BatchMaintenance = true
-	src, err := OpenParallelPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &engine.State{RunID: "r1", Items: map[string]*engine.ItemState{}}
-	items := map[string]*engine.Item{}
-	for _, it := range src.Items() {
-		it := it
-		items[it.ID] = &it
-		st.Items[it.ID] = &engine.ItemState{ID: it.ID}
-	}
-	bases := map[string]string{} // as the last Prepare reported them
-	prepare := func(id string) string {
-		t.Helper()
-		ws, err := src.Prepare(ctx, items[id], st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ws.Isolated() || ws.Tidy == nil {
-			t.Fatalf("%s's workspace is not its own: %+v", id, ws)
-		}
-		bases[id] = ws.Base
-		return ws.Dir
-	}
-	// finish works on a story in its worktree and merges it.
-	finish := func(id string) string {
-		t.Helper()
-		wt := src.WorktreeDir(id)
-		os.WriteFile(filepath.Join(wt, strings.ToLower(id)+".txt"), []byte(id+"\n"), 0o644)
-		a := &engine.Attempt{Item: items[id], Dir: wt}
-		v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
-		if err := src.commitWorktree(ctx, a, v); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(a.Files, ",") != strings.ToLower(id)+".txt" {
-			t.Fatalf("staged files %v", a.Files)
-		}
-		sha, err := src.Accept(ctx, a, v, st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if head, _ := repo.Head(ctx); head != sha {
-			t.Fatalf("Accept returned %s, HEAD is %s", sha, head)
-		}
-		st.Items[id].Status = engine.ItemPassed
-		src.tidy(ctx, a)
-		return sha
-	}
+	f := newParallelFixture(t, fanOut)
+	ctx, src, repo, st, bases := f.ctx, f.src, f.repo, f.st, f.bases
+	prepare, finish := f.prepare, f.finish
 	headOf := func(id string) string {
 		t.Helper()
 		h, err := repo.At(src.WorktreeDir(id)).Head(ctx)
@@ -148,4 +96,202 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	if strings.Count(worktrees, "worktree ") != 2 {
 		t.Fatalf("worktrees: %s", worktrees)
 	}
+}
+
+// parallelFixture is a parallel PRD in a real repository, with helpers that
+// do what the engine does: prepare a story's worktree, and finish it (work,
+// commit on its branch, merge, tidy).
+type parallelFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	src   *ParallelPRD
+	repo  *git.Repo
+	st    *engine.State
+	items map[string]*engine.Item
+	bases map[string]string // as the last Prepare reported them
+}
+
+func newParallelFixture(t *testing.T, prdJSON string) *parallelFixture {
+	dir, repo := newRepo(t)
+	ctx := context.Background()
+	os.WriteFile(filepath.Join(dir, "prd.json"), []byte(prdJSON), 0o644)
+	repo.AddAll(ctx)
+	if _, err := repo.Commit(ctx, "prd\n", false); err != nil {
+		t.Fatal(err)
+	}
+	repo.BatchMaintenance = true
+	src, err := OpenParallelPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &parallelFixture{t: t, ctx: ctx, src: src, repo: repo, bases: map[string]string{},
+		st: &engine.State{RunID: "r1", Items: map[string]*engine.ItemState{}}, items: map[string]*engine.Item{}}
+	for _, it := range src.Items() {
+		it := it
+		f.items[it.ID] = &it
+		f.st.Items[it.ID] = &engine.ItemState{ID: it.ID}
+	}
+	return f
+}
+
+func (f *parallelFixture) prepare(id string) string {
+	f.t.Helper()
+	ws, err := f.src.Prepare(f.ctx, f.items[id], f.st)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if !ws.Isolated() || ws.Tidy == nil {
+		f.t.Fatalf("%s's workspace is not its own: %+v", id, ws)
+	}
+	f.bases[id] = ws.Base
+	return ws.Dir
+}
+
+// finish works on a story in its worktree and merges it.
+func (f *parallelFixture) finish(id string) string {
+	t, ctx, src := f.t, f.ctx, f.src
+	t.Helper()
+	wt := src.WorktreeDir(id)
+	os.WriteFile(filepath.Join(wt, strings.ToLower(id)+".txt"), []byte(id+"\n"), 0o644)
+	a := &engine.Attempt{Item: f.items[id], Dir: wt}
+	v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
+	if err := src.commitWorktree(ctx, a, v); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(a.Files, ",") != strings.ToLower(id)+".txt" {
+		t.Fatalf("staged files %v", a.Files)
+	}
+	sha, err := src.Accept(ctx, a, v, f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head, _ := f.repo.Head(ctx); head != sha {
+		t.Fatalf("Accept returned %s, HEAD is %s", sha, head)
+	}
+	f.st.Items[id].Status = engine.ItemPassed
+	src.tidy(ctx, a)
+	return sha
+}
+
+// The interleaving that lost a story's work: a merge's tidy lists the
+// stories to ready a tree for, and before it claims one, that story starts
+// (in a fresh tree: the parked one is in the tidy's hands) and its agent
+// writes work. The old code then moved the parked tree into the running
+// story's folder and force-reset its branch. The lifecycle refuses the
+// claim: the tidy readies the next story instead, and the running story
+// keeps its tree, its branch and its work.
+func TestParallelWorktreeNeverMovedUnderARunningStory(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	ctx, src := f.ctx, f.src
+	f.prepare("A")
+	var work string
+	paused := false
+	src.pause = func(point string) {
+		if point != "readyNext: candidates listed" || paused {
+			return
+		}
+		paused = true
+		if got := src.trees.state("B"); got != treeNone {
+			t.Fatalf("B's tree is %s before it starts", orNone(got))
+		}
+		// B starts now, first in the tidy's list, and its agent works.
+		work = f.prepare("B")
+		os.WriteFile(filepath.Join(work, "b-work.txt"), []byte("uncommitted work\n"), 0o644)
+	}
+	bBase := ""
+	tipA := f.finish("A")
+	if !paused {
+		t.Fatal("the tidy never listed candidates: the interleaving was not forced")
+	}
+	bBase = f.bases["B"]
+	if b, err := os.ReadFile(filepath.Join(work, "b-work.txt")); err != nil || string(b) != "uncommitted work\n" {
+		t.Fatalf("B's work is gone: %q, %v", b, err)
+	}
+	if h, _ := f.repo.At(work).Head(ctx); h != bBase {
+		t.Fatalf("B's tree moved from its base %s to %s", bBase, h)
+	}
+	if br := gitOut(t, f.repo.At(work), "symbolic-ref", "--short", "HEAD"); strings.TrimSpace(br) != src.StoryBranch("B") {
+		t.Fatalf("B's tree is on %q", br)
+	}
+	if entries, _ := os.ReadDir(work); len(entries) == 0 || hasDir(entries, src.slug("A")) {
+		t.Fatalf("a tree was moved inside B's: %v", entries)
+	}
+	if src.trees.state("B") != treeRunning {
+		t.Fatalf("B's tree is %s", orNone(src.trees.state("B")))
+	}
+	// A's tree was readied for the next candidate, C, at A's merge.
+	if src.trees.state("C") != treeReady {
+		t.Fatalf("C's tree is %s, want ready", orNone(src.trees.state("C")))
+	}
+	if h, _ := f.repo.At(src.WorktreeDir("C")).Head(ctx); h != tipA {
+		t.Fatalf("C readied at %s, want %s", h, tipA)
+	}
+}
+
+func hasDir(entries []os.DirEntry, name string) bool {
+	for _, e := range entries {
+		if e.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// A rerun after a crash rebuilds the lifecycle from worktrees.jsonl and
+// the disk: a tree left half-cut is removed (its story starts in a fresh
+// one), a tree readied ahead is kept for its story, a merged story's tree
+// is parked for reuse, and a running story's tree keeps its work.
+func TestParallelWorktreesRepairedOnResume(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	ctx := f.ctx
+	f.prepare("A")
+	f.prepare("C")
+	f.finish("A") // A's tree readied for B
+	os.WriteFile(filepath.Join(f.src.WorktreeDir("C"), "c-work.txt"), []byte("C\n"), 0o644)
+	// The crash: E's tree was being cut (git died half-way: a folder with
+	// a .git file and nothing else).
+	eDir := f.src.WorktreeDir("E")
+	os.MkdirAll(eDir, 0o755)
+	os.WriteFile(filepath.Join(eDir, ".git"), []byte("gitdir: /nowhere\n"), 0o644)
+	if err := f.src.trees.move("E", treeCutting, treeNone); err != nil {
+		t.Fatal(err)
+	}
+	if f.src.trees.state("B") != treeReady {
+		t.Fatalf("B's tree is %s before the crash", orNone(f.src.trees.state("B")))
+	}
+	// A new process.
+	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.src = src
+	if dir := f.prepare("C"); !fileHas(t, filepath.Join(dir, "c-work.txt"), "C\n") {
+		t.Fatal("C's work was not reattached")
+	}
+	for id, want := range map[string]treeState{"B": treeReady, "C": treeRunning, "E": treeNone} {
+		if got := src.trees.state(id); got != want {
+			t.Errorf("after resume %s's tree is %s, want %s", id, orNone(got), orNone(want))
+		}
+	}
+	if _, err := os.Stat(eDir); !os.IsNotExist(err) {
+		t.Fatalf("E's half-made tree is still there: %v", err)
+	}
+	// E takes the tree readied for B before the crash; B is cut anew.
+	f.prepare("E")
+	if h, err := f.repo.At(eDir).Head(ctx); err != nil || h == "" {
+		t.Fatalf("E's new tree: %v", err)
+	}
+	f.prepare("B")
+	log, _ := os.ReadFile(src.trees.log)
+	for _, want := range []string{`"story":"B","from":"ready","to":"taken"`, `"story":"B","from":"cutting","to":"running"`} {
+		if !strings.Contains(string(log), want) {
+			t.Fatalf("the lifecycle log lacks %s:\n%s", want, log)
+		}
+	}
+}
+
+func fileHas(t *testing.T, path, want string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	return err == nil && string(b) == want
 }
