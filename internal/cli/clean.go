@@ -46,7 +46,7 @@ a crashed run. A blocked story's worktree and branch are kept for you unless
 				return err
 			}
 			defer lock.Unlock()
-			st, err := engine.LoadState(p.State)
+			st, _, err := engine.LoadOrRebuildState(p)
 			if err != nil {
 				return err
 			}

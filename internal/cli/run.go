@@ -48,6 +48,8 @@ type RunOptions struct {
 	Parallel         int
 	Breaker          int
 	DryRun           bool
+	Fresh            bool
+	ResetBreaker     bool
 	NoMask           bool
 	JSON             bool
 	RateLimitBackoff time.Duration
@@ -122,6 +124,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach `N`")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state is kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
+	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
@@ -296,7 +300,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
-		BreakerThreshold: o.Breaker, NoMask: o.NoMask,
+		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, ResetBreaker: o.ResetBreaker,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

@@ -37,9 +37,12 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 				return err
 			}
 			p := engine.PathsFor(root)
-			st, err := engine.LoadState(p.State)
+			st, note, err := engine.LoadOrRebuildState(p)
 			if err != nil {
 				return err
+			}
+			if note != "" {
+				fmt.Fprintf(f.IO.ErrOut, "ralph status: %s (shown rebuilt; the next `ralph run` writes it back)\n", note)
 			}
 			if st == nil {
 				return engine.UsageError("no ralph run in %s yet (start one with `ralph run`)", root)

@@ -67,6 +67,7 @@ type Config struct {
 	PromptPaths      []string
 	PromptText       string // used instead of PromptPaths when set (a template)
 	Fresh            bool   // start a new run even if the state is of the same source
+	ResetBreaker     bool   // a resumed run starts with the circuit breaker closed
 	RoleText         func(it *Item, st *State) string
 	AllowDirty       bool
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
@@ -167,6 +168,7 @@ type Engine struct {
 	// both.
 	distrusted []string
 	notes      []Event
+	stateNote  string // how a corrupt state.json was dealt with
 }
 
 // New validates cfg.
@@ -214,11 +216,12 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	// descendants, so each iteration's leftovers can be found (Linux).
 	proc.BecomeSubreaper()
 	if resumed {
-		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", e.runID(), e.box.snapshot().Iteration)})
+		snap := e.box.snapshot()
+		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", e.runID(), snap.Iteration), Data: runFacts(snap)})
 	} else {
 		var n int
 		e.box.read(func(st *State) { n = len(st.Order) })
-		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName)})
+		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName), Data: runFacts(e.box.snapshot())})
 	}
 
 	// Finish iterations a crash left half-done before anything new starts:
@@ -265,6 +268,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	for _, id := range e.distrusted {
 		e.emit(Event{Type: "tamper_detected", Item: id, Message: fmt.Sprintf("%s: %s", id, st.Items[id].Reason)})
 	}
+	if e.stateNote != "" {
+		e.emit(Event{Type: "state_rebuilt", Message: e.stateNote})
+	}
 	for _, ev := range e.notes {
 		if !slices.Contains(e.distrusted, ev.Item) {
 			e.emit(ev)
@@ -281,9 +287,23 @@ func (e *Engine) info() SourceInfo { return e.cfg.Source.Info() }
 func (e *Engine) initialState() (st *State, resumed bool, old *State, err error) {
 	cfg := &e.cfg
 	info := e.info()
-	saved, err := LoadState(cfg.Paths.State)
+	saved, note, err := loadOrRebuild(cfg.Paths)
+	var ce *CorruptStateError
+	if errors.As(err, &ce) && cfg.Fresh {
+		saved, err = nil, nil // a new run: the corrupt file is set aside below
+	}
 	if err != nil {
-		return nil, false, nil, err
+		return nil, false, nil, fmt.Errorf("%w\nralph keeps the file; `ralph run --fresh` sets it aside and starts a new run", err)
+	}
+	if note != "" || ce != nil {
+		aside, aerr := setAsideCorrupt(cfg.Paths.State, cfg.Clock.Now())
+		if aerr != nil {
+			return nil, false, nil, fmt.Errorf("setting the corrupt %s aside: %w", cfg.Paths.State, aerr)
+		}
+		if note == "" {
+			note = fmt.Sprintf("%v; a new run starts", ce)
+		}
+		e.stateNote = note + " (the corrupt file is kept as " + filepath.Base(aside) + ")"
 	}
 	if saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path {
 		claimed := saved.Passed()
@@ -302,6 +322,10 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 			saved.MaxIterations = cfg.MaxIterations
 		}
 		saved.MaxAttempts = cfg.MaxAttempts
+		if cfg.ResetBreaker && saved.Breaker != (Breaker{}) {
+			saved.Breaker = Breaker{}
+			e.notes = append(e.notes, Event{Type: "source_note", Message: "circuit breaker reset (--reset-breaker)"})
+		}
 		return saved, true, nil, nil
 	}
 	now := cfg.Clock.Now().UTC()

@@ -408,8 +408,8 @@ func TestDecideStop(t *testing.T) {
 		{name: "budget tokens", next: next, mod: func(st *State, c *Config) { c.MaxTokens = 10; st.Usage.InputTokens = 11 }, status: StatusBudget, reason: "budget: 11 tokens reached --max-tokens 10"},
 		{name: "max iterations", next: next, mod: func(st *State, c *Config) { st.Iteration = 12; st.Refunds = 2 }, status: StatusMaxIterations, reason: "max iterations (10) reached with work left"},
 		{name: "refunds do not count", next: next, mod: func(st *State, c *Config) { st.Iteration = 12; st.Refunds = 3 }},
-		{name: "breaker same", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.SameCount = 3 }, status: StatusBlocked, reason: "circuit breaker: the same failure 3 times in a row"},
-		{name: "breaker no progress", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.NoProgress = 6 }, status: StatusBlocked, reason: "circuit breaker: no item passed in 6 iterations"},
+		{name: "breaker same", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.SameCount = 3 }, status: StatusBlocked, reason: "circuit breaker: the same failure 3 times in a row (fix the cause, then `ralph run --reset-breaker` resumes)"},
+		{name: "breaker no progress", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.NoProgress = 6 }, status: StatusBlocked, reason: "circuit breaker: no item passed in 6 iterations (fix the cause, then `ralph run --reset-breaker` resumes)"},
 		{name: "nothing ready, others running", running: 1},
 		{name: "nothing ready, watching", mod: func(st *State, c *Config) { c.Watch = time.Second }},
 		{name: "complete", mod: func(st *State, c *Config) {

@@ -140,7 +140,7 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), s.Prompt)
 	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt,
 		Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", number, s.MaxIterations, it.ID, it.Title, s.Attempt, s.MaxAttempts),
-		Data:    map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != ""}})
+		Data:    map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title}})
 	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt}
 	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att}, nil
 }

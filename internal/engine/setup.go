@@ -160,10 +160,10 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	}
 	if th := cfg.BreakerThreshold; th > 0 {
 		if st.Breaker.SameCount >= th {
-			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row", st.Breaker.SameCount)
+			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row (fix the cause, then `ralph run --reset-breaker` resumes)", st.Breaker.SameCount)
 		}
 		if st.Breaker.NoProgress >= 2*th {
-			return StatusBlocked, fmt.Sprintf("circuit breaker: no item passed in %d iterations", st.Breaker.NoProgress)
+			return StatusBlocked, fmt.Sprintf("circuit breaker: no item passed in %d iterations (fix the cause, then `ralph run --reset-breaker` resumes)", st.Breaker.NoProgress)
 		}
 	}
 	return "", ""

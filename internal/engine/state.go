@@ -139,20 +139,33 @@ func PathsFor(root string) Paths {
 	}
 }
 
-// LoadState reads state.json; (nil, nil) when there is none.
+// LoadState reads state.json; (nil, nil) when there is none. A file that
+// is not a run's state is a *CorruptStateError (see RebuildState).
 func LoadState(path string) (*State, error) {
-	var st State
-	err := store.ReadJSON(path, &st)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading run state: %w", err)
 	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, &CorruptStateError{Path: path, Err: err}
+	}
+	if st.RunID == "" || st.Source == "" {
+		return nil, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
+	}
 	if st.Items == nil {
 		st.Items = map[string]*ItemState{}
 	}
 	return &st, nil
+}
+
+// LoadOrRebuildState is LoadState, with a corrupt state.json rebuilt from
+// the event log (RebuildState) without writing anything; note says so.
+func LoadOrRebuildState(p Paths) (st *State, note string, err error) {
+	return loadOrRebuild(p)
 }
 
 // stateBox serialises state changes from concurrent workers and writes

@@ -12,7 +12,7 @@ import (
 // that holds it, and the file ends equal to the state in memory.
 func TestStateBoxGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	b := &stateBox{st: &State{RunID: "r", Items: map[string]*ItemState{}}, path: path, now: time.Now}
+	b := &stateBox{st: &State{RunID: "r", Source: "prd", Items: map[string]*ItemState{}}, path: path, now: time.Now}
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
