@@ -100,10 +100,9 @@ type Set struct {
 // torn last line, tasks left in both files by an interrupted completion.
 func (s *Set) Warnings() []string { return s.warnings }
 
-// Load reads and validates both files. A missing file reads as empty. A
-// torn last line of tasks.jsonl (a crash in the middle of an append) is
-// skipped with a warning; anything else invalid is a *ValidationError
-// naming file:line for every problem.
+// Load reads and validates both files. A missing file reads as empty.
+// Anything invalid, a torn last line of tasks.jsonl (an append cut short)
+// included, is a *ValidationError naming file:line for every problem.
 func (s *Store) Load() (*Set, error) {
 	data, err := readFile(s.ActivePath)
 	if err != nil {
@@ -204,8 +203,10 @@ func (set *Set) parseChunk(c *chunk) {
 			var se *syntaxError
 			if errors.As(err, &se) {
 				if last && c.final {
-					c.warnings = append(c.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s); it is dropped on the next write", set.activeName, ln, invalidJSON(line, err)))
-					c.unsorted = true // forces a rewrite
+					// Never dropped (its id would be handed out again):
+					// a person finishes or deletes it.
+					c.probs = append(c.probs, Problem{File: set.activeName, Line: ln,
+						Msg: "the last line is cut short, a write to the file was interrupted (" + invalidJSON(line, err) + "): finish the line or delete it"})
 					return
 				}
 				c.probs = append(c.probs, Problem{File: set.activeName, Line: ln, Msg: invalidJSON(line, err)})
