@@ -57,7 +57,11 @@ type RateLimit struct {
 
 // Result is what one agent run produced.
 type Result struct {
-	FinalText         string        `json:"final_text"` // last assistant message only
+	FinalText string `json:"final_text"` // last assistant message only
+	// Learnings is what a plain-text agent reported as learnings anywhere
+	// in its output (a "## Learnings" section, LEARNING: lines), when that
+	// is more than its final message holds.
+	Learnings         string        `json:"learnings,omitempty"`
 	ExitCode          int           `json:"exit_code"`
 	TimedOut          bool          `json:"timed_out,omitempty"`
 	Duration          time.Duration `json:"duration"`

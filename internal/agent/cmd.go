@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,7 +78,16 @@ func (c *Cmd) Run(ctx context.Context, req Request) (Result, error) {
 type TextParser struct {
 	tail      TailBuffer
 	rateLimit *RateLimit
+	// learnings is the last "## Learnings" section of the whole output and
+	// every LEARNING: line (bounded): the final paragraph alone would lose
+	// a section the program printed before its closing words.
+	learnings []string
+	learnSize int
+	inLearn   bool
 }
+
+// maxLearnings bounds what TextParser keeps of the learnings it saw.
+const maxLearnings = 8 << 10
 
 // RateLimitMarker starts a plain-text rate-limit line.
 const RateLimitMarker = "RALPH_RATE_LIMIT:"
@@ -91,10 +101,39 @@ func (p *TextParser) Line(line []byte) {
 		p.rateLimit = ParseRateLimitLine(strings.TrimSpace(rest), time.Now())
 	}
 	_, _ = p.tail.Write(append(line, '\n'))
+	p.learn(s)
+}
+
+func (p *TextParser) learn(s string) {
+	t := strings.TrimSpace(s)
+	switch {
+	case strings.HasPrefix(t, "#"):
+		h := strings.ToLower(strings.TrimSpace(strings.TrimLeft(t, "#")))
+		p.inLearn = strings.HasPrefix(h, "learnings")
+		if p.inLearn { // a later section replaces an earlier one
+			p.learnings = slices.DeleteFunc(p.learnings, func(l string) bool { return !isLearningLine(l) })
+			p.learnSize = 0
+			for _, l := range p.learnings {
+				p.learnSize += len(l)
+			}
+		}
+	case isLearningLine(t), p.inLearn && t != "":
+		if p.learnSize+len(t) <= maxLearnings {
+			p.learnings = append(p.learnings, t)
+			p.learnSize += len(t)
+		}
+	}
+}
+
+func isLearningLine(t string) bool {
+	return len(t) >= 9 && strings.EqualFold(t[:9], "LEARNING:")
 }
 
 func (p *TextParser) Finish(res *Result, stderrTail string) {
 	res.FinalText = LastParagraph(p.tail.String())
+	if len(p.learnings) > 0 {
+		res.Learnings = "## Learnings\n" + strings.Join(p.learnings, "\n")
+	}
 	res.RateLimit = p.rateLimit
 	if res.ExitCode != 0 && !res.TimedOut {
 		res.ErrorText = fmt.Sprintf("exit %d: %s", res.ExitCode, lastLines(stderrTail, 5))

@@ -62,3 +62,27 @@ func TestHugeOutputIsStreamedNotHeld(t *testing.T) {
 		t.Fatalf("heap in use peaked at %d MB while streaming", p>>20)
 	}
 }
+
+// A plain-text agent's learnings are read from its whole output: the last
+// "## Learnings" section (a later one replaces an echoed template's) and
+// every LEARNING: line, however much text follows them.
+func TestTextParserLearningsFromWholeOutput(t *testing.T) {
+	p := &TextParser{}
+	for _, l := range []string{
+		"## Learnings", "- (template: write yours here)",
+		"LEARNING: early line",
+		"work work", "## Learnings", "- real one", "- second", "## Summary", "all done", "",
+		"<promise>COMPLETE</promise>",
+	} {
+		p.Line([]byte(l))
+	}
+	var res Result
+	p.Finish(&res, "")
+	want := "## Learnings\nLEARNING: early line\n- real one\n- second"
+	if res.Learnings != want {
+		t.Fatalf("learnings %q, want %q", res.Learnings, want)
+	}
+	if res.FinalText != "<promise>COMPLETE</promise>" {
+		t.Fatalf("final %q", res.FinalText)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,7 @@ func (t *Transcript) Close() error {
 func (e *Engine) masked(r agent.Result) agent.Result {
 	r.FinalText = e.mask.String(r.FinalText)
 	r.ErrorText = e.mask.String(r.ErrorText)
+	r.Learnings = e.mask.String(r.Learnings)
 	return r
 }
 
@@ -251,6 +253,11 @@ func (e *Engine) reverify(ctx context.Context, it *Item, cur *Current) error {
 func (e *Engine) readSignals(att *Attempt) {
 	att.Claimed = DetectPromise(att.Result.FinalText, e.cfg.Promise, att.Prompt)
 	att.Learnings = ExtractLearnings(att.Result.FinalText)
+	for _, l := range ExtractLearnings(att.Result.Learnings) {
+		if !slices.Contains(att.Learnings, l) {
+			att.Learnings = append(att.Learnings, l)
+		}
+	}
 }
 
 // claimed reads the signals of a finished agent run and moves the

@@ -19,8 +19,9 @@ type PromptData struct {
 	Title         string
 	Description   string
 	Criteria      []string
-	Iteration     int
-	MaxIterations int
+	Iteration     int // the run's iteration; a stage's own (its attempt) for a stage
+	MaxIterations int // the run's limit; the stage's max_iterations for a stage
+	RunIteration  int // the run's iteration, whatever the kind
 	Attempt       int
 	MaxAttempts   int
 	Promise       string
@@ -38,7 +39,7 @@ const DefaultPrompt = `You are one iteration of a Ralph loop: a fresh agent run 
 
 1. Read first: the progress notes below and ` + "`git log --oneline -10`" + ` show what earlier iterations did.
 2. Work on exactly one {{.Kind}}: {{.ItemID}}, described below. Implement it completely and run the project's checks yourself.
-3. Do not set "passes" in {{.PRDPath}} and do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} passed only when they pass. It also commits your work.
+3. {{if eq .Kind "stage"}}Do not edit the stage's exit condition or the quality checks: the harness checks the condition itself and moves to the next stage only when it holds.{{else if .PRDPath}}Do not set "passes" in {{.PRDPath}} and do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} passed only when they pass.{{else}}Do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} done only when they pass.{{end}} It also commits your work.
 4. In your final message, list what you learned that the next iteration should know under a "## Learnings" heading.
 5. Only when the {{.Kind}} is complete and its checks pass, end your final message with the completion tag for this loop (the word {{.Promise}} inside promise tags).
 `
@@ -105,7 +106,11 @@ func BuildPrompt(name, base, roleText string, d PromptData) (string, error) {
 			out += "- " + c + "\n"
 		}
 	}
-	out += fmt.Sprintf("\nIteration %d of at most %d; attempt %d of %d on this %s.\n", d.Iteration, d.MaxIterations, d.Attempt, d.MaxAttempts, d.Kind)
+	if d.Kind == "stage" {
+		out += fmt.Sprintf("\nStage iteration %d of at most %d (iteration %d of the run).\n", d.Iteration, d.MaxIterations, d.RunIteration)
+	} else {
+		out += fmt.Sprintf("\nIteration %d of at most %d; attempt %d of %d on this %s.\n", d.Iteration, d.MaxIterations, d.Attempt, d.MaxAttempts, d.Kind)
+	}
 	if d.RetryContext != "" {
 		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
 	}

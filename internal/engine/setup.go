@@ -46,8 +46,11 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 		Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
 		RetryContext: is.LastFailure,
 	}
+	d.RunIteration = iteration
 	if it.Kind == "stage" {
+		// A stage's prompt counts the stage's own loop.
 		d.Stage = it.ID
+		d.Iteration, d.MaxIterations = s.Attempt, s.MaxAttempts
 	}
 	if it.Promise != "" {
 		d.Promise = it.Promise

@@ -85,3 +85,37 @@ func TestProgressDigestIsBounded(t *testing.T) {
 		t.Fatal("missing file gives empty digest")
 	}
 }
+
+// The built-in prompt's rule about "done" names only what the kind has: a
+// story's PRD, a task (no PRD: no empty path), a stage (its exit condition,
+// never "passes"); a stage's iteration is its own loop's.
+func TestDefaultPromptPerKind(t *testing.T) {
+	for _, c := range []struct {
+		d        PromptData
+		want     []string
+		mustNot  []string
+		numbered string
+	}{
+		{d: PromptData{Kind: "story", PRDPath: "/r/prd.json", ItemID: "S-1", Iteration: 4, MaxIterations: 9, Attempt: 2, MaxAttempts: 3},
+			want: []string{`Do not set "passes" in /r/prd.json and`, "marks the story passed", "Iteration 4 of at most 9; attempt 2 of 3 on this story."}},
+		{d: PromptData{Kind: "task", TasksPath: "/r/tasks.jsonl", ItemID: "A.1", Iteration: 1, MaxIterations: 5, Attempt: 1, MaxAttempts: 3},
+			want: []string{"Do not edit quality checks", "marks the task done"}, mustNot: []string{`"passes"`, " in  "}},
+		{d: PromptData{Kind: "stage", PRDPath: "/r/spec.md", ItemID: "verifier", Stage: "verifier", Iteration: 2, MaxIterations: 5, RunIteration: 7},
+			want: []string{"exit condition", "Stage iteration 2 of at most 5 (iteration 7 of the run)."}, mustNot: []string{`"passes"`}},
+	} {
+		out, err := BuildPrompt("built-in", DefaultPrompt, "", c.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s prompt lacks %q:\n%s", c.d.Kind, w, out)
+			}
+		}
+		for _, w := range c.mustNot {
+			if strings.Contains(out, w) {
+				t.Errorf("%s prompt has %q:\n%s", c.d.Kind, w, out)
+			}
+		}
+	}
+}

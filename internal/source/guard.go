@@ -146,12 +146,11 @@ func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch
 	if t != nil {
 		return "", &engine.Rejected{Summary: "tampering after the verdict: " + t.report, Failure: t.failure}
 	}
+	var folded []string
 	if v.Tree != "" {
 		if base != "" {
-			if head, _ := repo.Head(ctx); head != base {
-				if err := repo.ResetSoft(ctx, base); err != nil {
-					return "", err
-				}
+			if folded, err = foldCommits(ctx, repo, base); err != nil {
+				return "", err
 			}
 		}
 		tree, err := snapshotTree(ctx, repo, st.Preexisting)
@@ -169,9 +168,17 @@ func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch
 			return "", err
 		}
 	}
-	sha, _, err := commitWork(ctx, repo, base, st.Preexisting, msg, allowEmpty)
+	sha, files, err := commitWork(ctx, repo, base, st.Preexisting, msg, allowEmpty)
 	if err != nil {
 		return "", err
+	}
+	// The item's files are counted from its base: the agent's own commits
+	// and what it left uncommitted (which the snapshot staged already).
+	a.Files = union(folded, files)
+	if base != "" {
+		if all, err := repo.DiffTrees(ctx, base, sha); err == nil {
+			a.Files = all
+		}
 	}
 	g.recordTip(sha)
 	return sha, nil

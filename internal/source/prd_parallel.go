@@ -227,6 +227,11 @@ func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, idle string) err
 			return err
 		}
 	}
+	if base == "" {
+		// Before this run's first merge: the tree's base is the branch's
+		// tip it was cut at (the story's files are counted from it).
+		base, _ = s.Git.At(dir).Head(ctx)
+	}
 	s.cut(dir, id, base)
 	return nil
 }
@@ -605,12 +610,21 @@ func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v e
 		}
 	}
 	msg := CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
-	_, files, err := commitWork(ctx, wt, "", nil, msg, true)
+	sha, files, err := commitWork(ctx, wt, "", nil, msg, true)
 	if err != nil {
 		return err
 	}
-	// A second commit after a conflict resolver lists only what it
-	// changed; an empty list keeps the story's own.
+	// The story's files are counted from its base (the agent may have
+	// committed some itself); a second commit after a conflict resolver
+	// lists only what it changed, and an empty list keeps the story's own.
+	s.wmu.Lock()
+	base := s.bases[a.Item.ID]
+	s.wmu.Unlock()
+	if a.Files == nil && base != "" {
+		if all, err := wt.DiffTrees(ctx, base, sha); err == nil {
+			files = all
+		}
+	}
 	if a.Files == nil || len(files) > 0 {
 		a.Files = files
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -54,23 +55,51 @@ func logOf(a *engine.Attempt) io.Writer {
 // committed. Without allowEmpty and with nothing to commit, HEAD is
 // returned. It returns the commit and the paths the add touched.
 func commitWork(ctx context.Context, repo *git.Repo, base string, except []string, msg string, allowEmpty bool) (string, []string, error) {
+	var folded []string
 	if base != "" {
-		if head, _ := repo.Head(ctx); head != base {
-			if err := repo.ResetSoft(ctx, base); err != nil {
-				return "", nil, err
-			}
+		var err error
+		if folded, err = foldCommits(ctx, repo, base); err != nil {
+			return "", nil, err
 		}
 	}
 	files, err := repo.AddAllExcept(ctx, except)
 	if err != nil {
 		return "", nil, err
 	}
+	files = union(folded, files)
 	if !allowEmpty && !repo.HasStagedChanges(ctx) {
 		head, err := repo.Head(ctx)
 		return head, files, err
 	}
 	sha, err := repo.Commit(ctx, msg, allowEmpty)
 	return sha, files, err
+}
+
+// foldCommits soft-resets the branch to base when the agent committed
+// since (its commits become staged changes), and returns the paths those
+// commits changed: the item's files are counted from its base, not only
+// from what the tree held uncommitted.
+func foldCommits(ctx context.Context, repo *git.Repo, base string) ([]string, error) {
+	head, _ := repo.Head(ctx)
+	if head == base {
+		return nil, nil
+	}
+	committed, _ := repo.DiffTrees(ctx, base, head)
+	return committed, repo.ResetSoft(ctx, base)
+}
+
+// union is a followed by the paths of b it lacks.
+func union(a, b []string) []string {
+	if len(a) == 0 {
+		return b
+	}
+	out := append([]string{}, a...)
+	for _, p := range b {
+		if !slices.Contains(a, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // committedIn finds the commit that recorded item id in run runID on rev —
