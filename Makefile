@@ -7,9 +7,9 @@ export GOFLAGS ?= -buildvcs=false
 # (cmd/ralph passes GORACE on to them).
 export GORACE ?= atexit_sleep_ms=0
 
-.PHONY: check deps agents vet test stress bench fuzz build demo
+.PHONY: check deps agents vet test torture torture-short stress bench fuzz build demo
 
-check: deps agents vet test
+check: deps agents vet test torture-short
 
 deps:
 	$(GO) mod download
@@ -35,6 +35,16 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v -x $(foreach p,$(REAL_CLI_PKGS),-e '.*
 test:
 	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(UNIT_PKGS)
 	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
+
+# The kill -9 campaign (go run ./torture -h): ralph killed at random
+# moments, inside agents' git commits and gates, then rerun to completion;
+# every count of lost, duplicated or leftover things must be zero.
+TRIALS ?= 100
+torture:
+	$(GO) run ./torture -trials $(TRIALS)
+
+torture-short:
+	$(GO) run ./torture -trials 5
 
 # The unit packages 20 times over: a test that fails once in many runs
 # shows up here.

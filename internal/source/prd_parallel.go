@@ -765,6 +765,15 @@ func hunks(s string) string {
 // clears a half-done merge from the main tree.
 func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, s.Branch, StoryTrailer, it.ID, st.RunID); sha != "" {
+		// The merge queue made this commit: the branch's known tip moves
+		// to it (else the next merge would take it for someone else's
+		// commit and restore the branch without it).
+		s.mu.Lock()
+		if s.resumedTip == "" || s.Git.IsAncestor(ctx, s.resumedTip, sha) {
+			s.resumedTip = sha
+		}
+		s.mu.Unlock()
+		s.guard.recordTip(sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -294,4 +295,48 @@ func fileHas(t *testing.T, path, want string) bool {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	return err == nil && string(b) == want
+}
+
+// A crash right after a story's squash commit, before the state recorded
+// it: the rerun recovers the commit, and the merge queue takes it as its
+// own tip — the next merge must not call it someone else's commit and
+// restore the branch without it (which lost the story's work).
+func TestParallelRecoveredCommitIsTheQueueTip(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	ctx := f.ctx
+	f.prepare("A")
+	f.finish("A")
+	f.prepare("C")
+	wt := f.src.WorktreeDir("C")
+	os.WriteFile(filepath.Join(wt, "c.txt"), []byte("C\n"), 0o644)
+	a := &engine.Attempt{Item: f.items["C"], Dir: wt}
+	v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
+	if err := f.src.commitWorktree(ctx, a, v); err != nil {
+		t.Fatal(err)
+	}
+	shaC, err := f.src.Accept(ctx, a, v, f.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the state knows A passed, not C.
+	f.st.Items["A"].PassedAt = &time.Time{}
+	f.st.Items["A"].Commit, _ = f.repo.RevParse(ctx, shaC+"~1")
+	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Sync(f.st, engine.SyncResume); err != nil {
+		t.Fatal(err)
+	}
+	f.src = src
+	sha, ok, err := src.Recover(ctx, f.items["C"], f.st)
+	if err != nil || !ok || sha != shaC {
+		t.Fatalf("Recover: %s %v %v, want %s", sha, ok, err, shaC)
+	}
+	f.st.Items["C"].Status = engine.ItemPassed
+	f.prepare("B")
+	f.finish("B") // fails the test if the merge is rejected
+	if !f.repo.IsAncestor(ctx, shaC, "ralph/t") {
+		t.Fatal("C's commit is no longer on the feature branch")
+	}
 }

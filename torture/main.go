@@ -1,0 +1,556 @@
+// Command torture runs ralph's kill -9 campaign, as a user's machine would
+// see it: `ralph run` is killed with SIGKILL at a random moment (at a
+// uniformly random time, or while an agent's own `git commit` or a gate is
+// running), then run again until the work is done. It does this for three
+// kinds of run — a parallel PRD (a diamond DAG with random agent times), a
+// sequential PRD and a task tree — and checks each finished trial:
+//
+//	lost         an item without its work on the branch, or not passed
+//	duplicated   an item committed more than once
+//	corrupt      state.json, events.jsonl, prd.json or tasks.jsonl unreadable
+//	branches     story, task or side branches left behind
+//	worktrees    worktrees left behind
+//	processes    agents, gates or git left running
+//	locks        git lock files, a held run or task lock, a task-file copy
+//	wedged       a rerun that could not finish the work
+//
+// Every count must be zero; the exit status is 1 otherwise.
+//
+// Usage: go run ./torture [-trials N] [-kinds parallel,sequential,tasks] [-seed S] [-keep]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/tasks"
+)
+
+// counts are one kind's results; every field but trials and kills must be
+// zero.
+type counts struct {
+	trials, kills                                                            int
+	lost, duplicated, corrupt, branches, worktrees, processes, locks, wedged int
+}
+
+func (c *counts) bad() int {
+	return c.lost + c.duplicated + c.corrupt + c.branches + c.worktrees + c.processes + c.locks + c.wedged
+}
+
+func main() {
+	trials := flag.Int("trials", 100, "trials per kind")
+	kindList := flag.String("kinds", "parallel,sequential,tasks", "kinds of run, comma-separated")
+	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; give it again to repeat a campaign)")
+	keep := flag.Bool("keep", false, "keep every trial's repository (failed trials are always kept)")
+	flag.Parse()
+	rng := rand.New(rand.NewPCG(*seed, 0))
+
+	tmp, err := os.MkdirTemp("", "ralph-torture-")
+	check(err)
+	bin := filepath.Join(tmp, "bin")
+	check(os.MkdirAll(bin, 0o755))
+	out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "ralph"), "./cmd/ralph").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "torture: building ralph: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	fmt.Printf("ralph kill -9 campaign: %d trials per kind, seed %d, repositories under %s\n\n", *trials, *seed, tmp)
+
+	failed := false
+	var rows []string
+	for _, name := range strings.Split(*kindList, ",") {
+		k, ok := kinds[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks)\n", name)
+			os.Exit(2)
+		}
+		c := &counts{}
+		// A clean run first: its length is the window kills are drawn from.
+		calib := newTrial(tmp, name, 0, bin, k)
+		start := time.Now()
+		if code, _ := calib.run(rng, nil); code != 0 {
+			fmt.Fprintf(os.Stderr, "torture: a %s run without kills failed (exit %d); see %s\n", name, code, calib.dir)
+			os.Exit(1)
+		}
+		window := time.Since(start)
+		if problems := calib.verify(c); len(problems) > 0 {
+			fmt.Fprintf(os.Stderr, "torture: a %s run without kills left problems: %s; see %s\n", name, strings.Join(problems, "; "), calib.dir)
+			os.Exit(1)
+		}
+		if !*keep {
+			os.RemoveAll(calib.dir)
+		}
+		*c = counts{}
+		for i := 1; i <= *trials; i++ {
+			t := newTrial(tmp, name, i, bin, k)
+			t.campaign(rng, window, c)
+			problems := t.verify(c)
+			c.trials++
+			if len(problems) > 0 {
+				failed = true
+				fmt.Printf("  %s trial %d: %s (kept in %s)\n", name, i, strings.Join(problems, "; "), t.dir)
+			} else if !*keep {
+				os.RemoveAll(t.dir)
+			}
+		}
+		rows = append(rows, fmt.Sprintf("%-10s %6d %5d %5d %10d %7d %8d %9d %9d %5d %6d",
+			name, c.trials, c.kills, c.lost, c.duplicated, c.corrupt, c.branches, c.worktrees, c.processes, c.locks, c.wedged))
+		if c.bad() > 0 {
+			failed = true
+		}
+		fmt.Printf("%s: %d trials done (run window %s)\n", name, c.trials, window.Round(time.Millisecond))
+	}
+	fmt.Printf("\n%-10s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged")
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+	if failed {
+		fmt.Println("\nFAIL: a trial lost, duplicated or left something behind (see above)")
+		os.Exit(1)
+	}
+	if !*keep {
+		os.RemoveAll(tmp)
+	}
+	fmt.Println("\nall zero")
+}
+
+// kind is one kind of run: its files, its command line and its items.
+type kind struct {
+	files   map[string]string
+	args    []string
+	items   []string
+	trailer string // the commit trailer naming an item
+	branch  string // where the work lands
+}
+
+// The agent works for a random time, writes its item's file, and half the
+// time commits it itself through a slow editor (a kill can land inside
+// that git commit); in a task run it completes its task. Marks tell the
+// campaign where the agent and the gates are.
+const agentScript = `cat > /dev/null
+r=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
+sleep "0.$(( r % 30 ))"
+echo "$RALPH_ITEM_ID" > "work-$RALPH_ITEM_ID.txt"
+if [ $(( r % 2 )) -eq 0 ]; then
+  git add "work-$RALPH_ITEM_ID.txt"
+  GIT_EDITOR="sh $TORTURE_DIR/editor.sh" git -c user.name=agent -c user.email=agent@example.com commit -q
+fi
+if [ -n "$RALPH_TASK_RUN" ]; then ralph task complete "$RALPH_ITEM_ID" > /dev/null; fi
+echo "done"
+echo '<promise>COMPLETE</promise>'
+`
+
+const editorScript = `touch "$TORTURE_DIR/marks/commit.$$"
+sleep 0.1
+echo "agent's own commit" > "$1"
+`
+
+// The gate checks every work file holds its item's id, slowly enough to be
+// killed inside.
+const gateScript = `touch "$TORTURE_DIR/marks/gate.$$"
+sleep 0.05
+for f in work-*.txt; do
+  [ -e "$f" ] || continue
+  id=${f#work-}; id=${id%.txt}
+  [ "$(cat "$f")" = "$id" ] || exit 1
+done
+`
+
+func storiesJSON(branch string, deps map[string][]string, ids []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"project": "torture", "branch_name": %q, "user_stories": [`, branch)
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		d, _ := json.Marshal(deps[id])
+		if deps[id] == nil {
+			d = []byte("[]")
+		}
+		fmt.Fprintf(&b, "\n  {\"id\": %q, \"title\": \"story %s\", \"priority\": %d, \"depends_on\": %s}", id, id, i+1, d)
+	}
+	b.WriteString("\n], \"quality_checks\": {\"test\": \"sh gate.sh\"}}\n")
+	return b.String()
+}
+
+var kinds = map[string]kind{
+	"parallel": func() kind {
+		ids := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+		deps := map[string][]string{"B": {"A"}, "C": {"A"}, "D": {"A"}, "E": {"B", "C"}, "F": {"C", "D"}, "G": {"E", "F"}}
+		return kind{
+			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
+			args:  []string{"run", "--prd", "prd.json", "--parallel", "3", "--max-attempts", "5"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+		}
+	}(),
+	"sequential": func() kind {
+		ids := []string{"S-1", "S-2", "S-3", "S-4", "S-5"}
+		return kind{
+			files: map[string]string{"prd.json": storiesJSON("ralph/torture", nil, ids)},
+			args:  []string{"run", "--prd", "prd.json", "--max-attempts", "5"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+		}
+	}(),
+	"tasks": {
+		files: map[string]string{"tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
+{"id":"A.1","title":"first of a","status":"pending","leaf":true}
+{"id":"A.2","title":"second of a","status":"pending","leaf":true}
+{"id":"B","title":"group b","status":"pending","leaf":false}
+{"id":"B.1","title":"only of b","status":"pending","leaf":true}
+{"id":"C","title":"alone","status":"pending","leaf":true}
+{"id":"D","title":"last","status":"pending","leaf":true}
+`},
+		args:  []string{"run", "--tasks", "tasks.jsonl", "--gate", "check=sh gate.sh", "--max-attempts", "5"},
+		items: []string{"A.1", "A.2", "B.1", "C", "D"}, trailer: "Ralph-Task", branch: "main",
+	},
+}
+
+// trial is one repository and its run's history.
+type trial struct {
+	name, dir, bin, id string
+	k                  kind
+	env                []string
+}
+
+func newTrial(tmp, name string, n int, bin string, k kind) *trial {
+	t := &trial{name: name, dir: filepath.Join(tmp, fmt.Sprintf("%s-%03d", name, n)), bin: bin, k: k,
+		id: fmt.Sprintf("%s-%d-%d", name, n, time.Now().UnixNano())}
+	repo := filepath.Join(t.dir, "repo")
+	check(os.MkdirAll(filepath.Join(t.dir, "marks"), 0o755))
+	check(os.MkdirAll(repo, 0o755))
+	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript}
+	for f, s := range k.files {
+		files[f] = s
+	}
+	for f, s := range files {
+		check(os.WriteFile(filepath.Join(repo, f), []byte(s), 0o644))
+	}
+	check(os.WriteFile(filepath.Join(t.dir, "editor.sh"), []byte(editorScript), 0o644))
+	t.env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"TORTURE_DIR="+t.dir, "TORTURE_TRIAL="+t.id,
+		"GIT_AUTHOR_NAME=torture", "GIT_AUTHOR_EMAIL=torture@example.com",
+		"GIT_COMMITTER_NAME=torture", "GIT_COMMITTER_EMAIL=torture@example.com")
+	if name == "tasks" {
+		t.env = append(t.env, "RALPH_TASK_RUN=1")
+	}
+	t.git("init", "-q", "-b", "main")
+	t.git("add", "-A")
+	t.git("commit", "-qm", "init")
+	return t
+}
+
+func (t *trial) repo() string { return filepath.Join(t.dir, "repo") }
+
+func (t *trial) git(args ...string) string {
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = t.repo(), t.env
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%v: %s", err, ee.Stderr)
+		}
+		panic(fmt.Sprintf("git %s in %s: %v", strings.Join(args, " "), t.repo(), err))
+	}
+	return string(out)
+}
+
+// kill says when to kill a run; nil runs it to its end.
+type kill struct {
+	after time.Duration // uniform: SIGKILL this long after the start
+	mark  string        // or: at the next "commit" or "gate" mark, plus a little
+	extra time.Duration
+}
+
+// run starts ralph once and waits for it (killing it as k says); it
+// returns the exit code (-1 when killed) and whether it had to be killed
+// because it ran too long.
+func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
+	log, err := os.OpenFile(filepath.Join(t.dir, "ralph.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	check(err)
+	defer log.Close()
+	args := append(append([]string{}, t.k.args...), "--agent", "cmd", "--agent-cmd", "sh agent.sh")
+	fmt.Fprintf(log, "\n=== ralph %s (kill %+v)\n", strings.Join(args, " "), k)
+	cmd := exec.Command(filepath.Join(t.bin, "ralph"), args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = t.repo(), t.env, log, log
+	before := marks(t.dir)
+	check(cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	limit := time.After(3 * time.Minute)
+	var fire <-chan time.Time
+	var poll <-chan time.Time
+	if k != nil {
+		if k.mark == "" {
+			fire = time.After(k.after)
+		} else {
+			ticker := time.NewTicker(2 * time.Millisecond)
+			defer ticker.Stop()
+			poll = ticker.C
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			return exitCode(err), false
+		case <-fire:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			fire = nil
+		case <-poll:
+			if newMark(t.dir, before, k.mark) {
+				poll = nil
+				fire = time.After(k.extra)
+			}
+		case <-limit:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			return -1, true
+		}
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1
+		}
+		return ee.ExitCode()
+	}
+	return -2
+}
+
+func marks(dir string) map[string]bool {
+	m := map[string]bool{}
+	entries, _ := os.ReadDir(filepath.Join(dir, "marks"))
+	for _, e := range entries {
+		m[e.Name()] = true
+	}
+	return m
+}
+
+func newMark(dir string, before map[string]bool, prefix string) bool {
+	entries, _ := os.ReadDir(filepath.Join(dir, "marks"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix+".") && !before[e.Name()] {
+			return true
+		}
+	}
+	return false
+}
+
+// campaign kills the run once or twice at random moments, then reruns it
+// until it finishes: a rerun that stops short three times is wedged.
+func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts) {
+	for n := 1 + rng.IntN(2); n > 0; n-- {
+		k := &kill{}
+		switch rng.IntN(4) {
+		case 0:
+			k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
+		case 1:
+			k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
+		default:
+			k.after = time.Duration(rng.Int64N(int64(window)))
+		}
+		code, hung := t.run(rng, k)
+		if hung {
+			c.wedged++
+			return
+		}
+		if code == -1 {
+			c.kills++
+		}
+		if code == 0 {
+			break // it finished before the kill
+		}
+	}
+	for i := 0; i < 3; i++ {
+		code, hung := t.run(rng, nil)
+		if code == 0 {
+			return
+		}
+		if hung {
+			break
+		}
+	}
+	c.wedged++
+}
+
+// verify checks a finished trial; it adds to c and returns what it found.
+func (t *trial) verify(c *counts) (problems []string) {
+	add := func(n *int, format string, args ...any) {
+		*n++
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	repo := t.repo()
+	p := engine.PathsFor(repo)
+
+	// Corrupt files.
+	st, err := engine.LoadState(p.State)
+	if err != nil || st == nil {
+		add(&c.corrupt, "state.json: %v", err)
+	}
+	if err := store.ReadJSONL(p.Events, func(int, []byte) error { return nil }); err != nil {
+		add(&c.corrupt, "events.jsonl: %v", err)
+	} else if b, _ := os.ReadFile(p.Events); len(b) > 0 && b[len(b)-1] != '\n' {
+		add(&c.corrupt, "events.jsonl ends in a torn line")
+	}
+	passed := map[string]bool{}
+	switch t.name {
+	case "tasks":
+		set, err := tasks.Open(filepath.Join(repo, "tasks.jsonl")).Load()
+		if err != nil {
+			add(&c.corrupt, "tasks.jsonl: %v", err)
+		} else {
+			for _, id := range t.k.items {
+				if tk, ok := set.Get(id); ok && tk.Status == tasks.StatusComplete {
+					passed[id] = true
+				}
+			}
+		}
+	default:
+		doc, err := prd.Load(filepath.Join(repo, "prd.json"))
+		if err != nil {
+			add(&c.corrupt, "prd.json: %v", err)
+		} else {
+			for _, s := range doc.Stories {
+				passed[s.ID] = s.Passes
+			}
+		}
+	}
+
+	// Lost and duplicated items: every item passed, its work on the
+	// branch, committed once.
+	commits := map[string]int{}
+	for _, line := range strings.Split(t.git("log", "--format=%(trailers:key="+t.k.trailer+",valueonly,separator=%x2C)", t.k.branch), "\n") {
+		for _, id := range strings.Split(strings.TrimSpace(line), ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				commits[id]++
+			}
+		}
+	}
+	for _, id := range t.k.items {
+		work, err := gitShow(repo, t.env, t.k.branch+":work-"+id+".txt")
+		switch {
+		case err != nil || strings.TrimSpace(work) != id:
+			add(&c.lost, "%s: its work is not on %s", id, t.k.branch)
+		case !passed[id]:
+			add(&c.lost, "%s: not marked passed", id)
+		case st != nil && (st.Items[id] == nil || st.Items[id].Status != engine.ItemPassed):
+			add(&c.lost, "%s: not passed in the run's state", id)
+		}
+		if commits[id] > 1 {
+			add(&c.duplicated, "%s: committed %d times", id, commits[id])
+		} else if commits[id] == 0 {
+			add(&c.lost, "%s: no commit names it", id)
+		}
+	}
+
+	// Leftovers.
+	for _, b := range strings.Fields(t.git("for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
+		if b != "main" && b != t.k.branch {
+			add(&c.branches, "branch %s left", b)
+		}
+	}
+	if n := strings.Count(t.git("worktree", "list", "--porcelain"), "worktree "); n != 1 {
+		add(&c.worktrees, "%d worktrees besides the main one", n-1)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(p.Dir, "worktrees")); len(entries) > 0 {
+		add(&c.worktrees, "%d folders in .ralph/worktrees", len(entries))
+	}
+	if left := processesOf(t.id); len(left) > 0 {
+		add(&c.processes, "processes left running: %s", strings.Join(left, ", "))
+	}
+	_ = filepath.WalkDir(filepath.Join(repo, ".git"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".lock") {
+			add(&c.locks, "git lock %s left", strings.TrimPrefix(path, repo+"/"))
+		}
+		return nil
+	})
+	for _, lock := range []string{p.Lock, filepath.Join(repo, "tasks.jsonl.lock")} {
+		if held, _ := store.Held(lock); held {
+			add(&c.locks, "%s still held", filepath.Base(lock))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "tasks-aside.json")); err == nil {
+		add(&c.locks, "the task files' copy (.ralph/tasks-aside.json) left")
+	}
+	return problems
+}
+
+func gitShow(dir string, env []string, rev string) (string, error) {
+	cmd := exec.Command("git", "show", rev)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	return string(out), err
+}
+
+// processesOf lists live processes (not zombies) carrying the trial's
+// mark in their environment, after a short grace for ones exiting.
+func processesOf(id string) []string {
+	want := []byte("TORTURE_TRIAL=" + id + "\x00")
+	var left []string
+	for wait := 0; wait < 20; wait++ {
+		left = left[:0]
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !bytes.Contains(append(env, 0), want) || zombie(pid) {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			left = append(left, fmt.Sprintf("%d %s", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))))
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sort.Strings(left)
+	return left
+}
+
+func zombie(pid int) bool {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "State:"); ok {
+			return strings.Contains(s, "Z")
+		}
+	}
+	return false
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "torture:", err)
+		os.Exit(1)
+	}
+}
