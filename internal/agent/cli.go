@@ -119,23 +119,49 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 }
 
 // TailBuffer keeps the last Max bytes written (stderr tails, plain-text
-// final messages) without growing.
+// final messages) without growing: a ring, so a write costs what it
+// copies, never a shift of what is kept (an agent printing 100 MB in short
+// lines would otherwise move the whole tail on every line).
 type TailBuffer struct {
-	Max int
-	buf []byte
+	Max  int
+	buf  []byte // len(buf) == Max once full
+	next int    // where the next byte goes once full
+	full bool
 }
 
 func (t *TailBuffer) Write(b []byte) (int, error) {
 	n := len(b)
-	if len(b) >= t.Max {
-		t.buf = append(t.buf[:0], b[len(b)-t.Max:]...)
+	if t.Max <= 0 {
 		return n, nil
 	}
-	if over := len(t.buf) + len(b) - t.Max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if len(b) >= t.Max {
+		b = b[len(b)-t.Max:]
 	}
-	t.buf = append(t.buf, b...)
+	if !t.full {
+		if room := t.Max - len(t.buf); len(b) <= room {
+			t.buf = append(t.buf, b...)
+			if len(t.buf) == t.Max {
+				t.full, t.next = true, 0
+			}
+			return n, nil
+		}
+		// Fill up, then wrap.
+		room := t.Max - len(t.buf)
+		t.buf = append(t.buf, b[:room]...)
+		b = b[room:]
+		t.full, t.next = true, 0
+	}
+	for len(b) > 0 {
+		c := copy(t.buf[t.next:], b)
+		b = b[c:]
+		t.next = (t.next + c) % t.Max
+	}
 	return n, nil
 }
 
-func (t *TailBuffer) String() string { return string(t.buf) }
+func (t *TailBuffer) String() string {
+	if !t.full {
+		return string(t.buf)
+	}
+	return string(t.buf[t.next:]) + string(t.buf[:t.next])
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -84,5 +85,29 @@ func TestTextParserLearningsFromWholeOutput(t *testing.T) {
 	}
 	if res.FinalText != "<promise>COMPLETE</promise>" {
 		t.Fatalf("final %q", res.FinalText)
+	}
+}
+
+// The ring keeps exactly the last Max bytes, whatever the sizes of the
+// writes (compared with the obvious slice version).
+func TestTailBufferKeepsTheLastBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, size := range []int{1, 7, 64, 1000} {
+		tb := &TailBuffer{Max: size}
+		var all []byte
+		for i := 0; i < 500; i++ {
+			b := make([]byte, rng.IntN(3*size+2))
+			for j := range b {
+				b[j] = byte('a' + rng.IntN(26))
+			}
+			if n, _ := tb.Write(b); n != len(b) {
+				t.Fatalf("Write returned %d for %d bytes", n, len(b))
+			}
+			all = append(all, b...)
+			want := all[max(0, len(all)-size):]
+			if got := tb.String(); got != string(want) {
+				t.Fatalf("max %d after %d writes: %q, want %q", size, i+1, got, want)
+			}
+		}
 	}
 }
