@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/scratch"
 )
 
 func main() {
@@ -52,24 +54,8 @@ func main() {
 }
 
 // benchTmp is where the benchmark's repositories live: $BENCH_TMP when
-// set, else a tmpfs (/dev/shm) when there is one, else the system's temp
-// folder. A tmpfs keeps the numbers about ralph and git rather than the
-// disk: on an ext4 without a journal (as on this project's CI machines),
-// creating a file scans past every inode deleted in the last minutes, so
-// each run's git lock and temp files slow the next ones down.
-func benchTmp() string {
-	if d := os.Getenv("BENCH_TMP"); d != "" {
-		return d
-	}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if f, err := os.CreateTemp("/dev/shm", ".ralph-bench-probe"); err == nil {
-			f.Close()
-			os.Remove(f.Name())
-			return "/dev/shm"
-		}
-	}
-	return ""
-}
+// set, else a tmpfs when there is one (see scratch.Dir).
+func benchTmp() string { return scratch.Dir("BENCH_TMP") }
 
 func check(err error) {
 	if err != nil {

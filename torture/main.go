@@ -38,6 +38,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/scratch"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/tasks"
 )
@@ -61,7 +62,9 @@ func main() {
 	flag.Parse()
 	rng := rand.New(rand.NewPCG(*seed, 0))
 
-	tmp, err := os.MkdirTemp("", "ralph-torture-")
+	// Repositories on a tmpfs when there is one ($TORTURE_TMP chooses):
+	// the campaign is about what a kill leaves, not about the disk.
+	tmp, err := os.MkdirTemp(scratch.Dir("TORTURE_TMP"), "ralph-torture-")
 	check(err)
 	bin := filepath.Join(tmp, "bin")
 	check(os.MkdirAll(bin, 0o755))
