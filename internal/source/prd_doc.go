@@ -41,6 +41,10 @@ type prdDoc struct {
 	// the repository agree on: the guard starts from it, not from
 	// whatever HEAD is (an agent may have rewritten it before the crash).
 	resumedTip string
+	// written are the file's bytes as the harness last wrote them (or
+	// found them equal to its model): an untouched file is recognised by
+	// one comparison, with no parse and no rewrite. Under mu.
+	written []byte
 }
 
 // openPRDDoc loads and validates path.
@@ -196,6 +200,8 @@ func (s *prdDoc) restore(current string) (tampered []string, claimed bool) {
 	b, err := os.ReadFile(s.File)
 	if err != nil {
 		tampered = append(tampered, fmt.Sprintf("%s was removed or unreadable (%v); restored", filepath.Base(s.File), err))
+	} else if s.written != nil && bytes.Equal(b, s.written) {
+		return nil, false // untouched since the harness wrote it
 	} else {
 		tampered, claimed = s.compare(b, current)
 	}
@@ -213,8 +219,9 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 	if !sameGates(disk, s.Doc) {
 		tampered = append(tampered, fmt.Sprintf("gate commands (quality_checks or a story's checks) in %s were changed by the agent; restored the harness's", filepath.Base(s.File)))
 	}
+	onDisk := storiesByID(disk)
 	for _, st := range s.Doc.Stories {
-		if d := disk.Story(st.ID); d != nil && d.AllowGateChanges != st.AllowGateChanges {
+		if d := onDisk[st.ID]; d != nil && d.AllowGateChanges != st.AllowGateChanges {
 			tampered = append(tampered, fmt.Sprintf("the agent changed allow_gate_changes on %s in %s; restored", st.ID, filepath.Base(s.File)))
 		}
 	}
@@ -243,6 +250,7 @@ func (s *prdDoc) write() error {
 		return err
 	}
 	if cur, err := os.ReadFile(s.File); err == nil && bytes.Equal(cur, b) {
+		s.written = b
 		return nil
 	}
 	st, err := os.Stat(s.File)
@@ -250,7 +258,12 @@ func (s *prdDoc) write() error {
 	if err == nil {
 		perm = st.Mode().Perm()
 	}
-	return store.WriteFile(s.File, b, perm)
+	if err := store.WriteFile(s.File, b, perm); err != nil {
+		s.written = nil
+		return err
+	}
+	s.written = b
+	return nil
 }
 
 // setPassed records a story's verdict in the model and the file.
@@ -270,13 +283,24 @@ func sameGates(a, b *prd.PRD) bool {
 	if a.QualityChecks != b.QualityChecks {
 		return false
 	}
+	byID := storiesByID(a)
 	for _, sb := range b.Stories {
-		sa := a.Story(sb.ID)
+		sa := byID[sb.ID]
 		if sa == nil || strings.Join(sa.Checks, "\x00") != strings.Join(sb.Checks, "\x00") {
 			return false
 		}
 	}
 	return true
+}
+
+// storiesByID indexes a PRD's stories (one pass, where looking each up
+// would be quadratic in the stories).
+func storiesByID(p *prd.PRD) map[string]*prd.Story {
+	m := make(map[string]*prd.Story, len(p.Stories))
+	for i := range p.Stories {
+		m[p.Stories[i].ID] = &p.Stories[i]
+	}
+	return m
 }
 
 // storyMessage is the message of a story's commit on the feature branch.
