@@ -125,7 +125,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 		return engine.UsageError("--max-iterations must be at least 1")
 	}
 	if old, _ := hook.LoadArmed(root); old != nil {
-		return engine.UsageError("a %s loop is already armed in %s (since %s); `ralph loop cancel` first", old.Kind, root, old.ArmedAt.Format(time.RFC3339))
+		return engine.UsageError("%s is already armed in %s (since %s); `ralph loop cancel` first", loopName("a", old.Kind), root, old.ArmedAt.Format(time.RFC3339))
 	}
 	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true)
 	if err != nil {
@@ -142,8 +142,8 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := a.Save(root); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.IO.ErrOut, "ralph: %s loop armed (iteration %d/%d, promise %q). The Stop hook continues it; `ralph loop cancel` disarms it.\n",
-		a.Kind, res.Iteration, res.MaxIterations, a.Promise)
+	fmt.Fprintf(o.IO.IO.ErrOut, "ralph: %s armed (iteration %d/%d, promise %q). The Stop hook continues it; `ralph loop cancel` disarms it.\n",
+		loopName("", a.Kind), res.Iteration, res.MaxIterations, a.Promise)
 	fmt.Fprintln(o.IO.IO.Out, res.Prompt)
 	return nil
 }
@@ -231,7 +231,7 @@ func runLoopCancel(ctx context.Context, o *LoopCancelOptions) error {
 		return err
 	}
 	_ = store.AppendJSONL(engine.PathsFor(root).Events, engine.Event{Time: time.Now().UTC(), Type: "loop_cancelled", Message: "ralph loop cancel"})
-	fmt.Fprintf(f.IO.ErrOut, "ralph: %s loop disarmed; the state stays in .ralph/ (`ralph run` can continue a PRD or pipeline)\n", a.Kind)
+	fmt.Fprintf(f.IO.ErrOut, "ralph: %s disarmed; the state stays in .ralph/ (`ralph run` can continue a PRD or pipeline)\n", loopName("", a.Kind))
 	return nil
 }
 
@@ -337,9 +337,26 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	if res.Item != nil {
 		where = fmt.Sprintf(", %s %s", res.Item.Kind, res.Item.ID)
 	}
-	msg := fmt.Sprintf("ralph: iteration %d/%d%s", res.Iteration, res.MaxIterations, where)
+	msg := fmt.Sprintf("ralph: iteration %s%s", engine.IterationOf(res.Iteration, res.MaxIterations), where)
 	if res.Verdict != nil && res.Verdict.Summary != "" {
 		msg += " (last: " + res.Verdict.Summary + ")"
 	}
 	return json.NewEncoder(f.IO.Out).Encode(hook.Decision{Decision: "block", Reason: res.Prompt, SystemMessage: msg})
+}
+
+// loopName names an armed loop by its kind for messages: "loop" for a
+// plain prompt loop, "PRD loop", "pipeline loop"; article "a" prefixes it.
+func loopName(article, kind string) string {
+	name := "loop"
+	switch kind {
+	case "", "loop":
+	case "prd":
+		name = "PRD loop"
+	default:
+		name = kind + " loop"
+	}
+	if article != "" {
+		name = article + " " + name
+	}
+	return name
 }

@@ -80,7 +80,7 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		fmt.Fprintf(&b, "- **Stop reason:** %s\n", st.StopReason)
 	}
 	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed, %d blocked\n", passed, total, kind, blocked)
-	fmt.Fprintf(&b, "- **Iteration:** %d/%d\n", st.Iteration, st.MaxIterations)
+	fmt.Fprintf(&b, "- **Iteration:** %s\n", engine.IterationOf(st.Iteration, st.MaxIterations))
 	if st.Branch != "" {
 		fmt.Fprintf(&b, "- **Branch:** %s\n", st.Branch)
 	}

@@ -587,7 +587,7 @@ func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
 		if cfg.MaxIterations <= 0 {
 			// Watching is open-ended: each task is still bounded by
 			// --max-attempts, the run by --max-cost / --max-tokens.
-			cfg.MaxIterations = 1 << 30
+			cfg.MaxIterations = engine.Unlimited
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +142,7 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
 		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), s.Prompt)
 	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt,
-		Message: fmt.Sprintf("iteration %d/%d · %s %s · attempt %d/%d", number, s.MaxIterations, it.ID, it.Title, s.Attempt, s.MaxAttempts),
+		Message: fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(number, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts),
 		Data:    map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title}})
 	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt}
 	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att}, nil
@@ -456,4 +457,16 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 		}
 	}
 	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+}
+
+// Unlimited is the iteration limit of an open-ended run (watch mode): it
+// is never shown as a number.
+const Unlimited = 1 << 30
+
+// IterationOf is "n/max", or just "n" when the run has no real limit.
+func IterationOf(n, limit int) string {
+	if limit <= 0 || limit >= Unlimited {
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("%d/%d", n, limit)
 }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -197,7 +198,10 @@ func checkParent(s *Set, parent string) (*Task, error) {
 		if s.archivedTask(parent) != nil {
 			return nil, fmt.Errorf("cannot add subtasks to %s: it is already complete", parent)
 		}
-		return nil, fmt.Errorf("parent %w", err)
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("parent task %s does not exist (%w)", parent, err)
+		}
+		return nil, fmt.Errorf("parent: %w", err)
 	}
 	return p, nil
 }

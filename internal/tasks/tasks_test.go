@@ -260,8 +260,8 @@ func TestAdd(t *testing.T) {
 		{"A..1", "t", "", `invalid task id "A..1"`},
 		{"A.2", "t", "", "task A.2 already exists"},
 		{"A.3", "t", "", "already used by a completed task"},
-		{"Q.1", "t", "", "parent no such task: Q is not in"},
-		{"", "t", "Q", "parent no such task: Q"},
+		{"Q.1", "t", "", "parent task Q does not exist (no such task: Q is not in"},
+		{"", "t", "Q", "parent task Q does not exist"},
 		{"", "t", "A.3", "cannot add subtasks to A.3: it is already complete"},
 		{"B.7", "t", "A", "does not belong under A"},
 	}
