@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -73,7 +74,49 @@ func Parse(name string, b []byte) (*Config, error) {
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
 	}
+	if err := c.checkSigns(name, b); err != nil {
+		return nil, err
+	}
 	return &c, nil
+}
+
+// checkSigns refuses negative numbers: no setting means anything below
+// zero, and silently taking the default instead would hide the typo.
+func (c *Config) checkSigns(name string, b []byte) error {
+	var errs []error
+	neg := func(key string, bad bool, v any) {
+		if bad {
+			errs = append(errs, fmt.Errorf("%s:%d: %s must not be negative, got %v", name, keyLine(b, key), key, v))
+		}
+	}
+	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
+	neg("max_attempts", c.MaxAttempts < 0, c.MaxAttempts)
+	neg("iteration_timeout", c.IterationTimeout < 0, time.Duration(c.IterationTimeout))
+	neg("gate_timeout", c.GateTimeout < 0, time.Duration(c.GateTimeout))
+	neg("parallel", c.Parallel < 0, c.Parallel)
+	neg("breaker", c.Breaker != nil && *c.Breaker < 0, derefInt(c.Breaker))
+	neg("max_cost", c.MaxCost < 0, c.MaxCost)
+	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
+	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
+	neg("interval", c.Interval < 0, time.Duration(c.Interval))
+	return errors.Join(errs...)
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// keyLine is the line of a top-level key in the YAML text (0 if not found).
+func keyLine(b []byte, key string) int {
+	for i, line := range strings.Split(string(b), "\n") {
+		if k, _, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key && !strings.HasPrefix(line, " ") {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // Template is what `ralph init` writes.

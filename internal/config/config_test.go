@@ -35,3 +35,25 @@ func TestTemplateParses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Negative numbers are errors naming file, line, key and value (all of
+// them at once), never silently replaced by the defaults.
+func TestNegativeNumbersAreErrors(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("agent: cmd\nmax_iterations: -3\nparallel: 2\ngate_timeout: -5s\nbreaker: -1\nmax_cost: -0.5\n"))
+	if err == nil {
+		t.Fatal("negative numbers accepted")
+	}
+	for _, want := range []string{
+		"c.yaml:2: max_iterations must not be negative, got -3",
+		"c.yaml:4: gate_timeout must not be negative, got -5s",
+		"c.yaml:5: breaker must not be negative, got -1",
+		"c.yaml:6: max_cost must not be negative, got -0.5",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := Parse("c.yaml", []byte("max_iterations: 0\nbreaker: 0\n")); err != nil {
+		t.Fatalf("zero refused: %v", err)
+	}
+}
