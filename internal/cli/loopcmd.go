@@ -127,6 +127,10 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if old, _ := hook.LoadArmed(root); old != nil {
 		return engine.UsageError("%s is already armed in %s (since %s); `ralph loop cancel` first", loopName("a", old.Kind), root, old.ArmedAt.Format(time.RFC3339))
 	}
+	// The loop's state lives in .ralph/: never in the user's commits.
+	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		return err
+	}
 	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true)
 	if err != nil {
 		return err

@@ -268,6 +268,7 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 	}
 	// In place when the file is as ralph last wrote it; otherwise (or for
 	// any error, which the full path words precisely) a full update.
+	o.keepOutOfGit(ctx, st)
 	done, ok, err := st.CompleteFast(o.ID, o.Commit, time.Now())
 	if err != nil {
 		return err
@@ -537,6 +538,7 @@ func (o *TaskOptions) update(ctx context.Context, fn func(*tasks.Set) error) err
 	if err := os.MkdirAll(filepath.Dir(o.File), 0o755); err != nil {
 		return err
 	}
+	o.keepOutOfGit(ctx, st)
 	err = st.Update(func(set *tasks.Set) error {
 		if err := fn(set); err != nil {
 			return &source.InputError{Err: err}
@@ -544,6 +546,33 @@ func (o *TaskOptions) update(ctx context.Context, fn func(*tasks.Set) error) err
 		return nil
 	})
 	return inputErr(err)
+}
+
+// keepOutOfGit lists the task file's lock and hold files in
+// .git/info/exclude before a command first creates them, so `git status`
+// never shows ralph's bookkeeping (git is asked only while the lock file
+// does not exist yet).
+func (o *TaskOptions) keepOutOfGit(ctx context.Context, st *tasks.Store) {
+	if _, err := os.Stat(st.LockPath); err == nil {
+		return
+	}
+	repo := o.IO.GitAt(filepath.Dir(o.File))
+	top, err := repo.Toplevel(ctx)
+	if err != nil {
+		return // not in a git repository
+	}
+	if real, err := filepath.EvalSymlinks(top); err == nil {
+		top = real
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(o.File))
+	if err != nil {
+		return
+	}
+	for _, p := range []string{st.LockPath, st.HoldPath} {
+		if rel, err := filepath.Rel(top, filepath.Join(dir, filepath.Base(p))); err == nil && !strings.HasPrefix(rel, "..") {
+			_ = repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel))
+		}
+	}
 }
 
 // inputErr marks validation and not-found errors as invalid input.
