@@ -92,10 +92,14 @@ func Disarm(root string) error {
 // Scope decides whether a hook call belongs to the armed loop. The first
 // call records its session; another session is never blocked — except
 // right after Claude's block limit stopped the loop's session, when the
-// next session (`claude -p --continue`) takes the loop over.
+// next session (`claude -p --continue`) takes the loop over. A call
+// without a session id never changes the owner: it belongs to the loop
+// only while the loop has none.
 func (a *Armed) Scope(sessionID string) (mine bool, adopted bool) {
 	switch {
-	case a.SessionID == "" || sessionID == "":
+	case sessionID == "":
+		return a.SessionID == "", false
+	case a.SessionID == "":
 		a.SessionID = sessionID
 		return true, false
 	case a.SessionID == sessionID:

@@ -40,3 +40,24 @@ func TestScopeAndBlockLimit(t *testing.T) {
 		t.Fatal("a user turn resets the count")
 	}
 }
+
+// A call without a session id never takes or clears the loop's owner: it
+// is the loop's only while nobody owns it, and the owner keeps the loop.
+func TestScopeEmptySessionID(t *testing.T) {
+	a := &Armed{}
+	if mine, _ := a.Scope(""); !mine || a.SessionID != "" {
+		t.Fatalf("unowned loop, empty id: mine=%v owner=%q", mine, a.SessionID)
+	}
+	if mine, _ := a.Scope("s1"); !mine || a.SessionID != "s1" {
+		t.Fatalf("first real session: mine=%v owner=%q", mine, a.SessionID)
+	}
+	if mine, _ := a.Scope(""); mine || a.SessionID != "s1" {
+		t.Fatalf("owned loop, empty id: mine=%v owner=%q", mine, a.SessionID)
+	}
+	if mine, _ := a.Scope("s1"); !mine {
+		t.Fatal("the owner lost its loop after an empty-id call")
+	}
+	if mine, _ := a.Scope("s2"); mine {
+		t.Fatal("another session was taken for the owner")
+	}
+}
