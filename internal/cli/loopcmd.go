@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,10 +59,13 @@ that file, verified by the harness's gates and exit conditions.`,
 		Example: `  ralph loop start "Fix the failing tests. Say <promise>DONE</promise> when green." --completion-promise DONE --max-iterations 10
   ralph loop start --prd prd.json
   ralph pipeline start pagent`,
-		Args: cobra.MaximumNArgs(1),
+		// The words of the prompt may come unquoted (the plugin's
+		// /ralph-loop passes its arguments as typed, flags and all): they
+		// are joined with spaces.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				opts.Prompt = args[0]
+			if len(args) > 0 {
+				opts.Prompt = strings.Join(args, " ")
 			}
 			if runF != nil {
 				return runF(opts)

@@ -136,7 +136,7 @@ func TestPluginFiles(t *testing.T) {
 		t.Fatalf("%v %v %v", w, u, err)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "commands", "ralph-loop.md"))
-	if !strings.Contains(string(b), "!`/opt/ralph loop start \"$ARGUMENTS\"`") || !strings.HasPrefix(string(b), "---\ndescription:") {
+	if !strings.Contains(string(b), "!`/opt/ralph loop start $ARGUMENTS`") || !strings.HasPrefix(string(b), "---\ndescription:") {
 		t.Fatalf("command:\n%s", b)
 	}
 	b, _ = os.ReadFile(filepath.Join(dir, ".claude-plugin", "plugin.json"))

@@ -31,13 +31,13 @@ func PluginFiles(bin, version string) map[string]string {
 	}{[]commandHook{{Type: "command", Command: bin + " hook stop", Timeout: HookTimeoutSeconds}}})
 	cmd := fmt.Sprintf(`---
 description: "Start a ralph loop in this session"
-argument-hint: "PROMPT [--max-iterations N] [--promise TEXT]"
+argument-hint: "PROMPT [--max-iterations N] [--completion-promise TEXT] [--check COMMAND] | --prd FILE | --pipeline FILE"
 allowed-tools: ["Bash(%s loop start:*)"]
 ---
 
 # Ralph loop
 
-!`+"`%s loop start \"$ARGUMENTS\"`"+`
+!`+"`%s loop start $ARGUMENTS`"+`
 
 Work on the task above. When you try to stop, ralph's Stop hook checks the
 work and, unless it is verifiably done, gives you the same prompt again: your
