@@ -59,7 +59,11 @@ func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *
 		case err == nil:
 			return commit, nil, nil
 		case errors.As(err, &rej):
-			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; merge undone", it.ID, rej.Summary)})
+			undone := "not committed"
+			if x.ws.Isolated() {
+				undone = "merge undone"
+			}
+			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; %s", it.ID, rej.Summary, undone)})
 			return "", &Verdict{Summary: rej.Summary, Failure: rej.Failure, Claimed: true}, nil
 		case errors.As(err, &conf) && round == 0:
 			e.emit(Event{Type: "merge_conflict", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s conflicts with the feature branch in %s; running a resolver", it.ID, strings.Join(conf.Paths, ", "))})

@@ -103,6 +103,22 @@ func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
 	return out, nil
 }
 
+// Where is the branch checked out ("" when HEAD is detached) and the
+// commit HEAD is at, in one git call; on an unborn branch head is "".
+func (r *Repo) Where(ctx context.Context) (branch, head string, err error) {
+	out, err := r.Run(ctx, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
+	if err != nil {
+		var ee *proc.ExitError
+		if !errors.As(err, &ee) {
+			return "", "", err
+		}
+		branch, err = r.CurrentBranch(ctx) // no commit yet
+		return branch, "", err
+	}
+	head, ref, _ := strings.Cut(out, "\n")
+	return strings.TrimPrefix(strings.TrimSpace(ref), "refs/heads/"), strings.TrimSpace(head), nil
+}
+
 // HasCommits reports whether HEAD points at a commit.
 func (r *Repo) HasCommits(ctx context.Context) bool {
 	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")

@@ -21,6 +21,37 @@ import (
 type branchGuard struct {
 	mu  sync.Mutex
 	tip string
+	// head is where check last found HEAD, all well (it saves the caller
+	// asking git again).
+	head string
+	// descent remembers "a is an ancestor of b" for commits already
+	// checked: commits never change, so each pair costs one git call per
+	// run, not one per check.
+	descent map[[2]string]bool
+}
+
+// descends reports whether commit a is an ancestor of (or is) commit b.
+func (g *branchGuard) descends(ctx context.Context, repo *git.Repo, a, b string) bool {
+	if a == b {
+		return true
+	}
+	key := [2]string{a, b}
+	g.mu.Lock()
+	known := g.descent[key]
+	g.mu.Unlock()
+	if known {
+		return true
+	}
+	if !repo.IsAncestor(ctx, a, b) {
+		return false
+	}
+	g.mu.Lock()
+	if g.descent == nil {
+		g.descent = map[[2]string]bool{}
+	}
+	g.descent[key] = true
+	g.mu.Unlock()
+	return true
 }
 
 // known is the newest commit ralph verified on the branch: its tip, else
@@ -55,9 +86,12 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 	g.mu.Lock()
 	tip := g.tip
 	g.mu.Unlock()
-	cur, err := repo.CurrentBranch(ctx)
+	cur, head, err := repo.Where(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if cur == "HEAD" {
+		cur = "" // detached
 	}
 	if cur != branch {
 		where := "branch " + cur
@@ -77,12 +111,16 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 				"That work is kept on %s; the tree is back on %s. Do not switch branches.", branch, where, side, branch),
 		}, nil
 	}
+	var herr error
+	if head == "" {
+		herr = fmt.Errorf("%s has no commit", branch)
+	}
 	for _, known := range []string{tip, base} {
 		if known == "" {
 			continue
 		}
 		if known == tip && len(exact) > 0 && exact[0] {
-			if head, err := repo.Head(ctx); err == nil && head != tip && repo.IsAncestor(ctx, tip, head) {
+			if herr == nil && head != tip && g.descends(ctx, repo, tip, head) {
 				added, _ := repo.Log(ctx, tip+"..HEAD", "%h %s")
 				side, err := parkWork(ctx, repo, "tampered", itemID, runID, preexisting, fmt.Sprintf("wip(%s): commits made on %s outside the merge queue", itemID, branch), false)
 				if err != nil {
@@ -100,7 +138,7 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 				}, nil
 			}
 		}
-		if repo.IsAncestor(ctx, known, "HEAD") {
+		if herr == nil && g.descends(ctx, repo, known, head) {
 			continue
 		}
 		dropped, _ := repo.Log(ctx, "HEAD.."+known, "%h %s")
@@ -128,6 +166,9 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 				"Never reset, rebase or amend commits that are already on the branch.", branch, what, side),
 		}, nil
 	}
+	g.mu.Lock()
+	g.head = head
+	g.mu.Unlock()
 	return nil, nil
 }
 
@@ -136,7 +177,7 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 // be the one verified, then it becomes one commit (the agent's own commits
 // since the item's base folded in) and the guard's tip. before runs once
 // the checks passed, just before the commit (the PRD's write-back).
-func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch string, a *engine.Attempt, v engine.Verdict, st *engine.State, msg string, allowEmpty bool, before func() error) (string, error) {
+func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch string, a *engine.Attempt, v engine.Verdict, st *engine.State, msg string, allowEmpty bool, before func() ([]string, error)) (string, error) {
 	id := a.Item.ID
 	base := baseOf(st, id)
 	t, err := g.check(ctx, repo, branch, base, id, st.RunID, st.Preexisting)
@@ -146,10 +187,15 @@ func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch
 	if t != nil {
 		return "", &engine.Rejected{Summary: "tampering after the verdict: " + t.report, Failure: t.failure}
 	}
+	g.mu.Lock()
+	head := g.head
+	g.mu.Unlock()
 	var folded []string
 	if v.Tree != "" {
-		if base != "" {
-			if folded, err = foldCommits(ctx, repo, base); err != nil {
+		if base != "" && head != base {
+			// The agent committed: fold its commits (check found HEAD).
+			folded, _ = repo.DiffTrees(ctx, base, head)
+			if err := repo.ResetSoft(ctx, base); err != nil {
 				return "", err
 			}
 		}
@@ -158,24 +204,36 @@ func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch
 			return "", err
 		}
 		if tree != v.Tree {
-			changed, _ := repo.DiffTrees(ctx, v.Tree, tree)
-			return "", &engine.Rejected{Summary: "the tree changed after it was verified: " + strings.Join(changed, ", "),
-				Failure: "After the harness verified your work, these files changed before it could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
+			return "", treeChanged(ctx, repo, v.Tree, tree)
 		}
 	}
+	var include []string
 	if before != nil {
-		if err := before(); err != nil {
+		if include, err = before(); err != nil {
 			return "", err
 		}
 	}
-	sha, files, err := commitWork(ctx, repo, base, st.Preexisting, msg, allowEmpty)
-	if err != nil {
-		return "", err
+	var sha string
+	var files []string
+	if v.Tree != "" {
+		// The index holds exactly the verified tree: commit it, adding
+		// only what before wrote (no second scan of the tree).
+		sha, err = repo.CommitInclude(ctx, msg, allowEmpty, include...)
 	}
-	// The item's files are counted from its base: the agent's own commits
-	// and what it left uncommitted (which the snapshot staged already).
-	a.Files = union(folded, files)
-	if base != "" {
+	if v.Tree == "" || err != nil {
+		// No snapshot, or a file before wrote that git will not include
+		// (an ignored PRD): the whole add.
+		if sha, files, err = commitWork(ctx, repo, base, st.Preexisting, msg, allowEmpty); err != nil {
+			return "", err
+		}
+	}
+	// The item's files are counted from its base. When the agent
+	// committed some itself, git is asked; otherwise the engine's own list
+	// of uncommitted changes (made before this commit) is the whole story.
+	if files != nil {
+		a.Files = union(folded, files)
+	}
+	if len(folded) > 0 && base != "" {
 		if all, err := repo.DiffTrees(ctx, base, sha); err == nil {
 			a.Files = all
 		}
@@ -218,7 +276,12 @@ func short(sha string) string {
 // left the tree as they found it — a gate or a leftover process that
 // writes into the tree would otherwise get unverified files committed —
 // and it carries that tree, so Accept can commit nothing else.
-func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate) engine.Verdict {
+//
+// With recheckedAtCommit the source's commit snapshots the tree again and
+// refuses anything but v.Tree (treeChanged), which covers the gates'
+// writes too: the second snapshot here is then skipped (two git calls per
+// passing item).
+func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate, recheckedAtCommit bool) engine.Verdict {
 	if a.Result.Failed() || !claimed {
 		return judge(ctx, a, claimed, unclaimed, runner, gates)
 	}
@@ -228,6 +291,10 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	}
 	v := judge(ctx, a, claimed, unclaimed, runner, gates)
 	if !v.Passed {
+		return v
+	}
+	if recheckedAtCommit {
+		v.Tree = before
 		return v
 	}
 	after, err := snapshotTree(ctx, repo, preexisting)
@@ -243,6 +310,16 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	}
 	v.Tree = before
 	return v
+}
+
+// treeChanged rejects a commit whose tree is no longer the one the gates
+// ran on: a gate or a process the agent left running wrote into it.
+func treeChanged(ctx context.Context, repo *git.Repo, verified, now string) error {
+	changed, _ := repo.DiffTrees(ctx, verified, now)
+	list := strings.Join(changed, ", ")
+	return &engine.Rejected{Summary: "the tree changed after the gates started: " + list,
+		Failure: "While or after the quality gates ran, these files changed in the tree: " + list + ". The harness commits only the tree the gates ran on: " +
+			"make sure no process you started is still writing, and that the gates write only ignored files (add build output to .gitignore)."}
 }
 
 // snapshotTree stages the whole tree but the user's pre-existing files and

@@ -105,7 +105,7 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
+	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }
@@ -124,7 +124,7 @@ func baseOf(st *engine.State, id string) string {
 func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
 	sha, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.Branch, a, v, st, storyMessage(a, v.Summary, st.RunID), true,
-		func() error { return s.setPassed(id, true) })
+		func() ([]string, error) { return []string{s.File}, s.setPassed(id, true) })
 	if err != nil {
 		s.restore(id) // the guard may have reset the tree: the PRD file is the model's again
 	}

@@ -510,7 +510,7 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates)
+	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }
@@ -604,9 +604,7 @@ func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v e
 			return err
 		}
 		if tree != v.Tree {
-			changed, _ := wt.DiffTrees(ctx, v.Tree, tree)
-			return &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
-				Failure: "After the gates passed, these files changed before the harness could commit them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
+			return treeChanged(ctx, wt, v.Tree, tree)
 		}
 	}
 	msg := CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
