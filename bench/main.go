@@ -30,7 +30,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "parallel", "tasks"}
+		which = []string{"loop", "output", "parallel", "tasks"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -42,12 +42,14 @@ func main() {
 		switch w {
 		case "loop":
 			benchLoop(tmp, bin)
+		case "output":
+			benchOutput(tmp, bin)
 		case "parallel":
 			benchParallel(tmp, bin)
 		case "tasks":
 			benchTasks(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, parallel, tasks)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, output, parallel, tasks)\n", w)
 			os.Exit(2)
 		}
 	}

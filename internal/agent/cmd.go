@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,13 +97,20 @@ func (p *TextParser) Line(line []byte) {
 	if p.tail.Max == 0 {
 		p.tail.Max = 64 << 10
 	}
-	s := string(line)
-	if rest, ok := strings.CutPrefix(strings.TrimSpace(s), RateLimitMarker); ok {
-		p.rateLimit = ParseRateLimitLine(strings.TrimSpace(rest), time.Now())
+	// Lines are looked at as bytes: an agent may print millions of them,
+	// and only the few that matter become strings.
+	trimmed := bytes.TrimSpace(line)
+	if rest, ok := bytes.CutPrefix(trimmed, []byte(RateLimitMarker)); ok {
+		p.rateLimit = ParseRateLimitLine(string(bytes.TrimSpace(rest)), time.Now())
 	}
-	_, _ = p.tail.Write(append(line, '\n'))
-	p.learn(s)
+	_, _ = p.tail.Write(line)
+	_, _ = p.tail.Write(newline)
+	if p.inLearn || bytes.HasPrefix(trimmed, []byte("#")) || (len(trimmed) >= 9 && bytes.EqualFold(trimmed[:9], []byte("LEARNING:"))) {
+		p.learn(string(trimmed))
+	}
 }
+
+var newline = []byte{'\n'}
 
 func (p *TextParser) learn(s string) {
 	t := strings.TrimSpace(s)

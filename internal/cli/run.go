@@ -44,6 +44,7 @@ type RunOptions struct {
 	GateTimeout      time.Duration
 	MaxCost          float64
 	MaxTokens        int64
+	TranscriptMax    int64
 	AllowDirty       bool
 	Parallel         int
 	Breaker          int
@@ -122,6 +123,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit (`DURATION`) per quality gate (default 10m)")
 	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches `USD`")
 	fl.Int64Var(&opts.MaxTokens, "max-tokens", 0, "stop when input+output tokens reach `N`")
+	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state is kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
@@ -191,6 +193,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("max-cost") && c.MaxCost > 0 {
 		o.MaxCost = c.MaxCost
+	}
+	if !set("transcript-max-bytes") && c.TranscriptMaxBytes > 0 {
+		o.TranscriptMax = c.TranscriptMaxBytes
 	}
 	if !set("max-tokens") && c.MaxTokens > 0 {
 		o.MaxTokens = c.MaxTokens
@@ -298,7 +303,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	cfg := engine.Config{
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
-		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths,
+		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths, TranscriptMax: o.TranscriptMax,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, ResetBreaker: o.ResetBreaker,
 	}

@@ -87,6 +87,9 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 || st.Usage.CostUSD > 0 {
 		fmt.Fprintf(&b, "- **Usage:** %d input / %d output tokens, $%.4f\n", st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CostUSD)
 	}
+	if st.TranscriptMax > 0 {
+		fmt.Fprintf(&b, "- **Transcripts:** .ralph/transcripts, each capped at %s (transcript_max_bytes; the middle of longer output is dropped)\n", sizeOf(st.TranscriptMax))
+	}
 	if st.RateLimitedAt != nil {
 		fmt.Fprintf(&b, "- **Rate limited until:** %s\n", st.RateLimitedAt.Format(time.RFC3339))
 	}
@@ -133,4 +136,17 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		}
 	}
 	return b.String()
+}
+
+// sizeOf is a byte count for people: 50 MB, 512 KB, 900 bytes.
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -15,33 +15,35 @@ import (
 
 // Config mirrors the run flags.
 type Config struct {
-	Agent            string            `yaml:"agent"`
-	AgentCmd         string            `yaml:"agent_cmd"`
-	AgentArgs        []string          `yaml:"agent_args"`
-	Model            string            `yaml:"model"`
-	BaseURL          string            `yaml:"base_url"`
-	Provider         string            `yaml:"provider"`
-	APIKeyEnv        string            `yaml:"api_key_env"`
-	Script           string            `yaml:"script"`
-	PRD              string            `yaml:"prd"`
-	Tasks            string            `yaml:"tasks"`
-	Pipeline         string            `yaml:"pipeline"`
-	Prompt           string            `yaml:"prompt"`
-	Promise          string            `yaml:"promise"`
-	MaxIterations    int               `yaml:"max_iterations"`
-	MaxAttempts      int               `yaml:"max_attempts"`
-	IterationTimeout Duration          `yaml:"iteration_timeout"`
-	GateTimeout      Duration          `yaml:"gate_timeout"`
-	Parallel         int               `yaml:"parallel"`
-	Breaker          *int              `yaml:"breaker"`
-	MaxCost          float64           `yaml:"max_cost"`
-	MaxTokens        int64             `yaml:"max_tokens"`
-	RateLimitBackoff Duration          `yaml:"rate_limit_backoff"`
-	Env              map[string]string `yaml:"env"`
-	Gates            map[string]string `yaml:"gates"`    // task loop: gate name → command
-	Watch            bool              `yaml:"watch"`    // task loop: wait for new tasks
-	Interval         Duration          `yaml:"interval"` // task loop: watch interval
-	Roles            map[string]string `yaml:"roles"`    // role name → agent (per-role agents)
+	Agent            string   `yaml:"agent"`
+	AgentCmd         string   `yaml:"agent_cmd"`
+	AgentArgs        []string `yaml:"agent_args"`
+	Model            string   `yaml:"model"`
+	BaseURL          string   `yaml:"base_url"`
+	Provider         string   `yaml:"provider"`
+	APIKeyEnv        string   `yaml:"api_key_env"`
+	Script           string   `yaml:"script"`
+	PRD              string   `yaml:"prd"`
+	Tasks            string   `yaml:"tasks"`
+	Pipeline         string   `yaml:"pipeline"`
+	Prompt           string   `yaml:"prompt"`
+	Promise          string   `yaml:"promise"`
+	MaxIterations    int      `yaml:"max_iterations"`
+	MaxAttempts      int      `yaml:"max_attempts"`
+	IterationTimeout Duration `yaml:"iteration_timeout"`
+	GateTimeout      Duration `yaml:"gate_timeout"`
+	Parallel         int      `yaml:"parallel"`
+	Breaker          *int     `yaml:"breaker"`
+	MaxCost          float64  `yaml:"max_cost"`
+	MaxTokens        int64    `yaml:"max_tokens"`
+	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
+	TranscriptMaxBytes int64             `yaml:"transcript_max_bytes"`
+	RateLimitBackoff   Duration          `yaml:"rate_limit_backoff"`
+	Env                map[string]string `yaml:"env"`
+	Gates              map[string]string `yaml:"gates"`    // task loop: gate name → command
+	Watch              bool              `yaml:"watch"`    // task loop: wait for new tasks
+	Interval           Duration          `yaml:"interval"` // task loop: watch interval
+	Roles              map[string]string `yaml:"roles"`    // role name → agent (per-role agents)
 }
 
 // Duration accepts "90s", "5m", "1h30m".
@@ -97,6 +99,7 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("breaker", c.Breaker != nil && *c.Breaker < 0, derefInt(c.Breaker))
 	neg("max_cost", c.MaxCost < 0, c.MaxCost)
 	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
+	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
 	return errors.Join(errs...)

@@ -64,6 +64,7 @@ type Config struct {
 	Promise          string        // "" = COMPLETE
 	MaxCost          float64
 	MaxTokens        int64
+	TranscriptMax    int64 // bytes per transcript; 0 = 50 MB
 	PromptPaths      []string
 	PromptText       string // used instead of PromptPaths when set (a template)
 	Fresh            bool   // start a new run even if the state is of the same source
@@ -106,6 +107,9 @@ func (c *Config) defaults() {
 	}
 	if c.RateLimitMaxWait <= 0 {
 		c.RateLimitMaxWait = 30 * time.Minute
+	}
+	if c.TranscriptMax <= 0 {
+		c.TranscriptMax = DefaultTranscriptMax
 	}
 	if c.ProgressDigest <= 0 {
 		c.ProgressDigest = 4 << 10
@@ -261,7 +265,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		return nil, false, err
 	}
 	e.box = &stateBox{st: st, path: cfg.Paths.State, now: cfg.Clock.Now}
-	if err := e.box.update(func(st *State) { st.Status = StatusRunning; st.StopReason = "" }); err != nil {
+	if err := e.box.update(func(st *State) {
+		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.TranscriptMax
+	}); err != nil {
 		lock.Unlock()
 		return nil, false, err
 	}

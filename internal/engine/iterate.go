@@ -23,9 +23,13 @@ import (
 // masked (owner-only: it holds everything the agent printed).
 type Transcript struct {
 	Path string
-	f    *os.File
+	f    io.WriteCloser
 	w    io.WriteCloser
 }
+
+// DefaultTranscriptMax caps a transcript unless the run says otherwise:
+// beyond it the middle of the output is dropped (store.CappedFile).
+const DefaultTranscriptMax = 50 << 20
 
 func (e *Engine) openTranscript(iteration int, item string) (*Transcript, error) {
 	dir := e.cfg.Paths.Transcripts
@@ -33,7 +37,7 @@ func (e *Engine) openTranscript(iteration int, item string) (*Transcript, error)
 		return nil, err
 	}
 	p := filepath.Join(dir, fmt.Sprintf("%04d-%s.log", iteration, safeFileName(item)))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := store.OpenCapped(p, e.cfg.TranscriptMax)
 	if err != nil {
 		return nil, err
 	}

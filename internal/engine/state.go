@@ -64,6 +64,8 @@ type State struct {
 	Usage         agent.Usage           `json:"usage"`
 	RateLimitedAt *time.Time            `json:"rate_limited_until,omitempty"`
 	Breaker       Breaker               `json:"breaker"`
+	// TranscriptMax is the cap on each transcript's size, in bytes.
+	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
 	// Preexisting lists paths that were dirty when the run started with
 	// --allow-dirty: they are the user's, and ralph never commits them.
 	Preexisting []string `json:"preexisting,omitempty"`

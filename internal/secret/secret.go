@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Mask is what a secret is replaced with.
@@ -22,6 +23,20 @@ const minValue = 8
 // shapes are well-known key formats: Anthropic, OpenAI, GitHub (classic
 // and fine-grained), AWS access key ids, Google API keys, Slack tokens.
 var shapes = regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{20,}|sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35}|xox[abpr]-[A-Za-z0-9\-]{10,}`)
+
+// shapePrefixes are literal starts of every shape: text holding none of
+// them cannot match, and most output holds none, so the regular
+// expression (the costliest step of writing a transcript) is skipped.
+var shapePrefixes = []string{"sk-", "gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "AIza", "xoxa-", "xoxb-", "xoxp-", "xoxr-"}
+
+func mayHaveShape(s string) bool {
+	for _, p := range shapePrefixes {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // shapeMax bounds how long a shaped key can be for streaming: a key
 // longer than this is still masked in full when it arrives whole.
@@ -74,6 +89,9 @@ func (m *Masker) String(s string) string {
 			}
 		}
 	}
+	if !mayHaveShape(s) {
+		return s
+	}
 	return shapes.ReplaceAllString(s, Mask)
 }
 
@@ -104,16 +122,33 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 type writer struct {
-	m    *Masker
-	w    io.Writer
-	buf  []byte
-	hold int
+	m       *Masker
+	w       io.Writer
+	buf     []byte
+	hold    int
+	flushed time.Time
 }
+
+// batch is how much output the writer gathers before masking and writing
+// it, unless flushEvery has passed since its last write: many small
+// writes (an agent's lines) cost one pass and one write(2), and a slow
+// agent's transcript still follows it closely.
+const (
+	batch      = 64 << 10
+	flushEvery = 100 * time.Millisecond
+)
 
 func (w *writer) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	if len(w.buf) <= 2*w.hold {
 		return len(p), nil
+	}
+	if len(w.buf) < batch {
+		if now := time.Now(); now.Sub(w.flushed) < flushEvery {
+			return len(p), nil
+		} else {
+			w.flushed = now
+		}
 	}
 	// The last hold bytes may hold the start of a secret that has not all
 	// arrived: they wait. A secret that starts before them has arrived
@@ -141,6 +176,9 @@ func (m *Masker) safeCut(s string, cut int) int {
 				i += j + 1
 			}
 		}
+	}
+	if !mayHaveShape(s) {
+		return end
 	}
 	for _, loc := range shapes.FindAllStringIndex(s, -1) {
 		if loc[0] < cut {

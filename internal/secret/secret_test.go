@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStringMasksEnvValuesAndKeyShapes(t *testing.T) {
@@ -48,4 +49,36 @@ func TestWriterMasksAcrossChunks(t *testing.T) {
 			t.Fatalf("chunk %d: stream differs from masking the whole text", size)
 		}
 	}
+}
+
+// Output written a byte at a time is gathered and masked in batches: a key
+// split over many writes is still masked, nothing is lost, and a slow
+// writer's output reaches the file without waiting for Close.
+func TestWriterBatchesSmallWrites(t *testing.T) {
+	var out strings.Builder
+	w := FromEnv().Writer(&out)
+	key := "sk-ant-" + strings.Repeat("k", 40)
+	text := strings.Repeat("line of ordinary output\n", 3000) + "the key is " + key + " ok\n" + strings.Repeat("more\n", 2000)
+	for i := 0; i < len(text); i++ {
+		if _, err := w.Write([]byte{text[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(text, key, Mask, 1)
+	if out.String() != want {
+		t.Fatalf("masked stream differs: %d bytes, want %d; key left: %v", out.Len(), len(want), strings.Contains(out.String(), key))
+	}
+
+	var slow strings.Builder
+	w = FromEnv().Writer(&slow)
+	w.Write([]byte(strings.Repeat("x", 600) + "\n"))
+	time.Sleep(flushEvery + 10*time.Millisecond)
+	w.Write([]byte("next line\n"))
+	if slow.Len() == 0 {
+		t.Fatal("a slow writer's output waits for Close")
+	}
+	w.Close()
 }
