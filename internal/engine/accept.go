@@ -87,7 +87,9 @@ func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *
 func (e *Engine) acceptQueued(ctx context.Context, x *iteration, v Verdict) (string, error) {
 	it, cur := x.it, x.cur
 	ticket := e.merge.take()
-	_ = e.box.update(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
+	// Durable: after a power cut, this is what tells a resume to look for
+	// the item's commit (Source.Recover) instead of running it again.
+	_ = e.box.updateDurable(func(st *State) { cur.Phase = PhaseCommit; cur.QueuePos = e.merge.position(ticket) })
 	if pos := e.merge.position(ticket); pos > 1 {
 		e.emit(Event{Type: "merge_queued", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s waits in the merge queue at position %d", it.ID, pos)})
 	}

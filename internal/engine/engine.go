@@ -441,7 +441,7 @@ func relTo(root, p string) string {
 
 func (e *Engine) stop(status, reason string) Outcome {
 	var out *State
-	_ = e.box.update(func(st *State) {
+	_ = e.box.updateDurable(func(st *State) {
 		st.Status = status
 		st.StopReason = reason
 		// Nothing runs any more; the Current entries stay for a resume.

@@ -186,15 +186,27 @@ type stateBox struct {
 	synced  uint64 // newest version on disk and fsynced (under wmu)
 }
 
+// update applies fn and writes the state atomically (a rename: a kill -9
+// of ralph never tears it) without an fsync. The state is a record of the
+// run, not its proof: what passed is proven by commits on the branch, and
+// a resume believes the state only where the repository agrees. So a
+// power cut that loses the last writes (or, on a file system that does not
+// order a rename after its data, the file: it is rebuilt from the event
+// log) costs at most work redone, never a wrong "passed" — and each
+// iteration saves the fsyncs a disk makes it wait for.
 func (b *stateBox) update(fn func(st *State)) error {
-	return b.change(fn, true)
+	return b.change(fn, false)
 }
 
-// updateLight is update without the fsync: still atomic (rename) against a
-// crash of this process, for facts that are cheap to lose on power loss
-// (the agent's pid, used to clean up after a kill -9).
+// updateLight is update (kept for the facts that were always cheap to
+// lose, such as the agent's pid).
 func (b *stateBox) updateLight(fn func(st *State)) error {
 	return b.change(fn, false)
+}
+
+// updateDurable is update with an fsync: the run's last word (its stop).
+func (b *stateBox) updateDurable(fn func(st *State)) error {
+	return b.change(fn, true)
 }
 
 func (b *stateBox) change(fn func(st *State), sync bool) error {
