@@ -72,25 +72,30 @@ func benchLoop(tmp, bin string) {
 	fmt.Printf("\nPer passing story: the script starts %.1f processes and makes %s fsyncs; ralph %.1f processes and %s fsyncs.\n",
 		sProcs, syncs(sSyncs), rProcs, syncs(rSyncs))
 
-	fmt.Println("\n## Flat in the number of stories (issue 16)")
-	fmt.Print("\nSteady-state harness cost of one iteration (time between iteration starts minus the agent's run; median over 30 iterations), sequential PRD, stories that pass\n\n")
-	fmt.Println("| stories | per iteration | ratio to 10 | goal |")
-	fmt.Println("|---|---|---|---|")
-	var base time.Duration
-	for _, n := range []int{10, 200, 1000} {
-		per := steadyCost(root, bin, n)
-		if n == 10 {
-			base = per
-		}
-		ratio := float64(per) / float64(base)
-		verdict := ""
-		if n == 1000 {
-			verdict = "≤ 1.2 met"
-			if ratio > 1.2 {
-				verdict = "≤ 1.2 NOT met"
+	fmt.Println("\n## Flat in the number of items (issue 16)")
+	fmt.Print("\nSteady-state harness cost of one iteration (time between iteration starts minus the agent's run; median over 30 iterations), items that pass\n\n")
+	fmt.Println("| loop | items | per iteration | ratio to 10 | goal |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, loop := range []struct {
+		name  string
+		sizes []int
+	}{{"sequential PRD", []int{10, 200, 1000}}, {"parallel PRD (--parallel 2)", []int{10, 200, 1000}}, {"tasks", []int{10, 1000, 100000}}} {
+		var base time.Duration
+		for i, n := range loop.sizes {
+			per := steadyCost(root, bin, loop.name, n)
+			if i == 0 {
+				base = per
 			}
+			ratio := float64(per) / float64(base)
+			verdict := ""
+			if i == len(loop.sizes)-1 {
+				verdict = "≤ 1.2 met"
+				if ratio > 1.2 {
+					verdict = "≤ 1.2 NOT met"
+				}
+			}
+			fmt.Printf("| %s | %d | %s | %.2f | %s |\n", loop.name, n, ms(per), ratio, verdict)
 		}
-		fmt.Printf("| %d | %s | %.2f | %s |\n", n, ms(per), ratio, verdict)
 	}
 }
 
@@ -207,11 +212,31 @@ func forks() int {
 // steadyCost is the median harness time of one iteration in a run over a
 // PRD of n stories: from one iteration's start to the next's, minus the
 // agent's run, over 30 iterations after the first.
-func steadyCost(root, bin string, n int) time.Duration {
-	dir := loopRepo(root, n, "flat", "true", n)
+func steadyCost(root, bin, loop string, n int) time.Duration {
 	const iters = 31
+	args := []string{"run", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--max-iterations", strconv.Itoa(iters)}
+	var dir string
+	env := gitEnv
+	switch {
+	case strings.HasPrefix(loop, "tasks"):
+		dir = filepath.Join(root, fmt.Sprintf("flat-tasks-%d", n))
+		var b strings.Builder
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, `{"id":"T%06d","title":"task %d","status":"pending","leaf":true}`+"\n", i, i)
+		}
+		newRepo(dir, map[string]string{"tasks.jsonl": b.String(),
+			"agent.sh": benchAgent + "ralph task complete \"$RALPH_ITEM_ID\" > /dev/null\n"})
+		args = append(args, "--tasks", "tasks.jsonl", "--gate", "check=true")
+		env = append(append([]string{}, gitEnv...), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	case strings.HasPrefix(loop, "parallel"):
+		dir = loopRepo(root, n, "flat-parallel", "true", n)
+		args = append(args, "--prd", "prd.json", "--parallel", "2")
+	default:
+		dir = loopRepo(root, n, "flat", "true", n)
+		args = append(args, "--prd", "prd.json")
+	}
 	// It stops at --max-iterations (exit 3) with work left, as intended.
-	_, _ = runErr(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--max-iterations", strconv.Itoa(iters))
+	_, _ = runErr(dir, env, append([]string{bin}, args...)...)
 	var starts []time.Time
 	var agent []time.Duration
 	for _, ev := range events(dir) {

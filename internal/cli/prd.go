@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,12 +100,15 @@ complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
 			if err != nil {
 				return engine.UsageError("%v", err)
 			}
-			doc, err := prd.Parse(filepath.Clean(opts.File), b)
-			if err != nil {
+			// Every problem at once: the fields of the wrong type, then the
+			// rules between stories (checked on what could be read).
+			doc, err := prd.ParseAll(filepath.Clean(opts.File), b)
+			var typeErrs prd.TypeErrors
+			if err != nil && !errors.As(err, &typeErrs) {
 				return err
 			}
-			if err := doc.Validate(); err != nil {
-				return err
+			if verr := doc.Validate(); verr != nil || err != nil {
+				return errors.Join(err, verr)
 			}
 			deps := 0
 			for _, s := range doc.Stories {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -20,6 +22,31 @@ type ParseError struct {
 	Column int
 	Offset int // byte offset into the file
 	Msg    string
+}
+
+// TypeErrors are every field of a file whose value has the wrong type, in
+// file order: one parse reports them all, so fixing a file takes one round
+// trip, not one per mistake.
+type TypeErrors []*ParseError
+
+func (e TypeErrors) Error() string {
+	lines := make([]string, len(e))
+	for i, pe := range e {
+		lines[i] = pe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// UsageError marks bad input (exit 2).
+func (e TypeErrors) UsageError() bool { return true }
+
+// Unwrap gives each error (errors.As finds the first *ParseError).
+func (e TypeErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, pe := range e {
+		out[i] = pe
+	}
+	return out
 }
 
 func (e *ParseError) Error() string {
@@ -200,6 +227,18 @@ var bom = []byte("\xef\xbb\xbf")
 // name only labels errors. Parse checks JSON syntax and field types; call
 // Validate for the rules between stories.
 func Parse(name string, data []byte) (*PRD, error) {
+	p, err := ParseAll(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ParseAll is Parse that, when the only problems are fields of the wrong
+// type, still returns the document (those fields left zero) beside a
+// TypeErrors naming every one: `ralph prd validate` checks the rules
+// between stories on it too.
+func ParseAll(name string, data []byte) (*PRD, error) {
 	// Some Windows editors add a byte order mark; it is invisible to the
 	// user, so positions are reported as if it were not there.
 	data = bytes.TrimPrefix(data, bom)
@@ -286,16 +325,39 @@ func Parse(name string, data []byte) (*PRD, error) {
 		case tStories:
 			p.Stories, err = ps.stories(m, at)
 		}
-		if err != nil {
+		if err = ps.keep(err); err != nil {
 			return nil, err
 		}
+	}
+	if len(ps.typeErrs) > 0 {
+		sort.SliceStable(ps.typeErrs, func(i, j int) bool { return ps.typeErrs[i].Offset < ps.typeErrs[j].Offset })
+		return p, ps.typeErrs
 	}
 	return p, nil
 }
 
 type parser struct {
-	name string
-	data []byte
+	name     string
+	data     []byte
+	typeErrs TypeErrors
+}
+
+// keep collects a field's type error and lets the parse go on; any other
+// error (the JSON's shape) is returned.
+func (ps *parser) keep(err error) error {
+	var te *typeError
+	if errors.As(err, &te) {
+		ps.typeErrs = append(ps.typeErrs, te.ParseError)
+		return nil
+	}
+	return err
+}
+
+// typeError is a value of the wrong type: reported, not fatal.
+type typeError struct{ *ParseError }
+
+func (ps *parser) typeErrAt(off int, format string, args ...any) error {
+	return &typeError{ps.errAt(off, format, args...)}
 }
 
 type member struct {
@@ -457,7 +519,7 @@ func (ps *parser) strAt(raw []byte, off int, at string) (string, error) {
 		return "", nil
 	}
 	if kindOf(raw) != "string" {
-		return "", ps.errAt(off, "%s must be a string, got %s", at, describe(raw))
+		return "", ps.typeErrAt(off, "%s must be a string, got %s", at, describe(raw))
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -471,7 +533,7 @@ func (ps *parser) strs(m member, at string) ([]string, error) {
 		return nil, nil
 	}
 	if kindOf(m.raw) != "array" {
-		return nil, ps.errAt(m.valOff, "%s must be an array of strings, got %s", at, describe(m.raw))
+		return nil, ps.typeErrAt(m.valOff, "%s must be an array of strings, got %s", at, describe(m.raw))
 	}
 	es, err := ps.array(m.raw, m.valOff)
 	if err != nil {
@@ -480,7 +542,7 @@ func (ps *parser) strs(m member, at string) ([]string, error) {
 	var out []string
 	for i, e := range es {
 		if kindOf(e.raw) != "string" {
-			return nil, ps.errAt(e.off, "%s[%d] must be a string, got %s", at, i, describe(e.raw))
+			return nil, ps.typeErrAt(e.off, "%s[%d] must be a string, got %s", at, i, describe(e.raw))
 		}
 		s, err := ps.strAt(e.raw, e.off, fmt.Sprintf("%s[%d]", at, i))
 		if err != nil {
@@ -498,7 +560,7 @@ func (ps *parser) boolean(m member, at string) (bool, error) {
 	case "false", "null":
 		return false, nil
 	}
-	return false, ps.errAt(m.valOff, "%s must be true or false, got %s", at, describe(m.raw))
+	return false, ps.typeErrAt(m.valOff, "%s must be true or false, got %s", at, describe(m.raw))
 }
 
 // integer accepts whole numbers written any way JSON allows (2, 2.0, 2e0);
@@ -509,14 +571,14 @@ func (ps *parser) integer(m member, at string) (v int, given bool, err error) {
 		return 0, false, nil
 	}
 	if kindOf(m.raw) != "number" {
-		return 0, false, ps.errAt(m.valOff, "%s must be a whole number, got %s", at, describe(m.raw))
+		return 0, false, ps.typeErrAt(m.valOff, "%s must be a whole number, got %s", at, describe(m.raw))
 	}
 	if n, err := strconv.ParseInt(string(m.raw), 10, 32); err == nil {
 		return int(n), true, nil
 	}
 	f, err := strconv.ParseFloat(string(m.raw), 64)
 	if err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
-		return 0, false, ps.errAt(m.valOff, "%s must be a whole number between %d and %d, got %s", at, math.MinInt32, math.MaxInt32, describe(m.raw))
+		return 0, false, ps.typeErrAt(m.valOff, "%s must be a whole number between %d and %d, got %s", at, math.MinInt32, math.MaxInt32, describe(m.raw))
 	}
 	return int(f), true, nil
 }
@@ -527,7 +589,7 @@ func (ps *parser) quality(p *PRD, m member, at string) error {
 		return nil
 	}
 	if kindOf(m.raw) != "object" {
-		return ps.errAt(m.valOff, "%s must be an object with typecheck, lint, test and build commands, got %s", at, describe(m.raw))
+		return ps.typeErrAt(m.valOff, "%s must be an object with typecheck, lint, test and build commands, got %s", at, describe(m.raw))
 	}
 	ms, err := ps.object(m.raw, m.valOff)
 	if err != nil {
@@ -542,7 +604,7 @@ func (ps *parser) quality(p *PRD, m member, at string) error {
 		qat := strconv.Quote(m.key + "." + qm.key)
 		var s string
 		if lay[i].id >= 0 {
-			if s, err = ps.str(qm, qat); err != nil {
+			if s, err = ps.str(qm, qat); ps.keep(err) != nil {
 				return err
 			}
 		}
@@ -565,7 +627,7 @@ func (ps *parser) stories(m member, at string) ([]Story, error) {
 		return nil, nil
 	}
 	if kindOf(m.raw) != "array" {
-		return nil, ps.errAt(m.valOff, "%s must be an array of story objects, got %s", at, describe(m.raw))
+		return nil, ps.typeErrAt(m.valOff, "%s must be an array of story objects, got %s", at, describe(m.raw))
 	}
 	es, err := ps.array(m.raw, m.valOff)
 	if err != nil {
@@ -575,7 +637,12 @@ func (ps *parser) stories(m member, at string) ([]Story, error) {
 	for i, e := range es {
 		s, err := ps.story(e, fmt.Sprintf("%s[%d]", m.key, i))
 		if err != nil {
-			return nil, err
+			if err = ps.keep(err); err != nil {
+				return nil, err
+			}
+			if s.lay == nil {
+				continue // not an object: nothing to read
+			}
 		}
 		out = append(out, s)
 	}
@@ -585,7 +652,7 @@ func (ps *parser) stories(m member, at string) ([]Story, error) {
 func (ps *parser) story(e element, where string) (Story, error) {
 	var s Story
 	if kindOf(e.raw) != "object" {
-		return s, ps.errAt(e.off, "%s must be a story object, got %s", where, describe(e.raw))
+		return s, ps.typeErrAt(e.off, "%s must be a story object, got %s", where, describe(e.raw))
 	}
 	ms, err := ps.object(e.raw, e.off)
 	if err != nil {
@@ -634,7 +701,7 @@ func (ps *parser) story(e element, where string) (Story, error) {
 		case sAllowGateChanges:
 			s.AllowGateChanges, err = ps.boolean(m, at)
 		}
-		if err != nil {
+		if err = ps.keep(err); err != nil {
 			return s, err
 		}
 	}

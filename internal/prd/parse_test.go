@@ -104,3 +104,43 @@ func TestParseAccepts(t *testing.T) {
 		})
 	}
 }
+
+// Every field of the wrong type is reported in one parse, in file order,
+// each with its line, story and field; ParseAll still returns what it
+// could read.
+func TestParseReportsEveryTypeError(t *testing.T) {
+	data := []byte(`{"project": "p", "branch_name": 7, "user_stories": [
+  {"id": "S-1", "title": "one", "passes": "no"},
+  {"id": "S-2", "title": "two", "priority": "high", "acceptance_criteria": "works"},
+  "not a story",
+  {"id": "S-3", "title": "three"}
+], "quality_checks": {"test": 5}}
+`)
+	p, err := ParseAll("prd.json", data)
+	var te TypeErrors
+	if !errors.As(err, &te) {
+		t.Fatalf("want TypeErrors, got %v", err)
+	}
+	want := []string{
+		`prd.json:1:33: "branch_name" must be a string, got number 7`,
+		`prd.json:2:43: user_stories[0] (S-1): "passes" must be true or false, got string "no"`,
+		`prd.json:3:45: user_stories[1] (S-2): "priority" must be a whole number, got string "high"`,
+		`prd.json:3:76: user_stories[1] (S-2): "acceptance_criteria" must be an array of strings, got string "works"`,
+		`prd.json:4:3: user_stories[2] must be a story object, got string "not a story"`,
+		`prd.json:6:31: "quality_checks.test" must be a string, got number 5`,
+	}
+	if len(te) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(te), len(want), err)
+	}
+	for i, w := range want {
+		if te[i].Error() != w {
+			t.Errorf("error %d:\n got %s\nwant %s", i, te[i].Error(), w)
+		}
+	}
+	if p == nil || len(p.Stories) != 3 || p.Stories[2].ID != "S-3" {
+		t.Fatalf("the readable stories: %+v", p)
+	}
+	if _, err := Parse("prd.json", data); err == nil || strings.Count(err.Error(), "\n") != len(want)-1 {
+		t.Fatalf("Parse names every type error: %v", err)
+	}
+}
