@@ -42,6 +42,10 @@ func FuzzParse(f *testing.F) {
 		if p.Validate() != nil {
 			return
 		}
+		// The write-back after a story passes edits the file in place.
+		if len(p.Stories) > 0 {
+			p.MarkPassed(p.Stories[len(p.Stories)-1].ID)
+		}
 		out, err := p.Marshal()
 		if err != nil {
 			t.Fatalf("Marshal: %v", err)

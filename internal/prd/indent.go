@@ -6,11 +6,13 @@ import "bytes"
 // keeps arrays of scalars on one line (["a", "b"], []): that is how people
 // and the bash Ralph write acceptance criteria and dependencies, so a
 // write-back of a hand-written file changes only what the model changed.
-func indent(src []byte) []byte {
+// Every line after the first starts with prefix; nl is the line end.
+func indent(src []byte, prefix, nl string) []byte {
 	var b bytes.Buffer
 	depth := 0
 	newline := func() {
-		b.WriteByte('\n')
+		b.WriteString(nl)
+		b.WriteString(prefix)
 		for range depth {
 			b.WriteString("  ")
 		}

@@ -6,99 +6,110 @@ import (
 	"strconv"
 )
 
-// Marshal writes the PRD back in the format it was read in, keeping unknown
-// fields and the original key order, so that a write-back after MarkPassed
-// shows up in a diff as the passes flags and nothing else (for files already
-// indented with two spaces and arrays of strings on one line). A PRD that was not parsed (Template, or one
-// built in Go) gets the format's canonical layout.
+// Marshal writes the PRD back in the format it was read in. A parsed PRD is
+// written as its own bytes with only the changed values replaced (and new
+// fields such as a camelCase story's first "passes" added after the last
+// key, in the file's own spacing), so a write-back after MarkPassed shows up
+// in a diff as the passes flags and nothing else, whatever the file's
+// indentation or line breaks. A PRD that was not parsed (Template, or one
+// built in Go), or whose stories were added, removed or reordered, gets the
+// format's canonical layout, keeping unknown fields and key order.
 func (p *PRD) Marshal() ([]byte, error) {
 	f := p.Format
 	if f != FormatCamel {
 		f = FormatSnake
 	}
+	if out, ok := p.splice(f); ok {
+		return out, nil
+	}
 	var b bytes.Buffer
-	writeObject(&b, topSpec, f, p.top, func(id int) ([]byte, bool) {
-		switch id {
-		case tProject:
-			return encString(p.Project), p.Project == ""
-		case tFeature:
-			return encString(p.Feature), p.Feature == ""
-		case tBranch:
-			return encString(p.BranchName), p.BranchName == ""
-		case tVersion:
-			return encString(p.Version), p.Version == ""
-		case tDescription:
-			return encString(p.Description), p.Description == ""
-		case tStories:
-			var sb bytes.Buffer
-			sb.WriteByte('[')
-			for i := range p.Stories {
-				if i > 0 {
-					sb.WriteByte(',')
-				}
-				p.Stories[i].write(&sb, f)
-			}
-			sb.WriteByte(']')
-			return sb.Bytes(), len(p.Stories) == 0
-		case tTechReq:
-			return encStrings(p.TechnicalRequirements), len(p.TechnicalRequirements) == 0
-		case tQuality:
-			var qb bytes.Buffer
-			q := p.QualityChecks
-			writeObject(&qb, qualitySpec, f, p.quality, func(id int) ([]byte, bool) {
-				var s string
-				switch id {
-				case qTypecheck:
-					s = q.Typecheck
-				case qLint:
-					s = q.Lint
-				case qTest:
-					s = q.Test
-				case qBuild:
-					s = q.Build
-				}
-				return encString(s), s == ""
-			})
-			return qb.Bytes(), q == (QualityChecks{}) && !hasUnknown(p.quality)
-		case tCreated:
-			return encString(p.CreatedAt), p.CreatedAt == ""
-		case tUpdated:
-			return encString(p.UpdatedAt), p.UpdatedAt == ""
-		}
-		return nil, true
-	})
-	out := indent(b.Bytes())
+	writeObject(&b, topSpec, f, p.top, func(id int) ([]byte, bool) { return p.topValue(f, id) })
+	out := indent(b.Bytes(), "", "\n")
 	return append(out, '\n'), nil
 }
 
-func (s *Story) write(b *bytes.Buffer, f Format) {
-	writeObject(b, storySpec, f, s.lay, func(id int) ([]byte, bool) {
-		switch id {
-		case sID:
-			return encString(s.ID), s.ID == ""
-		case sTitle:
-			return encString(s.Title), s.Title == ""
-		case sDescription:
-			return encString(s.Description), s.Description == ""
-		case sAC:
-			return encStrings(s.AcceptanceCriteria), len(s.AcceptanceCriteria) == 0
-		case sPasses:
-			return []byte(strconv.FormatBool(s.Passes)), !s.Passes
-		case sPriority:
-			return []byte(strconv.Itoa(s.Priority)), s.Priority == 0 && !s.priorityGiven
-		case sDeps:
-			return encStrings(s.DependsOn), len(s.DependsOn) == 0
-		case sComplexity:
-			return []byte(strconv.Itoa(s.Complexity)), s.Complexity == 0 && !s.complexityGiven
-		case sNotes:
-			return encString(s.Notes), s.Notes == ""
-		case sChecks:
-			return encStrings(s.Checks), len(s.Checks) == 0
-		case sAllowGateChanges:
-			return []byte(strconv.FormatBool(s.AllowGateChanges)), !s.AllowGateChanges
+// topValue is a top-level field's compact encoding and whether it is zero.
+func (p *PRD) topValue(f Format, id int) ([]byte, bool) {
+	switch id {
+	case tProject:
+		return encString(p.Project), p.Project == ""
+	case tFeature:
+		return encString(p.Feature), p.Feature == ""
+	case tBranch:
+		return encString(p.BranchName), p.BranchName == ""
+	case tVersion:
+		return encString(p.Version), p.Version == ""
+	case tDescription:
+		return encString(p.Description), p.Description == ""
+	case tStories:
+		var sb bytes.Buffer
+		sb.WriteByte('[')
+		for i := range p.Stories {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			s := &p.Stories[i]
+			writeObject(&sb, storySpec, f, s.lay, s.value)
 		}
-		return nil, true
-	})
+		sb.WriteByte(']')
+		return sb.Bytes(), len(p.Stories) == 0
+	case tTechReq:
+		return encStrings(p.TechnicalRequirements), len(p.TechnicalRequirements) == 0
+	case tQuality:
+		var qb bytes.Buffer
+		writeObject(&qb, qualitySpec, f, p.quality, p.QualityChecks.value)
+		return qb.Bytes(), p.QualityChecks == (QualityChecks{}) && !hasUnknown(p.quality)
+	case tCreated:
+		return encString(p.CreatedAt), p.CreatedAt == ""
+	case tUpdated:
+		return encString(p.UpdatedAt), p.UpdatedAt == ""
+	}
+	return nil, true
+}
+
+// value is a quality check's compact encoding and whether it is empty.
+func (q QualityChecks) value(id int) ([]byte, bool) {
+	var s string
+	switch id {
+	case qTypecheck:
+		s = q.Typecheck
+	case qLint:
+		s = q.Lint
+	case qTest:
+		s = q.Test
+	case qBuild:
+		s = q.Build
+	}
+	return encString(s), s == ""
+}
+
+// value is a story field's compact encoding and whether it is zero.
+func (s *Story) value(id int) ([]byte, bool) {
+	switch id {
+	case sID:
+		return encString(s.ID), s.ID == ""
+	case sTitle:
+		return encString(s.Title), s.Title == ""
+	case sDescription:
+		return encString(s.Description), s.Description == ""
+	case sAC:
+		return encStrings(s.AcceptanceCriteria), len(s.AcceptanceCriteria) == 0
+	case sPasses:
+		return []byte(strconv.FormatBool(s.Passes)), !s.Passes
+	case sPriority:
+		return []byte(strconv.Itoa(s.Priority)), s.Priority == 0 && !s.priorityGiven
+	case sDeps:
+		return encStrings(s.DependsOn), len(s.DependsOn) == 0
+	case sComplexity:
+		return []byte(strconv.Itoa(s.Complexity)), s.Complexity == 0 && !s.complexityGiven
+	case sNotes:
+		return encString(s.Notes), s.Notes == ""
+	case sChecks:
+		return encStrings(s.Checks), len(s.Checks) == 0
+	case sAllowGateChanges:
+		return []byte(strconv.FormatBool(s.AllowGateChanges)), !s.AllowGateChanges
+	}
+	return nil, true
 }
 
 func hasUnknown(l *layout) bool {

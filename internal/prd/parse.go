@@ -201,12 +201,20 @@ var qualitySpec = &objSpec{
 // their raw value; known ones keep it only to write a null back as null.
 type layout struct {
 	members []laid
+	// open and close are the offsets of the object's braces in the parsed
+	// file, for Marshal's in-place write-back.
+	open, close int
+	// doc identifies the parse that made the layout: a story moved in from
+	// another parsed file must not be edited at this file's offsets.
+	doc *[]byte
 }
 
 type laid struct {
-	key string
-	id  int // index into the objSpec, -1 if unknown
-	raw json.RawMessage
+	key    string
+	id     int // index into the objSpec, -1 if unknown
+	raw    json.RawMessage
+	keyOff int // offset of the key's opening quote in the parsed file
+	valOff int // offset of the value's first byte
 }
 
 func (l *layout) key(id int) (string, bool) {
@@ -280,7 +288,7 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 		return nil, err
 	}
 
-	p := &PRD{name: name, top: &layout{}}
+	p := &PRD{name: name, src: data}
 	storiesKey := ""
 	for _, m := range members {
 		if id := topSpec.lookup(m.key); id == tStories {
@@ -298,7 +306,7 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.top.members = laidOut
+	p.top = ps.layout(laidOut, start, data[start:])
 	for i, m := range members {
 		id := laidOut[i].id
 		var err error
@@ -323,7 +331,7 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 		case tQuality:
 			err = ps.quality(p, m, at)
 		case tStories:
-			p.Stories, err = ps.stories(m, at)
+			p.Stories, p.storyCount, err = ps.stories(m, at)
 		}
 		if err = ps.keep(err); err != nil {
 			return nil, err
@@ -465,9 +473,15 @@ func (ps *parser) known(ms []member, spec *objSpec, ctx string) ([]laid, error) 
 			}
 			first[id] = m
 		}
-		out[i] = laid{key: m.key, id: id, raw: m.raw}
+		out[i] = laid{key: m.key, id: id, raw: m.raw, keyOff: m.keyOff, valOff: m.valOff}
 	}
 	return out, nil
+}
+
+// layout records an object's members and where its braces are; obj starts
+// at the object's '{' (offset base) and may run on past its '}'.
+func (ps *parser) layout(ms []laid, base int, obj []byte) *layout {
+	return &layout{members: ms, open: base, close: base + len(bytes.TrimRight(obj, " \t\r\n")) - 1, doc: &ps.data}
 }
 
 // at labels a field for error messages, e.g. `user_stories[1] (US-002): "priority"`.
@@ -599,7 +613,7 @@ func (ps *parser) quality(p *PRD, m member, at string) error {
 	if err != nil {
 		return err
 	}
-	p.quality = &layout{members: lay}
+	p.quality = ps.layout(lay, m.valOff, m.raw)
 	for i, qm := range ms {
 		qat := strconv.Quote(m.key + "." + qm.key)
 		var s string
@@ -622,23 +636,23 @@ func (ps *parser) quality(p *PRD, m member, at string) error {
 	return nil
 }
 
-func (ps *parser) stories(m member, at string) ([]Story, error) {
+func (ps *parser) stories(m member, at string) ([]Story, int, error) {
 	if isNull(m.raw) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if kindOf(m.raw) != "array" {
-		return nil, ps.typeErrAt(m.valOff, "%s must be an array of story objects, got %s", at, describe(m.raw))
+		return nil, 0, ps.typeErrAt(m.valOff, "%s must be an array of story objects, got %s", at, describe(m.raw))
 	}
 	es, err := ps.array(m.raw, m.valOff)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []Story
 	for i, e := range es {
 		s, err := ps.story(e, fmt.Sprintf("%s[%d]", m.key, i))
 		if err != nil {
 			if err = ps.keep(err); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if s.lay == nil {
 				continue // not an object: nothing to read
@@ -646,7 +660,7 @@ func (ps *parser) stories(m member, at string) ([]Story, error) {
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, len(es), nil
 }
 
 func (ps *parser) story(e element, where string) (Story, error) {
@@ -673,7 +687,7 @@ func (ps *parser) story(e element, where string) (Story, error) {
 	if err != nil {
 		return s, err
 	}
-	s.lay = &layout{members: lay}
+	s.lay = ps.layout(lay, e.off, e.raw)
 	for i, m := range ms {
 		at := ps.at(m.key, ctx)
 		var err error

@@ -63,6 +63,11 @@ type PRD struct {
 	// and Marshal then writes the format's canonical layout.
 	top     *layout
 	quality *layout
+	// src is the parsed file (without a byte order mark) and storyCount
+	// the stories array's length in it: Marshal edits src in place while
+	// the stories are still the parsed ones, in their order.
+	src        []byte
+	storyCount int
 }
 
 // Story is one user story.

@@ -421,7 +421,7 @@ func TestLoadInvalid(t *testing.T) {
 // caller can see.
 func public(p *PRD) PRD {
 	c := *p
-	c.name, c.top, c.quality = "", nil, nil
+	c.name, c.top, c.quality, c.src, c.storyCount = "", nil, nil, nil, 0
 	c.Stories = nil
 	for _, s := range p.Stories {
 		s.lay = nil
@@ -457,5 +457,68 @@ func TestReadyStoriesUnblockingFirst(t *testing.T) {
 	// Sequential selection keeps file order among equals.
 	if n := p.NextStory(nil, nil); n.ID != "A" {
 		t.Fatalf("NextStory = %s, want A", n.ID)
+	}
+}
+
+// A write-back changes only what changed: multi-line arrays, four-space
+// indentation and CRLF line ends stay as written; a camelCase story that
+// had no "passes" gets one line, in its own spacing.
+func TestWriteBackKeepsTheFilesLayout(t *testing.T) {
+	src := "{\n" +
+		"    \"project\": \"p\",\n" +
+		"    \"userStories\": [\n" +
+		"        {\n" +
+		"            \"id\": \"US-1\",\n" +
+		"            \"title\": \"one\",\n" +
+		"            \"acceptanceCriteria\": [\n" +
+		"                \"first\",\n" +
+		"                \"second\"\n" +
+		"            ],\n" +
+		"            \"passes\": false\n" +
+		"        },\n" +
+		"        {\n" +
+		"            \"id\": \"US-2\",\n" +
+		"            \"title\": \"two\",\n" +
+		"            \"dependsOn\": [\n" +
+		"                \"US-1\"\n" +
+		"            ]\n" +
+		"        }\n" +
+		"    ]\n" +
+		"}\n"
+	want := strings.Replace(src, "\"passes\": false", "\"passes\": true", 1)
+	want = strings.Replace(want, "                \"US-1\"\n            ]\n", "                \"US-1\"\n            ],\n            \"passes\": true\n", 1)
+	for _, nl := range []string{"\n", "\r\n"} {
+		name := map[string]string{"\n": "LF", "\r\n": "CRLF"}[nl]
+		t.Run(name, func(t *testing.T) {
+			in := strings.ReplaceAll(src, "\n", nl)
+			p := mustParse(t, in)
+			if p.Format != FormatCamel {
+				t.Fatalf("format %v", p.Format)
+			}
+			p.MarkPassed("US-1")
+			p.MarkPassed("US-2")
+			out, err := p.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, w := string(out), strings.ReplaceAll(want, "\n", nl); got != w {
+				t.Errorf("write-back:\n%s\nwant:\n%s", got, w)
+			}
+			q := mustParse(t, string(out))
+			if !reflect.DeepEqual(q.PassedInFile(), map[string]bool{"US-1": true, "US-2": true}) {
+				t.Errorf("passed after write-back = %v", q.PassedInFile())
+			}
+		})
+	}
+	// Stories reordered or added: the canonical layout, same model.
+	p := mustParse(t, src)
+	p.Stories[0], p.Stories[1] = p.Stories[1], p.Stories[0]
+	out, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := mustParse(t, string(out))
+	if q.Stories[0].ID != "US-2" || !reflect.DeepEqual(q.Stories[1].AcceptanceCriteria, []string{"first", "second"}) {
+		t.Errorf("reordered write-back lost the model:\n%s", out)
 	}
 }
