@@ -616,6 +616,14 @@ func (ps *parser) quality(p *PRD, m member, at string) error {
 	p.quality = ps.layout(lay, m.valOff, m.raw)
 	for i, qm := range ms {
 		qat := strconv.Quote(m.key + "." + qm.key)
+		if lay[i].id < 0 {
+			// A misspelt or invented gate would be silently not run, and
+			// stories would pass on the agent's word alone.
+			if err := ps.keep(ps.typeErrAt(qm.keyOff, "%s is not a quality check: the known ones are typecheck, lint, test and build (a story's own commands go in its \"checks\", other gates in .ralph/config.yaml)", qat)); err != nil {
+				return err
+			}
+			continue
+		}
 		var s string
 		if lay[i].id >= 0 {
 			if s, err = ps.str(qm, qat); ps.keep(err) != nil {

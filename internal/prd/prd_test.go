@@ -146,12 +146,12 @@ func TestUnknownFieldsKept(t *testing.T) {
 			name: "snake",
 			src: `{"owner": {"team": "core", "n": 1.50}, "project": "p", "user_stories": [
 				{"estimate": 3, "id": "US-001", "title": "t", "tags": ["a", "b"], "passes": false}
-			], "quality_checks": {"test": "go test ./...", "format": "gofmt"}, "zz": null}`,
+			], "quality_checks": {"test": "go test ./...", "lint": "gofmt -l ."}, "zz": null}`,
 			mark: "US-001",
 			want: []string{
 				`"owner": {`, `"team": "core"`, `"n": 1.50`, `"project": "p"`, `"user_stories": [`,
 				`"estimate": 3,`, `"id": "US-001"`, `"title": "t"`, `"tags": ["a", "b"]`, `"passes": true`,
-				`"quality_checks": {`, `"test": "go test ./..."`, `"format": "gofmt"`, `"zz": null`,
+				`"quality_checks": {`, `"test": "go test ./..."`, `"lint": "gofmt -l ."`, `"zz": null`,
 			},
 		},
 		{
