@@ -13,6 +13,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/cli"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -35,6 +36,10 @@ func TestScripts(t *testing.T) {
 			home := filepath.Join(env.WorkDir, ".home")
 			_ = os.MkdirAll(home, 0o755)
 			env.Setenv("HOME", home)
+			// Children's temp files and XDG dirs stay in $WORK too.
+			if err := testenv.Isolate(filepath.Join(env.WorkDir, ".iso"), func(k, v string) error { env.Setenv(k, v); return nil }); err != nil {
+				return err
+			}
 			for k, v := range goEnv {
 				env.Setenv(k, v)
 			}

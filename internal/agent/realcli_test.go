@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/llmtest"
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // These tests run the real agent CLIs (installed by scripts/install-agents.sh
 // into $RALPH_AGENTS_DIR, default ~/.cache/ralph/agents) against the scripted

@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/cli"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/llmtest"
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
 // asRalph makes the test binary act as the ralph command: the tests run
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asRalph) == "1" {
 		os.Exit(cli.Main())
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // runResult is one finished `ralph` process.
