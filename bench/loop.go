@@ -71,7 +71,14 @@ func benchLoop(tmp, bin string) {
 	rProcs, rSyncs := countPassing(root, bin, stories, true)
 	fmt.Printf("\nPer passing story: the script starts %.1f processes and makes %s fsyncs; ralph %.1f processes and %s fsyncs.\n",
 		sProcs, syncs(sSyncs), rProcs, syncs(rSyncs))
+}
 
+// benchFlat measures the harness's own cost of one iteration at growing
+// numbers of items, for each kind of loop.
+func benchFlat(tmp, bin string) {
+	root, err := os.MkdirTemp(tmp, "flat-")
+	check(err)
+	defer os.RemoveAll(root)
 	fmt.Println("\n## Flat in the number of items (issue 16)")
 	fmt.Print("\nSteady-state harness cost of one iteration (time between iteration starts minus the agent's run; median over 30 iterations), items that pass\n\n")
 	fmt.Println("| loop | items | per iteration | ratio to 10 | goal |")

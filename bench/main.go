@@ -30,7 +30,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "output", "parallel", "tasks"}
+		which = []string{"loop", "flat", "output", "parallel", "tasks"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -42,6 +42,8 @@ func main() {
 		switch w {
 		case "loop":
 			benchLoop(tmp, bin)
+		case "flat":
+			benchFlat(tmp, bin)
 		case "output":
 			benchOutput(tmp, bin)
 		case "parallel":
@@ -49,7 +51,7 @@ func main() {
 		case "tasks":
 			benchTasks(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, output, parallel, tasks)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat, output, parallel, tasks)\n", w)
 			os.Exit(2)
 		}
 	}

@@ -410,6 +410,9 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 		}
 		fmt.Fprintln(w, line)
 	}
+	if st.Untracked > 0 {
+		fmt.Fprintf(w, "  pending  … and %d more, not started yet\n", st.Untracked)
+	}
 	fmt.Fprintf(w, "ralph: transcripts in %s, progress in %s\n", p.Transcripts, p.Progress)
 }
 

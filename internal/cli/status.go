@@ -118,6 +118,9 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, commit)
 	}
+	if st.Untracked > 0 {
+		fmt.Fprintf(&b, "| … | %d more, not started yet | ⏳ pending | | |\n", st.Untracked)
+	}
 	for _, id := range st.Order {
 		if is := st.Items[id]; is.Status == engine.ItemBlocked && is.Reason != "" {
 			fmt.Fprintf(&b, "\n**%s blocked:** %s\n", id, is.Reason)

@@ -224,7 +224,7 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 		e.emit(Event{Type: "run_resumed", Message: fmt.Sprintf("resuming run %s at iteration %d", e.runID(), snap.Iteration), Data: runFacts(snap)})
 	} else {
 		var n int
-		e.box.read(func(st *State) { n = len(st.Order) })
+		e.box.read(func(st *State) { n = st.Total() })
 		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName), Data: runFacts(e.box.snapshot())})
 	}
 
@@ -346,7 +346,7 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 	e.noteReasons(st, nil)
 	st.MaxIterations = cfg.MaxIterations
 	if st.MaxIterations <= 0 {
-		st.MaxIterations = 10 * len(st.Order)
+		st.MaxIterations = 10 * st.Total()
 	}
 	return st, false, saved, nil
 }
@@ -429,6 +429,10 @@ func (e *Engine) syncItems(st *State) {
 	for _, it := range e.cfg.Source.Items() {
 		st.Order = append(st.Order, it.ID)
 		st.Item(it.ID).Title = it.Title
+	}
+	st.Untracked = 0
+	if sp, ok := e.cfg.Source.(Sparse); ok {
+		st.Untracked = sp.Untracked()
 	}
 }
 

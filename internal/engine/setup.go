@@ -202,7 +202,7 @@ func (e *Engine) Plan(ctx context.Context) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Source: e.info(), Items: len(st.Order), Resumed: resumed, TemplateFrom: e.tmplFrom}
+	p := Plan{Source: e.info(), Items: st.Total(), Resumed: resumed, TemplateFrom: e.tmplFrom}
 	it, err := e.cfg.Source.Next(st, nil)
 	if err != nil {
 		return p, err

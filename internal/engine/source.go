@@ -114,7 +114,8 @@ const (
 // recorded in git.
 type Source interface {
 	Info() SourceInfo
-	// Items lists every item in display order.
+	// Items lists every item in display order (a Sparse source: every item
+	// with a record).
 	Items() []Item
 	// Next returns the best ready item not in busy, or nil when none is
 	// ready (the engine then decides complete vs blocked from state).
@@ -139,4 +140,15 @@ type Source interface {
 	// Close is told the final state when a run stops (mirror files,
 	// leftover worktrees); an error is reported, the stop goes on.
 	Close(st *State) error
+}
+
+// Sparse is a Source whose items are too many to record one by one (a task
+// tree goes to 100,000 tasks): its Items lists only the items with a record
+// — worked on by this run, claimed, blocked or archived — in order, and
+// Untracked counts the others, all pending and never started. Next may
+// return an untracked item; from then on Items lists it. Every per-
+// iteration cost of the engine (state saves, snapshots, syncs) then grows
+// with the work done, not with the size of the tree.
+type Sparse interface {
+	Untracked() int
 }

@@ -60,10 +60,15 @@ type State struct {
 	MaxAttempts   int                   `json:"max_attempts"`
 	Order         []string              `json:"order"`
 	Items         map[string]*ItemState `json:"items"`
-	Current       []*Current            `json:"current,omitempty"`
-	Usage         agent.Usage           `json:"usage"`
-	RateLimitedAt *time.Time            `json:"rate_limited_until,omitempty"`
-	Breaker       Breaker               `json:"breaker"`
+	// Untracked counts the source's items that have no record yet: pending
+	// and never started. A task tree of 100,000 tasks keeps only the tasks
+	// a run touched in Order and Items, so that saving the state costs the
+	// same at any size (see Sparse).
+	Untracked     int         `json:"untracked,omitempty"`
+	Current       []*Current  `json:"current,omitempty"`
+	Usage         agent.Usage `json:"usage"`
+	RateLimitedAt *time.Time  `json:"rate_limited_until,omitempty"`
+	Breaker       Breaker     `json:"breaker"`
 	// TranscriptMax is the cap on each transcript's size, in bytes.
 	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
 	// Preexisting lists paths that were dirty when the run started with
@@ -309,8 +314,11 @@ func (st *State) Counts() (passed, blocked, total int) {
 			blocked++
 		}
 	}
-	return passed, blocked, len(st.Order)
+	return passed, blocked, st.Total()
 }
+
+// Total is the number of items, recorded or not.
+func (st *State) Total() int { return len(st.Order) + st.Untracked }
 
 // Counted is the number of iterations that count against the limit.
 func (st *State) Counted() int { return st.Iteration - st.Refunds }

@@ -58,12 +58,15 @@ type Tasks struct {
 	Gates    gate.Runner
 	GateList []gate.Gate
 
-	base      string
-	baseTip   string    // the base branch's head as ralph last left it
-	files     gateFiles // the files the gates run, checked at every Verify
-	set       *tasks.Set
-	seen      map[string]bool // leaves this process has seen in tasks.jsonl
-	before    fileSnap        // the files when the iteration started
+	base    string
+	baseTip string    // the base branch's head as ralph last left it
+	files   gateFiles // the files the gates run, checked at every Verify
+	set     *tasks.Set
+	// tracked are the leaves with a record (Sparse): in the run's state,
+	// claimed, completed or blocked in the file, or offered by Next. The
+	// other pending leaves are only counted.
+	tracked   map[string]bool
+	before    fileSnap // the files when the iteration started
 	beforeSet *tasks.Set
 	split     map[string]splitInfo
 }
@@ -74,10 +77,15 @@ type splitInfo struct {
 	work     bool
 }
 
+// fileSnap is the task files set aside while a merge checks out other
+// branches. On disk it is tasks-aside.json naming the files, beside raw
+// copies tasks-aside.json.active and .done (a JSON string of a 7 MB file
+// costs more to encode than the whole iteration); the copies are written
+// first, so the marker never names a copy that is not there.
 type fileSnap struct {
-	Active     []byte `json:"active"`
+	Active     []byte `json:"active,omitempty"` // files set aside by older versions carry the bytes here
 	HasActive  bool   `json:"has_active"`
-	Done       []byte `json:"done"`
+	Done       []byte `json:"done,omitempty"`
 	HasDone    bool   `json:"has_done"`
 	ActivePath string `json:"active_path"`
 	DonePath   string `json:"done_path"`
@@ -94,7 +102,7 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 		return nil, engine.UsageError("tasks file %s: %v (create it with `ralph task add ID TITLE`)", path, errors.Unwrap(err))
 	}
 	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
-		seen: map[string]bool{}, split: map[string]splitInfo{}}
+		tracked: map[string]bool{}, split: map[string]splitInfo{}}
 	if err := s.restoreAside(); err != nil {
 		return nil, err
 	}
@@ -166,30 +174,38 @@ func (s *Tasks) reload() error {
 		return err
 	}
 	s.set = set
-	for _, t := range set.List("") {
-		if t.Leaf {
-			s.seen[t.ID] = true
+	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete, tasks.StatusBlocked} {
+		for _, t := range set.Open(status) {
+			if t.Leaf {
+				s.tracked[t.ID] = true
+			}
 		}
 	}
 	return nil
 }
 
-// Items are the leaf tasks of tasks.jsonl, plus the leaves this process
-// saw there that have since been archived.
+// Items are the tracked leaves (see Sparse), archived ones included, in id
+// order.
 func (s *Tasks) Items() []engine.Item {
-	var out []engine.Item
-	for _, t := range s.set.List("") {
-		if t.Leaf {
+	out := make([]engine.Item, 0, len(s.tracked))
+	for id := range s.tracked {
+		if t, ok := s.set.Get(id); ok && t.Leaf {
 			out = append(out, s.item(t))
 		}
 	}
-	for _, t := range s.set.List(tasks.StatusComplete) {
-		if t.Archived() && t.Leaf && s.seen[t.ID] {
-			out = append(out, s.item(t))
-		}
-	}
-	slices.SortStableFunc(out, func(a, b engine.Item) int { return tasks.CompareIDs(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b engine.Item) int { return tasks.CompareIDs(a.ID, b.ID) })
 	return out
+}
+
+// Untracked counts the pending leaves of tasks.jsonl that have no record.
+func (s *Tasks) Untracked() int {
+	n := s.set.CountOpenLeaves(tasks.StatusPending)
+	for id := range s.tracked {
+		if status, ok := s.set.OpenLeaf(id); ok && status == tasks.StatusPending {
+			n--
+		}
+	}
+	return n
 }
 
 func (s *Tasks) item(t *tasks.Task) engine.Item {
@@ -262,8 +278,8 @@ func (s *Tasks) Sync(st *engine.State, why engine.SyncReason) error {
 		for _, c := range st.Current {
 			running[c.Item] = true
 		}
-		for _, t := range s.set.List(tasks.StatusActive) {
-			if is := st.Item(t.ID); t.Leaf && !t.Archived() && !running[t.ID] && resumable(st, t.ID) && is.Reason == "" {
+		for _, t := range s.set.Open(tasks.StatusActive) {
+			if is := st.Item(t.ID); t.Leaf && !running[t.ID] && resumable(st, t.ID) && is.Reason == "" {
 				is.Reason = strandedReason
 			}
 		}
@@ -276,7 +292,7 @@ func (s *Tasks) sync(st *engine.State) {
 	// run counts the tasks of the processes before it too).
 	for id := range st.Items {
 		if t, ok := s.set.Get(id); ok && t.Leaf {
-			s.seen[id] = true
+			s.tracked[id] = true
 		}
 	}
 	for _, it := range s.Items() {
@@ -331,8 +347,8 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 	}
 	s.sync(st)
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete} {
-		for _, t := range s.set.List(status) {
-			if t.Leaf && !t.Archived() && !busy[t.ID] && resumable(st, t.ID) {
+		for _, t := range s.set.Open(status) {
+			if t.Leaf && !busy[t.ID] && resumable(st, t.ID) {
 				it := s.item(t)
 				return &it, nil
 			}
@@ -345,6 +361,7 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 	if is := st.Items[t.ID]; is != nil && is.Status == engine.ItemBlocked {
 		return nil, nil
 	}
+	s.tracked[t.ID] = true
 	it := s.item(t)
 	return &it, nil
 }
@@ -449,8 +466,8 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	// Tasks other than this one marked complete by hand: only the loop
 	// completes tasks. Put them back.
 	var others []string
-	for _, t := range after.List(tasks.StatusComplete) {
-		if t.Archived() || t.ID == id {
+	for _, t := range after.Open(tasks.StatusComplete) {
+		if t.ID == id {
 			continue
 		}
 		if bt, ok := s.beforeSet.Get(t.ID); ok && bt.Status != tasks.StatusComplete {
@@ -973,8 +990,11 @@ func (s *Tasks) controlRel() []string {
 }
 
 func removeAside(p string) error {
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	// The marker goes first: without it the copies mean nothing.
+	for _, f := range []string{p, p + ".active", p + ".done"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
@@ -1007,7 +1027,26 @@ func (s *Tasks) aside() (fileSnap, error) {
 	if err := os.MkdirAll(filepath.Dir(s.asidePath()), 0o755); err != nil {
 		return snap, err
 	}
-	return snap, store.WriteJSON(s.asidePath(), snap)
+	// Atomic renames without fsync: the aside guards against a crash of
+	// ralph between checkouts, and every copy is in place before the marker.
+	marker := snap
+	marker.Active, marker.Done = nil, nil
+	for _, c := range []struct {
+		has  bool
+		data []byte
+		ext  string
+	}{{snap.HasActive, snap.Active, ".active"}, {snap.HasDone, snap.Done, ".done"}} {
+		if c.has {
+			if err := store.WriteFileNoSync(s.asidePath()+c.ext, c.data, 0o600); err != nil {
+				return snap, err
+			}
+		}
+	}
+	b, err := json.Marshal(marker)
+	if err != nil {
+		return snap, err
+	}
+	return snap, store.WriteFileNoSync(s.asidePath(), b, 0o600)
 }
 
 func (s *Tasks) writeSnap(snap fileSnap) error {
@@ -1035,10 +1074,21 @@ func (s *Tasks) restoreAside() error {
 	var snap fileSnap
 	err := store.ReadJSON(s.asidePath(), &snap)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return removeAside(s.asidePath()) // copies a crash left without their marker
 	}
 	if err != nil {
 		return err
+	}
+	for _, c := range []struct {
+		has  bool
+		data *[]byte
+		ext  string
+	}{{snap.HasActive, &snap.Active, ".active"}, {snap.HasDone, &snap.Done, ".done"}} {
+		if c.has && *c.data == nil {
+			if *c.data, err = os.ReadFile(s.asidePath() + c.ext); err != nil {
+				return fmt.Errorf("restoring the task files a crashed run set aside: %w", err)
+			}
+		}
 	}
 	return store.WithLock(s.Store.LockPath, func() error {
 		if snap.ActivePath == "" {

@@ -2,6 +2,8 @@ package source
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,12 +69,16 @@ func TestTasksSourceCompleteFlow(t *testing.T) {
 	ctx := context.Background()
 	dir, repo, src := newTaskRepo(t)
 	st := newState()
-	if got := src.Items(); len(got) != 2 || got[0].ID != "A.1" || got[1].ID != "B" {
-		t.Fatalf("items %+v", got)
+	// Sparse: no task has a record yet; both leaves are counted.
+	if got, n := src.Items(), src.Untracked(); len(got) != 0 || n != 2 {
+		t.Fatalf("items %+v, untracked %d", got, n)
 	}
 	it, err := src.Next(st, nil)
 	if err != nil || it == nil || it.ID != "A.1" {
 		t.Fatal(it, err)
+	}
+	if got, n := src.Items(), src.Untracked(); len(got) != 1 || got[0].ID != "A.1" || n != 1 {
+		t.Fatalf("after Next: items %+v, untracked %d", got, n)
 	}
 	if !strings.Contains(it.Description, "ralph task complete A.1") || !strings.Contains(it.Description, "Part of: A auth") {
 		t.Fatalf("description: %s", it.Description)
@@ -283,5 +289,50 @@ func TestTasksBranchNameSafe(t *testing.T) {
 		if err := repo.CheckRefName(context.Background(), b); err != nil || !strings.HasPrefix(b, "task/A.1-") {
 			t.Fatalf("%q → %q: %v", title, b, err)
 		}
+	}
+}
+
+// The task files set aside during a merge are raw copies beside a small
+// marker: a crash after the copies and before the marker leaves copies
+// that mean nothing (removed, the files as they are kept), and a marker of
+// an older version with the bytes inline still restores.
+func TestTasksAsideMarkerAndCopies(t *testing.T) {
+	ctx := context.Background()
+	dir, repo, src := newTaskRepo(t)
+	orig, err := os.ReadFile(src.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aside := src.asidePath()
+	os.MkdirAll(filepath.Dir(aside), 0o755)
+
+	// copies without a marker
+	os.WriteFile(aside+".active", []byte("not what the file holds\n"), 0o600)
+	if _, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(src.File); string(b) != string(orig) {
+		t.Fatalf("tasks file changed by a copy without its marker:\n%s", b)
+	}
+	if _, err := os.Stat(aside + ".active"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("copy without a marker kept: %v", err)
+	}
+
+	// an older marker with the bytes inline
+	old := fileSnap{Active: orig, HasActive: true, ActivePath: src.File, DonePath: src.Store.DonePath}
+	b, _ := json.Marshal(old)
+	os.WriteFile(aside, b, 0o600)
+	os.WriteFile(src.File, []byte("{\"id\":\"Z\",\"title\":\"other branch\",\"status\":\"pending\",\"leaf\":true}\n"), 0o644)
+	if _, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(src.File); string(b) != string(orig) {
+		t.Fatalf("older marker not restored:\n%s", b)
+	}
+
+	// a marker naming a copy that is gone is an error, not a silent loss
+	os.WriteFile(aside, []byte(`{"has_active":true,"active_path":"`+src.File+`"}`), 0o600)
+	if _, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err == nil || !strings.Contains(err.Error(), "set aside") {
+		t.Fatalf("missing copy: %v", err)
 	}
 }

@@ -26,13 +26,35 @@ func ValidateChanges(before, after *Set) error {
 	for _, e := range before.shadowed {
 		wasShadowed[e.id] = true
 	}
+	// Both active lists are in id order and nearly the same: walk them
+	// side by side, one string comparison per task, to find the tasks
+	// added and the tasks gone (a tree of 100,000 tasks is checked after
+	// every iteration).
+	var added []*entry
+	var gone []*entry
+	for i, j := 0, 0; i < len(before.active) || j < len(after.active); {
+		switch {
+		case i < len(before.active) && j < len(after.active) && before.active[i].id == after.active[j].id:
+			i++
+			j++
+		case j == len(after.active) || i < len(before.active) && CompareIDs(before.active[i].id, after.active[j].id) < 0:
+			gone = append(gone, &before.active[i])
+			i++
+		default:
+			added = append(added, &after.active[j])
+			j++
+		}
+	}
 	// Lines with the id of an archived task are "shadowed" by Load; the
 	// agent may have added them.
-	all := append(slices.Clone(after.active), after.shadowed...)
-	slices.SortStableFunc(all, func(a, b entry) int { return int(a.line) - int(b.line) })
-	for i := range all {
-		e := &all[i]
-		if _, ok := before.find(e.id); ok || wasShadowed[e.id] {
+	for i := range after.shadowed {
+		if _, ok := before.find(after.shadowed[i].id); !ok {
+			added = append(added, &after.shadowed[i])
+		}
+	}
+	slices.SortStableFunc(added, func(a, b *entry) int { return int(a.line) - int(b.line) })
+	for _, e := range added {
+		if wasShadowed[e.id] {
 			continue
 		}
 		t := e.task()
@@ -49,15 +71,20 @@ func ValidateChanges(before, after *Set) error {
 			add(after.activeName, t, `a new task must start as "pending" (the loop claims tasks)`)
 		}
 	}
-	for i := range before.active {
-		e := &before.active[i]
-		if _, ok := after.find(e.id); ok || after.archived(e.id) != nil {
+	for _, e := range gone {
+		if after.archived(e.id) != nil {
 			continue
 		}
 		probs = append(probs, Problem{File: after.activeName, ID: e.id,
 			Msg: fmt.Sprintf("was deleted without being completed (it was on line %d); mark it complete or blocked instead", e.line)})
 	}
-	for i := range before.done {
+	// The archive is append-only: its old lines are normally the same
+	// lines in the same places, checked without building an index.
+	same := 0
+	for same < len(before.done) && same < len(after.done) && before.done[same].id == after.done[same].id && string(before.done[same].raw) == string(after.done[same].raw) {
+		same++
+	}
+	for i := same; i < len(before.done); i++ {
 		e := &before.done[i]
 		a := after.archived(e.id)
 		switch {
