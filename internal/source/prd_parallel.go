@@ -162,16 +162,7 @@ func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (str
 		ready = s.mainReady
 		s.wmu.Unlock()
 		if !ready {
-			// Once per run (s.mu held): forget folders removed by hand,
-			// repair what a crashed run left.
-			_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
-			s.resumeTrees(ctx)
-			s.wmu.Lock()
-			s.mainReady = true
-			s.wmu.Unlock()
-			if s.resumedTip != "" {
-				s.guard.recordTip(s.resumedTip)
-			}
+			s.repairTrees(ctx)
 		}
 		s.mu.Unlock()
 	}
@@ -356,6 +347,22 @@ func (s *ParallelPRD) removeWorktree(ctx context.Context, dir string) {
 		}
 		return nil
 	})
+}
+
+// repairTrees runs once per run, with s.mu held, before the first story
+// starts or — when none starts (a rerun that only recovered a commit, or
+// found everything passed) — before Close: it forgets folders removed by
+// hand and repairs what a crashed run left, so that Close knows every
+// tree there is.
+func (s *ParallelPRD) repairTrees(ctx context.Context) {
+	_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
+	s.resumeTrees(ctx)
+	s.wmu.Lock()
+	s.mainReady = true
+	s.wmu.Unlock()
+	if s.resumedTip != "" {
+		s.guard.recordTip(s.resumedTip)
+	}
 }
 
 // resumeTrees rebuilds the lifecycle from what a crashed or stopped run
@@ -794,6 +801,15 @@ func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string
 // the branches of stories an earlier process merged too. A handful of git
 // calls in all, however many stories merged; a failure is returned.
 func (s *ParallelPRD) Close(st *engine.State) error {
+	ctx := context.Background()
+	s.wmu.Lock()
+	ready := s.mainReady
+	s.wmu.Unlock()
+	if !ready {
+		s.mu.Lock()
+		s.repairTrees(ctx)
+		s.mu.Unlock()
+	}
 	// Every worker has finished: no tree is cutting or taken. Parked trees
 	// go, and so do trees readied for stories that never started, with
 	// their branches.
@@ -830,7 +846,6 @@ func (s *ParallelPRD) Close(st *engine.State) error {
 		}
 		_ = s.trees.move(append(idle, readied...)[i], treeNone, from)
 	}
-	ctx := context.Background()
 	err := s.listingWorktrees(func() error {
 		if err := s.Git.WorktreePrune(ctx); err != nil {
 			return err

@@ -340,3 +340,34 @@ func TestParallelRecoveredCommitIsTheQueueTip(t *testing.T) {
 		t.Fatal("C's commit is no longer on the feature branch")
 	}
 }
+
+// A rerun that starts no story — the crashed process had merged them all,
+// or left only a commit to recover — still removes the trees and branches
+// that process left: Close learns them from worktrees.jsonl and the disk
+// first (found by make torture: a rerun that only recovered a commit left
+// three story branches and their worktrees behind, and recorded none).
+func TestParallelCloseWithoutAStartCleansUp(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	ctx := f.ctx
+	f.prepare("A")
+	f.finish("A") // A's tree readied for B
+	f.prepare("C")
+	f.finish("C")
+	// A new process that starts nothing.
+	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(f.st); err != nil {
+		t.Fatal(err)
+	}
+	if wts, _ := f.repo.Run(ctx, "worktree", "list", "--porcelain"); strings.Count(wts, "worktree ") != 1 {
+		t.Fatalf("worktrees left:\n%s", wts)
+	}
+	if bs, _ := f.repo.ListBranches(ctx, src.storyPrefix()); len(bs) != 0 {
+		t.Fatalf("story branches left: %v", bs)
+	}
+	if log, _ := os.ReadFile(src.trees.log); len(log) != 0 {
+		t.Fatalf("worktrees.jsonl still records trees:\n%s", log)
+	}
+}
