@@ -197,6 +197,14 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 	default:
 		return nil, fmt.Errorf("%s: unknown loop kind %q", hook.ArmedPath(root), a.Kind)
 	}
+	// The same roles as `ralph run`: the Stop hook hands the agent the
+	// role's prompt (its agent is the session itself, so roles.yaml's
+	// agents do not apply).
+	rs, err := loadRoles(root)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Roles = rs
 	return engine.New(cfg)
 }
 

@@ -106,7 +106,7 @@ or budget reached with work left · 4 blocked · 130 interrupted or stopped.`,
 	root.SetIn(f.IO.In)
 	root.AddGroup(
 		&cobra.Group{ID: groupWork, Title: "Run and watch the loop:"},
-		&cobra.Group{ID: groupFiles, Title: "Work files (PRDs, task trees, pipelines):"},
+		&cobra.Group{ID: groupFiles, Title: "Work files (PRDs, task trees, pipelines, roles):"},
 		&cobra.Group{ID: groupIntegrations, Title: "Inside an agent's own session:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -116,7 +116,7 @@ or budget reached with work left · 4 blocked · 130 interrupted or stopped.`,
 		}
 	}
 	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdStop(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil))
-	add(groupFiles, NewCmdPRD(f), NewCmdTask(f), NewCmdPipeline(f))
+	add(groupFiles, NewCmdPRD(f), NewCmdTask(f), NewCmdPipeline(f), NewCmdRoles(f, nil))
 	add(groupIntegrations, NewCmdHook(f), NewCmdLoop(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })
 	usageErrorsFromArgs(root)

@@ -24,36 +24,37 @@ import (
 
 // RunOptions are `ralph run`'s settings.
 type RunOptions struct {
-	IO               *Factory
-	PRD              string
-	Tasks            string
-	Pipeline         string
-	RunDir           string
-	Agent            string
-	AgentCmd         string
-	AgentArgs        []string
-	Script           string
-	Model            string
-	BaseURL          string
-	Provider         string
-	Prompt           string
-	Promise          string
-	MaxIterations    int
-	MaxAttempts      int
-	IterationTimeout time.Duration
-	GateTimeout      time.Duration
-	MaxCost          float64
-	MaxTokens        int64
-	TranscriptMax    int64
-	AllowDirty       bool
-	Parallel         int
-	Breaker          int
-	DryRun           bool
-	Fresh            bool
-	ResetBreaker     bool
-	NoMask           bool
-	JSON             bool
-	RateLimitBackoff time.Duration
+	IO                *Factory
+	PRD               string
+	Tasks             string
+	Pipeline          string
+	RunDir            string
+	Agent             string
+	AgentCmd          string
+	AgentArgs         []string
+	Script            string
+	Model             string
+	BaseURL           string
+	Provider          string
+	Prompt            string
+	Promise           string
+	MaxIterations     int
+	MaxAttempts       int
+	MaxItemIterations int
+	IterationTimeout  time.Duration
+	GateTimeout       time.Duration
+	MaxCost           float64
+	MaxTokens         int64
+	TranscriptMax     int64
+	AllowDirty        bool
+	Parallel          int
+	Breaker           int
+	DryRun            bool
+	Fresh             bool
+	ResetBreaker      bool
+	NoMask            bool
+	JSON              bool
+	RateLimitBackoff  time.Duration
 	// The task loop's (--tasks) own settings.
 	Watch     bool
 	Interval  time.Duration
@@ -63,6 +64,7 @@ type RunOptions struct {
 	// win over the config file).
 	flagSet func(name string) bool
 	Env     []string // extra agent environment from config env:
+	root    string   // the repository, once runRun found it
 }
 
 // NewCmdRun builds `ralph run`.
@@ -118,7 +120,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
-	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` attempts per story before it is blocked (default 3)")
+	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
+	fl.IntVar(&opts.MaxItemIterations, "max-item-iterations", 0, "`N` iterations per story before it is blocked, work in progress included (default 10): iterations that commit or change files without claiming done spend no attempt")
 	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this `DURATION` (default 60m)")
 	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit (`DURATION`) per quality gate (default 10m)")
 	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches `USD`")
@@ -178,6 +181,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("max-attempts") && c.MaxAttempts > 0 {
 		o.MaxAttempts = c.MaxAttempts
+	}
+	if !set("max-item-iterations") && c.MaxItemIterations > 0 {
+		o.MaxItemIterations = c.MaxItemIterations
 	}
 	if !set("iteration-timeout") && c.IterationTimeout > 0 {
 		o.IterationTimeout = time.Duration(c.IterationTimeout)
@@ -299,6 +305,11 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	rs, err := loadRoles(root)
+	if err != nil {
+		return err
+	}
+	o.root = root
 	out := f.IO
 	cfg := engine.Config{
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
@@ -306,6 +317,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths, TranscriptMax: o.TranscriptMax,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, ResetBreaker: o.ResetBreaker,
+		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {
@@ -440,11 +452,26 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	}
 	it := plan.Item
 	fmt.Fprintf(w, "next: %s %s — %s\n", it.Kind, it.ID, it.Title)
-	inv, err := cfg.Agent.Plan(plan.Request)
+	switch {
+	case plan.Role != "":
+		fmt.Fprintf(w, "role: %s, because %s\n", plan.Role, plan.RoleWhy)
+	case plan.RoleWhy != "":
+		fmt.Fprintf(w, "role: none, because %s\n", plan.RoleWhy)
+	case cfg.Roles != nil && cfg.Roles.TriggersFrom != "":
+		fmt.Fprintf(w, "role: none (no trigger in %s holds)\n", relOr(o.root, cfg.Roles.TriggersFrom))
+	}
+	inv, err := plan.Agent.Agent.Plan(plan.Request)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "agent: %s\n", cfg.AgentName)
+	if plan.Agent.From != "" && plan.Agent.From != "the run's agent" {
+		fmt.Fprintf(w, "agent: %s (from %s)\n", plan.Agent.Name, plan.Agent.From)
+	} else {
+		fmt.Fprintf(w, "agent: %s\n", plan.Agent.Name)
+	}
+	if plan.Agent.Model != "" {
+		fmt.Fprintf(w, "model: %s\n", plan.Agent.Model)
+	}
 	if len(inv.Argv) > 0 {
 		fmt.Fprintf(w, "argv: %s\n", proc.QuoteArgv(inv.Argv))
 	}

@@ -94,7 +94,7 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		fmt.Fprintf(&b, "- **Rate limited until:** %s\n", st.RateLimitedAt.Format(time.RFC3339))
 	}
 	if len(st.Current) > 0 {
-		fmt.Fprintf(&b, "\n| Worker | Story | Iteration | Attempt | Phase | Elapsed | Last gate | Queue |\n|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(&b, "\n| Worker | Story | Iteration | Attempt | Role | Phase | Elapsed | Last gate | Queue |\n|---|---|---|---|---|---|---|---|---|\n")
 		for i, c := range st.Current {
 			q := ""
 			if c.QueuePos > 0 {
@@ -104,11 +104,15 @@ func StatusMarkdown(st *engine.State, active bool) string {
 			if c.Worktree != "" {
 				where = c.Worktree
 			}
-			fmt.Fprintf(&b, "| %d (%s) | %s | %d | %d | %s | %s | %s | %s |\n", i+1, where, c.Item, c.Iteration, c.Attempt, c.Phase,
+			role := c.Role
+			if role == "" {
+				role = "worker"
+			}
+			fmt.Fprintf(&b, "| %d (%s) | %s | %d | %d | %s | %s | %s | %s | %s |\n", i+1, where, c.Item, c.Iteration, c.Attempt, role, c.Phase,
 				time.Since(c.StartedAt).Round(time.Second), c.LastGate, q)
 		}
 	}
-	fmt.Fprintf(&b, "\n| ID | Title | Status | Attempts | Commit |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n| ID | Title | Status | Attempts | Last role | Commit |\n|---|---|---|---|---|---|\n")
 	for _, id := range st.Order {
 		is := st.Items[id]
 		mark := map[string]string{engine.ItemPassed: "✅ passed", engine.ItemBlocked: "⛔ blocked", engine.ItemRunning: "🔄 running", engine.ItemPending: "⏳ pending"}[is.Status]
@@ -116,10 +120,13 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		if len(commit) > 8 {
 			commit = commit[:8]
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, commit)
+		if is.Review != "" && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
+			mark = "👀 awaiting the " + is.Review
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, is.Role, commit)
 	}
 	if st.Untracked > 0 {
-		fmt.Fprintf(&b, "| … | %d more, not started yet | ⏳ pending | | |\n", st.Untracked)
+		fmt.Fprintf(&b, "| … | %d more, not started yet | ⏳ pending | | | |\n", st.Untracked)
 	}
 	for _, id := range st.Order {
 		if is := st.Items[id]; is.Status == engine.ItemBlocked && is.Reason != "" {

@@ -43,7 +43,7 @@ type Config struct {
 	Gates              map[string]string `yaml:"gates"`    // task loop: gate name → command
 	Watch              bool              `yaml:"watch"`    // task loop: wait for new tasks
 	Interval           Duration          `yaml:"interval"` // task loop: watch interval
-	Roles              map[string]string `yaml:"roles"`    // role name → agent (per-role agents)
+	MaxItemIterations  int               `yaml:"max_item_iterations"`
 }
 
 // Duration accepts "90s", "5m", "1h30m".
@@ -74,7 +74,11 @@ func Load(path string) (*Config, error) {
 func Parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
+		msg := yaml.FormatError(err, false, true)
+		if strings.Contains(msg, `unknown field "roles"`) {
+			msg += "\n(roles, their triggers and per-role agents live in .ralph/roles.yaml: see `ralph roles --help`)"
+		}
+		return nil, fmt.Errorf("%s: %s", name, msg)
 	}
 	if err := c.checkSigns(name, b); err != nil {
 		return nil, err

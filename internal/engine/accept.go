@@ -126,7 +126,7 @@ func (e *Engine) resolve(ctx context.Context, x *iteration, conf *Conflict) (*Ve
 	if err := e.writePrompt(it.ID, prompt); err != nil {
 		return nil, err
 	}
-	s := setup{Item: it, Iteration: cur.Iteration, Attempt: cur.Attempt}
+	s := setup{Item: it, Iteration: cur.Iteration, Attempt: cur.Attempt, Agent: e.defaultAgent()}
 	req := e.request(s, att.Dir, prompt, "resolver", e.runID())
 	// Scripts and transcripts tell the resolver's run from the worker's.
 	req.ItemID, req.Attempt, req.Transcript = it.ID+"#resolve", cur.Attempt, att.Log

@@ -23,6 +23,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -69,16 +70,23 @@ type Config struct {
 	PromptText       string // used instead of PromptPaths when set (a template)
 	Fresh            bool   // start a new run even if the state is of the same source
 	ResetBreaker     bool   // a resumed run starts with the circuit breaker closed
-	RoleText         func(it *Item, st *State) string
-	AllowDirty       bool
-	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
-	RateLimitMaxWait time.Duration // cap; 0 = 30 min
-	BreakerThreshold int           // 0 = off (the CLI defaults to 5)
-	ProgressDigest   int           // bytes; 0 = 4 KiB
-	RetryContextMax  int           // bytes; 0 = 4 KiB
-	AgentEnv         []string
-	Parallel         int // workers; 0 or 1 = sequential (the same scheduler)
-	OnEvent          func(Event)
+	// Roles are the role texts and triggers in force (nil: no roles).
+	Roles *roles.Set
+	// AgentFor chooses the agent of an iteration on an item with a role
+	// (nil: Agent, AgentName and Model run every iteration).
+	AgentFor func(it *Item, role string) (AgentChoice, error)
+	// MaxItemIterations bounds the iterations on one item, work in
+	// progress included (0 = DefaultMaxItemIterations).
+	MaxItemIterations int
+	AllowDirty        bool
+	RateLimitBackoff  time.Duration // first wait when no reset time is given; 0 = 1 min
+	RateLimitMaxWait  time.Duration // cap; 0 = 30 min
+	BreakerThreshold  int           // 0 = off (the CLI defaults to 5)
+	ProgressDigest    int           // bytes; 0 = 4 KiB
+	RetryContextMax   int           // bytes; 0 = 4 KiB
+	AgentEnv          []string
+	Parallel          int // workers; 0 or 1 = sequential (the same scheduler)
+	OnEvent           func(Event)
 	// NoMask keeps secrets as they are in transcripts and everything else
 	// ralph writes (by default env values named like secrets and key
 	// shapes are masked: secret.Masker).
@@ -126,6 +134,8 @@ type VCS interface {
 	// Changed lists changed and untracked paths in the tree at dir.
 	Changed(ctx context.Context, dir string, skip ...string) ([]string, error)
 	HeadOf(ctx context.Context, dir string) (string, error)
+	// CommitsSince counts the commits on dir's HEAD since base.
+	CommitsSince(ctx context.Context, dir, base string) (int, error)
 	// RemoveStaleLocks removes git's lock files that no live process has
 	// open (left by a git that died); kept are the ones it could not tell.
 	RemoveStaleLocks(ctx context.Context) (removed, kept []string, err error)

@@ -16,6 +16,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -31,12 +32,18 @@ type Transcript struct {
 // beyond it the middle of the output is dropped (store.CappedFile).
 const DefaultTranscriptMax = 50 << 20
 
-func (e *Engine) openTranscript(iteration int, item string) (*Transcript, error) {
+// openTranscript opens an iteration's transcript: NNNN-<item>.log, or
+// NNNN-<item>.<role>.log for an iteration with a role.
+func (e *Engine) openTranscript(iteration int, item, role string) (*Transcript, error) {
 	dir := e.cfg.Paths.Transcripts
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p := filepath.Join(dir, fmt.Sprintf("%04d-%s.log", iteration, safeFileName(item)))
+	name := fmt.Sprintf("%04d-%s", iteration, safeFileName(item))
+	if role != "" {
+		name += "." + safeFileName(role)
+	}
+	p := filepath.Join(dir, name+".log")
 	f, err := store.OpenCapped(p, e.cfg.TranscriptMax)
 	if err != nil {
 		return nil, err
@@ -92,6 +99,10 @@ type iteration struct {
 	ws  Workspace
 	cur *Current
 	att *Attempt
+	// review: the iteration is the review a held item waits for (its
+	// role must approve); verdict is what its role decided.
+	review  bool
+	verdict roles.Decision
 }
 
 // begin starts an iteration on it: the tree is prepared, the iteration is
@@ -119,7 +130,9 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 	if head == "" {
 		head, _ = cfg.Git.HeadOf(ctx, ws.Dir)
 	}
-	cur := &Current{Item: it.ID, Iteration: number, Attempt: s.Attempt, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC()}
+	cur := &Current{Item: it.ID, Iteration: number, Attempt: s.Attempt, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC(),
+		Role: s.Role, RoleWhy: s.RoleWhy}
+	review := false
 	if ws.Dir != cfg.Paths.Root {
 		cur.Worktree = ws.Dir
 	}
@@ -132,10 +145,18 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 			is.BaseHead = head
 		}
 		is.Iterations = append(is.Iterations, number)
+		review = is.Review != "" && is.Review == s.Role
+		is.Role, is.Revise = s.Role, false
+		if s.Role != "" {
+			if st.RoleLast == nil {
+				st.RoleLast = map[string]int{}
+			}
+			st.RoleLast[s.Role] = number
+		}
 	}); err != nil {
 		return nil, err
 	}
-	tr, err := e.openTranscript(number, it.ID)
+	tr, err := e.openTranscript(number, it.ID, s.Role)
 	if err != nil {
 		return nil, err
 	}
@@ -143,13 +164,20 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 		tr.Close()
 		return nil, err
 	}
-	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, cfg.AgentName, cur.StartedAt.Format(time.RFC3339), s.Prompt)
-	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt,
-		Message: fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(number, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts),
-		Data:    map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title}})
-	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt}
-	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att}, nil
+	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(number, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts)
+	if s.Role != "" {
+		roleNote = " · role " + s.Role
+		msg += " · role " + s.Role + " (" + s.RoleWhy + ")"
+	}
+	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d%s · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), s.Prompt)
+	data := map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title, "agent": s.Agent.Name}
+	if s.Role != "" {
+		data["role"], data["role_why"] = s.Role, s.RoleWhy
+	}
+	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt, Message: msg, Data: data})
+	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
+	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att, review: review}, nil
 }
 
 // iterate runs one whole iteration on it: begin, the agent, conclude.
@@ -157,7 +185,6 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 // running when it ends — a server the agent left behind, a setsid'd
 // child, a gate's leftover — is killed and reaped.
 func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
-	cfg := &e.cfg
 	ctx, tag := e.tagged(ctx, number)
 	defer e.killLeftovers(it.ID, number, tag)
 	x, err := e.begin(ctx, it, number)
@@ -171,13 +198,13 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	req := e.request(x.s, x.ws.Dir, x.s.Prompt, x.s.Role, e.runID())
 	req.Transcript = x.att.Log
 	req.Started = func(pid int) { _ = e.box.updateLight(func(st *State) { x.cur.AgentPID = pid }) }
-	res, err := cfg.Agent.Run(ctx, req)
+	res, err := x.s.Agent.Agent.Run(ctx, req)
 	if ctx.Err() != nil {
 		fmt.Fprintf(x.att.Log, "\n[ralph] interrupted\n")
 		return ctx.Err()
 	}
 	if err != nil {
-		return fmt.Errorf("agent %s: %w", cfg.AgentName, err)
+		return fmt.Errorf("agent %s: %w", x.s.Agent.Name, err)
 	}
 	res = e.masked(res)
 	x.att.Result = res
@@ -230,14 +257,18 @@ func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final str
 	if err != nil {
 		return nil, err
 	}
-	tr, err := e.openTranscript(cur.Iteration, it.ID)
+	tr, err := e.openTranscript(cur.Iteration, it.ID, cur.Role)
 	if err != nil {
 		return nil, err
 	}
 	prompt, _ := os.ReadFile(e.promptFile(it.ID)) // no other iteration of the item began since
-	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt)}
+	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt), Role: cur.Role}
 	att.Result.FinalText = e.mask.String(final)
-	return &iteration{it: it, ws: ws, cur: cur, att: att}, nil
+	review := false
+	if is := snap.Items[it.ID]; is != nil {
+		review = cur.Role != "" && is.Review == cur.Role
+	}
+	return &iteration{it: it, ws: ws, cur: cur, att: att, review: review}, nil
 }
 
 // reverify concludes an iteration a crash interrupted while verifying.
@@ -251,6 +282,7 @@ func (e *Engine) reverify(ctx context.Context, it *Item, cur *Current) error {
 	defer x.att.Log.Close()
 	fmt.Fprintf(x.att.Log, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
 	e.readSignals(x.att)
+	e.readVerdict(x)
 	return e.conclude(ctx, x)
 }
 
@@ -265,10 +297,37 @@ func (e *Engine) readSignals(att *Attempt) {
 	}
 }
 
+// readVerdict reads a role's verdict from its final message. An approval
+// is the iteration's claim that the item is done (the gates still run); a
+// request for changes — or no verdict from a review the item waits for —
+// is a rejection, whatever else the message or the files claim.
+func (e *Engine) readVerdict(x *iteration) {
+	att := x.att
+	if att.Role == "" {
+		return
+	}
+	rv := roles.ParseVerdict(att.Result.FinalText)
+	x.verdict = rv.Decision
+	switch {
+	case rv.Decision == roles.Approve:
+		att.Claimed = true
+	case rv.Decision == roles.Changes:
+		att.Claimed = false
+		att.Rejected = rv.Findings
+		if att.Rejected == "" {
+			att.Rejected = "(the " + att.Role + " gave no findings)"
+		}
+	case x.review:
+		att.Claimed = false
+		att.Rejected = "The " + att.Role + " ended without a verdict: the last line of its final message must be REVIEW: approve or REVIEW: changes. The work is not approved."
+	}
+}
+
 // claimed reads the signals of a finished agent run and moves the
 // iteration to its verify phase, keeping the final message for a resume.
 func (e *Engine) claimed(x *iteration) error {
 	e.readSignals(x.att)
+	e.readVerdict(x)
 	res := x.att.Result
 	return e.box.update(func(st *State) {
 		st.Usage.Add(res.Usage)
@@ -292,6 +351,9 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	}
 	v = e.maskVerdict(v)
 	e.box.mutate(func(st *State) { cur.LastGate = v.Summary }) // persisted with the next write
+	if x.verdict != roles.None {
+		e.appendReview(x)
+	}
 	for _, t := range v.Tampered {
 		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
 	}
@@ -313,6 +375,14 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	}
 
 	if v.Passed {
+		t, err := e.completionGate(x)
+		if err != nil {
+			return UsageError("%v", err)
+		}
+		if t != nil {
+			e.holdForReview(ctx, x, v, files, t)
+			return nil
+		}
 		commit, rv, err := e.accept(ctx, x, v)
 		if err != nil {
 			return err
@@ -335,33 +405,72 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 		v = *rv
 	}
 
-	// Failed iteration: spend an attempt, keep the tree for the retry.
+	// Not passed. A claim that failed (gates, a review's rejection, a
+	// broken agent run, tampering) or an iteration that moved nothing
+	// spends an attempt; one that did not claim done but moved the item
+	// on (a commit, changed files) is work in progress and spends none.
+	// Either way the tree is kept for the next iteration.
+	facts := e.measure(ctx, x, v, files)
+	var inProgress bool
+	e.box.read(func(st *State) {
+		is := st.Items[it.ID]
+		inProgress = !v.Claimed && att.Rejected == "" && !att.Result.Failed() && len(v.Tampered) == 0 &&
+			(it.Kind == "story" || it.Kind == "task") && is != nil && progressed(is, facts)
+	})
 	sig := failureSignature(v)
-	limit := e.maxAttempts(it)
+	limit, itemCap := e.maxAttempts(it), e.maxItemIterations()
 	blocked := false
 	_ = e.box.update(func(st *State) {
 		s := st.Item(it.ID)
-		s.Attempts++
+		facts.record(s)
 		s.LastResult = v.Summary
 		s.LastFailure = v.Failure
+		s.Review, s.ReviewWhy = "", ""
+		s.Revise = att.Rejected != ""
 		st.dropCurrent(it.ID)
-		if st.Breaker.LastSignature == sig {
-			st.Breaker.SameCount++
+		if inProgress {
+			s.InProgress++
+			s.LastFailed, s.Failures = false, 0
+			s.LastResult = "work in progress: " + v.Summary
+			s.LastFailure = ""
 		} else {
-			st.Breaker.LastSignature, st.Breaker.SameCount = sig, 1
+			s.Attempts++
+			s.LastFailed = true
+			s.Failures++
+			if st.Breaker.LastSignature == sig {
+				st.Breaker.SameCount++
+			} else {
+				st.Breaker.LastSignature, st.Breaker.SameCount = sig, 1
+			}
+			st.Breaker.NoProgress++
 		}
-		st.Breaker.NoProgress++
-		if s.Attempts >= limit {
+		switch {
+		case s.Attempts >= limit:
 			blocked = true
 			s.Status = ItemBlocked
 			s.Reason = fmt.Sprintf("failed %d attempts; last: %s", s.Attempts, v.Summary)
-		} else {
+		case s.Runs >= itemCap:
+			blocked = true
+			s.Status = ItemBlocked
+			s.Reason = fmt.Sprintf("not done after %d iterations (--max-item-iterations %d); last: %s", s.Runs, itemCap, v.Summary)
+		default:
 			s.Status = ItemPending
 		}
 	})
-	e.appendProgress(it, cur, "failed", v, att.Learnings, files, "")
-	fmt.Fprintf(tr, "\n[ralph] %s not passed: %s\n", it.ID, v.Summary)
-	e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, limit, v.Summary)})
+	if inProgress {
+		e.appendProgress(it, cur, "in progress", v, att.Learnings, files, "")
+		fmt.Fprintf(tr, "\n[ralph] %s in progress: %s (no attempt spent)\n", it.ID, v.Summary)
+		e.emit(Event{Type: "item_progress", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
+			Message: fmt.Sprintf("%s in progress, not claimed done yet (%d files changed, %d commits); no attempt spent", it.ID, facts.files, max(facts.commits, 0))})
+	} else {
+		status := "failed"
+		if att.Rejected != "" {
+			status = "changes requested by the " + att.Role
+		}
+		e.appendProgress(it, cur, status, v, att.Learnings, files, "")
+		fmt.Fprintf(tr, "\n[ralph] %s not passed: %s\n", it.ID, v.Summary)
+		e.emit(Event{Type: "item_failed", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: fmt.Sprintf("%s attempt %d/%d failed: %s", it.ID, cur.Attempt, limit, v.Summary)})
+	}
 	if blocked {
 		var reason string
 		e.box.read(func(st *State) { reason = st.Items[it.ID].Reason })
@@ -371,6 +480,34 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 		e.emit(Event{Type: "item_blocked", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s blocked: %s", it.ID, reason)})
 	}
 	return nil
+}
+
+// holdForReview keeps an item whose claim passed the gates from passing
+// until the role a completion trigger named approves it: the next
+// iteration on the item is that role's, in the same tree.
+func (e *Engine) holdForReview(ctx context.Context, x *iteration, v Verdict, files []string, t *roles.Trigger) {
+	it, cur := x.it, x.cur
+	if files == nil {
+		files, _ = e.cfg.Git.Changed(ctx, x.att.Dir, ".ralph/")
+	}
+	facts := e.measure(ctx, x, v, files)
+	why := e.triggerWhy(t)
+	_ = e.box.update(func(st *State) {
+		s := st.Item(it.ID)
+		facts.record(s)
+		s.Status = ItemPending
+		s.Review, s.ReviewWhy, s.Revise = t.Role, why, false
+		s.LastFailed, s.Failures = false, 0
+		s.LastResult = v.Summary + "; waiting for the " + t.Role + "'s approval"
+		s.LastFailure = ""
+		st.dropCurrent(it.ID)
+	})
+	v.Summary += "; the " + t.Role + " must approve"
+	e.appendProgress(it, cur, "ready for review", v, x.att.Learnings, files, "")
+	fmt.Fprintf(x.att.Log, "\n[ralph] %s claimed done and its gates passed; the %s must approve (%s)\n", it.ID, t.Role, why)
+	e.emit(Event{Type: "review_requested", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
+		Message: fmt.Sprintf("%s claimed done and its gates passed; the %s must approve before it passes (%s)", it.ID, t.Role, why),
+		Data:    map[string]any{"role": t.Role, "trigger": why}})
 }
 
 func (e *Engine) markPassed(it *Item, iteration int, commit, summary string) {
@@ -384,6 +521,8 @@ func (e *Engine) markPassed(it *Item, iteration int, commit, summary string) {
 		s.LastFailure = ""
 		s.Reason = ""
 		s.BaseHead = ""
+		s.Review, s.ReviewWhy, s.Revise = "", "", false
+		s.LastFailed, s.Failures = false, 0
 		st.dropCurrent(it.ID)
 		st.Breaker = Breaker{}
 	})
@@ -427,6 +566,13 @@ func agentSummary(r agent.Result) string {
 	return strings.Join(parts, ", ")
 }
 
+// Rejection is the verdict on an iteration whose role did not approve:
+// a failed claim, with the findings as the next iteration's context.
+func Rejection(a *Attempt) Verdict {
+	return Verdict{Claimed: true, Summary: "the " + a.Role + " asked for changes",
+		Failure: "The " + a.Role + " reviewed the work and did not approve it. Address these findings:\n\n" + gate.Trim(a.Rejected, 4<<10)}
+}
+
 // AgentFailure renders a failed agent run as a verdict (no gates run: the
 // run itself did not finish).
 func AgentFailure(r agent.Result) Verdict {
@@ -439,6 +585,22 @@ func AgentFailure(r agent.Result) Verdict {
 		msg += ": " + r.ErrorText
 	}
 	return Verdict{Summary: what, Failure: "The previous agent run did not finish: " + gate.Trim(msg, 2000)}
+}
+
+// appendReview puts a role's verdict and findings into progress, under
+// "Review Notes" as seed 003's reviewer writes them.
+func (e *Engine) appendReview(x *iteration) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s · %s %s · iteration %d · Review Notes (%s)\n\n- Verdict: %s\n", e.cfg.Clock.Now().UTC().Format(time.RFC3339), x.it.Kind, x.it.ID, x.cur.Iteration, x.att.Role, x.verdict)
+	if f := strings.TrimSpace(roles.ParseVerdict(x.att.Result.FinalText).Findings); f != "" {
+		b.WriteString("- Findings:\n")
+		for _, l := range strings.Split(gate.Trim(f, 4<<10), "\n") {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+	e.emit(Event{Type: "review_verdict", Iteration: x.cur.Iteration, Item: x.it.ID, Message: fmt.Sprintf("%s: the %s says %s", x.it.ID, x.att.Role, x.verdict),
+		Data: map[string]any{"role": x.att.Role, "verdict": string(x.verdict)}})
 }
 
 func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict, learnings, files []string, commit string) {

@@ -18,6 +18,7 @@ type fakeVCS struct{}
 func (fakeVCS) EnsureExcluded(context.Context, string) error                 { return nil }
 func (fakeVCS) Changed(context.Context, string, ...string) ([]string, error) { return nil, nil }
 func (fakeVCS) HeadOf(context.Context, string) (string, error)               { return "base", nil }
+func (fakeVCS) CommitsSince(context.Context, string, string) (int, error)    { return 0, nil }
 func (fakeVCS) RemoveStaleLocks(context.Context) ([]string, []string, error) { return nil, nil, nil }
 
 // dagSource is a Source over a DAG; items listed in fail never pass.

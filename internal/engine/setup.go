@@ -24,6 +24,8 @@ type setup struct {
 	MaxIterations int
 	Runs          int // agent starts on the item so far, this one included
 	Role          string
+	RoleWhy       string // the trigger that chose Role
+	Agent         AgentChoice
 	Data          PromptData
 	Prompt        string
 }
@@ -58,12 +60,21 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 	if it.Template != "" {
 		d.Description = renderItemTemplate(it, d)
 	}
-	if cfg.RoleText != nil {
-		s.Role = cfg.RoleText(it, st)
+	role, why, err := e.chooseRole(it, st, iteration)
+	if err != nil {
+		return s, UsageError("%v", err)
+	}
+	s.Role, s.RoleWhy = role, why
+	text, err := e.roleText(role)
+	if err != nil {
+		return s, UsageError("%v", err)
+	}
+	if s.Agent, err = e.agentFor(it, role); err != nil {
+		return s, UsageError("%v", err)
 	}
 	d.Role = s.Role
 	s.Data = d
-	prompt, err := BuildPrompt(e.tmplFrom, e.template, s.Role, d)
+	prompt, err := BuildPrompt(e.tmplFrom, e.template, text, d)
 	if err != nil {
 		return s, UsageError("%v", err)
 	}
@@ -100,7 +111,7 @@ func (e *Engine) request(s setup, dir, prompt, role, runID string) agent.Request
 		env = append(env, "RALPH_ROLE="+role)
 	}
 	return agent.Request{
-		Prompt: prompt, PromptFile: pf, Dir: dir, Model: cfg.Model, Role: role, Env: env,
+		Prompt: prompt, PromptFile: pf, Dir: dir, Model: s.Agent.Model, Role: role, Env: env,
 		Timeout: cfg.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
 	}
 }
@@ -191,6 +202,9 @@ type Plan struct {
 	TemplateFrom string
 	Prompt       string
 	Request      agent.Request // the agent request the run would make
+	Role         string        // the next iteration's role ("" for none)
+	RoleWhy      string        // the trigger that chose it
+	Agent        AgentChoice   // the agent that would run it
 }
 
 // RunIDPlaceholder stands for the run id in a Plan's environment.
@@ -222,6 +236,7 @@ func (e *Engine) Plan(ctx context.Context) (Plan, error) {
 		runID = st.RunID
 	}
 	p.Item, p.Prompt = it, s.Prompt
+	p.Role, p.RoleWhy, p.Agent = s.Role, s.RoleWhy, s.Agent
 	p.Request = e.request(s, e.cfg.Paths.Root, s.Prompt, s.Role, runID)
 	return p, nil
 }

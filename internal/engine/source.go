@@ -65,12 +65,19 @@ func (w Workspace) Isolated() bool { return w.Commit != nil }
 
 // Attempt is what the engine hands a source to judge one iteration.
 type Attempt struct {
-	Item      *Item
-	Dir       string // work tree the agent ran in
-	Result    agent.Result
-	Prompt    string
-	Promise   string
-	Claimed   bool // set by the engine from the promise; a source may add its own signals
+	Item    *Item
+	Dir     string // work tree the agent ran in
+	Result  agent.Result
+	Prompt  string
+	Promise string
+	Claimed bool // set by the engine from the promise; a source may add its own signals
+	// Role is the iteration's role ("" for a worker iteration).
+	Role string
+	// Rejected holds a role's findings when its verdict did not approve
+	// (it asked for changes, or a review that must approve gave none):
+	// the item is not done, whatever the files say, and judge reports a
+	// failed claim.
+	Rejected  string
 	Learnings []string
 	Log       *Transcript
 	// Files are the paths the iteration changed, when Workspace.Commit

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,11 +65,13 @@ type State struct {
 	// and never started. A task tree of 100,000 tasks keeps only the tasks
 	// a run touched in Order and Items, so that saving the state costs the
 	// same at any size (see Sparse).
-	Untracked     int         `json:"untracked,omitempty"`
-	Current       []*Current  `json:"current,omitempty"`
-	Usage         agent.Usage `json:"usage"`
-	RateLimitedAt *time.Time  `json:"rate_limited_until,omitempty"`
-	Breaker       Breaker     `json:"breaker"`
+	Untracked int `json:"untracked,omitempty"`
+	// RoleLast is the iteration at which each role last served.
+	RoleLast      map[string]int `json:"role_last,omitempty"`
+	Current       []*Current     `json:"current,omitempty"`
+	Usage         agent.Usage    `json:"usage"`
+	RateLimitedAt *time.Time     `json:"rate_limited_until,omitempty"`
+	Breaker       Breaker        `json:"breaker"`
 	// TranscriptMax is the cap on each transcript's size, in bytes.
 	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
 	// Preexisting lists paths that were dirty when the run started with
@@ -90,6 +93,23 @@ type ItemState struct {
 	Reason      string     `json:"reason,omitempty"`       // why blocked / how passed
 	BaseHead    string     `json:"base_head,omitempty"`    // HEAD before the item's first iteration
 	Iterations  []int      `json:"iterations,omitempty"`
+	// What the harness measured at the end of the item's last iteration:
+	// the facts roles' trigger conditions read (internal/roles.Env).
+	Role         string   `json:"role,omitempty"`                 // the role of its last iteration
+	LastFailed   bool     `json:"last_failed,omitempty"`          // it failed (a claim that failed, or no progress)
+	Failures     int      `json:"consecutive_failures,omitempty"` // failed iterations in a row
+	FailedGates  []string `json:"failed_gates,omitempty"`
+	FilesChanged int      `json:"files_changed,omitempty"`
+	Commits      int      `json:"branch_commits,omitempty"` // commits since BaseHead
+	InProgress   int      `json:"in_progress,omitempty"`    // iterations that made progress without claiming done
+	TreeMark     string   `json:"tree_mark,omitempty"`      // fingerprint of the changed files the last iteration left
+	// Review is the role that must approve before the item passes: its
+	// claim passed the gates and a completion trigger (ReviewWhy) fired.
+	Review    string `json:"review,omitempty"`
+	ReviewWhy string `json:"review_why,omitempty"`
+	// Revise: a review asked for changes; the next iteration is a worker
+	// iteration that addresses them (no trigger is asked).
+	Revise bool `json:"revise,omitempty"`
 }
 
 // Current is an iteration under way (several with --parallel).
@@ -108,6 +128,10 @@ type Current struct {
 	// the agent's run until the verdict so that an iteration interrupted
 	// while verifying is verified again without running the agent.
 	Final string `json:"final,omitempty"`
+	// Role is the iteration's role ("" for a plain worker iteration) and
+	// RoleWhy the trigger that chose it.
+	Role    string `json:"role,omitempty"`
+	RoleWhy string `json:"role_why,omitempty"`
 }
 
 // Breaker counts repeated failures; it opens when the same failure
@@ -341,6 +365,7 @@ func (b *stateBox) snapshot() *State {
 		c.Current = append(c.Current, &cc)
 	}
 	c.Preexisting = append([]string(nil), b.st.Preexisting...)
+	c.RoleLast = maps.Clone(b.st.RoleLast)
 	return &c
 }
 

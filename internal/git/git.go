@@ -504,6 +504,12 @@ func (r *Repo) Changed(ctx context.Context, dir string, skip ...string) ([]strin
 	return r.At(dir).StatusPorcelain(ctx, skip...)
 }
 
+// CommitsSince counts the commits on the tree at dir's HEAD since base
+// (engine.VCS).
+func (r *Repo) CommitsSince(ctx context.Context, dir, base string) (int, error) {
+	return r.At(dir).CountCommits(ctx, base+"..HEAD")
+}
+
 // HeadOf is the HEAD of the tree at dir (engine.VCS).
 func (r *Repo) HeadOf(ctx context.Context, dir string) (string, error) {
 	return r.At(dir).Head(ctx)

@@ -195,6 +195,11 @@ func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.Sta
 	if err != nil {
 		return engine.Verdict{Summary: "checking the exit condition's files failed", Failure: err.Error()}
 	}
+	if a.Rejected != "" {
+		v := engine.Rejection(a)
+		v.Tampered = gt
+		return v
+	}
 	env := pipeline.Env{Dir: a.Dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
 	if a.Log != nil {
 		env.Log = a.Log

@@ -27,6 +27,9 @@ func judge(ctx context.Context, a *engine.Attempt, claimed bool, unclaimed engin
 	if a.Result.Failed() {
 		return engine.AgentFailure(a.Result)
 	}
+	if a.Rejected != "" {
+		return engine.Rejection(a)
+	}
 	if !claimed {
 		return unclaimed
 	}

@@ -1,0 +1,100 @@
+package roles
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// Decision is a reviewing role's verdict on the work.
+type Decision string
+
+const (
+	Approve Decision = "approve"
+	Changes Decision = "changes"
+	// None: the final message carries no verdict.
+	None Decision = ""
+)
+
+// Verdict is what a role's final message decided.
+type Verdict struct {
+	Decision Decision
+	Findings string // the reviewer's findings, for the next iteration and progress
+}
+
+var (
+	reviewLine = regexp.MustCompile(`(?im)^[ \t>*_` + "`" + `]*REVIEW:[ \t]*(approve|approved|changes|changes[ _]requested|request[ _]changes)[ \t*_` + "`" + `.]*$`)
+	jsonFence  = regexp.MustCompile("(?s)```(?:json)?[ \\t]*\\n(\\{.*?\\})[ \\t]*\\n```")
+)
+
+// ParseVerdict reads the verdict of a final message. Two forms:
+//
+//   - a line `REVIEW: approve` or `REVIEW: changes`; the last one counts,
+//     and the findings are the message before it;
+//   - a fenced JSON block {"review": "approve"|"changes", "findings": …}
+//     (findings a string or a list of strings); the last block with a
+//     "review" key counts.
+//
+// Anything else — no verdict, an unknown word — is None: never an
+// approval.
+func ParseVerdict(final string) Verdict {
+	var v Verdict
+	at := -1
+	if locs := reviewLine.FindAllStringSubmatchIndex(final, -1); len(locs) > 0 {
+		m := locs[len(locs)-1]
+		at = m[0]
+		word := strings.ToLower(final[m[2]:m[3]])
+		if strings.HasPrefix(word, "approve") {
+			v.Decision = Approve
+		} else {
+			v.Decision = Changes
+		}
+		v.Findings = strings.TrimSpace(final[:m[0]])
+	}
+	for _, m := range jsonFence.FindAllStringSubmatchIndex(final, -1) {
+		if m[0] < at {
+			continue // a REVIEW line after the block is the later word
+		}
+		var blk struct {
+			Review   string          `json:"review"`
+			Findings json.RawMessage `json:"findings"`
+		}
+		if json.Unmarshal([]byte(final[m[2]:m[3]]), &blk) != nil || blk.Review == "" {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(blk.Review)) {
+		case "approve", "approved":
+			v.Decision = Approve
+		case "changes", "request_changes", "changes_requested":
+			v.Decision = Changes
+		default:
+			v.Decision = None
+		}
+		v.Findings = findingsText(blk.Findings)
+		if v.Findings == "" {
+			v.Findings = strings.TrimSpace(final[:m[0]])
+		}
+	}
+	if len(v.Findings) > 4<<10 {
+		v.Findings = v.Findings[:4<<10] + " …"
+	}
+	return v
+}
+
+func findingsText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		var b strings.Builder
+		for _, f := range list {
+			if f = strings.TrimSpace(f); f != "" {
+				b.WriteString("- " + f + "\n")
+			}
+		}
+		return strings.TrimSpace(b.String())
+	}
+	return ""
+}
