@@ -54,6 +54,7 @@ type Trigger struct {
 	// passed the gates: the item passes only when its role approves.
 	OnReady bool
 	prog    *vm.Program
+	facts   []string // the names the condition refers to, found once at load
 }
 
 // AgentSpec is the agent that runs one role's iterations.
@@ -245,8 +246,8 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 			}
 			return &ParseError{File: name, Line: line, Col: col, Msg: fmt.Sprintf("%s: condition %q: %s (the facts a condition can use: %s)", what, t.Condition, msg, strings.Join(Facts(), ", "))}
 		}
-		tr := Trigger{Condition: t.Condition, Role: t.Role, Line: line, prog: prog}
-		tr.OnReady = slices.Contains(identifiers(prog), "task_marked_ready_to_complete")
+		tr := Trigger{Condition: t.Condition, Role: t.Role, Line: line, prog: prog, facts: identifiers(prog)}
+		tr.OnReady = slices.Contains(tr.facts, "task_marked_ready_to_complete")
 		s.Triggers = append(s.Triggers, tr)
 	}
 	s.Agents = map[string]AgentSpec{}
@@ -310,7 +311,7 @@ func (s *Set) Uses(fact string) bool {
 		return false
 	}
 	for _, t := range s.Triggers {
-		if slices.Contains(identifiers(t.prog), fact) {
+		if slices.Contains(t.facts, fact) {
 			return true
 		}
 	}
