@@ -16,7 +16,7 @@ import (
 )
 
 // Cmd runs any program as the agent: prompt on stdin and in
-// $RALPH_PROMPT_FILE. Its final message is the content of
+// $RALPH_PROMPT_FILE, the model (when one is set) in $RALPH_MODEL. Its final message is the content of
 // $RALPH_OUTPUT_FILE if it wrote one, else the last paragraph of stdout —
 // so a prompt the program echoes earlier never counts as its answer.
 type Cmd struct {
@@ -49,6 +49,9 @@ func (c *Cmd) Plan(req Request) (Invocation, error) {
 	env := []string{}
 	if req.PromptFile != "" {
 		env = append(env, "RALPH_OUTPUT_FILE="+OutputFile(req.PromptFile))
+	}
+	if req.Model != "" {
+		env = append(env, "RALPH_MODEL="+req.Model) // the program picks its model itself
 	}
 	return Invocation{Argv: c.Argv, Env: env, PromptStdin: true}, nil
 }

@@ -15,18 +15,20 @@ const (
 	ExitUsage       = 2
 	ExitLimit       = 3 // max iterations or budget reached with work left
 	ExitBlocked     = 4
+	ExitAwaiting    = 5 // every item left waits for a person to approve its plan
 	ExitInterrupted = 130
 )
 
 // statusCodes maps how a run ended to its exit code.
 var statusCodes = map[string]int{
-	engine.StatusComplete:      ExitOK,
-	engine.StatusMaxIterations: ExitLimit,
-	engine.StatusBudget:        ExitLimit,
-	engine.StatusBlocked:       ExitBlocked,
-	engine.StatusStopped:       ExitInterrupted,
-	engine.StatusInterrupted:   ExitInterrupted,
-	engine.StatusError:         ExitError,
+	engine.StatusComplete:         ExitOK,
+	engine.StatusMaxIterations:    ExitLimit,
+	engine.StatusBudget:           ExitLimit,
+	engine.StatusBlocked:          ExitBlocked,
+	engine.StatusAwaitingApproval: ExitAwaiting,
+	engine.StatusStopped:          ExitInterrupted,
+	engine.StatusInterrupted:      ExitInterrupted,
+	engine.StatusError:            ExitError,
 }
 
 // statusError carries a run's end status out of a command; the summary was

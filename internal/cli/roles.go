@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -77,6 +78,12 @@ item passes.`,
 						gate = "  [completion gate: the role must approve]"
 					}
 					fmt.Fprintf(out, "  %d. %s → %s (line %d)%s\n", i+1, t.Condition, t.Role, t.Line, gate)
+				}
+			}
+			if len(rs.Council) > 0 {
+				fmt.Fprintf(out, "\nCouncil rules (%s; an item that matches one, or has critical: true, needs a council's majority):\n", relOr(root, rs.TriggersFrom))
+				for i, t := range rs.Council {
+					fmt.Fprintf(out, "  %d. %s (line %d)\n", i+1, t.Condition, t.Line)
 				}
 			}
 			if len(rs.Agents) > 0 {
@@ -158,54 +165,115 @@ func agentSpecText(a roles.AgentSpec) string {
 	return strings.Join(parts, ", ")
 }
 
-// agentChooser resolves the agent of each iteration: a flag given on the
-// command line wins, then the role's entry in roles.yaml, then the config
-// file and the defaults (the run's agent). Adapters are built once per
-// role.
+// agentChooser resolves the agent of each iteration, each setting on its
+// own: a flag given on the command line wins, then the item's own agent
+// and model fields (a story's, a task's), then the role's entry in
+// roles.yaml, then the config file and the defaults (the run's agent). A
+// model given at no level above the config's is the config's only when
+// the agent is the config's too. Adapters are built once per setting.
 func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engine.Item, role string) (engine.AgentChoice, error) {
 	var mu sync.Mutex
-	built := map[string]engine.AgentChoice{}
+	built := map[[3]string]engine.AgentChoice{}
+	flag := func(name string) bool { return o.flagSet != nil && o.flagSet(name) }
 	return func(it *engine.Item, role string) (engine.AgentChoice, error) {
 		run := engine.AgentChoice{Agent: def, Name: o.Agent, Model: o.Model, From: "the run's agent"}
-		spec, ok := rs.Agents[role]
-		if role == "" || !ok {
-			return run, nil
+		var spec roles.AgentSpec
+		specFrom := ""
+		if s, ok := rs.Agents[role]; ok && role != "" {
+			spec, specFrom = s, fmt.Sprintf("%s agents.%s", relOr(o.root, rs.TriggersFrom), role)
 		}
-		from := fmt.Sprintf("%s agents.%s", relOr(o.root, rs.TriggersFrom), role)
-		if o.flagSet != nil && o.flagSet("agent") {
-			run.From = "--agent (flags win over roles.yaml " + "agents." + role + ")"
-			return run, nil
+		itemFrom := ""
+		if it != nil {
+			itemFrom = fmt.Sprintf("%s %s's", it.Kind, it.ID)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if c, ok := built[role]; ok {
-			return c, nil
+		// Each setting from the first level that gives it.
+		name, nameFrom := o.Agent, ""
+		switch {
+		case flag("agent"):
+			nameFrom = "--agent"
+		case it != nil && it.Agent != "":
+			name, nameFrom = it.Agent, itemFrom+" agent field"
+		case spec.Agent != "":
+			name, nameFrom = spec.Agent, specFrom
 		}
-		name, model := o.Agent, o.Model
-		if spec.Agent != "" {
-			name = spec.Agent
+		model, modelFrom := "", ""
+		switch {
+		case flag("model"):
+			model, modelFrom = o.Model, "--model"
+		// A level's model goes with its own agent: it is not handed to
+		// another agent a higher level chose.
+		case it != nil && it.Model != "" && (it.Agent == "" || it.Agent == name):
+			model, modelFrom = it.Model, itemFrom+" model field"
+		case spec.Model != "" && (spec.Agent == "" || spec.Agent == name):
+			model, modelFrom = spec.Model, specFrom
+		case name == o.Agent:
+			model = o.Model
 		}
-		if spec.Model != "" && !(o.flagSet != nil && o.flagSet("model")) {
-			model = spec.Model
-		}
-		ao := agent.Options{Script: o.Script, Model: model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
-		cmdline := spec.AgentCmd
-		if cmdline == "" && name == o.Agent {
+		cmdline := ""
+		switch {
+		case nameFrom == specFrom && specFrom != "" && spec.AgentCmd != "":
+			cmdline = spec.AgentCmd
+		case name == o.Agent:
 			cmdline = o.AgentCmd
 		}
-		if name == "cmd" && cmdline != "" {
+		if nameFrom == "--agent" {
+			switch {
+			case it != nil && it.Agent != "":
+				nameFrom = "--agent (flags win over the " + itemFrom + " agent field)"
+			case spec.Agent != "":
+				nameFrom = "--agent (flags win over " + specFrom + ")"
+			}
+		}
+		if name == o.Agent && model == o.Model && cmdline == o.AgentCmd {
+			if nameFrom != "" {
+				run.From = nameFrom
+			} else if modelFrom != "" && modelFrom != "--model" {
+				run.From = modelFrom
+			}
+			return run, nil
+		}
+		var from []string
+		for _, f := range []string{nameFrom, modelFrom} {
+			if f != "" && !slices.Contains(from, f) {
+				from = append(from, f)
+			}
+		}
+		key := [3]string{name, model, cmdline}
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := built[key]; ok {
+			c.From = strings.Join(from, ", ")
+			return c, nil
+		}
+		where := strings.Join(from, ", ")
+		ao := agent.Options{Script: o.Script, Model: model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
+		if name == "cmd" {
+			if cmdline == "" {
+				return run, fmt.Errorf("%s: agent cmd needs agent_cmd (in roles.yaml agents.%s, or --agent-cmd)", where, role)
+			}
 			argv, err := proc.SplitArgs(cmdline)
 			if err != nil {
-				return run, fmt.Errorf("%s: agent_cmd: %v", from, err)
+				return run, fmt.Errorf("%s: agent_cmd: %v", where, err)
 			}
 			ao.Command = argv
 		}
 		a, err := agent.New(name, ao)
 		if err != nil {
-			return run, fmt.Errorf("%s: %v", from, err)
+			return run, fmt.Errorf("%s: %v", where, err)
 		}
-		c := engine.AgentChoice{Agent: a, Name: name, Model: model, From: from}
-		built[role] = c
+		c := engine.AgentChoice{Agent: a, Name: name, Model: model, From: where}
+		built[key] = c
 		return c, nil
 	}
+}
+
+// checkItemAgents names, before anything runs, an item whose agent field
+// is no agent ralph knows.
+func checkItemAgents(src engine.Source) error {
+	for _, it := range src.Items() {
+		if it.Agent != "" && !slices.Contains(agent.Names(), it.Agent) {
+			return engine.UsageError("%s: %s %s: agent %q is not one ralph knows (%s)", src.Info().Path, it.Kind, it.ID, it.Agent, strings.Join(agent.Names(), ", "))
+		}
+	}
+	return nil
 }

@@ -96,7 +96,8 @@ harness after each iteration; git as memory; and a stop only when the work is
 verifiably done.
 
 Exit codes: 0 complete · 1 error · 2 usage or invalid input · 3 max iterations
-or budget reached with work left · 4 blocked · 130 interrupted or stopped.`,
+or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
+130 interrupted or stopped.`,
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -115,7 +116,7 @@ or budget reached with work left · 4 blocked · 130 interrupted or stopped.`,
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdStop(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil))
+	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdStop(f, nil), NewCmdApprove(f, nil), NewCmdReject(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil))
 	add(groupFiles, NewCmdPRD(f), NewCmdTask(f), NewCmdPipeline(f), NewCmdRoles(f, nil))
 	add(groupIntegrations, NewCmdHook(f), NewCmdLoop(f))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })

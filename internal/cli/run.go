@@ -41,6 +41,11 @@ type RunOptions struct {
 	MaxIterations     int
 	MaxAttempts       int
 	MaxItemIterations int
+	TestFix           int
+	TestFixRole       string
+	PlanApproval      bool
+	AutoApprove       bool
+	Council           int
 	IterationTimeout  time.Duration
 	GateTimeout       time.Duration
 	MaxCost           float64
@@ -122,6 +127,11 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
 	fl.IntVar(&opts.MaxItemIterations, "max-item-iterations", 0, "`N` iterations per story before it is blocked, work in progress included (default 10): iterations that commit or change files without claiming done spend no attempt")
+	fl.IntVar(&opts.TestFix, "test-fix", 0, "when a claim fails the gate named test, re-run the agent up to `N` times with the failing output before the attempt counts as failed (each re-run its own iteration, role debugger)")
+	fl.StringVar(&opts.TestFixRole, "test-fix-role", "", "the `ROLE` of --test-fix re-runs (default debugger)")
+	fl.BoolVar(&opts.PlanApproval, "plan-approval", false, "each story's first iteration writes a plan to .ralph/plans/<id>.md and changes no code; the story waits (others go on) until ralph approve ID (or ralph reject ID --reason …)")
+	fl.BoolVar(&opts.AutoApprove, "auto-approve", false, "with --plan-approval: approve every plan as soon as it is written (unattended runs; the plans are still kept)")
+	fl.IntVar(&opts.Council, "council", 0, "`K` reviewer agents, each its own process, vote on a critical story (critical: true, or a council rule in roles.yaml) once its gates pass; a majority must approve (default 3)")
 	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this `DURATION` (default 60m)")
 	fl.DurationVar(&opts.GateTimeout, "gate-timeout", 0, "time limit (`DURATION`) per quality gate (default 10m)")
 	fl.Float64Var(&opts.MaxCost, "max-cost", 0, "stop when the agents' reported cost reaches `USD`")
@@ -184,6 +194,19 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("max-item-iterations") && c.MaxItemIterations > 0 {
 		o.MaxItemIterations = c.MaxItemIterations
+	}
+	if !set("test-fix") && c.TestFix > 0 {
+		o.TestFix = c.TestFix
+	}
+	str(&o.TestFixRole, "test-fix-role", c.TestFixRole)
+	if !set("plan-approval") && c.PlanApproval {
+		o.PlanApproval = true
+	}
+	if !set("auto-approve") && c.AutoApprove {
+		o.AutoApprove = true
+	}
+	if !set("council") && c.Council > 0 {
+		o.Council = c.Council
 	}
 	if !set("iteration-timeout") && c.IterationTimeout > 0 {
 		o.IterationTimeout = time.Duration(c.IterationTimeout)
@@ -293,6 +316,14 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if o.Parallel < 1 {
 		return engine.UsageError("--parallel must be at least 1")
 	}
+	switch {
+	case o.TestFix < 0:
+		return engine.UsageError("--test-fix must be 0 or more")
+	case o.Council < 0:
+		return engine.UsageError("--council must be at least 1")
+	case o.AutoApprove && !o.PlanApproval:
+		return engine.UsageError("--auto-approve approves the plans of --plan-approval: give both")
+	}
 	if o.Parallel > 1 {
 		if kind := src.Info().Kind; kind != "prd" {
 			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", kind)
@@ -300,6 +331,9 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		if o.AllowDirty {
 			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
+	}
+	if err := checkItemAgents(src); err != nil {
+		return err
 	}
 	ag, err := o.buildAgent()
 	if err != nil {
@@ -318,6 +352,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, ResetBreaker: o.ResetBreaker,
 		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
+		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

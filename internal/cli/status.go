@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -56,6 +57,7 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 				return enc.Encode(out)
 			}
 			fmt.Fprint(f.IO.Out, StatusMarkdown(st, active))
+			fmt.Fprint(f.IO.Out, PlansMarkdown(p, st))
 			return nil
 		},
 	}
@@ -123,6 +125,9 @@ func StatusMarkdown(st *engine.State, active bool) string {
 		if is.Review != "" && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
 			mark = "👀 awaiting the " + is.Review
 		}
+		if is.Plan == engine.PlanWaiting && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
+			mark = "📝 plan awaits approval"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, is.Role, commit)
 	}
 	if st.Untracked > 0 {
@@ -144,6 +149,33 @@ func StatusMarkdown(st *engine.State, active bool) string {
 				fmt.Fprintf(&b, "%d. %s\n", i+1, strings.Join(ids, ", "))
 			}
 		}
+	}
+	return b.String()
+}
+
+// PlansMarkdown shows the plans that wait for approval: where each is,
+// its beginning, and the commands that decide.
+func PlansMarkdown(p engine.Paths, st *engine.State) string {
+	w := engine.Waiting(st)
+	if len(w) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Plans awaiting approval\n")
+	for _, id := range w {
+		file := engine.PlanFile(p, id)
+		fmt.Fprintf(&b, "\n### %s — %s\n\n", id, relOr(p.Root, file))
+		if data, err := os.ReadFile(file); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) > 15 {
+				lines = append(lines[:15:15], fmt.Sprintf("… (%d more lines in the file)", len(lines)-15))
+			}
+			for _, l := range lines {
+				fmt.Fprintf(&b, "> %s\n", l)
+			}
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "`ralph approve %s` · `ralph reject %s --reason \"…\"`\n", id, id)
 	}
 	return b.String()
 }

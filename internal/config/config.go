@@ -44,6 +44,11 @@ type Config struct {
 	Watch              bool              `yaml:"watch"`    // task loop: wait for new tasks
 	Interval           Duration          `yaml:"interval"` // task loop: watch interval
 	MaxItemIterations  int               `yaml:"max_item_iterations"`
+	TestFix            int               `yaml:"test_fix"`      // re-runs after a failed test gate, per attempt
+	TestFixRole        string            `yaml:"test_fix_role"` // their role (default debugger)
+	PlanApproval       bool              `yaml:"plan_approval"`
+	AutoApprove        bool              `yaml:"auto_approve"`
+	Council            int               `yaml:"council"` // voters on a critical item (default 3)
 }
 
 // Duration accepts "90s", "5m", "1h30m".

@@ -78,15 +78,29 @@ type Config struct {
 	// MaxItemIterations bounds the iterations on one item, work in
 	// progress included (0 = DefaultMaxItemIterations).
 	MaxItemIterations int
-	AllowDirty        bool
-	RateLimitBackoff  time.Duration // first wait when no reset time is given; 0 = 1 min
-	RateLimitMaxWait  time.Duration // cap; 0 = 30 min
-	BreakerThreshold  int           // 0 = off (the CLI defaults to 5)
-	ProgressDigest    int           // bytes; 0 = 4 KiB
-	RetryContextMax   int           // bytes; 0 = 4 KiB
-	AgentEnv          []string
-	Parallel          int // workers; 0 or 1 = sequential (the same scheduler)
-	OnEvent           func(Event)
+	// TestFix re-runs the agent up to N times within one attempt when a
+	// claim fails the gate named "test", each re-run an iteration of its
+	// own with role TestFixRole ("" = debugger) and the failing output.
+	TestFix     int
+	TestFixRole string
+	// PlanApproval: an item's first iteration writes a plan and changes no
+	// code; the item waits until the plan is approved (ralph approve) or
+	// at once with AutoApprove.
+	PlanApproval bool
+	AutoApprove  bool
+	// Council is how many reviewer agents vote on a critical item (its
+	// critical field, or a council rule in roles.yaml) once its gates
+	// pass; 0 = DefaultCouncil. A majority must approve.
+	Council          int
+	AllowDirty       bool
+	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
+	RateLimitMaxWait time.Duration // cap; 0 = 30 min
+	BreakerThreshold int           // 0 = off (the CLI defaults to 5)
+	ProgressDigest   int           // bytes; 0 = 4 KiB
+	RetryContextMax  int           // bytes; 0 = 4 KiB
+	AgentEnv         []string
+	Parallel         int // workers; 0 or 1 = sequential (the same scheduler)
+	OnEvent          func(Event)
 	// NoMask keeps secrets as they are in transcripts and everything else
 	// ralph writes (by default env values named like secrets and key
 	// shapes are masked: secret.Masker).
@@ -125,7 +139,16 @@ func (c *Config) defaults() {
 	if c.RetryContextMax <= 0 {
 		c.RetryContextMax = 4 << 10
 	}
+	if c.TestFixRole == "" {
+		c.TestFixRole = "debugger"
+	}
+	if c.Council <= 0 {
+		c.Council = DefaultCouncil
+	}
 }
+
+// DefaultCouncil is --council's default.
+const DefaultCouncil = 3
 
 // VCS is what the engine needs from version control (internal/git's Repo
 // implements it); sources do their own branching and committing.
@@ -200,6 +223,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if err := CheckTemplate(from, text); err != nil {
 		return nil, UsageError("%v", err)
+	}
+	if cfg.TestFix > 0 {
+		if _, ok := cfg.Roles.Get(cfg.TestFixRole); cfg.Roles == nil || !ok {
+			return nil, UsageError("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole)
+		}
 	}
 	mask := secret.FromEnv(cfg.AgentEnv...)
 	if cfg.NoMask {

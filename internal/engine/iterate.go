@@ -103,6 +103,10 @@ type iteration struct {
 	// role must approve); verdict is what its role decided.
 	review  bool
 	verdict roles.Decision
+	// councilSaidNo: the item's council did not approve its passing claim.
+	councilSaidNo bool
+	// planning: the iteration writes the item's plan (--plan-approval).
+	planning bool
 }
 
 // begin starts an iteration on it: the tree is prepared, the iteration is
@@ -131,7 +135,20 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 		head, _ = cfg.Git.HeadOf(ctx, ws.Dir)
 	}
 	cur := &Current{Item: it.ID, Iteration: number, Attempt: s.Attempt, Phase: PhaseAgent, BaseHead: head, StartedAt: cfg.Clock.Now().UTC(),
-		Role: s.Role, RoleWhy: s.RoleWhy}
+		Role: s.Role, RoleWhy: s.RoleWhy, Planning: s.Planning}
+	if s.Planning {
+		// A new plan replaces a rejected one, which is kept.
+		var rev int
+		e.box.read(func(st *State) {
+			if is := st.Items[it.ID]; is != nil {
+				rev = is.PlanRev
+			}
+		})
+		if err := e.readyPlanFile(it, rev); err != nil {
+			return nil, err
+		}
+		cur.StartHead, _ = cfg.Git.HeadOf(ctx, ws.Dir)
+	}
 	review := false
 	if ws.Dir != cfg.Paths.Root {
 		cur.Worktree = ws.Dir
@@ -177,7 +194,7 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 	}
 	e.emit(Event{Type: "iteration_started", Iteration: number, Item: it.ID, Attempt: s.Attempt, Message: msg, Data: data})
 	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
-	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att, review: review}, nil
+	return &iteration{it: it, s: s, ws: ws, cur: cur, att: att, review: review, planning: s.Planning}, nil
 }
 
 // iterate runs one whole iteration on it: begin, the agent, conclude.
@@ -268,7 +285,7 @@ func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final str
 	if is := snap.Items[it.ID]; is != nil {
 		review = cur.Role != "" && is.Review == cur.Role
 	}
-	return &iteration{it: it, ws: ws, cur: cur, att: att, review: review}, nil
+	return &iteration{it: it, ws: ws, cur: cur, att: att, review: review, planning: cur.Planning}, nil
 }
 
 // reverify concludes an iteration a crash interrupted while verifying.
@@ -345,6 +362,9 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	src := cfg.Source
 	it, cur, att := x.it, x.cur, x.att
 	tr, dir := att.Log, att.Dir
+	if x.planning {
+		return e.concludePlan(ctx, x)
+	}
 	v := src.Verify(ctx, att, e.box.snapshot())
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -383,9 +403,15 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 			e.holdForReview(ctx, x, v, files, t)
 			return nil
 		}
-		commit, rv, err := e.accept(ctx, x, v)
+		rv, err := e.councilVote(ctx, x, v)
 		if err != nil {
 			return err
+		}
+		commit := ""
+		if rv == nil {
+			if commit, rv, err = e.accept(ctx, x, v); err != nil {
+				return err
+			}
 		}
 		if att.Files != nil {
 			files = att.Files
@@ -404,12 +430,20 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 		}
 		v = *rv
 	}
+	return e.notPassed(ctx, x, v, files)
+}
 
-	// Not passed. A claim that failed (gates, a review's rejection, a
-	// broken agent run, tampering) or an iteration that moved nothing
-	// spends an attempt; one that did not claim done but moved the item
-	// on (a commit, changed files) is work in progress and spends none.
-	// Either way the tree is kept for the next iteration.
+// notPassed records an iteration that did not pass. A claim that failed
+// (gates, a review's rejection, a broken agent run, tampering) or an
+// iteration that moved nothing spends an attempt; one that did not claim
+// done but moved the item on (a commit, changed files) is work in
+// progress and spends none.
+// Either way the tree is kept for the next iteration.
+func (e *Engine) notPassed(ctx context.Context, x *iteration, v Verdict, files []string) error {
+	cfg := &e.cfg
+	src := cfg.Source
+	it, cur, att := x.it, x.cur, x.att
+	tr := att.Log
 	facts := e.measure(ctx, x, v, files)
 	var inProgress bool
 	e.box.read(func(st *State) {
@@ -419,7 +453,7 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	})
 	sig := failureSignature(v)
 	limit, itemCap := e.maxAttempts(it), e.maxItemIterations()
-	blocked := false
+	blocked, fix := false, 0
 	_ = e.box.update(func(st *State) {
 		s := st.Item(it.ID)
 		facts.record(s)
@@ -428,13 +462,25 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 		s.Review, s.ReviewWhy = "", ""
 		s.Revise = att.Rejected != ""
 		st.dropCurrent(it.ID)
-		if inProgress {
+		// --test-fix: a claim whose test gate failed gets the agent again,
+		// with the failing output, before the attempt counts as failed.
+		testFix := cfg.TestFix > 0 && v.Claimed && att.Rejected == "" && !att.Result.Failed() && len(v.Tampered) == 0 &&
+			slices.Contains(facts.failedGates, "test") && s.Fixes < cfg.TestFix
+		switch {
+		case testFix:
+			s.Fixes++
+			s.Fix, fix = cfg.TestFixRole, s.Fixes
+			s.LastFailed = true
+			s.Failures++
+			s.LastResult = fmt.Sprintf("test gate failed; test-fix re-run %d/%d follows: %s", s.Fixes, cfg.TestFix, v.Summary)
+		case inProgress:
 			s.InProgress++
 			s.LastFailed, s.Failures = false, 0
 			s.LastResult = "work in progress: " + v.Summary
 			s.LastFailure = ""
-		} else {
+		default:
 			s.Attempts++
+			s.Fix, s.Fixes = "", 0
 			s.LastFailed = true
 			s.Failures++
 			if st.Breaker.LastSignature == sig {
@@ -457,14 +503,24 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 			s.Status = ItemPending
 		}
 	})
-	if inProgress {
+	switch {
+	case fix > 0:
+		e.appendProgress(it, cur, fmt.Sprintf("test failed; test-fix re-run %d/%d follows", fix, cfg.TestFix), v, att.Learnings, files, "")
+		fmt.Fprintf(tr, "\n[ralph] %s: the test gate failed; test-fix re-run %d/%d follows (no attempt spent)\n", it.ID, fix, cfg.TestFix)
+		e.emit(Event{Type: "test_fix", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
+			Message: fmt.Sprintf("%s: the test gate failed; re-running the agent as %s with the failing output (test-fix re-run %d/%d within attempt %d/%d)", it.ID, cfg.TestFixRole, fix, cfg.TestFix, cur.Attempt, limit),
+			Data:    map[string]any{"role": cfg.TestFixRole, "rerun": fix, "max": cfg.TestFix}})
+	case inProgress:
 		e.appendProgress(it, cur, "in progress", v, att.Learnings, files, "")
 		fmt.Fprintf(tr, "\n[ralph] %s in progress: %s (no attempt spent)\n", it.ID, v.Summary)
 		e.emit(Event{Type: "item_progress", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 			Message: fmt.Sprintf("%s in progress, not claimed done yet (%d files changed, %d commits); no attempt spent", it.ID, facts.files, max(facts.commits, 0))})
-	} else {
+	default:
 		status := "failed"
-		if att.Rejected != "" {
+		switch {
+		case x.councilSaidNo:
+			status = "rejected by the council"
+		case att.Rejected != "":
 			status = "changes requested by the " + att.Role
 		}
 		e.appendProgress(it, cur, status, v, att.Learnings, files, "")
@@ -497,6 +553,7 @@ func (e *Engine) holdForReview(ctx context.Context, x *iteration, v Verdict, fil
 		facts.record(s)
 		s.Status = ItemPending
 		s.Review, s.ReviewWhy, s.Revise = t.Role, why, false
+		s.Fix, s.Fixes = "", 0
 		s.LastFailed, s.Failures = false, 0
 		s.LastResult = v.Summary + "; waiting for the " + t.Role + "'s approval"
 		s.LastFailure = ""
@@ -522,6 +579,7 @@ func (e *Engine) markPassed(it *Item, iteration int, commit, summary string) {
 		s.Reason = ""
 		s.BaseHead = ""
 		s.Review, s.ReviewWhy, s.Revise = "", "", false
+		s.Fix, s.Fixes = "", 0
 		s.LastFailed, s.Failures = false, 0
 		st.dropCurrent(it.ID)
 		st.Breaker = Breaker{}

@@ -58,6 +58,9 @@ func (e *Engine) chooseRole(it *Item, st *State, iteration int) (role, why strin
 	if is.Review != "" {
 		return is.Review, "awaiting review: " + is.ReviewWhy, nil
 	}
+	if is.Fix != "" {
+		return is.Fix, fmt.Sprintf("test-fix re-run %d/%d: the test gate failed (--test-fix)", is.Fixes, e.cfg.TestFix), nil
+	}
 	if is.Revise {
 		return "", "the last review asked for changes; this iteration addresses them", nil
 	}

@@ -16,7 +16,6 @@ type workerDone struct {
 // the source says it is ready and decideStop allows it; with Parallel = 1
 // this is the sequential loop.
 func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
-	cfg := &e.cfg
 	wctx, cancelWorkers := context.WithCancel(ctx)
 	defer cancelWorkers()
 	running := map[string]bool{}
@@ -26,8 +25,9 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 
 	for {
 		for stopStatus == "" && fatal == nil && e.slots.free() {
+			e.takeDecisions()
 			snap := e.box.snapshot()
-			it, err := cfg.Source.Next(snap, running)
+			it, err := e.next(snap, running)
 			if err != nil {
 				fatal = err
 				break

@@ -25,6 +25,7 @@ type setup struct {
 	Runs          int // agent starts on the item so far, this one included
 	Role          string
 	RoleWhy       string // the trigger that chose Role
+	Planning      bool   // the iteration writes the item's plan (--plan-approval)
 	Agent         AgentChoice
 	Data          PromptData
 	Prompt        string
@@ -60,15 +61,28 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 	if it.Template != "" {
 		d.Description = renderItemTemplate(it, d)
 	}
-	role, why, err := e.chooseRole(it, st, iteration)
+	var role, why, text string
+	var err error
+	if s.Planning = e.planning(st.Items[it.ID]); s.Planning {
+		// The plan comes first: no trigger is asked.
+		role, why = PlannerRole, "--plan-approval: the item's plan comes first and a person approves it"
+		if is.PlanRev > 0 {
+			why = "--plan-approval: the last plan was rejected; this iteration plans again"
+		}
+		text, err = e.planText(it)
+	} else {
+		if role, why, err = e.chooseRole(it, st, iteration); err != nil {
+			return s, UsageError("%v", err)
+		}
+		text, err = e.roleText(role)
+		if is.Plan == PlanApproved {
+			d.Description += e.approvedPlan(it)
+		}
+	}
 	if err != nil {
 		return s, UsageError("%v", err)
 	}
 	s.Role, s.RoleWhy = role, why
-	text, err := e.roleText(role)
-	if err != nil {
-		return s, UsageError("%v", err)
-	}
 	if s.Agent, err = e.agentFor(it, role); err != nil {
 		return s, UsageError("%v", err)
 	}
@@ -109,6 +123,9 @@ func (e *Engine) request(s setup, dir, prompt, role, runID string) agent.Request
 		"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+runID)
 	if role != "" {
 		env = append(env, "RALPH_ROLE="+role)
+	}
+	if s.Planning {
+		env = append(env, "RALPH_PLAN_FILE="+PlanFile(cfg.Paths, it.ID))
 	}
 	return agent.Request{
 		Prompt: prompt, PromptFile: pf, Dir: dir, Model: s.Agent.Model, Role: role, Env: env,
@@ -163,6 +180,14 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 			return "", ""
 		}
 		kind := e.info().ItemKind
+		if w := Waiting(st); len(w) > 0 {
+			var plans []string
+			for _, id := range w {
+				plans = append(plans, fmt.Sprintf("%s (%s)", id, relTo(cfg.Paths.Root, PlanFile(cfg.Paths, id))))
+			}
+			return StatusAwaitingApproval, fmt.Sprintf("%s waiting for plan approval: %s; `ralph approve ID` or `ralph reject ID --reason …`, then `ralph run` goes on",
+				plural(len(w), kind), strings.Join(plans, ", "))
+		}
 		passed, blocked, total := st.Counts()
 		if passed == total {
 			return StatusComplete, fmt.Sprintf("all %s passed", plural(total, kind))
@@ -217,7 +242,8 @@ func (e *Engine) Plan(ctx context.Context) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Source: e.info(), Items: st.Total(), Resumed: resumed, TemplateFrom: e.tmplFrom}
-	it, err := e.cfg.Source.Next(st, nil)
+	e.applyDecisions(st) // on this copy only: nothing is written
+	it, err := e.next(st, nil)
 	if err != nil {
 		return p, err
 	}

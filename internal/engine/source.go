@@ -28,6 +28,13 @@ type Item struct {
 	// Template, when set, is the item's own prompt text (a template over
 	// PromptData); the engine renders it as the item's description.
 	Template string
+	// Agent and Model are the item's own agent settings (a story's or a
+	// task's agent and model fields): below the command line's flags,
+	// above a role's and the config's.
+	Agent string
+	Model string
+	// Critical items pass only with a council's majority (--council).
+	Critical bool
 }
 
 // SourceInfo describes a source once: what it is and which files it owns.

@@ -24,6 +24,9 @@ const (
 	StatusStopped       = "stopped"
 	StatusInterrupted   = "interrupted"
 	StatusError         = "error"
+	// StatusAwaitingApproval: nothing can go on until a person approves
+	// (or rejects) a plan (--plan-approval).
+	StatusAwaitingApproval = "awaiting_approval"
 )
 
 // Item statuses.
@@ -110,7 +113,24 @@ type ItemState struct {
 	// Revise: a review asked for changes; the next iteration is a worker
 	// iteration that addresses them (no trigger is asked).
 	Revise bool `json:"revise,omitempty"`
+	// Fix is the role of a test-fix re-run the item waits for (--test-fix:
+	// its claim failed the test gate, the attempt is not spent yet) and
+	// Fixes the re-runs of the current attempt so far.
+	Fix   string `json:"fix,omitempty"`
+	Fixes int    `json:"fixes,omitempty"`
+	// Plan is where the item is in plan approval (--plan-approval): ""
+	// (no plan yet, or a rejected one: the next iteration plans),
+	// PlanWaiting or PlanApproved; PlanRev counts the plans written, so
+	// that a decision is applied to the plan it was made on.
+	Plan    string `json:"plan,omitempty"`
+	PlanRev int    `json:"plan_rev,omitempty"`
 }
+
+// Plan approval states of an item.
+const (
+	PlanWaiting  = "waiting"
+	PlanApproved = "approved"
+)
 
 // Current is an iteration under way (several with --parallel).
 type Current struct {
@@ -132,6 +152,10 @@ type Current struct {
 	// RoleWhy the trigger that chose it.
 	Role    string `json:"role,omitempty"`
 	RoleWhy string `json:"role_why,omitempty"`
+	// Planning: the iteration writes the item's plan (--plan-approval);
+	// StartHead is HEAD when it began, to tell that it committed nothing.
+	Planning  bool   `json:"planning,omitempty"`
+	StartHead string `json:"start_head,omitempty"`
 }
 
 // Breaker counts repeated failures; it opens when the same failure

@@ -35,7 +35,6 @@ func (e *Engine) Step(ctx context.Context, final string) (StepResult, error) {
 }
 
 func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepResult, error) {
-	cfg := &e.cfg
 	lock, _, err := e.open(ctx)
 	if err != nil {
 		return StepResult{}, err
@@ -93,8 +92,9 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	if err := e.box.update(func(st *State) { err = e.syncState(st, SyncIteration) }); err != nil {
 		return res, err
 	}
+	e.takeDecisions()
 	snap := e.box.snapshot()
-	it, err := cfg.Source.Next(snap, nil)
+	it, err := e.next(snap, nil)
 	if err != nil {
 		return res, err
 	}

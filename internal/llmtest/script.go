@@ -64,6 +64,11 @@ type Step struct {
 // Script is the whole conversation the scripted model plays.
 type Script struct {
 	Steps []Step `json:"steps"`
+	// Branches play other conversations in the same run: a request whose
+	// body contains a branch's When (a role's heading in the prompt, say)
+	// is answered from that branch's Steps; the first branch that matches
+	// wins, and a request no branch matches gets Steps.
+	Branches []Branch `json:"branches,omitempty"`
 	// SideAnswer is the plain-text answer to requests that carry no tools
 	// (titles, summaries, quota checks). Default "ok".
 	SideAnswer string `json:"side_answer,omitempty"`
@@ -103,10 +108,42 @@ func ParseScript(data []byte) (*Script, error) {
 	return &s, nil
 }
 
+// Branch is a conversation played for the requests that contain When.
+type Branch struct {
+	When  string `json:"when"`
+	Steps []Step `json:"steps"`
+}
+
 // normalize validates the script and compacts tool inputs.
 func (s *Script) normalize() error {
-	for i := range s.Steps {
-		st := &s.Steps[i]
+	if err := normalizeSteps(s.Steps); err != nil {
+		return err
+	}
+	for i, b := range s.Branches {
+		if b.When == "" {
+			return fmt.Errorf("branch %d: empty when", i)
+		}
+		if err := normalizeSteps(b.Steps); err != nil {
+			return fmt.Errorf("branch %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// stepsFor is the conversation a request body plays, and its number (0
+// for Steps, i+1 for Branches[i]).
+func (s *Script) stepsFor(body []byte) ([]Step, int) {
+	for i, b := range s.Branches {
+		if bytes.Contains(body, []byte(b.When)) {
+			return b.Steps, i + 1
+		}
+	}
+	return s.Steps, 0
+}
+
+func normalizeSteps(steps []Step) error {
+	for i := range steps {
+		st := &steps[i]
 		if st.Times < 0 {
 			return fmt.Errorf("step %d: negative times", i)
 		}

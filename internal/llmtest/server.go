@@ -44,6 +44,9 @@ type LoggedRequest struct {
 	// Step is the script step served (or faulted); -1 for side requests and
 	// requests that are not model turns; len(Steps) or more past the end.
 	Step int `json:"step"`
+	// Branch is the conversation that answered: 0 for Script.Steps, i+1
+	// for Script.Branches[i].
+	Branch int `json:"branch,omitempty"`
 	// Fault is true when the answer was an injected error.
 	Fault     bool   `json:"fault,omitempty"`
 	Status    int    `json:"status"`
@@ -362,7 +365,8 @@ func (s *Server) decide(rec *LoggedRequest, turns int, hasTools bool, sideText s
 		return turn{step: -1, text: sideText}
 	}
 	rec.Step = turns
-	steps := s.script.Steps
+	steps, branch := s.script.stepsFor(rec.Body)
+	rec.Branch = branch
 	if turns >= len(steps) {
 		if len(steps) == 0 {
 			return turn{step: turns, text: s.script.sideAnswer()}
@@ -373,9 +377,10 @@ func (s *Server) decide(rec *LoggedRequest, turns int, hasTools bool, sideText s
 	if st.Status != 0 {
 		times := max(st.Times, 1)
 		s.mu.Lock()
-		hit := s.faultHits[turns] < times
+		key := branch<<20 | turns
+		hit := s.faultHits[key] < times
 		if hit {
-			s.faultHits[turns]++
+			s.faultHits[key]++
 		}
 		s.mu.Unlock()
 		if hit {

@@ -235,3 +235,21 @@ func TestStreamLoggedBeforeItsEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestBranches: a request whose body contains a branch's When plays that
+// branch's steps, counted from its own start; others play Steps.
+func TestBranches(t *testing.T) {
+	s, err := ParseScript([]byte(`{"steps": [{"text": "worker"}], "branches": [{"when": "# Role: Reviewer", "steps": [{"text": "REVIEW: approve"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps, b := s.stepsFor([]byte(`{"messages":[{"role":"user","content":"build it\n---\n# Role: Reviewer"}]}`)); b != 1 || steps[0].Text != "REVIEW: approve" {
+		t.Fatalf("branch %d %+v", b, steps)
+	}
+	if steps, b := s.stepsFor([]byte(`{"messages":[{"role":"user","content":"build it"}]}`)); b != 0 || steps[0].Text != "worker" {
+		t.Fatalf("branch %d %+v", b, steps)
+	}
+	if _, err := ParseScript([]byte(`{"steps": [], "branches": [{"steps": []}]}`)); err == nil || !strings.Contains(err.Error(), "branch 0: empty when") {
+		t.Fatalf("err %v", err)
+	}
+}

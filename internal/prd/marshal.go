@@ -108,6 +108,12 @@ func (s *Story) value(id int) ([]byte, bool) {
 		return encStrings(s.Checks), len(s.Checks) == 0
 	case sAllowGateChanges:
 		return []byte(strconv.FormatBool(s.AllowGateChanges)), !s.AllowGateChanges
+	case sAgent:
+		return encString(s.Agent), s.Agent == ""
+	case sModel:
+		return encString(s.Model), s.Model == ""
+	case sCritical:
+		return []byte(strconv.FormatBool(s.Critical)), !s.Critical
 	}
 	return nil, true
 }

@@ -145,6 +145,9 @@ const (
 	sNotes
 	sChecks
 	sAllowGateChanges
+	sAgent
+	sModel
+	sCritical
 	nStory
 )
 
@@ -161,10 +164,13 @@ var storySpec = &objSpec{
 		sNotes:            {"notes", "notes"},
 		sChecks:           {"checks", "checks"},
 		sAllowGateChanges: {"allow_gate_changes", "allowGateChanges"},
+		sAgent:            {"agent", "agent"},
+		sModel:            {"model", "model"},
+		sCritical:         {"critical", "critical"},
 	},
 	order: [2][]int{
-		FormatSnake: {sID, sTitle, sDescription, sAC, sPriority, sDeps, sComplexity, sPasses, sNotes, sChecks, sAllowGateChanges},
-		FormatCamel: {sID, sTitle, sDescription, sAC, sPriority, sPasses, sNotes, sDeps, sComplexity, sChecks, sAllowGateChanges},
+		FormatSnake: {sID, sTitle, sDescription, sAC, sPriority, sDeps, sComplexity, sPasses, sNotes, sChecks, sAllowGateChanges, sAgent, sModel, sCritical},
+		FormatCamel: {sID, sTitle, sDescription, sAC, sPriority, sPasses, sNotes, sDeps, sComplexity, sChecks, sAllowGateChanges, sAgent, sModel, sCritical},
 	},
 	always: [2][]bool{
 		FormatSnake: flags(nStory, sID, sTitle, sDescription, sAC, sDeps, sPasses),
@@ -722,6 +728,12 @@ func (ps *parser) story(e element, where string) (Story, error) {
 			s.Checks, err = ps.strs(m, at)
 		case sAllowGateChanges:
 			s.AllowGateChanges, err = ps.boolean(m, at)
+		case sAgent:
+			s.Agent, err = ps.str(m, at)
+		case sModel:
+			s.Model, err = ps.str(m, at)
+		case sCritical:
+			s.Critical, err = ps.boolean(m, at)
 		}
 		if err = ps.keep(err); err != nil {
 			return s, err

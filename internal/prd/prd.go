@@ -93,6 +93,12 @@ type Story struct {
 	// (scripts, Makefile, package.json scripts, tool configs); otherwise
 	// the harness reverts such changes and reports them as tampering.
 	AllowGateChanges bool
+	// Agent and Model run this story's iterations (seed 004's task.agent):
+	// above a role's agent and the config, below the command line.
+	Agent string
+	Model string
+	// Critical stories pass only with a council's majority (--council).
+	Critical bool
 
 	// priorityGiven/complexityGiven tell an explicit 0 (invalid: users who
 	// write 0 usually mean "highest") apart from an absent field.

@@ -71,6 +71,9 @@ type Set struct {
 	TriggersFrom string // the triggers file, "" when there is none
 	Agents       map[string]AgentSpec
 	AgentsLine   map[string]int // where each agent entry is, for errors
+	// Council are the rules (roles.yaml council:) that make an item need a
+	// council's majority, besides its own critical field.
+	Council []Trigger
 }
 
 // Env is what a condition can see: the facts of the item the next
@@ -161,7 +164,10 @@ type fileShape struct {
 		Condition string `yaml:"condition"`
 		Role      string `yaml:"role"`
 	} `yaml:"triggers"`
-	Agents map[string]AgentSpec `yaml:"agents"`
+	Agents  map[string]AgentSpec `yaml:"agents"`
+	Council []struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"council"`
 }
 
 // ParseError is a problem in roles.yaml at a place.
@@ -231,24 +237,27 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 			l, c := pos(at + ".role")
 			return &ParseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("%s: no role %q: the roles in force are %s (add roles/%s.md or .ralph/roles/%s.md)", what, t.Role, strings.Join(s.Names(), ", "), t.Role, t.Role)}
 		}
-		prog, err := expr.Compile(t.Condition, expr.Env(Env{}), expr.AsBool())
+		prog, err := compileCondition(name, what, t.Condition, line, col)
 		if err != nil {
-			msg := err.Error()
-			var fe *file.Error
-			if errors.As(err, &fe) {
-				msg = fe.Message
-				if fe.Line > 1 {
-					line += fe.Line - 1
-					col = fe.Column + 1
-				} else {
-					col += fe.Column
-				}
-			}
-			return &ParseError{File: name, Line: line, Col: col, Msg: fmt.Sprintf("%s: condition %q: %s (the facts a condition can use: %s)", what, t.Condition, msg, strings.Join(Facts(), ", "))}
+			return err
 		}
 		tr := Trigger{Condition: t.Condition, Role: t.Role, Line: line, prog: prog, facts: identifiers(prog)}
 		tr.OnReady = slices.Contains(tr.facts, "task_marked_ready_to_complete")
 		s.Triggers = append(s.Triggers, tr)
+	}
+	for i, c := range f.Council {
+		at := fmt.Sprintf("$.council[%d]", i)
+		what := fmt.Sprintf("council rule %d", i+1)
+		if strings.TrimSpace(c.Condition) == "" {
+			l, col := pos(at)
+			return &ParseError{File: name, Line: l, Col: col, Msg: what + ": condition is required (an expression such as \"task_title contains 'auth'\")"}
+		}
+		line, col := pos(at + ".condition")
+		prog, err := compileCondition(name, what, c.Condition, line, col)
+		if err != nil {
+			return err
+		}
+		s.Council = append(s.Council, Trigger{Condition: c.Condition, Role: "council", Line: line, prog: prog, facts: identifiers(prog)})
 	}
 	s.Agents = map[string]AgentSpec{}
 	s.AgentsLine = map[string]int{}
@@ -264,6 +273,36 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 		s.AgentsLine[r] = l
 	}
 	return nil
+}
+
+// compileCondition compiles a condition found at line:col of file name;
+// an error names the place of the mistake inside the expression.
+func compileCondition(name, what, cond string, line, col int) (*vm.Program, error) {
+	prog, err := expr.Compile(cond, expr.Env(Env{}), expr.AsBool())
+	if err == nil {
+		return prog, nil
+	}
+	msg := err.Error()
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		msg = fe.Message
+		if fe.Line > 1 {
+			line += fe.Line - 1
+			col = fe.Column + 1
+		} else {
+			col += fe.Column
+		}
+	}
+	return nil, &ParseError{File: name, Line: line, Col: col, Msg: fmt.Sprintf("%s: condition %q: %s (the facts a condition can use: %s)", what, cond, msg, strings.Join(Facts(), ", "))}
+}
+
+// CouncilRule is the first council rule that holds for env, or nil.
+func (s *Set) CouncilRule(env Env) (*Trigger, error) {
+	if s == nil {
+		return nil, nil
+	}
+	env.TaskMarkedReadyToComplete = true // asked once a claim passed the gates
+	return s.first(s.Council, env, "council condition", nil)
 }
 
 // identifiers lists the names a compiled condition refers to.
@@ -300,6 +339,9 @@ func (s *Set) Names() []string {
 
 // Get is the role called name.
 func (s *Set) Get(name string) (Role, bool) {
+	if s == nil {
+		return Role{}, false
+	}
 	r, ok := s.roles[name]
 	return r, ok
 }
@@ -327,20 +369,25 @@ func (s *Set) Choose(env Env, ready bool) (*Trigger, error) {
 		return nil, nil
 	}
 	env.TaskMarkedReadyToComplete = ready
+	return s.first(s.Triggers, env, "condition", func(t *Trigger) bool { return ready && !t.OnReady })
+}
+
+// first is the first of list, not skipped, whose condition holds for env.
+func (s *Set) first(list []Trigger, env Env, what string, skip func(*Trigger) bool) (*Trigger, error) {
 	if env.GateFailed == nil {
 		env.GateFailed = func(string) bool { return false }
 	}
 	if env.IterationsSinceRole == nil {
 		env.IterationsSinceRole = func(string) int { return 0 }
 	}
-	for i := range s.Triggers {
-		t := &s.Triggers[i]
-		if ready && !t.OnReady {
+	for i := range list {
+		t := &list[i]
+		if skip != nil && skip(t) {
 			continue
 		}
 		out, err := expr.Run(t.prog, env)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: condition %q: %v", s.TriggersFrom, t.Line, t.Condition, err)
+			return nil, fmt.Errorf("%s:%d: %s %q: %v", s.TriggersFrom, t.Line, what, t.Condition, err)
 		}
 		if ok, _ := out.(bool); ok {
 			return t, nil

@@ -154,11 +154,11 @@ func TestOverridesAndSources(t *testing.T) {
 	if r, _ := s.Get("debugger"); r.From != BuiltinFrom || !strings.Contains(r.Text, "Do NOT") {
 		t.Fatalf("debugger %+v", r)
 	}
-	want := "architect debugger documenter refactorer reviewer security"
+	want := "architect council debugger documenter planner refactorer reviewer security"
 	if got := strings.Join(s.Names(), " "); got != want {
 		t.Fatal(got)
 	}
-	for _, b := range []string{"reviewer", "architect", "debugger", "documenter", "refactorer"} {
+	for _, b := range []string{"reviewer", "architect", "debugger", "documenter", "refactorer", "council", "planner"} {
 		r, _ := (&Set{roles: mustBuiltins(t)}).Get(b)
 		if !strings.Contains(r.Text, "Do NOT") {
 			t.Errorf("built-in %s does not say what the iteration must not do", b)
@@ -240,4 +240,50 @@ func FuzzParseVerdict(f *testing.F) {
 			t.Fatalf("approval from %q", s)
 		}
 	})
+}
+
+// TestParseVote: the JSON block, the VOTE line and a reviewer's verdict
+// are votes; anything else abstains, never approves.
+func TestParseVote(t *testing.T) {
+	cases := []struct {
+		final, decision, reasons string
+	}{
+		{"looks fine\n```json\n{\"vote\": \"approve\", \"reasons\": \"all criteria met\"}\n```", VoteApprove, "all criteria met"},
+		{"```json\n{\"vote\": \"reject\", \"reasons\": [\"no test for empty input\", \"typo\"]}\n```", VoteReject, "- no test for empty input\n- typo"},
+		{"the parser drops the last line\nVOTE: reject", VoteReject, "the parser drops the last line"},
+		{"```json\n{\"vote\": \"approve\"}\n```\nthen I looked again: broken\nVOTE: reject", VoteReject, "```json\n{\"vote\": \"approve\"}\n```\nthen I looked again: broken"},
+		{"fine\nREVIEW: approve", VoteApprove, "fine"},
+		{"bad\nREVIEW: changes", VoteReject, "bad"},
+		{"I think it is good, I approve", VoteAbstain, ""},
+		{"```json\n{\"vote\": \"maybe\"}\n```", VoteAbstain, ""},
+		{"```json\n{\"vote\": \"approve\"\n```", VoteAbstain, ""},
+		{"", VoteAbstain, ""},
+	}
+	for _, c := range cases {
+		v := ParseVote(c.final)
+		if v.Decision != c.decision || (c.reasons != "" && v.Reasons != c.reasons) {
+			t.Errorf("ParseVote(%q) = %+v; want %s %q", c.final, v, c.decision, c.reasons)
+		}
+	}
+}
+
+// TestCouncilRules: a council rule is compiled at load like a trigger
+// (errors at file:line:col) and holds over the same facts.
+func TestCouncilRules(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, ".ralph/roles.yaml", "council:\n  - condition: \"task_title contains 'auth'\"\n")
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.CouncilRule(Env{TaskTitle: "add auth tokens"}); r == nil || r.Line != 2 {
+		t.Fatalf("rule %+v", r)
+	}
+	if r, _ := s.CouncilRule(Env{TaskTitle: "docs"}); r != nil {
+		t.Fatalf("rule %+v for docs", r)
+	}
+	write(t, dir, ".ralph/roles.yaml", "council:\n  - condition: \"task_titel contains 'auth'\"\n")
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "roles.yaml:2:17: council rule 1: condition") {
+		t.Fatalf("err %v", err)
+	}
 }

@@ -98,3 +98,73 @@ func findingsText(raw json.RawMessage) string {
 	}
 	return ""
 }
+
+// Vote is a council member's vote: approve, reject, or an abstention when
+// the message carries no vote ralph can read.
+type Vote struct {
+	Decision string // VoteApprove, VoteReject or VoteAbstain
+	Reasons  string
+}
+
+// Vote decisions.
+const (
+	VoteApprove = "approve"
+	VoteReject  = "reject"
+	VoteAbstain = "abstain"
+)
+
+var voteLine = regexp.MustCompile(`(?im)^[ \t>*_` + "`" + `]*VOTE:[ \t]*(approve|approved|reject|rejected)[ \t*_` + "`" + `.]*$`)
+
+// ParseVote reads a council member's vote from its final message: the
+// last fenced JSON block with a "vote" key ({"vote": "approve"|"reject",
+// "reasons": …}), or a line `VOTE: approve|reject` after it; a reviewer's
+// `REVIEW: approve|changes` verdict is read as the same vote. Anything
+// else is an abstention, never an approval.
+func ParseVote(final string) Vote {
+	v := Vote{Decision: VoteAbstain}
+	at := -1
+	for _, m := range jsonFence.FindAllStringSubmatchIndex(final, -1) {
+		var blk struct {
+			Vote    string          `json:"vote"`
+			Reasons json.RawMessage `json:"reasons"`
+		}
+		if json.Unmarshal([]byte(final[m[2]:m[3]]), &blk) != nil || blk.Vote == "" {
+			continue
+		}
+		at = m[0]
+		switch strings.ToLower(strings.TrimSpace(blk.Vote)) {
+		case "approve", "approved":
+			v.Decision = VoteApprove
+		case "reject", "rejected":
+			v.Decision = VoteReject
+		default:
+			v.Decision = VoteAbstain
+		}
+		v.Reasons = findingsText(blk.Reasons)
+		if v.Reasons == "" {
+			v.Reasons = strings.TrimSpace(final[:m[0]])
+		}
+	}
+	if locs := voteLine.FindAllStringSubmatchIndex(final, -1); len(locs) > 0 {
+		if m := locs[len(locs)-1]; m[0] > at {
+			at = m[0]
+			v.Decision = VoteReject
+			if strings.HasPrefix(strings.ToLower(final[m[2]:m[3]]), "approve") {
+				v.Decision = VoteApprove
+			}
+			v.Reasons = strings.TrimSpace(final[:m[0]])
+		}
+	}
+	if at < 0 {
+		switch rv := ParseVerdict(final); rv.Decision {
+		case Approve:
+			v = Vote{Decision: VoteApprove, Reasons: rv.Findings}
+		case Changes:
+			v = Vote{Decision: VoteReject, Reasons: rv.Findings}
+		}
+	}
+	if len(v.Reasons) > 4<<10 {
+		v.Reasons = v.Reasons[:4<<10] + " …"
+	}
+	return v
+}

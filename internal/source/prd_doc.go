@@ -83,7 +83,8 @@ func (s *prdDoc) Items() []engine.Item {
 }
 
 func (s *prdDoc) item(st prd.Story) engine.Item {
-	return engine.Item{ID: st.ID, Title: st.Title, Description: st.Description, Criteria: st.AcceptanceCriteria, Kind: "story", Branch: s.Branch}
+	return engine.Item{ID: st.ID, Title: st.Title, Description: st.Description, Criteria: st.AcceptanceCriteria, Kind: "story", Branch: s.Branch,
+		Agent: st.Agent, Model: st.Model, Critical: st.Critical}
 }
 
 // seededReason marks a story a person passed before the run started.

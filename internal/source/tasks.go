@@ -228,7 +228,9 @@ func (s *Tasks) item(t *tasks.Task) engine.Item {
 	fmt.Fprintf(&b, `You are on the git branch %s; commit your work there as often as you like (the harness squash-merges it into %s when the task is done).
 When the task is done and its checks pass, run `+"`ralph task complete %s`"+`. If it is too big for one iteration, split it: `+"`ralph task split %s \"first part\" \"second part\"`"+` (or `+"`ralph task add --parent %s TITLE`"+`); the loop then works on the subtasks. Do not complete or claim other tasks: the harness archives tasks itself after running the gates.`,
 		s.branchName(t.ID, t.Title), s.baseName(), t.ID, t.ID, t.ID)
-	return engine.Item{ID: t.ID, Title: t.Title, Description: b.String(), Kind: "task", Branch: s.branchName(t.ID, t.Title)}
+	it := engine.Item{ID: t.ID, Title: t.Title, Description: b.String(), Kind: "task", Branch: s.branchName(t.ID, t.Title)}
+	it.Agent, it.Model, it.Critical = t.Settings()
+	return it
 }
 
 func (s *Tasks) baseName() string {

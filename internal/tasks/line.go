@@ -538,6 +538,17 @@ func parseLine(raw []byte, t *Task) error {
 				}
 			}
 		default:
+			// The agent settings a task may carry (seed 004's task.agent)
+			// are checked here, so that a wrong type names the line.
+			c := s.b[s.i]
+			if ferr == nil {
+				switch {
+				case (key == "agent" || key == "model") && c != '"' && c != 'n':
+					ferr = &fieldError{fmt.Sprintf("field %q must be a string", key)}
+				case key == "critical" && c != 't' && c != 'f' && c != 'n':
+					ferr = &fieldError{`field "critical" must be true or false`}
+				}
+			}
 			if err := s.value(0); err != nil {
 				return err
 			}

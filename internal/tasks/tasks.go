@@ -103,6 +103,25 @@ func (t *Task) Field(key string) (json.RawMessage, bool) {
 	return nil, false
 }
 
+// Settings are the task's own agent settings: its "agent", "model" and
+// "critical" fields (their types were checked when the line was read).
+func (t *Task) Settings() (agent, model string, critical bool) {
+	if t.flags&fHasExtra == 0 {
+		return "", "", false
+	}
+	for _, f := range fields(t.raw) {
+		switch f.key {
+		case "agent":
+			_ = json.Unmarshal(f.val, &agent)
+		case "model":
+			_ = json.Unmarshal(f.val, &model)
+		case "critical":
+			_ = json.Unmarshal(f.val, &critical)
+		}
+	}
+	return agent, model, critical
+}
+
 // Encode returns t as its JSONL line (without the newline): unchanged
 // tasks as read, changed ones as id, title, status, leaf, then the other
 // fields in their original order.

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/roles"
+)
+
+// TestAgentPrecedence: each agent setting comes from the first level that
+// gives it — flags, the item's own fields, the role's roles.yaml entry,
+// the config — and a level's model never goes to another level's agent.
+func TestAgentPrecedence(t *testing.T) {
+	rs := &roles.Set{TriggersFrom: "/r/.ralph/roles.yaml", Agents: map[string]roles.AgentSpec{
+		"reviewer":  {Agent: "codex", Model: "m-role"},
+		"architect": {Model: "m-arch"},
+	}}
+	cases := []struct {
+		name  string
+		flags []string
+		item  engine.Item
+		role  string
+		agent string
+		model string
+		from  string
+	}{
+		{"config", nil, engine.Item{}, "", "claude", "m-config", "the run's agent"},
+		{"role", nil, engine.Item{}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer"},
+		{"role model only", nil, engine.Item{}, "architect", "claude", "m-arch", ".ralph/roles.yaml agents.architect"},
+		{"item over role", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "reviewer", "gemini", "m-item", "story S-1's agent field, story S-1's model field"},
+		{"item model with role agent", nil, engine.Item{Kind: "task", ID: "A", Model: "m-item"}, "reviewer", "codex", "m-item", ".ralph/roles.yaml agents.reviewer, task A's model field"},
+		{"item agent drops role model", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "opencode"}, "reviewer", "opencode", "", "story S-1's agent field"},
+		{"item agent is the config's", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "claude"}, "", "claude", "m-config", "story S-1's agent field"},
+		{"flag agent over item and role", []string{"agent"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "reviewer", "claude", "m-config", "--agent (flags win over the story S-1's agent field)"},
+		{"flag model over item", []string{"model"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "", "gemini", "m-config", "story S-1's agent field, --model"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := &RunOptions{Agent: "claude", Model: "m-config", root: "/r"}
+			o.flagSet = func(name string) bool {
+				for _, f := range c.flags {
+					if f == name {
+						return true
+					}
+				}
+				return false
+			}
+			def, err := agent.New("claude", agent.Options{Model: o.Model})
+			if err != nil {
+				t.Fatal(err)
+			}
+			choose := o.agentChooser(rs, def)
+			got, err := choose(&c.item, c.role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != c.agent || got.Model != c.model || got.From != c.from {
+				t.Fatalf("got agent %q model %q from %q; want %q %q from %q", got.Name, got.Model, got.From, c.agent, c.model, c.from)
+			}
+			if got.Agent == nil || got.Agent.Name() != c.agent {
+				t.Fatalf("adapter %v is not %s", got.Agent, c.agent)
+			}
+		})
+	}
+}

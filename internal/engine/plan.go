@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// PlannerRole is the role of an item's planning iteration (--plan-approval).
+const PlannerRole = "planner"
+
+// PlanFile is where an item's plan is written: .ralph/plans/<item>.md.
+func PlanFile(p Paths, item string) string {
+	return filepath.Join(p.Dir, "plans", safeFileName(item)+".md")
+}
+
+// decisionFile is where `ralph approve` and `ralph reject` leave their word
+// on an item's plan for the run to apply.
+func decisionFile(p Paths, item string) string {
+	return filepath.Join(p.Dir, "plans", safeFileName(item)+".decision.json")
+}
+
+// PlanDecision is a person's word on one plan. Rev names the plan it was
+// made on, so that a decision left behind never applies to a later plan.
+type PlanDecision struct {
+	Item    string    `json:"item"`
+	Rev     int       `json:"rev"`
+	Approve bool      `json:"approve"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Decide records a decision on the plan item waits with (`ralph approve`,
+// `ralph reject`). It reads the state without the run lock and writes only
+// the decision file (atomically); the run applies it before it next picks
+// an item, or the next `ralph run` does.
+func Decide(p Paths, item string, approve bool, reason string, now time.Time) (PlanDecision, error) {
+	st, _, err := LoadOrRebuildState(p)
+	if err != nil {
+		return PlanDecision{}, err
+	}
+	if st == nil {
+		return PlanDecision{}, UsageError("no ralph run in %s yet: nothing waits for approval", p.Root)
+	}
+	is := st.Items[item]
+	if is == nil {
+		return PlanDecision{}, UsageError("%s is not an item of run %s (%s)", item, st.RunID, waitingList(st))
+	}
+	if is.Plan != PlanWaiting {
+		what := "it has not written a plan yet"
+		switch {
+		case is.Status == ItemPassed:
+			what = "it passed"
+		case is.Plan == PlanApproved:
+			what = "its plan is approved already"
+		}
+		return PlanDecision{}, UsageError("%s does not wait for approval: %s (%s)", item, what, waitingList(st))
+	}
+	if !approve && strings.TrimSpace(reason) == "" {
+		return PlanDecision{}, UsageError("a rejection needs --reason: the next plan must answer it")
+	}
+	d := PlanDecision{Item: item, Rev: is.PlanRev, Approve: approve, Reason: strings.TrimSpace(reason), At: now.UTC()}
+	return d, store.WriteJSON(decisionFile(p, item), d)
+}
+
+// waitingList names the items that wait for approval in st.
+func waitingList(st *State) string {
+	w := Waiting(st)
+	if len(w) == 0 {
+		return "no item waits for approval"
+	}
+	return "waiting for approval: " + strings.Join(w, ", ")
+}
+
+// Waiting lists the items whose plans wait for approval, in item order.
+func Waiting(st *State) []string {
+	var out []string
+	for id, is := range st.Items {
+		if is.Plan == PlanWaiting && is.Status != ItemPassed && is.Status != ItemBlocked {
+			out = append(out, id)
+		}
+	}
+	pos := make(map[string]int, len(st.Order))
+	for i, id := range st.Order {
+		pos[id] = i
+	}
+	sort.Slice(out, func(i, j int) bool { return pos[out[i]] < pos[out[j]] })
+	return out
+}
+
+// planning says whether the next iteration on an item writes its plan.
+func (e *Engine) planning(is *ItemState) bool {
+	return e.cfg.PlanApproval && (is == nil || is.Plan != PlanApproved)
+}
+
+// next is the source's next ready item, leaving out the items whose plans
+// wait for approval: they are busy until a person decides.
+func (e *Engine) next(st *State, running map[string]bool) (*Item, error) {
+	busy := running
+	if e.cfg.PlanApproval {
+		for _, id := range Waiting(st) {
+			if len(busy) == len(running) {
+				busy = make(map[string]bool, len(running)+1)
+				for k, v := range running {
+					busy[k] = v
+				}
+			}
+			busy[id] = true
+		}
+	}
+	return e.cfg.Source.Next(st, busy)
+}
+
+// applyDecisions applies the decisions people left on waiting plans to st
+// and returns the events to emit once st is saved. A decision on an
+// earlier plan than the one waiting is ignored.
+func (e *Engine) applyDecisions(st *State) []Event {
+	if !e.cfg.PlanApproval {
+		return nil
+	}
+	var evs []Event
+	for _, id := range Waiting(st) {
+		is := st.Items[id]
+		var d PlanDecision
+		if err := store.ReadJSON(decisionFile(e.cfg.Paths, id), &d); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				evs = append(evs, Event{Type: "source_error", Item: id, Message: fmt.Sprintf("%s: reading the decision on its plan: %v", id, err)})
+			}
+			continue
+		}
+		if d.Rev != is.PlanRev || d.Item != id {
+			continue
+		}
+		plan := relTo(e.cfg.Paths.Root, PlanFile(e.cfg.Paths, id))
+		if d.Approve {
+			is.Plan = PlanApproved
+			is.LastResult = "plan approved"
+			evs = append(evs, Event{Type: "plan_approved", Item: id, Message: fmt.Sprintf("%s: plan %s approved (ralph approve); its work begins", id, plan)})
+			continue
+		}
+		is.Plan = ""
+		is.LastResult = "plan rejected: " + oneLine(d.Reason, 200)
+		is.LastFailure = fmt.Sprintf("Your plan (%s) was rejected: %s\n\nWrite a new plan that answers this.", plan, gate.Trim(d.Reason, 4<<10))
+		evs = append(evs, Event{Type: "plan_rejected", Item: id, Message: fmt.Sprintf("%s: plan %s rejected (ralph reject): %s; it plans again", id, plan, oneLine(d.Reason, 200))})
+	}
+	return evs
+}
+
+// takeDecisions applies the decisions waiting in their files to the run's
+// state, then reports them.
+func (e *Engine) takeDecisions() {
+	if !e.cfg.PlanApproval {
+		return
+	}
+	var waiting bool
+	e.box.read(func(st *State) { waiting = len(Waiting(st)) > 0 })
+	if !waiting {
+		return
+	}
+	var evs []Event
+	_ = e.box.update(func(st *State) { evs = e.applyDecisions(st) })
+	for _, ev := range evs {
+		e.emit(ev)
+	}
+}
+
+// planText is the role text of a planning iteration: the planner's, with
+// where the plan goes.
+func (e *Engine) planText(it *Item) (string, error) {
+	text, err := e.roleText(PlannerRole)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(text, "\n") + fmt.Sprintf("\n\nWrite the plan to this file (create it; it is the only file this iteration writes):\n\n    %s\n", PlanFile(e.cfg.Paths, it.ID)), nil
+}
+
+// approvedPlan is the text an item's work iterations get once its plan is
+// approved.
+func (e *Engine) approvedPlan(it *Item) string {
+	b, err := os.ReadFile(PlanFile(e.cfg.Paths, it.ID))
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("\n\n## The approved plan\n\nA person approved this plan (%s); carry it out:\n\n%s", relTo(e.cfg.Paths.Root, PlanFile(e.cfg.Paths, it.ID)), gate.Trim(strings.TrimSpace(string(b)), 16<<10))
+}
+
+// readyPlanFile makes the folder a planning iteration writes its plan in,
+// and keeps the plan it is about to replace (a rejected one) as
+// <item>.<rev>.rejected.md, so that the new plan is known to be new.
+func (e *Engine) readyPlanFile(it *Item, rev int) error {
+	p := PlanFile(e.cfg.Paths, it.ID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	if _, err := os.Stat(p); err != nil {
+		return nil
+	}
+	if rev == 0 {
+		// No plan was ever judged: this is what a crashed planner left.
+		return os.Remove(p)
+	}
+	return os.Rename(p, strings.TrimSuffix(p, ".md")+fmt.Sprintf(".%d.rejected.md", rev))
+}
+
+// concludePlan judges a planning iteration: it must have written the plan
+// and changed no code. A plan waits for approval (or is approved at once
+// with AutoApprove) and spends no attempt; a missing plan or changed code
+// is a failed attempt with what went wrong as the next iteration's
+// context.
+func (e *Engine) concludePlan(ctx context.Context, x *iteration) error {
+	cfg := &e.cfg
+	it, cur, att := x.it, x.cur, x.att
+	plan := PlanFile(cfg.Paths, it.ID)
+	rel := relTo(cfg.Paths.Root, plan)
+	files, _ := cfg.Git.Changed(ctx, att.Dir, ".ralph/")
+	commits := 0
+	if cur.StartHead != "" {
+		commits, _ = cfg.Git.CommitsSince(ctx, att.Dir, cur.StartHead)
+	}
+	b, _ := os.ReadFile(plan)
+	var problem string
+	switch {
+	case att.Result.Failed():
+		v := AgentFailure(att.Result)
+		return e.notPassed(ctx, x, v, files)
+	case len(files) > 0 || commits > 0:
+		var what []string
+		if len(files) > 0 {
+			what = append(what, "changed "+strings.Join(files[:min(len(files), 10)], ", "))
+		}
+		if commits > 0 {
+			what = append(what, fmt.Sprintf("made %s", plural(commits, "commit")))
+		}
+		problem = fmt.Sprintf("A planning iteration changes no code, and this one %s. Undo that (git reset --hard %s; git clean -fd), then write only the plan to %s.", strings.Join(what, " and "), short(cur.StartHead), plan)
+	case strings.TrimSpace(string(b)) == "":
+		problem = fmt.Sprintf("No plan was written: write the plan to %s (and change nothing else).", plan)
+	}
+	if problem != "" {
+		summary := "plan not written"
+		if len(files) > 0 || commits > 0 {
+			summary = "the planning iteration changed code"
+		}
+		return e.notPassed(ctx, x, Verdict{Claimed: true, Summary: summary, Failure: problem}, files)
+	}
+	rev := 0
+	auto := cfg.AutoApprove
+	_ = e.box.update(func(st *State) {
+		s := st.Item(it.ID)
+		s.PlanRev++
+		rev = s.PlanRev
+		s.Plan = PlanWaiting
+		s.LastResult = "plan written; waiting for approval"
+		if auto {
+			s.Plan = PlanApproved
+			s.LastResult = "plan written and approved (--auto-approve)"
+		}
+		s.Status = ItemPending
+		s.LastFailure = ""
+		s.LastFailed, s.Failures = false, 0
+		st.dropCurrent(it.ID)
+	})
+	status := "plan written, waiting for approval"
+	if auto {
+		status = "plan written and approved (--auto-approve)"
+	}
+	e.appendProgress(it, cur, status, Verdict{Summary: "plan " + rel}, att.Learnings, nil, "")
+	fmt.Fprintf(att.Log, "\n[ralph] %s: %s (%s)\n", it.ID, status, rel)
+	then := fmt.Sprintf("it waits for `ralph approve %s` or `ralph reject %s --reason …`; other items go on", it.ID, it.ID)
+	if auto {
+		then = "approved at once (--auto-approve)"
+	}
+	e.emit(Event{Type: "plan_written", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
+		Message: fmt.Sprintf("%s: plan written to %s (plan %d); %s", it.ID, rel, rev, then),
+		Data:    map[string]any{"plan": plan, "rev": rev, "auto_approved": auto}})
+	if auto {
+		e.emit(Event{Type: "plan_approved", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: plan %s approved (--auto-approve); its work begins", it.ID, rel)})
+	}
+	return nil
+}
