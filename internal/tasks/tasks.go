@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -148,7 +149,9 @@ type Store struct {
 	// nothing.
 	HoldPath string
 	// Now is the clock for completion times (time.Now when nil).
-	Now func() time.Time
+	Now     func() time.Time
+	cacheMu sync.Mutex
+	cache   *loadCache // the last Load (see Load)
 }
 
 // Open returns the Store for activePath ("…/tasks.jsonl"). The archive is

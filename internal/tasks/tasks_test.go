@@ -909,3 +909,37 @@ func TestWriteNormalisesLineEndsAndBlankLines(t *testing.T) {
 		t.Fatalf("got\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestLoadReusesUnchangedFiles: a Load that finds both files as the last
+// Load did returns the same read-only Set; any change — one of the same
+// size in place included, or an Update — is read anew, and an Update never
+// changes a Set a Load returned.
+func TestLoadReusesUnchangedFiles(t *testing.T) {
+	s := newStore(t, "{\"id\":\"A\",\"title\":\"aaaa\",\"status\":\"pending\",\"leaf\":true}\n", "")
+	first, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := s.Load()
+	if again != first {
+		t.Fatal("an unchanged file was parsed again")
+	}
+	write(t, s.ActivePath, "{\"id\":\"A\",\"title\":\"bbbb\",\"status\":\"pending\",\"leaf\":true}\n") // same size
+	edited, _ := s.Load()
+	if edited == first {
+		t.Fatal("a same-size edit returned the old Set")
+	}
+	if a, _ := edited.Get("A"); a.Title != "bbbb" {
+		t.Fatalf("title %q", a.Title)
+	}
+	if err := s.Update(func(set *Set) error { _, err := set.Claim("A"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := edited.Get("A"); a.Status != StatusPending {
+		t.Fatalf("Update changed a loaded Set: %s", a.Status)
+	}
+	after, _ := s.Load()
+	if a, _ := after.Get("A"); a.Status != StatusActive {
+		t.Fatalf("after Update: %s", a.Status)
+	}
+}
