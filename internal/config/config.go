@@ -111,6 +111,9 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
+	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
+	neg("test_fix", c.TestFix < 0, c.TestFix)
+	neg("council", c.Council < 0, c.Council)
 	return errors.Join(errs...)
 }
 

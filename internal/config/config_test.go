@@ -39,7 +39,7 @@ func TestTemplateParses(t *testing.T) {
 // Negative numbers are errors naming file, line, key and value (all of
 // them at once), never silently replaced by the defaults.
 func TestNegativeNumbersAreErrors(t *testing.T) {
-	_, err := Parse("c.yaml", []byte("agent: cmd\nmax_iterations: -3\nparallel: 2\ngate_timeout: -5s\nbreaker: -1\nmax_cost: -0.5\n"))
+	_, err := Parse("c.yaml", []byte("agent: cmd\nmax_iterations: -3\nparallel: 2\ngate_timeout: -5s\nbreaker: -1\nmax_cost: -0.5\ntest_fix: -1\ncouncil: -3\n"))
 	if err == nil {
 		t.Fatal("negative numbers accepted")
 	}
@@ -48,6 +48,8 @@ func TestNegativeNumbersAreErrors(t *testing.T) {
 		"c.yaml:4: gate_timeout must not be negative, got -5s",
 		"c.yaml:5: breaker must not be negative, got -1",
 		"c.yaml:6: max_cost must not be negative, got -0.5",
+		"c.yaml:7: test_fix must not be negative, got -1",
+		"c.yaml:8: council must not be negative, got -3",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
