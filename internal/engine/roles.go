@@ -108,8 +108,8 @@ func (e *Engine) roleEnv(it *Item, st *State, iteration int) roles.Env {
 // passed the gates: a trigger that holds names the role that must approve
 // before the item passes.
 func (e *Engine) completionGate(x *iteration) (*roles.Trigger, error) {
-	if e.cfg.Roles == nil || x.verdict == roles.Approve {
-		return nil, nil // an approval is what the gate asks for
+	if !e.cfg.Roles.HasCompletionGates() || x.verdict == roles.Approve {
+		return nil, nil // none to ask (no state copy), or the approval is what it asks for
 	}
 	snap := e.box.snapshot()
 	return e.cfg.Roles.Choose(e.roleEnv(x.it, snap, x.cur.Iteration), true)

@@ -346,6 +346,19 @@ func (s *Set) Get(name string) (Role, bool) {
 	return r, ok
 }
 
+// HasCompletionGates reports whether any trigger is a completion gate.
+func (s *Set) HasCompletionGates() bool {
+	if s == nil {
+		return false
+	}
+	for _, t := range s.Triggers {
+		if t.OnReady {
+			return true
+		}
+	}
+	return false
+}
+
 // Uses reports whether any trigger's condition refers to fact, so that a
 // fact that costs a git call is measured only when something reads it.
 func (s *Set) Uses(fact string) bool {
