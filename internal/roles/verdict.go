@@ -51,18 +51,8 @@ func ParseVerdict(final string) Verdict {
 		}
 		v.Findings = strings.TrimSpace(final[:m[0]])
 	}
-	for _, m := range jsonFence.FindAllStringSubmatchIndex(final, -1) {
-		if m[0] < at {
-			continue // a REVIEW line after the block is the later word
-		}
-		var blk struct {
-			Review   string          `json:"review"`
-			Findings json.RawMessage `json:"findings"`
-		}
-		if json.Unmarshal([]byte(final[m[2]:m[3]]), &blk) != nil || blk.Review == "" {
-			continue
-		}
-		switch strings.ToLower(strings.TrimSpace(blk.Review)) {
+	if word, text, _, ok := lastBlock(final, "review", "findings", at); ok {
+		switch word {
 		case "approve", "approved":
 			v.Decision = Approve
 		case "changes", "request_changes", "changes_requested":
@@ -70,15 +60,34 @@ func ParseVerdict(final string) Verdict {
 		default:
 			v.Decision = None
 		}
-		v.Findings = findingsText(blk.Findings)
-		if v.Findings == "" {
-			v.Findings = strings.TrimSpace(final[:m[0]])
-		}
+		v.Findings = text
 	}
 	if len(v.Findings) > 4<<10 {
 		v.Findings = v.Findings[:4<<10] + " …"
 	}
 	return v
+}
+
+// lastBlock finds the last fenced JSON block, starting at or after from,
+// whose key holds a word: the word (lower case), the block's text field
+// (or the message before the block when it has none) and where the block
+// starts.
+func lastBlock(final, key, textKey string, from int) (word, text string, at int, ok bool) {
+	for _, m := range jsonFence.FindAllStringSubmatchIndex(final, -1) {
+		if m[0] < from {
+			continue // a verdict line after the block is the later word
+		}
+		var blk map[string]json.RawMessage
+		var w string
+		if json.Unmarshal([]byte(final[m[2]:m[3]]), &blk) != nil || json.Unmarshal(blk[key], &w) != nil || w == "" {
+			continue
+		}
+		word, at, ok = strings.ToLower(strings.TrimSpace(w)), m[0], true
+		if text = findingsText(blk[textKey]); text == "" {
+			text = strings.TrimSpace(final[:m[0]])
+		}
+	}
+	return word, text, at, ok
 }
 
 func findingsText(raw json.RawMessage) string {
@@ -123,16 +132,9 @@ var voteLine = regexp.MustCompile(`(?im)^[ \t>*_` + "`" + `]*VOTE:[ \t]*(approve
 func ParseVote(final string) Vote {
 	v := Vote{Decision: VoteAbstain}
 	at := -1
-	for _, m := range jsonFence.FindAllStringSubmatchIndex(final, -1) {
-		var blk struct {
-			Vote    string          `json:"vote"`
-			Reasons json.RawMessage `json:"reasons"`
-		}
-		if json.Unmarshal([]byte(final[m[2]:m[3]]), &blk) != nil || blk.Vote == "" {
-			continue
-		}
-		at = m[0]
-		switch strings.ToLower(strings.TrimSpace(blk.Vote)) {
+	if word, text, bat, ok := lastBlock(final, "vote", "reasons", -1); ok {
+		at = bat
+		switch word {
 		case "approve", "approved":
 			v.Decision = VoteApprove
 		case "reject", "rejected":
@@ -140,10 +142,7 @@ func ParseVote(final string) Vote {
 		default:
 			v.Decision = VoteAbstain
 		}
-		v.Reasons = findingsText(blk.Reasons)
-		if v.Reasons == "" {
-			v.Reasons = strings.TrimSpace(final[:m[0]])
-		}
+		v.Reasons = text
 	}
 	if locs := voteLine.FindAllStringSubmatchIndex(final, -1); len(locs) > 0 {
 		if m := locs[len(locs)-1]; m[0] > at {
