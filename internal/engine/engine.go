@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -253,7 +254,7 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	defer lock.Unlock()
+	defer e.release(lock)
 	// Orphans of the agents and gates (setsid, double fork) stay ralph's
 	// descendants, so each iteration's leftovers can be found (Linux).
 	proc.BecomeSubreaper()
@@ -302,7 +303,8 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		lock.Unlock()
 		return nil, false, err
 	}
-	e.box = &stateBox{st: st, path: cfg.Paths.State, now: cfg.Clock.Now}
+	e.box = newStateBox(st, cfg.Paths.State, cfg.Clock.Now)
+	// The first write folds a journal a crash left into the document.
 	if err := e.box.update(func(st *State) {
 		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.TranscriptMax
 	}); err != nil {
@@ -321,6 +323,15 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		}
 	}
 	return lock, resumed, nil
+}
+
+// release folds the state's journal into state.json and gives the run
+// lock up: every driver ends here.
+func (e *Engine) release(lock *store.RunLock) {
+	if err := e.box.close(); err != nil {
+		e.emit(Event{Type: "source_error", Message: "saving the run's state: " + err.Error()})
+	}
+	lock.Unlock()
 }
 
 func (e *Engine) info() SourceInfo { return e.cfg.Source.Info() }
@@ -424,7 +435,16 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, false, err
 		}
-		if err := os.Rename(cfg.Paths.State, filepath.Join(dir, "state.json")); err != nil {
+		// The old run's document with its journal applied; then its files
+		// go (a crash in between archives it again).
+		data, err := json.MarshalIndent(old, "", "  ")
+		if err != nil {
+			return nil, false, err
+		}
+		if err := store.WriteFile(filepath.Join(dir, "state.json"), append(data, '\n'), 0o600); err != nil {
+			return nil, false, err
+		}
+		if err := removeState(cfg.Paths.State); err != nil {
 			return nil, false, err
 		}
 	}
@@ -463,11 +483,15 @@ func (e *Engine) syncState(st *State, why SyncReason) error {
 }
 
 func (e *Engine) syncItems(st *State) {
-	st.Order = st.Order[:0]
-	for _, it := range e.cfg.Source.Items() {
-		st.Order = append(st.Order, it.ID)
-		st.Item(it.ID).Title = it.Title
+	items := e.cfg.Source.Items()
+	order := make([]string, len(items))
+	for i, it := range items {
+		order[i] = it.ID
+		if is := st.Items[it.ID]; is == nil || is.Title != it.Title {
+			st.Item(it.ID).Title = it.Title
+		}
 	}
+	st.setOrder(order)
 	st.Untracked = 0
 	if sp, ok := e.cfg.Source.(Sparse); ok {
 		st.Untracked = sp.Untracked()

@@ -300,7 +300,7 @@ func TestAcceptConflictRunsResolverWithFullEnv(t *testing.T) {
 // writeState puts a saved state for src into p, as a crashed run leaves it.
 func writeState(t *testing.T, p Paths, st *State) {
 	t.Helper()
-	box := &stateBox{st: st, path: p.State, now: time.Now}
+	box := newStateBox(st, p.State, time.Now)
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,11 @@ type State struct {
 	// Preexisting lists paths that were dirty when the run started with
 	// --allow-dirty: they are the user's, and ralph never commits them.
 	Preexisting []string `json:"preexisting,omitempty"`
+
+	// dirty and orderChanged mark what changed since the state was last
+	// written, for the journal (journal.go).
+	dirty        map[string]bool
+	orderChanged bool
 }
 
 // ItemState is the harness's record of one story/task/stage.
@@ -194,27 +199,57 @@ func PathsFor(root string) Paths {
 	}
 }
 
-// LoadState reads state.json; (nil, nil) when there is none. A file that
-// is not a run's state is a *CorruptStateError (see RebuildState).
+// LoadState reads state.json and applies its journal (see journal.go);
+// (nil, nil) when there is none. A file that is not a run's state is a
+// *CorruptStateError (see RebuildState).
 func LoadState(path string) (*State, error) {
-	b, err := os.ReadFile(path)
+	for try := 0; ; try++ {
+		st, again, err := loadState(path)
+		if !again || try == 9 {
+			return st, err
+		}
+	}
+}
+
+// loadState reads the document and the journal once; again reports that
+// the document was replaced while it read (a compaction): the journal it
+// read may belong to the new document.
+func loadState(path string) (st *State, again bool, err error) {
+	before, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading run state: %w", err)
+		return nil, false, fmt.Errorf("reading run state: %w", err)
 	}
-	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, &CorruptStateError{Path: path, Err: err}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, true, nil
 	}
-	if st.RunID == "" || st.Source == "" {
-		return nil, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading run state: %w", err)
+	}
+	journal, err := readJournal(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading run state: %w", err)
+	}
+	if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
+		return nil, true, nil
+	}
+	st = &State{}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, false, &CorruptStateError{Path: path, Err: err}
 	}
 	if st.Items == nil {
 		st.Items = map[string]*ItemState{}
 	}
-	return &st, nil
+	if err := applyJournal(st, JournalPath(path), journal); err != nil {
+		return nil, false, err
+	}
+	if st.RunID == "" || st.Source == "" {
+		return nil, false, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
+	}
+	return st, false, nil
 }
 
 // LoadOrRebuildState is LoadState, with a corrupt state.json rebuilt from
@@ -224,29 +259,45 @@ func LoadOrRebuildState(p Paths) (st *State, note string, err error) {
 }
 
 // stateBox serialises state changes from concurrent workers and writes
-// every change atomically. Writes are group commits: a change is marshalled
-// under mu, and one write (under wmu) covers every change made before it,
-// so workers do not queue behind each other's fsyncs.
+// every change: one line appended to the journal (journal.go), the whole
+// document only when the journal is folded into it. Writes are group
+// commits: a change is marshalled under mu, and one write (under wmu)
+// covers every change made before it, so workers do not queue behind each
+// other's writes.
 type stateBox struct {
 	mu      sync.Mutex
 	st      *State
 	path    string
 	now     func() time.Time
 	version uint64 // bumped by every change (under mu)
+	// running are the items of the iterations under way at the last
+	// write: their records go into the next line too (under mu).
+	running map[string]bool
+	// shadow and shadowOrder are the records as last written, in check
+	// mode only (journalChecked).
+	shadow      map[string][]byte
+	shadowOrder []string
 
 	wmu     sync.Mutex
 	written uint64 // newest version on disk (under wmu)
 	synced  uint64 // newest version on disk and fsynced (under wmu)
+	journal *os.File
+	jsize   int64 // bytes in the journal
+	docSize int64 // bytes of the document at the last compaction
 }
 
-// update applies fn and writes the state atomically (a rename: a kill -9
-// of ralph never tears it) without an fsync. The state is a record of the
-// run, not its proof: what passed is proven by commits on the branch, and
-// a resume believes the state only where the repository agrees. So a
-// power cut that loses the last writes (or, on a file system that does not
-// order a rename after its data, the file: it is rebuilt from the event
-// log) costs at most work redone, never a wrong "passed" — and each
-// iteration saves the fsyncs a disk makes it wait for.
+func newStateBox(st *State, path string, now func() time.Time) *stateBox {
+	return &stateBox{st: st, path: path, now: now, running: map[string]bool{}}
+}
+
+// update applies fn and records the change (a line appended to the
+// journal, or the whole document written atomically) without an fsync. A
+// kill -9 of ralph never tears what a reader sees: a torn journal line is
+// ignored. The state is a record of the run, not its proof: what passed is
+// proven by commits on the branch, and a resume believes the state only
+// where the repository agrees. So a power cut that loses the last writes
+// costs at most work redone, never a wrong "passed" — and each iteration
+// saves the fsyncs a disk makes it wait for.
 func (b *stateBox) update(fn func(st *State)) error {
 	return b.change(fn, false)
 }
@@ -257,7 +308,8 @@ func (b *stateBox) updateLight(fn func(st *State)) error {
 	return b.change(fn, false)
 }
 
-// updateDurable is update with an fsync: the run's last word (its stop).
+// updateDurable is update with an fsync, for a fact that must survive a
+// power cut (the commit phase is under way).
 func (b *stateBox) updateDurable(fn func(st *State)) error {
 	return b.change(fn, true)
 }
@@ -275,12 +327,65 @@ func (b *stateBox) change(fn func(st *State), sync bool) error {
 	if b.synced >= v || !sync && b.written >= v {
 		return nil // a write made after this change covered it
 	}
-	b.mu.Lock()
-	data, err := json.MarshalIndent(b.st, "", "  ")
-	cur := b.version
-	b.mu.Unlock()
+	if b.journal == nil {
+		return b.compactLocked(sync)
+	}
+	var line []byte
+	var err error
+	cur := b.locked(func() { line, err = b.delta() })
 	if err != nil {
 		return err
+	}
+	if _, err := b.journal.Write(line); err != nil {
+		return err
+	}
+	b.jsize += int64(len(line))
+	if sync {
+		if err := b.journal.Sync(); err != nil {
+			return err
+		}
+	}
+	b.written = cur
+	if sync {
+		b.synced = cur
+	}
+	if b.jsize > max(journalCompactMin, 4*b.docSize) {
+		return b.compactLocked(false)
+	}
+	return nil
+}
+
+// compact folds the journal into the document: the whole state written
+// atomically, fsynced when sync (the run's last word), and an empty
+// journal. Every run opens and stops with one.
+func (b *stateBox) compact(sync bool) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	return b.compactLocked(sync)
+}
+
+func (b *stateBox) compactLocked(sync bool) error {
+	var line, data []byte
+	var err error
+	cur := b.locked(func() {
+		if b.journal != nil {
+			line, err = b.delta() // the journal first holds what the document will
+		}
+		if err == nil {
+			data, err = json.MarshalIndent(b.st, "", "  ")
+		}
+		clear(b.st.dirty)
+		b.st.orderChanged = false
+		b.noteRunning()
+		b.resetShadow()
+	})
+	if err != nil {
+		return err
+	}
+	if line != nil {
+		if _, err := b.journal.Write(line); err != nil {
+			return err
+		}
 	}
 	data = append(data, '\n')
 	if sync {
@@ -291,11 +396,53 @@ func (b *stateBox) change(fn func(st *State), sync bool) error {
 	if err != nil {
 		return err
 	}
+	// The document holds everything: a new, empty journal replaces the old
+	// one (a rename, so that a reader holding the old one reads all of it).
+	jpath := JournalPath(b.path)
+	if betweenCompactionRenames != nil {
+		betweenCompactionRenames(jpath)
+	}
+	if err := store.WriteFileNoSync(jpath, nil, 0o600); err != nil {
+		return err
+	}
+	if b.journal != nil {
+		b.journal.Close()
+	}
+	if b.journal, err = os.OpenFile(jpath, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		b.journal = nil // the next change writes the document
+		return err
+	}
+	b.jsize, b.docSize = 0, int64(len(data))
 	b.written = cur
 	if sync {
 		b.synced = cur
 	}
 	return nil
+}
+
+// betweenCompactionRenames is a test hook: a crash between the document's
+// rename and the journal's.
+var betweenCompactionRenames func(journal string)
+
+// locked runs fn with mu held (released even if fn panics) and returns
+// the version fn saw.
+func (b *stateBox) locked(fn func()) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fn()
+	return b.version
+}
+
+// close folds the journal into the document (fsynced) and closes it.
+func (b *stateBox) close() error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.compactLocked(true)
+	if b.journal != nil {
+		b.journal.Close()
+		b.journal = nil
+	}
+	return err
 }
 
 // mutate changes the state in memory only; the next update writes it.
@@ -312,8 +459,10 @@ func (b *stateBox) read(fn func(st *State)) {
 }
 
 // Item returns the record of item id, creating a pending one when there is
-// none yet.
+// none yet, and marks it changed (see Touch): a caller that only reads a
+// record uses st.Items.
 func (st *State) Item(id string) *ItemState {
+	st.Touch(id)
 	is, ok := st.Items[id]
 	if !ok {
 		is = &ItemState{ID: id, Status: ItemPending}
@@ -377,6 +526,7 @@ func (b *stateBox) snapshot() *State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := *b.st
+	c.dirty, c.orderChanged = nil, false
 	c.Items = make(map[string]*ItemState, len(b.st.Items))
 	for k, v := range b.st.Items {
 		vv := *v

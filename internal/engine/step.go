@@ -39,7 +39,7 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	if err != nil {
 		return StepResult{}, err
 	}
-	defer lock.Unlock()
+	defer e.release(lock)
 
 	var res StepResult
 	var cur *Current

@@ -213,6 +213,10 @@ type layout struct {
 	// doc identifies the parse that made the layout: a story moved in from
 	// another parsed file must not be edited at this file's offsets.
 	doc *[]byte
+	// parsed is a story as the file says it (a story's layout only): a
+	// story still equal to it needs no edit, so a write-back looks only at
+	// the stories that changed.
+	parsed *Story
 }
 
 type laid struct {
@@ -739,5 +743,6 @@ func (ps *parser) story(e element, where string) (Story, error) {
 			return s, err
 		}
 	}
+	s.lay.parsed = s.clone()
 	return s, nil
 }

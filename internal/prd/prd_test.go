@@ -522,3 +522,35 @@ func TestWriteBackKeepsTheFilesLayout(t *testing.T) {
 		t.Errorf("reordered write-back lost the model:\n%s", out)
 	}
 }
+
+// equal (the write-back's "is this story as the file has it") looks at
+// every field of a story but its layout: changing any one of them, by
+// reflection, makes the copy unequal.
+func TestStoryEqual(t *testing.T) {
+	typ := reflect.TypeOf(Story{})
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if f.Name == "lay" {
+			continue
+		}
+		a := Story{ID: "S-1", AcceptanceCriteria: []string{"a"}}
+		b := *a.clone()
+		v := reflect.ValueOf(&b).Elem().Field(i)
+		v = reflect.NewAt(v.Type(), v.Addr().UnsafePointer()).Elem() // unexported fields too
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("changed")
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int:
+			v.SetInt(7)
+		case reflect.Slice:
+			v.Set(reflect.ValueOf([]string{"changed"}))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test (and Story.equal) about it", f.Name, v.Kind())
+		}
+		if a.equal(&b) {
+			t.Errorf("Story.equal does not compare %s", f.Name)
+		}
+	}
+}

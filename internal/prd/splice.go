@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 )
 
@@ -28,6 +29,9 @@ func (p *PRD) splice(f Format) ([]byte, bool) {
 			}
 			for i := range p.Stories {
 				s := &p.Stories[i]
+				if s.lay.parsed != nil && s.equal(s.lay.parsed) {
+					continue // as the file has it
+				}
 				if !sp.object(s.lay, storySpec, f, s.value, nil) {
 					return true, false
 				}
@@ -176,4 +180,27 @@ func sameJSON(raw, v []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// clone copies a story, its lists included, without its layout.
+func (s *Story) clone() *Story {
+	c := *s
+	c.lay = nil
+	c.AcceptanceCriteria = slices.Clone(s.AcceptanceCriteria)
+	c.DependsOn = slices.Clone(s.DependsOn)
+	c.Checks = slices.Clone(s.Checks)
+	return &c
+}
+
+// equal compares every field that is written to the file (TestStoryEqual
+// makes sure a new field is not forgotten here).
+func (s *Story) equal(o *Story) bool {
+	return s.ID == o.ID && s.Title == o.Title && s.Description == o.Description &&
+		slices.Equal(s.AcceptanceCriteria, o.AcceptanceCriteria) && s.Passes == o.Passes &&
+		s.Priority == o.Priority && s.priorityGiven == o.priorityGiven &&
+		slices.Equal(s.DependsOn, o.DependsOn) &&
+		s.Complexity == o.Complexity && s.complexityGiven == o.complexityGiven &&
+		s.Notes == o.Notes && slices.Equal(s.Checks, o.Checks) &&
+		s.AllowGateChanges == o.AllowGateChanges && s.Agent == o.Agent && s.Model == o.Model &&
+		s.Critical == o.Critical
 }

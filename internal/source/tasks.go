@@ -298,12 +298,17 @@ func (s *Tasks) sync(st *engine.State) {
 		}
 	}
 	for _, it := range s.Items() {
-		st.Item(it.ID) // tasks added since the run started (splits, appends)
+		if st.Items[it.ID] == nil {
+			st.Item(it.ID) // tasks added since the run started (splits, appends)
+		}
 	}
 	for id, is := range st.Items {
 		t, ok := s.set.Get(id)
 		if !ok {
 			continue
+		}
+		if t.Archived() != (is.Status == engine.ItemPassed) || t.Leaf && (t.Status == tasks.StatusBlocked) != (is.Status == engine.ItemBlocked) {
+			st.Touch(id) // the switch below may change it
 		}
 		switch {
 		case !t.Archived() && is.Status == engine.ItemPassed:
