@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,60 +42,131 @@ func RunCLI(ctx context.Context, r proc.Runner, inv Invocation, req Request, p S
 	if inv.PromptStdin {
 		stdin = strings.NewReader(req.Prompt)
 	}
-	pr, pw := io.Pipe()
 	tail := &TailBuffer{Max: 8 << 10}
 	lw := &lockedWriter{w: transcript}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		br := bufio.NewReaderSize(pr, 256<<10)
-		for {
-			line, err := br.ReadSlice('\n')
-			if errors.Is(err, bufio.ErrBufferFull) {
-				// An enormous line: keep streaming it to the transcript but
-				// do not parse it (no format puts the final answer in a
-				// line this size without a newline).
-				_, _ = lw.Write(line)
-				for errors.Is(err, bufio.ErrBufferFull) {
-					line, err = br.ReadSlice('\n')
-					_, _ = lw.Write(line)
-				}
-				if err != nil {
-					break
-				}
-				continue
-			}
-			if len(line) > 0 {
-				_, _ = lw.Write(line)
-				p.Line(trimEOL(line))
-			}
-			if err != nil {
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
+	out := &lineStream{lw: lw, p: p}
 	res, err := r.Run(ctx, proc.Cmd{
 		Argv:    inv.Argv,
 		Dir:     req.Dir,
 		Env:     proc.Environ(nil, append(append([]string{}, inv.Env...), req.Env...)...),
 		Stdin:   stdin,
-		Stdout:  pw,
+		Stdout:  out,
 		Stderr:  io.MultiWriter(lw, tail),
 		Timeout: req.Timeout,
 		Started: req.Started,
 	})
-	_ = pw.Close()
-	<-done
-	out := Result{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration}
+	out.finish()
+	result := Result{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration}
 	if errors.Is(err, proc.ErrNotFound) {
-		return out, err
+		return result, err
 	}
-	p.Finish(&out, tail.String())
-	if out.TimedOut && out.ErrorText == "" {
-		out.ErrorText = fmt.Sprintf("timed out after %s", req.Timeout)
+	p.Finish(&result, tail.String())
+	if result.TimedOut && result.ErrorText == "" {
+		result.ErrorText = fmt.Sprintf("timed out after %s", req.Timeout)
 	}
-	return out, err
+	return result, err
+}
+
+// maxParsedLine bounds the line the parser is given: a longer one (no
+// format puts its final answer in a line this size) still goes to the
+// transcript whole, but is not parsed, and is never held in memory.
+const maxParsedLine = 256 << 10
+
+// lineStream is the agent's stdout: every chunk the process wrote goes to
+// the transcript in one write (whole lines only, so stderr never lands
+// inside a line), and each line to the parser, split where it stands in
+// the chunk — no copy and no shift of a buffer per line, so output is
+// consumed at the speed it is written. Only a line cut by a chunk's end
+// is carried over (bounded by maxParsedLine).
+type lineStream struct {
+	lw      *lockedWriter
+	p       StreamParser
+	partial []byte // the start of a line a chunk cut off
+	huge    bool   // the current line outgrew maxParsedLine: written, not parsed
+}
+
+func (s *lineStream) Write(b []byte) (int, error) {
+	n := len(b)
+	last := bytes.LastIndexByte(b, '\n')
+	if last < 0 {
+		s.carry(b)
+		return n, nil
+	}
+	whole := b[:last+1]
+	if len(s.partial) > 0 {
+		_, _ = s.lw.writeAll(s.partial, whole)
+	} else {
+		_, _ = s.lw.Write(whole)
+	}
+	for len(whole) > 0 {
+		i := bytes.IndexByte(whole, '\n')
+		line := whole[:i]
+		whole = whole[i+1:]
+		switch {
+		case s.huge:
+			s.huge = false
+		case len(s.partial) > 0:
+			s.partial = append(s.partial, line...)
+			if len(s.partial) <= maxParsedLine {
+				s.p.Line(trimEOL(s.partial))
+			}
+		default:
+			if len(line) <= maxParsedLine {
+				s.p.Line(trimEOL(line))
+			}
+		}
+		s.partial = s.partial[:0]
+	}
+	s.carry(b[last+1:])
+	return n, nil
+}
+
+// ReadFrom reads the process's output in larger pieces than io.Copy's
+// 32 KiB (os/exec copies through it): fewer reads, transcript writes and
+// parser wake-ups per megabyte.
+func (s *lineStream) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			total += int64(n)
+			_, _ = s.Write(buf[:n])
+		}
+		if errors.Is(err, io.EOF) {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// carry keeps the start of a line until its end arrives; a line that
+// outgrows maxParsedLine goes to the transcript as it comes.
+func (s *lineStream) carry(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if s.huge || len(s.partial)+len(b) > maxParsedLine {
+		if len(s.partial) > 0 {
+			_, _ = s.lw.writeAll(s.partial, b)
+		} else {
+			_, _ = s.lw.Write(b)
+		}
+		s.partial, s.huge = s.partial[:0], true
+		return
+	}
+	s.partial = append(s.partial, b...)
+}
+
+// finish hands over a last line without its newline.
+func (s *lineStream) finish() {
+	if len(s.partial) > 0 {
+		_, _ = s.lw.Write(s.partial)
+		s.p.Line(trimEOL(s.partial))
+		s.partial = nil
+	}
 }
 
 func trimEOL(b []byte) []byte {
@@ -116,6 +187,21 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// writeAll writes parts with no other write between them.
+func (l *lockedWriter) writeAll(parts ...[]byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, b := range parts {
+		m, err := l.w.Write(b)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // TailBuffer keeps the last Max bytes written (stderr tails, plain-text
