@@ -19,6 +19,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/source"
 )
 
@@ -29,6 +30,7 @@ type RunOptions struct {
 	Tasks             string
 	Pipeline          string
 	RunDir            string
+	NoLint            bool
 	Agent             string
 	AgentCmd          string
 	AgentArgs         []string
@@ -84,9 +86,10 @@ failure in the prompt when they do not, and stop when everything passed or a
 limit is reached. State lives in .ralph/ (state.json, events.jsonl,
 progress.md, transcripts/); run again after a crash and it resumes.
 
-RUN_DIR is a run folder (ralph/runs/<id>/ with prd.json, PROMPT.md,
-progress.md and transcripts/): the loop reads the PRD and prompt there and
-writes progress and transcripts there.
+RUN_DIR is a run folder (ralph/runs/<id>/, made by ` + "`ralph runs new`" + `): the
+loop reads prd.json and PROMPT.md there and writes its transcripts to
+RUN_DIR/transcripts/ (kept out of git). It first checks the folder is
+Ralph-ready (` + "`ralph runs lint`" + `) and refuses one that is not, unless --no-lint.
 
 Stop gracefully with ` + "`ralph stop`" + ` (or create .ralph/stop): the current iteration
 finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
@@ -139,6 +142,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see `ralph runs lint`)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state is kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
@@ -296,13 +300,32 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		if st, err := os.Stat(rd); err != nil || !st.IsDir() {
 			return engine.UsageError("run folder %s does not exist", o.RunDir)
 		}
-		if o.PRD == "" {
-			o.PRD = filepath.Join(rd, "prd.json")
+		if !o.NoLint {
+			if problems := runfolder.Lint(root, rd); len(problems) > 0 {
+				var lines []string
+				for _, p := range problems {
+					lines = append(lines, "  "+p.String())
+				}
+				return engine.UsageError("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
+			}
 		}
-		paths.Progress = filepath.Join(rd, "progress.md")
-		paths.Transcripts = filepath.Join(rd, "transcripts")
+		if o.PRD == "" {
+			o.PRD = filepath.Join(rd, runfolder.PRDJSON)
+		}
+		// The agent's progress.md is its work (committed with the story);
+		// ralph's log stays in .ralph. Transcripts are ralph's: kept out of
+		// git, so a run never leaves them uncommitted in the tree.
+		paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
+		if rel, err := filepath.Rel(root, paths.Transcripts); err == nil && !strings.HasPrefix(rel, "..") {
+			if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+"/"); err != nil {
+				return fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
+			}
+		}
 		if o.Prompt == "" {
-			promptPaths = []string{filepath.Join(rd, "PROMPT.md")}
+			promptPaths = []string{filepath.Join(rd, runfolder.Prompt)}
+		}
+		if _, err := os.Stat(filepath.Join(rd, "orchestration.json")); err == nil {
+			fmt.Fprintf(f.IO.ErrOut, "ralph: %s/orchestration.json is not read yet: the worker/reviewer cadence of seed 001 is not built; reviewers come from roles.yaml triggers (`ralph roles --help`)\n", o.RunDir)
 		}
 	}
 	// Git's auto-maintenance runs once when the run ends instead of after

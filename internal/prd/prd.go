@@ -385,3 +385,26 @@ func (p *PRD) PassedInFile() map[string]bool {
 	}
 	return m
 }
+
+// WithoutPasses lists the stories whose object in the parsed file has no
+// "passes" field (seed 001's "Ralph-ready" rule: every story carries its
+// flag). Stories not read from a file are not listed.
+func (p *PRD) WithoutPasses() []string {
+	var out []string
+	for _, s := range p.Stories {
+		if s.lay == nil {
+			continue
+		}
+		found := false
+		for _, m := range s.lay.members {
+			if m.id == sPasses {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
