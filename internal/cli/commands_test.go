@@ -183,7 +183,7 @@ func subcommands(c *cobra.Command) string {
 func TestRootListsEveryCommandInAGroup(t *testing.T) {
 	root := NewCmdRoot(testFactory(t))
 	want := map[string]string{"run": groupWork, "status": groupWork, "stop": groupWork, "approve": groupWork, "reject": groupWork, "clean": groupWork, "demo": groupWork, "init": groupWork,
-		"prd": groupFiles, "task": groupFiles, "pipeline": groupFiles, "roles": groupFiles, "hook": groupIntegrations, "loop": groupIntegrations}
+		"prd": groupFiles, "runs": groupFiles, "task": groupFiles, "pipeline": groupFiles, "roles": groupFiles, "hook": groupIntegrations, "loop": groupIntegrations}
 	for _, c := range root.Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {
 			continue

@@ -142,7 +142,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
-	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see `ralph runs lint`)")
+	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state is kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")

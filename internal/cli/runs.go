@@ -62,7 +62,7 @@ completion promise) and progress.md. Then edit prd.json and run
 			return runsNew(c, opts)
 		},
 	}
-	newCmd.Flags().StringVar(&opts.PRD, "prd", "", "prose `PRD.md` to copy into the run folder")
+	newCmd.Flags().StringVar(&opts.PRD, "prd", "", "prose PRD `FILE` (markdown) to copy into the run folder as PRD.md")
 	cmd.AddCommand(newCmd, &cobra.Command{
 		Use:   "list",
 		Short: "List the run folders with their stories passed and whether each is Ralph-ready",
