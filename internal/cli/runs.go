@@ -105,6 +105,9 @@ func runsNew(c *cobra.Command, o *RunsOptions) error {
 	if err != nil {
 		return err
 	}
+	if strings.TrimSpace(o.Name) == "" {
+		return engine.UsageError("ralph runs new: give the run a name")
+	}
 	var prdMD string
 	if o.PRD != "" {
 		b, err := os.ReadFile(o.PRD)
@@ -112,9 +115,6 @@ func runsNew(c *cobra.Command, o *RunsOptions) error {
 			return engine.UsageError("--prd: %v", err)
 		}
 		prdMD = string(b)
-	}
-	if strings.TrimSpace(o.Name) == "" {
-		return engine.UsageError("ralph runs new: give the run a name")
 	}
 	dir, err := runfolder.New(root, o.Name, prdMD, time.Now())
 	if err != nil {

@@ -37,10 +37,10 @@ const (
 // returns the folder. Every file is written before the folder gets its
 // name (a rename), so a crash never leaves half a run folder.
 func New(root, name, prdMD string, now time.Time) (string, error) {
-	slug := prd.Slug(name)
 	if strings.TrimSpace(name) == "" {
 		return "", errors.New("a run needs a name")
 	}
+	slug := prd.Slug(name)
 	parent := filepath.Join(root, Parent)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", err
