@@ -75,7 +75,8 @@ func benchLoop(tmp, bin string) {
 
 // benchFlat measures the harness's own cost of one iteration at growing
 // numbers of items, for each kind of loop.
-func benchFlat(tmp, bin string) {
+// benchFlat prints the flat table; only names one loop of it (flat:tasks).
+func benchFlat(tmp, bin, only string) {
 	root, err := os.MkdirTemp(tmp, "flat-")
 	check(err)
 	defer os.RemoveAll(root)
@@ -87,6 +88,9 @@ func benchFlat(tmp, bin string) {
 		name  string
 		sizes []int
 	}{{"sequential PRD", []int{10, 200, 1000}}, {"parallel PRD (--parallel 2)", []int{10, 200, 1000}}, {"tasks", []int{10, 1000, 100000}}} {
+		if only != "" && !strings.HasPrefix(loop.name, only) {
+			continue
+		}
 		var base time.Duration
 		for i, n := range loop.sizes {
 			per := steadyCost(root, bin, loop.name, n)

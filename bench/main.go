@@ -1,13 +1,17 @@
 // Command bench prints ralph's benchmark tables. Every number is a ratio
 // against a baseline measured in the same run on the same machine:
 //
-//	loop      harness overhead per iteration vs a bash `while` loop (issue 2)
+//	loop      ralph per passing story and per failing iteration vs the
+//	          thinnest bash script doing the same work (issue 16)
+//	flat      per-iteration harness cost at 10, 200, 1,000 items (and
+//	          100,000 tasks) vs 10 (issue 16); flat:tasks runs one loop
+//	output    agent output throughput and peak memory (issue 16)
 //	parallel  makespan of random story DAGs vs the lower bound and vs a
 //	          dependency-level schedule (issue 5)
 //	tasks     `ralph task next|complete` on 100,000 tasks vs plain
 //	          grep/jq shell recipes over the same file (issue 4)
 //
-// Usage: go run ./bench [loop|parallel|tasks]... (default: all)
+// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|tasks]... (default: all)
 package main
 
 import (
@@ -42,8 +46,8 @@ func main() {
 		switch w {
 		case "loop":
 			benchLoop(tmp, bin)
-		case "flat":
-			benchFlat(tmp, bin)
+		case "flat", "flat:sequential", "flat:parallel", "flat:tasks":
+			benchFlat(tmp, bin, strings.TrimPrefix(strings.TrimPrefix(w, "flat"), ":"))
 		case "output":
 			benchOutput(tmp, bin)
 		case "parallel":
@@ -51,7 +55,7 @@ func main() {
 		case "tasks":
 			benchTasks(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat, output, parallel, tasks)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks)\n", w)
 			os.Exit(2)
 		}
 	}

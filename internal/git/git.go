@@ -238,10 +238,7 @@ func (r *Repo) runCommit(ctx context.Context, msg string, allowEmpty bool, inclu
 		argv = append(argv, "--allow-empty")
 	}
 	if len(include) > 0 {
-		argv = append(argv, "--include", "--")
-		for _, p := range include {
-			argv = append(argv, ":(literal)"+p)
-		}
+		argv = append(append(argv, "--include", "--"), literal(include)...)
 	}
 	c := r.cmd(argv...)
 	c.Stdin = strings.NewReader(msg)
@@ -453,11 +450,7 @@ func (r *Repo) AddAllExcept(ctx context.Context, except []string) ([]string, err
 
 // AddPaths stages the given paths (literal pathspecs).
 func (r *Repo) AddPaths(ctx context.Context, paths ...string) error {
-	args := []string{"add", "--"}
-	for _, p := range paths {
-		args = append(args, ":(literal)"+p)
-	}
-	_, err := r.Run(ctx, args...)
+	_, err := r.Run(ctx, append([]string{"add", "--"}, literal(paths)...)...)
 	return err
 }
 

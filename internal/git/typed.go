@@ -92,9 +92,58 @@ func (r *Repo) MergeConflicts(ctx context.Context, base, head string) ([]string,
 	return paths[1:], nil
 }
 
-// IsIgnored reports whether git ignores path.
-func (r *Repo) IsIgnored(ctx context.Context, path string) bool {
-	return r.ok(ctx, "check-ignore", "-q", "--", path)
+// Ignored returns those of paths git ignores, in one call.
+func (r *Repo) Ignored(ctx context.Context, paths ...string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(paths) == 0 {
+		return out, nil
+	}
+	c := r.cmd("check-ignore", "-z", "--stdin")
+	c.Stdin = strings.NewReader(strings.Join(paths, "\x00") + "\x00")
+	stdout, err := proc.Output(ctx, r.Runner, c)
+	var ee *proc.ExitError
+	if errors.As(err, &ee) && ee.Code == 1 { // none of them is ignored
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range strings.Split(stdout, "\x00") {
+		if p != "" {
+			out[p] = true
+		}
+	}
+	return out, nil
+}
+
+// IndexMatches reports whether the index holds rev's version of every one
+// of paths (a path in neither counts as matching). It reads the index and
+// rev's tree only, never the work tree, so its cost does not grow with the
+// size of the files.
+func (r *Repo) IndexMatches(ctx context.Context, rev string, paths ...string) bool {
+	return r.ok(ctx, append([]string{"diff-index", "--cached", "--quiet", rev, "--"}, literal(paths)...)...)
+}
+
+// SamePaths reports whether revisions a and b hold the same version of
+// every one of paths (a path in neither counts as the same).
+func (r *Repo) SamePaths(ctx context.Context, a, b string, paths ...string) bool {
+	return r.ok(ctx, append([]string{"diff", "--quiet", "--no-renames", "--no-ext-diff", a, b, "--"}, literal(paths)...)...)
+}
+
+// ResetMerge undoes a merge that was staged but not committed, the way
+// `git merge --abort` does: paths the merge did not touch keep their
+// uncommitted changes.
+func (r *Repo) ResetMerge(ctx context.Context) error {
+	_, err := r.Run(ctx, "reset", "--merge", "HEAD")
+	return err
+}
+
+func literal(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = ":(literal)" + p
+	}
+	return out
 }
 
 // HasStagedChanges reports whether the index differs from HEAD.

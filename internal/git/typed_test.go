@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +30,12 @@ func TestTypedArgv(t *testing.T) {
 		proc.Expectation{Argv: g("diff", "--name-only", "--diff-filter=U"), Stdout: "a.txt\nb c.txt\n"},
 		proc.Expectation{Argv: g("clean", "-fdxq")},
 		proc.Expectation{Argv: g("merge", "--no-ff", "--no-commit", "ralph/x")},
-		proc.Expectation{Argv: g("check-ignore", "-q", "--", ".ralph/state.json")},
-		proc.Expectation{Argv: g("check-ignore", "-q", "--", "main.go"), Exit: 1},
+		proc.Expectation{Argv: g("check-ignore", "-z", "--stdin"), Stdout: ".ralph/state.json\x00", Check: func(c proc.Cmd) {
+			if b, _ := io.ReadAll(c.Stdin); string(b) != ".ralph/state.json\x00main.go\x00a b\nc\x00" {
+				t.Errorf("check-ignore stdin %q", b)
+			}
+		}},
+		proc.Expectation{Argv: g("check-ignore", "-z", "--stdin"), Exit: 1},
 		proc.Expectation{Argv: mergeTree, Stdout: tree + "\n"},
 		proc.Expectation{Argv: mergeTree, Stdout: tree + "\na.txt\nb c.txt\n", Exit: 1},
 		proc.Expectation{Argv: mergeTree, Stderr: "merge-tree: b - not something we can merge", Exit: 1},
@@ -75,8 +80,11 @@ func TestTypedArgv(t *testing.T) {
 	if err := r.MergeNoCommit(ctx, "ralph/x"); err != nil {
 		t.Fatal(err)
 	}
-	if !r.IsIgnored(ctx, ".ralph/state.json") || r.IsIgnored(ctx, "main.go") {
-		t.Fatal("IsIgnored misread git's exit code")
+	if ign, err := r.Ignored(ctx, ".ralph/state.json", "main.go", "a b\nc"); err != nil || len(ign) != 1 || !ign[".ralph/state.json"] {
+		t.Fatal("Ignored misread git's answer", ign, err)
+	}
+	if ign, err := r.Ignored(ctx, "main.go"); err != nil || len(ign) != 0 {
+		t.Fatal("Ignored misread git's exit code", ign, err)
 	}
 	// Clean; conflicted (exit 1, the tree id, then the paths); exit 1 with
 	// no tree id and any other exit are failures, not conflicts.
@@ -187,8 +195,29 @@ func TestTypedWithRealGit(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(dir, ".ralph"), 0o755)
 	r.EnsureExcluded(ctx, "/.ralph/")
-	if !r.IsIgnored(ctx, ".ralph/x") || r.IsIgnored(ctx, "new.txt") {
-		t.Fatal("IsIgnored")
+	if ign, _ := r.Ignored(ctx, ".ralph/x", "new.txt"); !ign[".ralph/x"] || ign["new.txt"] {
+		t.Fatal("Ignored", ign)
+	}
+	// IndexMatches reads the index, never the tree; SamePaths compares
+	// two revisions; a path in neither matches.
+	if !r.IndexMatches(ctx, "HEAD", "new.txt", "absent") {
+		t.Fatal("an untracked path is in neither the index nor HEAD")
+	}
+	r.AddPaths(ctx, "new.txt")
+	if r.IndexMatches(ctx, "HEAD", "new.txt") || !r.IndexMatches(ctx, "HEAD", "absent") {
+		t.Fatal("IndexMatches after staging")
+	}
+	head, _ := r.Head(ctx)
+	r.Commit(ctx, "new", false)
+	os.WriteFile(filepath.Join(dir, "new.txt"), []byte("changed in the tree only\n"), 0o644)
+	if !r.IndexMatches(ctx, "HEAD", "new.txt") || r.IndexMatches(ctx, head, "new.txt") {
+		t.Fatal("IndexMatches looked at the tree, or missed the commit")
+	}
+	if r.SamePaths(ctx, head, "HEAD", "new.txt") || !r.SamePaths(ctx, head, "HEAD", "absent") {
+		t.Fatal("SamePaths")
+	}
+	if err := r.ResetHard(ctx, head); err != nil {
+		t.Fatal(err)
 	}
 	if err := r.CleanUntracked(ctx); err != nil {
 		t.Fatal(err)

@@ -65,10 +65,12 @@ type Tasks struct {
 	// tracked are the leaves with a record (Sparse): in the run's state,
 	// claimed, completed or blocked in the file, or offered by Next. The
 	// other pending leaves are only counted.
-	tracked   map[string]bool
-	before    fileSnap // the files when the iteration started
-	beforeSet *tasks.Set
-	split     map[string]splitInfo
+	tracked map[string]bool
+	before  fileSnap // the files when the iteration started
+	// checkedRef is the last branch name git accepted.
+	checkedRef string
+	beforeSet  *tasks.Set
+	split      map[string]splitInfo
 }
 
 type splitInfo struct {
@@ -250,14 +252,20 @@ func (s *Tasks) branchName(id, title string) string {
 	return b
 }
 
+// branch is the task's branch name, checked by git once per name (an
+// iteration asks for it three times).
 func (s *Tasks) branch(ctx context.Context, it *engine.Item) (string, error) {
 	b := s.branchName(it.ID, it.Title)
+	if s.checkedRef == b {
+		return b, nil
+	}
 	if err := s.Git.CheckRefName(ctx, b); err != nil {
 		b = "task/" + git.Slug(it.ID, 30) + "-" + git.Slug(it.Title, 40)
 		if err := s.Git.CheckRefName(ctx, b); err != nil {
 			return "", err
 		}
 	}
+	s.checkedRef = b
 	return b, nil
 }
 
@@ -431,7 +439,7 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.beforeSet, err = s.Store.Load()
+	s.beforeSet, err = s.Store.LoadBytes(s.before.Active, s.before.Done)
 	if err != nil {
 		return "", &InputError{err}
 	}
@@ -461,7 +469,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	if err != nil {
 		rejected = fmt.Sprintf("Your changes to %s were rejected and undone:\n%v", filepath.Base(s.File), err)
 		tampered = append(tampered, fmt.Sprintf("invalid changes to %s were undone: %v", filepath.Base(s.File), firstLine(err.Error())))
-		if rerr := store.WithLock(s.Store.LockPath, func() error { return s.writeSnap(s.before) }); rerr != nil {
+		if rerr := store.WithLock(s.Store.LockPath, func() error { return s.restoreSnap(s.before) }); rerr != nil {
 			return engine.Verdict{Summary: "restoring the tasks file failed", Failure: rerr.Error()}
 		}
 		after, err = s.Store.Load()
@@ -768,13 +776,21 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 
 // merge commits the branch's leftovers on it, then squash-merges it into
 // the base branch with the message msg(subjects of the branch's commits,
-// oldest first). The task files are set aside meanwhile.
+// oldest first). The task files are set aside meanwhile; when neither the
+// index nor the branch has a version of them other than the base
+// branch's, git carries them through untouched and they need no cleaning.
 func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, verified string, log io.Writer, msg func([]string) string) (string, error) {
 	var sha string
 	err := store.WithLock(s.Store.LockPath, func() error {
 		snap, err := s.aside()
 		if err != nil {
 			return err
+		}
+		// undo puts the tree back on the branch as it was.
+		undo := func() {
+			_ = s.Git.ResetHard(ctx, "HEAD")
+			_ = s.Git.Checkout(ctx, branch)
+			_ = s.putBack(snap)
 		}
 		cur, _ := s.Git.CurrentBranch(ctx)
 		if cur == branch {
@@ -786,8 +802,7 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 		if verified != "" {
 			if tree, err := s.Git.TreeOf(ctx, branch); err != nil || tree != verified {
 				changed, _ := s.Git.DiffTrees(ctx, verified, branch)
-				_ = s.writeSnap(snap)
-				_ = removeAside(s.asidePath())
+				_ = s.putBack(snap)
 				return &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
 					Failure: "After the gates passed, these files changed before the harness could merge them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
 			}
@@ -797,17 +812,17 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 			return err
 		}
 		slices.Reverse(subjects)
-		if err := s.cleanControl(ctx); err != nil {
-			return err
+		clean := !s.carries(ctx, s.base) || !s.Git.SamePaths(ctx, s.base, branch, s.fileRel()...)
+		if clean {
+			if err := s.cleanControl(ctx); err != nil {
+				return err
+			}
 		}
 		if err := s.Git.Checkout(ctx, s.base); err != nil {
 			return err
 		}
 		if err := s.Git.MergeSquash(ctx, branch); err != nil {
-			_ = s.Git.ResetHard(ctx, "HEAD")
-			_ = s.Git.Checkout(ctx, branch)
-			_ = s.writeSnap(snap)
-			_ = removeAside(s.asidePath())
+			undo()
 			var ce *git.ConflictError
 			if errors.As(err, &ce) {
 				return &engine.Rejected{Summary: "squash merge into " + s.base + " conflicts",
@@ -815,18 +830,17 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 			}
 			return fmt.Errorf("squash-merging %s into %s: %w", branch, s.base, err)
 		}
-		if err := s.cleanControl(ctx); err != nil {
-			return err
+		if clean {
+			if err := s.cleanControl(ctx); err != nil {
+				return err
+			}
 		}
 		// When others committed to the base branch meanwhile, the squash
 		// result is not the tree the gates ran on: they run again on it.
 		if verified != "" && len(s.GateList) > 0 {
 			if tree, err := s.Git.WriteTree(ctx); err == nil && tree != verified {
 				if results, ok := s.Gates.Run(ctx, s.Root, s.GateList, log); !ok {
-					_ = s.Git.ResetHard(ctx, "HEAD")
-					_ = s.Git.Checkout(ctx, branch)
-					_ = s.writeSnap(snap)
-					_ = removeAside(s.asidePath())
+					undo()
 					return &engine.Rejected{Summary: "gates failed on the merged tree: " + gate.Summary(results),
 						Failure: fmt.Sprintf("Your branch passed its gates, but %s has moved since, and on the tree merged with it the gates fail (the merge was undone). Merge %s into your branch, fix what broke, then complete the task again.\n\n%s", s.base, s.base, gate.FailureContext(results, 4<<10))}
 				}
@@ -840,10 +854,7 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 			return err
 		}
 		s.baseTip = sha
-		if err := s.writeSnap(snap); err != nil {
-			return err
-		}
-		return removeAside(s.asidePath())
+		return s.putBack(snap)
 	})
 	return sha, err
 }
@@ -881,11 +892,13 @@ func (s *Tasks) commitLeftovers(ctx context.Context, st *engine.State, msg strin
 // pre-existing files and the task files (the loop's control plane).
 func (s *Tasks) notWork(ctx context.Context, st *engine.State) []string {
 	except := append([]string{}, st.Preexisting...)
-	for _, rel := range s.controlRel() {
-		// git refuses an exclude pathspec naming an ignored file (the
-		// lock and hold files are in info/exclude).
-		if !s.Git.IsIgnored(ctx, rel) {
-			except = append(except, rel)
+	// git refuses an exclude pathspec naming an ignored file (the lock and
+	// hold files are in info/exclude).
+	rel := s.controlRel()
+	ignored, err := s.Git.Ignored(ctx, rel...)
+	for _, p := range rel {
+		if err != nil || !ignored[p] {
+			except = append(except, p)
 		}
 	}
 	return except
@@ -971,10 +984,7 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 				if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
 					return err
 				}
-				if err := s.writeSnap(snap); err != nil {
-					return err
-				}
-				return removeAside(s.asidePath())
+				return s.putBack(snap)
 			})
 			if err != nil {
 				return "", false, err
@@ -987,8 +997,17 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 // --- the task files across git operations ---
 
 func (s *Tasks) controlRel() []string {
+	return s.inRepo(s.File, s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath)
+}
+
+// fileRel are the task files inside the repository.
+func (s *Tasks) fileRel() []string { return s.inRepo(s.File, s.Store.DonePath) }
+
+// inRepo returns those of paths inside the repository, relative to its
+// root with forward slashes.
+func (s *Tasks) inRepo(paths ...string) []string {
 	var out []string
-	for _, p := range []string{s.File, s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath} {
+	for _, p := range paths {
 		if rel, err := filepath.Rel(s.Root, p); err == nil && !strings.HasPrefix(rel, "..") {
 			out = append(out, filepath.ToSlash(rel))
 		}
@@ -1025,55 +1044,133 @@ func (s *Tasks) snapshot() (fileSnap, error) {
 }
 
 // aside saves the task files in .ralph/tasks-aside.json (a crash while
-// they are aside is repaired by restoreAside on the next open).
+// they are aside is repaired by restoreAside on the next open). The copies
+// are hard links: git never writes a file in place (it unlinks it and
+// writes a new one), and every other writer of the task files either
+// renames a new file in or holds the task lock, which the caller holds, so
+// a link keeps the bytes of the moment for the cost of one system call
+// whatever the file's size. A file system without hard links gets a copy.
+// Every copy is in place before the marker; no fsync: the aside guards
+// against a crash of ralph between checkouts, and linked bytes are the
+// file's own.
 func (s *Tasks) aside() (fileSnap, error) {
-	snap, err := s.snapshot()
-	if err != nil {
-		return snap, err
-	}
+	snap := fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath}
 	if err := os.MkdirAll(filepath.Dir(s.asidePath()), 0o755); err != nil {
 		return snap, err
 	}
-	// Atomic renames without fsync: the aside guards against a crash of
-	// ralph between checkouts, and every copy is in place before the marker.
-	marker := snap
-	marker.Active, marker.Done = nil, nil
 	for _, c := range []struct {
-		has  bool
-		data []byte
+		path string
+		has  *bool
 		ext  string
-	}{{snap.HasActive, snap.Active, ".active"}, {snap.HasDone, snap.Done, ".done"}} {
-		if c.has {
-			if err := store.WriteFileNoSync(s.asidePath()+c.ext, c.data, 0o600); err != nil {
-				return snap, err
-			}
+	}{{s.File, &snap.HasActive, ".active"}, {s.Store.DonePath, &snap.HasDone, ".done"}} {
+		cp := s.asidePath() + c.ext
+		if err := os.Remove(cp); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return snap, err
+		}
+		if _, err := os.Lstat(c.path); errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return snap, err
+		}
+		*c.has = true
+		if os.Link(c.path, cp) == nil {
+			continue
+		}
+		data, err := os.ReadFile(c.path)
+		if err != nil {
+			return snap, err
+		}
+		if err := store.WriteFile(cp, data, 0o600); err != nil {
+			return snap, err
 		}
 	}
-	b, err := json.Marshal(marker)
+	b, err := json.Marshal(snap)
 	if err != nil {
 		return snap, err
 	}
 	return snap, store.WriteFileNoSync(s.asidePath(), b, 0o600)
 }
 
-func (s *Tasks) writeSnap(snap fileSnap) error {
-	put := func(path string, has bool, data []byte) error {
-		if !has {
-			err := os.Remove(path)
-			if errors.Is(err, os.ErrNotExist) {
-				return nil
+// putBack returns the task files aside to their places and drops the
+// aside: a file git left alone is still the copy's inode and stays; one git
+// replaced gets the copy linked back in by a rename (the copy stays until
+// the marker is gone, so a crash here repeats the same steps).
+func (s *Tasks) putBack(snap fileSnap) error {
+	for _, c := range []struct {
+		path   string
+		has    bool
+		inline []byte
+		ext    string
+	}{{snap.ActivePath, snap.HasActive, snap.Active, ".active"}, {snap.DonePath, snap.HasDone, snap.Done, ".done"}} {
+		if c.path == "" {
+			continue
+		}
+		if !c.has {
+			if err := os.Remove(c.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
 			}
+			continue
+		}
+		if c.inline != nil { // a marker of an older version
+			if err := putFile(c.path, c.inline); err != nil {
+				return err
+			}
+			continue
+		}
+		cp := s.asidePath() + c.ext
+		ci, err := os.Stat(cp)
+		if err != nil {
+			return fmt.Errorf("restoring the task files set aside: %w", err)
+		}
+		if fi, err := os.Stat(c.path); err == nil && os.SameFile(fi, ci) {
+			continue
+		}
+		tmp := c.path + ".ralph-restore"
+		_ = os.Remove(tmp)
+		if os.Link(cp, tmp) == nil {
+			if err := os.Rename(tmp, c.path); err != nil {
+				_ = os.Remove(tmp)
+				return err
+			}
+			continue
+		}
+		data, err := os.ReadFile(cp)
+		if err != nil {
+			return fmt.Errorf("restoring the task files set aside: %w", err)
+		}
+		if err := putFile(c.path, data); err != nil {
 			return err
 		}
-		if cur, err := os.ReadFile(path); err == nil && string(cur) == string(data) {
-			return nil
+	}
+	return removeAside(s.asidePath())
+}
+
+// putFile writes data to path unless it already holds exactly that.
+func putFile(path string, data []byte) error {
+	if cur, err := os.ReadFile(path); err == nil && string(cur) == string(data) {
+		return nil
+	}
+	return store.WriteFile(path, data, 0o644)
+}
+
+// restoreSnap puts back the task files as snapshot read them.
+func (s *Tasks) restoreSnap(snap fileSnap) error {
+	for _, c := range []struct {
+		path string
+		has  bool
+		data []byte
+	}{{snap.ActivePath, snap.HasActive, snap.Active}, {snap.DonePath, snap.HasDone, snap.Done}} {
+		if !c.has {
+			if err := os.Remove(c.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			continue
 		}
-		return store.WriteFile(path, data, 0o644)
+		if err := putFile(c.path, c.data); err != nil {
+			return err
+		}
 	}
-	if err := put(snap.ActivePath, snap.HasActive, snap.Active); err != nil {
-		return err
-	}
-	return put(snap.DonePath, snap.HasDone, snap.Done)
+	return nil
 }
 
 // restoreAside puts back task files a crash left aside.
@@ -1086,38 +1183,17 @@ func (s *Tasks) restoreAside() error {
 	if err != nil {
 		return err
 	}
-	for _, c := range []struct {
-		has  bool
-		data *[]byte
-		ext  string
-	}{{snap.HasActive, &snap.Active, ".active"}, {snap.HasDone, &snap.Done, ".done"}} {
-		if c.has && *c.data == nil {
-			if *c.data, err = os.ReadFile(s.asidePath() + c.ext); err != nil {
-				return fmt.Errorf("restoring the task files a crashed run set aside: %w", err)
-			}
-		}
+	if snap.ActivePath == "" {
+		snap.ActivePath, snap.DonePath = s.File, s.Store.DonePath
 	}
-	return store.WithLock(s.Store.LockPath, func() error {
-		if snap.ActivePath == "" {
-			snap.ActivePath, snap.DonePath = s.File, s.Store.DonePath
-		}
-		if err := s.writeSnap(snap); err != nil {
-			return err
-		}
-		return removeAside(s.asidePath())
-	})
+	return store.WithLock(s.Store.LockPath, func() error { return s.putBack(snap) })
 }
 
 // cleanControl makes the task files match HEAD (tracked ones) or removes
 // them from the index, so checkouts and merges never trip over them; the
 // caller has them aside and writes them back afterwards.
 func (s *Tasks) cleanControl(ctx context.Context) error {
-	for _, p := range []string{s.File, s.Store.DonePath} {
-		rel, err := filepath.Rel(s.Root, p)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			continue // outside the repository: git never touches it
-		}
-		rel = filepath.ToSlash(rel)
+	for _, rel := range s.fileRel() { // git never touches a file outside
 		_ = s.Git.Unstage(ctx, rel)
 		if s.Git.HasPath(ctx, "HEAD", rel) {
 			if err := s.Git.RestorePath(ctx, "HEAD", rel); err != nil {
@@ -1130,31 +1206,41 @@ func (s *Tasks) cleanControl(ctx context.Context) error {
 	return nil
 }
 
-// switchTo checks out branch with the task files set aside (before runs
-// first, on the current branch, under the same lock).
+// switchTo checks out branch (before runs first, on the current branch,
+// under the same lock). The task files stay as they are: when the index
+// already holds branch's version of them, git carries them through the
+// checkout untouched (the usual case: no commit ever changes them); else
+// they are set aside, made to match HEAD, and put back after.
 func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error) error {
 	return store.WithLock(s.Store.LockPath, func() error {
-		snap, err := s.aside()
-		if err != nil {
-			return err
-		}
 		if before != nil {
 			if err := before(); err != nil {
 				return err
 			}
 		}
+		if s.carries(ctx, branch) {
+			return s.Git.Checkout(ctx, branch)
+		}
+		snap, err := s.aside()
+		if err != nil {
+			return err
+		}
 		if err := s.cleanControl(ctx); err != nil {
 			return err
 		}
 		cerr := s.Git.Checkout(ctx, branch)
-		if err := s.writeSnap(snap); err != nil {
-			return err
-		}
-		if err := removeAside(s.asidePath()); err != nil {
+		if err := s.putBack(snap); err != nil {
 			return err
 		}
 		return cerr
 	})
+}
+
+// carries reports whether git would carry the task files through a
+// checkout of rev untouched: the index holds rev's version of each.
+func (s *Tasks) carries(ctx context.Context, rev string) bool {
+	rel := s.fileRel()
+	return len(rel) == 0 || s.Git.IndexMatches(ctx, rev, rel...)
 }
 
 // Close has nothing to tidy: task branches are merged or parked as the

@@ -114,6 +114,12 @@ func (s *Store) Load() (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.LoadBytes(data, doneData)
+}
+
+// LoadBytes is Load of contents the caller has read (nil: a missing file),
+// for a caller that keeps the bytes too.
+func (s *Store) LoadBytes(data, doneData []byte) (*Set, error) {
 	s.cacheMu.Lock()
 	c := s.cache
 	s.cacheMu.Unlock()
@@ -144,16 +150,6 @@ func (s *Store) readBoth() (data, doneData []byte, err error) {
 		return nil, nil, err
 	}
 	return data, doneData, nil
-}
-
-// load reads and parses both files into a Set of the caller's own (Update
-// changes it).
-func (s *Store) load() (*Set, error) {
-	data, doneData, err := s.readBoth()
-	if err != nil {
-		return nil, err
-	}
-	return s.parse(data, doneData)
 }
 
 func (s *Store) parse(data, doneData []byte) (*Set, error) {
@@ -528,15 +524,41 @@ func (set *Set) check(archivable []string) ([]Problem, []string) {
 // archived, are archived too. If fn or validation fails nothing is written.
 func (s *Store) Update(fn func(*Set) error) error {
 	return store.WithLock(s.LockPath, func() error {
-		set, err := s.load()
+		snap, err := s.Load()
 		if err != nil {
 			return err
 		}
+		set := snap.forUpdate()
 		if err := fn(set); err != nil {
 			return err
 		}
 		return s.write(set)
 	})
+}
+
+// forUpdate returns a copy of set (a snapshot from Load) that Update may
+// change without the change reaching the snapshot, which Load hands out
+// again while the files are unchanged. Entries are copied without their
+// materialised Tasks: a snapshot's entries all come from lines of the
+// files, and a Task is read again from its line when asked for. Copying
+// the records costs a fraction of parsing the files again.
+func (set *Set) forUpdate() *Set {
+	c := *set
+	c.active = detached(set.active)
+	c.done = detached(set.done)
+	c.shadowed = detached(set.shadowed)
+	c.doneIdx, c.doneKids = nil, nil // rebuilt when needed
+	c.archivedNow = nil
+	c.warnings = slices.Clone(set.warnings)
+	return &c
+}
+
+func detached(es []entry) []entry {
+	out := slices.Clone(es)
+	for i := range out {
+		out[i].t = nil
+	}
+	return out
 }
 
 // crashAfterArchive is a test hook run between the two writes of Update.
@@ -599,6 +621,7 @@ func (s *Store) write(set *Set) error {
 		}
 	}
 	out := make([]byte, 0, size+size/16+256)
+	ends := make([]int, len(set.active)) // where each line ends in out
 	for i := range set.active {
 		e := &set.active[i]
 		if e.needsWrite() {
@@ -606,14 +629,67 @@ func (s *Store) write(set *Set) error {
 		} else {
 			out = append(out, e.raw...)
 		}
+		ends[i] = len(out)
 		out = append(out, '\n')
 	}
+	s.forget() // until the new files are known in full
 	if err := store.WriteFile(s.ActivePath, out, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", s.ActivePath, err)
 	}
 	markSorted(s.ActivePath)
 	markValid(s.ActivePath)
+	s.remember(set, out, ends)
 	return nil
+}
+
+func (s *Store) forget() {
+	s.cacheMu.Lock()
+	s.cache = nil
+	s.cacheMu.Unlock()
+}
+
+// remember makes the Set just written the snapshot Load hands out while
+// the files stay as written, so the Load after an Update needs no parse.
+// Its records are made what a parse of the written lines makes them: each
+// points at its line, takes its status and leaf from its Task, and drops
+// the Task (read again from the line when asked for). A Set that carried
+// warnings is left for a parse to judge. Called under the file lock.
+func (s *Store) remember(set *Set, active []byte, ends []int) {
+	if len(set.warnings) > 0 {
+		return
+	}
+	done, err := readFile(s.DonePath)
+	if err != nil {
+		return
+	}
+	start := 0
+	for i := range set.active {
+		e := &set.active[i]
+		if e.t != nil {
+			e.status, e.leaf = canonStatus(e.t.Status), e.t.Leaf
+		}
+		e.raw, e.line, e.t = active[start:ends[i]], int32(i+1), nil
+		e.flags &^= fLeafMissing | fStatusMissing
+		start = ends[i] + 1
+	}
+	// The archived tasks were appended as the file's last lines.
+	n := len(set.archivedNow)
+	lastLine := bytes.Count(done, []byte{'\n'})
+	rest := done
+	for k := n - 1; k >= 0; k-- {
+		rest = bytes.TrimSuffix(rest, []byte{'\n'})
+		line := rest[bytes.LastIndexByte(rest, '\n')+1:]
+		rest = rest[:len(rest)-len(line)]
+		e := &set.done[len(set.done)-n+k]
+		e.raw, e.line, e.t = line, int32(lastLine-n+k+1), nil
+	}
+	for i := range set.done[:len(set.done)-n] {
+		set.done[i].t = nil
+	}
+	set.shadowed, set.archivedNow, set.changed = nil, nil, false
+	s.cacheMu.Lock()
+	s.cache = &loadCache{active: active, done: done, set: set}
+	s.cacheMu.Unlock()
 }
 
 // Held returns the ids listed in the hold file (see Store.HoldPath).

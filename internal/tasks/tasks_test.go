@@ -942,4 +942,36 @@ func TestLoadReusesUnchangedFiles(t *testing.T) {
 	if a, _ := after.Get("A"); a.Status != StatusActive {
 		t.Fatalf("after Update: %s", a.Status)
 	}
+	// Every task of the snapshot materialised, then an Update that
+	// completes (archives), splits and adds: the snapshot reads the same.
+	var before []string
+	for _, tk := range after.List("") {
+		before = append(before, string(tk.Encode()))
+	}
+	err = s.Update(func(set *Set) error {
+		if _, err := set.Complete("A", "abc", time.Now()); err != nil {
+			return err
+		}
+		if _, err := set.Add("D", "d", ""); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var still []string
+	for _, tk := range after.List("") {
+		still = append(still, string(tk.Encode()))
+	}
+	if !slices.Equal(before, still) {
+		t.Fatalf("Update changed a loaded Set:\n%q\n%q", before, still)
+	}
+	final, _ := s.Load()
+	if a, _ := final.Get("A"); !a.Archived() || a.Commit != "abc" {
+		t.Fatalf("A after completion: %+v", a)
+	}
+	if _, ok := final.Get("D"); !ok {
+		t.Fatal("D not added")
+	}
 }
