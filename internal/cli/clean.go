@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,18 +20,24 @@ type CleanOptions struct {
 	IO     *Factory
 	Force  bool
 	DryRun bool
+	// KeepRuns, when 0 or more (--runs), prunes the kept runs in
+	// .ralph/runs instead, keeping the newest KeepRuns.
+	KeepRuns int
 }
 
 // NewCmdClean builds `ralph clean`.
 func NewCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
-	opts := &CleanOptions{IO: f}
+	opts := &CleanOptions{IO: f, KeepRuns: -1}
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove worktrees and branches left by parallel runs",
 		Long: `Remove the worktrees under .ralph/worktrees and their story branches
 (ralph/<feature>-stories/<story>) for stories that passed, and orphans left by
 a crashed run. A blocked story's worktree and branch are kept for you unless
---force. Refuses while a run is active in this repository.`,
+--force. Refuses while a run is active in this repository.
+
+With --runs KEEP it prunes the runs kept in .ralph/runs/<run id>/ instead (each
+replaced run's state, events and transcripts), keeping the newest KEEP.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -49,6 +57,13 @@ a crashed run. A blocked story's worktree and branch are kept for you unless
 			st, _, err := engine.LoadOrRebuildState(p)
 			if err != nil {
 				return err
+			}
+			if opts.KeepRuns >= 0 {
+				current := ""
+				if st != nil {
+					current = st.RunID
+				}
+				return pruneRuns(f, filepath.Join(p.Dir, "runs"), opts.KeepRuns, current, opts.DryRun)
 			}
 			status := func(dirName string) string {
 				if st == nil {
@@ -119,5 +134,50 @@ a crashed run. A blocked story's worktree and branch are kept for you unless
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "also remove blocked stories' worktrees and branches")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "say what would be removed")
+	cmd.Flags().IntVar(&opts.KeepRuns, "runs", -1, "prune the runs kept in .ralph/runs, keeping the newest `KEEP` (0 removes them all)")
 	return cmd
+}
+
+// pruneRuns removes the kept runs under dir beyond the newest keep,
+// ordered by when each started (its kept state's started_at; the folder's
+// time when that is unreadable): run ids of the same second do not sort.
+func pruneRuns(f *Factory, dir string, keep int, current string, dryRun bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var runs []string
+	started := map[string]time.Time{}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == current {
+			continue
+		}
+		runs = append(runs, e.Name())
+		var st struct {
+			StartedAt time.Time `json:"started_at"`
+		}
+		if store.ReadJSON(filepath.Join(dir, e.Name(), "state.json"), &st) == nil && !st.StartedAt.IsZero() {
+			started[e.Name()] = st.StartedAt
+		} else if fi, err := e.Info(); err == nil {
+			started[e.Name()] = fi.ModTime()
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		if a, b := started[runs[i]], started[runs[j]]; !a.Equal(b) {
+			return a.Before(b)
+		}
+		return runs[i] < runs[j]
+	})
+	removed := 0
+	for _, id := range runs[:max(0, len(runs)-keep)] {
+		fmt.Fprintf(f.IO.ErrOut, "removed  run %s\n", id)
+		if !dryRun {
+			if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+				return err
+			}
+		}
+		removed++
+	}
+	fmt.Fprintf(f.IO.ErrOut, "ralph clean: %d runs removed, %d kept\n", removed, len(runs)-removed)
+	return nil
 }

@@ -58,6 +58,7 @@ type RunOptions struct {
 	Breaker           int
 	DryRun            bool
 	Fresh             bool
+	Resume            bool
 	ResetBreaker      bool
 	NoMask            bool
 	JSON              bool
@@ -143,7 +144,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
-	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state is kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
+	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
+	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
@@ -313,12 +315,16 @@ func runRun(ctx context.Context, o *RunOptions) error {
 			o.PRD = filepath.Join(rd, runfolder.PRDJSON)
 		}
 		// The agent's progress.md is its work (committed with the story);
-		// ralph's log stays in .ralph. Transcripts are ralph's: kept out of
-		// git, so a run never leaves them uncommitted in the tree.
+		// ralph's log stays in .ralph. Transcripts and SUMMARY.md are
+		// ralph's, written after a story's commit: kept out of git, so a
+		// run never leaves them uncommitted in the tree.
 		paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
-		if rel, err := filepath.Rel(root, paths.Transcripts); err == nil && !strings.HasPrefix(rel, "..") {
-			if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+"/"); err != nil {
-				return fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
+		paths.Summary = filepath.Join(rd, runfolder.Summary)
+		for _, p := range []struct{ path, suffix string }{{paths.Transcripts, "/"}, {paths.Summary, ""}} {
+			if rel, err := filepath.Rel(root, p.path); err == nil && !strings.HasPrefix(rel, "..") {
+				if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+p.suffix); err != nil {
+					return fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
+				}
 			}
 		}
 		if o.Prompt == "" {
@@ -338,6 +344,9 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	}
 	if o.Parallel < 1 {
 		return engine.UsageError("--parallel must be at least 1")
+	}
+	if o.Fresh && o.Resume {
+		return engine.UsageError("--fresh starts a new run and --resume continues the last one: give one of them")
 	}
 	switch {
 	case o.TestFix < 0:
@@ -373,7 +382,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
 		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths, TranscriptMax: o.TranscriptMax,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
-		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, ResetBreaker: o.ResetBreaker,
+		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
 		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
 		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
 	}

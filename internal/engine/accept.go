@@ -134,7 +134,7 @@ func (e *Engine) resolve(ctx context.Context, x *iteration, conf *Conflict) (*Ve
 	if err != nil {
 		return nil, err
 	}
-	_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
+	_ = e.box.update(func(st *State) { st.addUsage(it.ID, res.Usage) })
 	ratt := *att
 	ratt.Result = e.masked(res)
 	ratt.Prompt = prompt

@@ -205,7 +205,7 @@ func (e *Engine) councilMember(ctx context.Context, x *iteration, v Verdict, tex
 		rec.Error = fmt.Sprintf("agent %s: %v", choice.Name, err)
 	default:
 		res = e.masked(res)
-		_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
+		_ = e.box.update(func(st *State) { st.addUsage(x.it.ID, res.Usage) })
 		if res.Failed() {
 			rec.Error = AgentFailure(res).Summary
 		} else {

@@ -70,7 +70,11 @@ type Config struct {
 	PromptPaths      []string
 	PromptText       string // used instead of PromptPaths when set (a template)
 	Fresh            bool   // start a new run even if the state is of the same source
-	ResetBreaker     bool   // a resumed run starts with the circuit breaker closed
+	// Resume insists on resuming the saved run of this source, a completed
+	// one included (which otherwise gives way to a new run when the source
+	// has unfinished items).
+	Resume       bool
+	ResetBreaker bool // a resumed run starts with the circuit breaker closed
 	// Roles are the role texts and triggers in force (nil: no roles).
 	Roles *roles.Set
 	// AgentFor chooses the agent of an iteration on an item with a role
@@ -360,7 +364,21 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 		}
 		e.stateNote = note + " (the corrupt file is kept as " + filepath.Base(aside) + ")"
 	}
-	if saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path {
+	same := saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path
+	var finished []byte // a completed run, as saved, in case it gives way
+	if same && saved.Status == StatusComplete && len(saved.Current) == 0 && !cfg.Resume {
+		if finished, err = json.Marshal(saved); err != nil {
+			return nil, false, nil, err
+		}
+	}
+	if cfg.Resume && !same {
+		why := "there is no saved run"
+		if saved != nil {
+			why = fmt.Sprintf("the saved run %s is of %s %s", saved.RunID, saved.Source, relTo(cfg.Paths.Root, saved.SourcePath))
+		}
+		return nil, false, nil, UsageError("--resume: %s, so there is nothing of %s to resume (drop --resume to start a new run)", why, relTo(cfg.Paths.Root, info.Path))
+	}
+	if same {
 		claimed := saved.Passed()
 		reasons := reasonsOf(saved)
 		if err := e.syncState(saved, SyncResume); err != nil {
@@ -373,6 +391,20 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 				e.distrusted = append(e.distrusted, id)
 			}
 		}
+		if finished != nil {
+			if passed, _, total := saved.Counts(); passed < total {
+				// A finished run is not resumed forever: the source has
+				// work it never saw (new stories, reopened ones).
+				old := new(State)
+				if err := json.Unmarshal(finished, old); err != nil {
+					return nil, false, nil, err
+				}
+				e.distrusted = e.distrusted[:0]
+				st, err := e.newState()
+				e.notes = append(e.notes, Event{Type: "source_note", Message: fmt.Sprintf("run %s completed; %d of %d items are unfinished now, so a new run starts (--resume continues the old one)", old.RunID, total-passed, total)})
+				return st, false, old, err
+			}
+		}
 		if cfg.MaxIterations > 0 {
 			saved.MaxIterations = cfg.MaxIterations
 		}
@@ -383,21 +415,29 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 		}
 		return saved, true, nil, nil
 	}
+	st, err = e.newState()
+	return st, false, saved, err
+}
+
+// newState is the state of a new run of the source.
+func (e *Engine) newState() (*State, error) {
+	cfg := &e.cfg
+	info := e.info()
 	now := cfg.Clock.Now().UTC()
-	st = &State{
+	st := &State{
 		Version: 1, RunID: newRunID(now), Source: info.Kind, SourcePath: info.Path,
 		Agent: cfg.AgentName, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
 		MaxAttempts: cfg.MaxAttempts, Items: map[string]*ItemState{},
 	}
 	if err := e.syncState(st, SyncNewRun); err != nil {
-		return nil, false, nil, err
+		return nil, err
 	}
 	e.noteReasons(st, nil)
 	st.MaxIterations = cfg.MaxIterations
 	if st.MaxIterations <= 0 {
 		st.MaxIterations = 10 * st.Total()
 	}
-	return st, false, saved, nil
+	return st, nil
 }
 
 // loadOrStart resumes the saved state when it is of the same source (a
@@ -444,11 +484,41 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 		if err := store.WriteFile(filepath.Join(dir, "state.json"), append(data, '\n'), 0o600); err != nil {
 			return nil, false, err
 		}
+		// Its events and transcripts go with it, so the new run's numbers
+		// start in files of their own.
+		if err := archiveRunFiles(dir, cfg.Paths); err != nil {
+			return nil, false, err
+		}
 		if err := removeState(cfg.Paths.State); err != nil {
 			return nil, false, err
 		}
 	}
 	return st, false, nil
+}
+
+// archiveRunFiles moves the event log and the transcripts of the run
+// being replaced into its folder dir (.ralph/runs/<run id>). Each is one
+// rename; one already moved (a crash after it, before the state went) is
+// skipped, and a name already taken in dir gets a numbered one.
+func archiveRunFiles(dir string, p Paths) error {
+	for _, f := range []struct{ from, name string }{{p.Events, "events.jsonl"}, {p.Transcripts, "transcripts"}} {
+		if _, err := os.Lstat(f.from); errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		to := filepath.Join(dir, f.name)
+		for n := 2; ; n++ {
+			if _, err := os.Lstat(to); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			to = filepath.Join(dir, fmt.Sprintf("%s.%d", f.name, n))
+		}
+		if err := os.Rename(f.from, to); err != nil {
+			return fmt.Errorf("keeping the old run's %s: %w", f.name, err)
+		}
+	}
+	return nil
 }
 
 func reasonsOf(st *State) map[string]string {

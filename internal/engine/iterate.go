@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -228,7 +229,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	e.emit(Event{Type: "agent_finished", Iteration: number, Item: it.ID, Attempt: x.cur.Attempt,
 		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
 	if res.RateLimit != nil {
-		_ = e.box.update(func(st *State) { st.Usage.Add(res.Usage) })
+		_ = e.box.update(func(st *State) { st.addUsage(it.ID, res.Usage) })
 		return e.rateLimited(it, x.cur, res.RateLimit)
 	}
 	e.resetBackoff()
@@ -347,7 +348,7 @@ func (e *Engine) claimed(x *iteration) error {
 	e.readVerdict(x)
 	res := x.att.Result
 	return e.box.update(func(st *State) {
-		st.Usage.Add(res.Usage)
+		st.addUsage(x.it.ID, res.Usage)
 		if cur := st.current(x.it.ID); cur != nil {
 			cur.Phase = PhaseVerify
 			cur.Final = gate.Trim(res.FinalText, 16<<10)
@@ -419,6 +420,7 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 		if rv == nil {
 			e.appendProgress(it, cur, "passed", v, att.Learnings, files, commit)
 			e.markPassed(it, cur.Iteration, commit, v.Summary)
+			e.appendSummary(it, att, files, commit)
 			fmt.Fprintf(tr, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
 			// Dependents may start now; the tree is tidied after that,
 			// off their path (and off the agent slots).
@@ -665,15 +667,7 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## %s · %s %s · iteration %d · %s\n\n", e.cfg.Clock.Now().UTC().Format(time.RFC3339), it.Kind, it.ID, cur.Iteration, status)
 	fmt.Fprintf(&b, "- Title: %s\n- Attempt: %d\n- Result: %s\n", it.Title, cur.Attempt, v.Summary)
-	if commit != "" {
-		fmt.Fprintf(&b, "- Commit: %s\n", short(commit))
-	}
-	if len(files) > 0 {
-		if len(files) > 20 {
-			files = append(files[:20:20], fmt.Sprintf("… %d more", len(files)-20))
-		}
-		fmt.Fprintf(&b, "- Files changed: %s\n", strings.Join(files, ", "))
-	}
+	commitAndFiles(&b, commit, "Files changed", files)
 	if len(learnings) > 0 {
 		b.WriteString("- Learnings:\n")
 		for _, l := range learnings {
@@ -681,6 +675,72 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 		}
 	}
 	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+}
+
+// appendSummary adds the debrief of an item that passed to the run
+// folder's SUMMARY.md: what changed (the agent's own last words, else the
+// commit's subject), the files, the learnings, the iterations and the cost.
+func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit string) {
+	p := e.cfg.Paths.Summary
+	if p == "" {
+		return
+	}
+	var is ItemState
+	e.box.read(func(st *State) {
+		if s := st.Items[it.ID]; s != nil {
+			is = *s
+		}
+	})
+	var b strings.Builder
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		b.WriteString("# Summary\n\nOne debrief per story that passed, written by ralph.\n")
+	}
+	fmt.Fprintf(&b, "\n## %s · %s\n\n", it.ID, it.Title)
+	what := firstWords(att.Result.FinalText, e.cfg.Promise)
+	if what == "" {
+		what = "(the agent said nothing)"
+	}
+	fmt.Fprintf(&b, "- What changed: %s\n", what)
+	commitAndFiles(&b, commit, "Files", files)
+	if len(att.Learnings) > 0 {
+		fmt.Fprintf(&b, "- Learnings: %s\n", strings.Join(att.Learnings, "; "))
+	}
+	fmt.Fprintf(&b, "- Iterations: %d (%s)\n", len(is.Iterations), plural(is.Attempts, "failed attempt"))
+	switch u := is.Usage; {
+	case u == nil:
+		b.WriteString("- Cost: not reported by the agent\n")
+	case u.CostUSD > 0:
+		fmt.Fprintf(&b, "- Cost: $%.4f (%d input, %d output tokens)\n", u.CostUSD, u.InputTokens, u.OutputTokens)
+	default:
+		fmt.Fprintf(&b, "- Cost: %d input, %d output tokens\n", u.InputTokens, u.OutputTokens)
+	}
+	_ = store.AppendLog(p, []byte(strings.TrimRight(b.String(), "\n")))
+}
+
+// commitAndFiles writes the "- Commit:" and file-list lines of a progress
+// or summary entry (at most 20 files named).
+func commitAndFiles(b *strings.Builder, commit, label string, files []string) {
+	if commit != "" {
+		fmt.Fprintf(b, "- Commit: %s\n", short(commit))
+	}
+	if len(files) > 20 {
+		files = append(files[:20:20], fmt.Sprintf("… %d more", len(files)-20))
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(b, "- %s: %s\n", label, strings.Join(files, ", "))
+	}
+}
+
+// firstWords is the first line of an agent's final message that says
+// something other than the completion promise, at most 300 bytes.
+func firstWords(text, promise string) string {
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(strings.ReplaceAll(l, "<promise>"+promise+"</promise>", ""))
+		if l != "" {
+			return oneLine(l, 300)
+		}
+	}
+	return ""
 }
 
 // Unlimited is the iteration limit of an open-ended run (watch mode): it

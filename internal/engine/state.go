@@ -129,6 +129,9 @@ type ItemState struct {
 	// that a decision is applied to the plan it was made on.
 	Plan    string `json:"plan,omitempty"`
 	PlanRev int    `json:"plan_rev,omitempty"`
+	// Usage is what the agents spent on the item (the run's total has it
+	// too).
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // Plan approval states of an item.
@@ -182,6 +185,9 @@ type Paths struct {
 	Lock        string
 	Stop        string
 	PromptFile  string
+	// Summary, when set (a run folder's SUMMARY.md), gets a short debrief
+	// of each item that passes.
+	Summary string
 }
 
 // PathsFor returns the layout under root/.ralph.
@@ -499,6 +505,20 @@ func (st *State) Passed() map[string]bool {
 		}
 	}
 	return m
+}
+
+// addUsage counts what an agent spent on item id, in the run's total and
+// the item's.
+func (st *State) addUsage(id string, u agent.Usage) {
+	st.Usage.Add(u)
+	if u == (agent.Usage{}) {
+		return
+	}
+	is := st.Item(id)
+	if is.Usage == nil {
+		is.Usage = &agent.Usage{}
+	}
+	is.Usage.Add(u)
 }
 
 // Counts returns passed, blocked and total items.

@@ -29,6 +29,7 @@ const (
 	Prompt      = "PROMPT.md"
 	Progress    = "progress.md"
 	Transcripts = "transcripts"
+	Summary     = "SUMMARY.md"
 )
 
 // New makes ralph/runs/<run_id>/ under root for a run called name: the

@@ -125,6 +125,7 @@ func TestRecoverBeforeCommitLanded(t *testing.T) {
 	s2 := st.Items["S-2"]
 	s2.Status, s2.Commit, s2.PassedAt, s2.BaseHead = engine.ItemRunning, "", nil, parent
 	st.Current = []*engine.Current{{Item: "S-2", Iteration: 2, Attempt: 1, Phase: engine.PhaseCommit, BaseHead: parent, Final: "<promise>COMPLETE</promise>"}}
+	st.Status = engine.StatusRunning
 	store.WriteJSON(p.State, st)
 	out := runOnce(t, dir, repo)
 	if out.Status != engine.StatusComplete {
