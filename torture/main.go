@@ -3,20 +3,24 @@
 // uniformly random time, or while an agent's own `git commit` or a gate is
 // running), then run again until the work is done. It does this for three
 // kinds of run — a parallel PRD (a diamond DAG with random agent times), a
-// sequential PRD and a task tree — and checks each finished trial:
+// sequential PRD, a task tree, and a run folder with a worker/reviewer
+// cadence (reviews and steering between the stories) — and checks each
+// finished trial:
 //
 //	lost         an item without its work on the branch, or not passed
-//	duplicated   an item committed more than once
+//	             (a cadence: a review or steering missing)
+//	duplicated   an item (review, steering) committed more than once
 //	corrupt      state.json, events.jsonl, prd.json or tasks.jsonl unreadable
 //	branches     story, task or side branches left behind
 //	worktrees    worktrees left behind
 //	processes    agents, gates or git left running
 //	locks        git lock files, a held run or task lock, a task-file copy
 //	wedged       a rerun that could not finish the work
+//	dirty        a cadence run's tree left with uncommitted changes
 //
 // Every count must be zero; the exit status is 1 otherwise.
 //
-// Usage: go run ./torture [-trials N] [-kinds parallel,sequential,tasks] [-seed S] [-keep]
+// Usage: go run ./torture [-trials N] [-kinds parallel,sequential,tasks,cadence] [-seed S] [-keep]
 package main
 
 import (
@@ -48,15 +52,16 @@ import (
 type counts struct {
 	trials, kills                                                            int
 	lost, duplicated, corrupt, branches, worktrees, processes, locks, wedged int
+	dirty                                                                    int
 }
 
 func (c *counts) bad() int {
-	return c.lost + c.duplicated + c.corrupt + c.branches + c.worktrees + c.processes + c.locks + c.wedged
+	return c.lost + c.duplicated + c.corrupt + c.branches + c.worktrees + c.processes + c.locks + c.wedged + c.dirty
 }
 
 func main() {
 	trials := flag.Int("trials", 100, "trials per kind")
-	kindList := flag.String("kinds", "parallel,sequential,tasks", "kinds of run, comma-separated")
+	kindList := flag.String("kinds", "parallel,sequential,tasks,cadence", "kinds of run, comma-separated")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; give it again to repeat a campaign)")
 	keep := flag.Bool("keep", false, "keep every trial's repository (failed trials are always kept)")
 	flag.Parse()
@@ -80,7 +85,7 @@ func main() {
 	for _, name := range strings.Split(*kindList, ",") {
 		k, ok := kinds[name]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks)\n", name)
+			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks, cadence)\n", name)
 			os.Exit(2)
 		}
 		c := &counts{}
@@ -112,14 +117,14 @@ func main() {
 				os.RemoveAll(t.dir)
 			}
 		}
-		rows = append(rows, fmt.Sprintf("%-10s %6d %5d %5d %10d %7d %8d %9d %9d %5d %6d",
-			name, c.trials, c.kills, c.lost, c.duplicated, c.corrupt, c.branches, c.worktrees, c.processes, c.locks, c.wedged))
+		rows = append(rows, fmt.Sprintf("%-10s %6d %5d %5d %10d %7d %8d %9d %9d %5d %6d %5d",
+			name, c.trials, c.kills, c.lost, c.duplicated, c.corrupt, c.branches, c.worktrees, c.processes, c.locks, c.wedged, c.dirty))
 		if c.bad() > 0 {
 			failed = true
 		}
 		fmt.Printf("%s: %d trials done (run window %s)\n", name, c.trials, window.Round(time.Millisecond))
 	}
-	fmt.Printf("\n%-10s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged")
+	fmt.Printf("\n%-10s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s %5s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged", "dirty")
 	for _, r := range rows {
 		fmt.Println(r)
 	}
@@ -140,18 +145,32 @@ type kind struct {
 	items   []string
 	trailer string // the commit trailer naming an item
 	branch  string // where the work lands
+	prd     string // the PRD file, when not prd.json
+	// cadence: the review and steering commits a finished run has,
+	// each exactly once.
+	reviews, steerings int
 }
 
 // The agent works for a random time, writes its item's file, and half the
 // time commits it itself through a slow editor (a kill can land inside
 // that git commit); in a task run it completes its task. Marks tell the
 // campaign where the agent and the gates are.
+// A cadence's review writes review.md (odd reviews ask for steering); a
+// steering iteration leaves the stories as they are.
 const agentScript = `cat > /dev/null
 r=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
 sleep "0.$(( r % 30 ))"
-echo "$RALPH_ITEM_ID" > "work-$RALPH_ITEM_ID.txt"
-if [ $(( r % 2 )) -eq 0 ]; then
-  git add "work-$RALPH_ITEM_ID.txt"
+case "$RALPH_ITEM_ID" in
+review-*)
+  f="$TORTURE_RUN/review.md"
+  n=${RALPH_ITEM_ID#review-}
+  v=no; if [ $(( n % 2 )) -eq 1 ]; then v=yes; fi
+  printf '# Review %s\n\nSTEERING_NEEDED: %s\n' "$n" "$v" > "$f" ;;
+steering-*) f="" ;;
+*) f="work-$RALPH_ITEM_ID.txt"; echo "$RALPH_ITEM_ID" > "$f" ;;
+esac
+if [ -n "$f" ] && [ $(( r % 2 )) -eq 0 ]; then
+  git add "$f"
   GIT_EDITOR="sh $TORTURE_DIR/editor.sh" git -c user.name=agent -c user.email=agent@example.com commit -q
 fi
 if [ -n "$RALPH_TASK_RUN" ]; then ralph task complete "$RALPH_ITEM_ID" > /dev/null; fi
@@ -210,6 +229,24 @@ var kinds = map[string]kind{
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
 		}
 	}(),
+	// W1R1: S-1, review-1 (yes), steering-1, S-2, review-2, S-3, review-3
+	// (yes), steering-2, S-4, the final review-4.
+	"cadence": func() kind {
+		ids := []string{"S-1", "S-2", "S-3", "S-4"}
+		run := "ralph/runs/20260101-torture/"
+		return kind{
+			files: map[string]string{
+				run + "prd.json":           storiesJSON("ralph/torture", nil, ids),
+				run + "orchestration.json": `{"scheme": "W1R1"}`,
+				run + "PRD.md":             "# Torture\n",
+				run + "progress.md":        "# Progress\n",
+				run + "PROMPT.md":          "Work on {{.ItemID}}: {{.Title}}.\n",
+			},
+			args:  []string{"run", run, "--no-lint", "--max-attempts", "5", "--max-iterations", "40"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture", prd: run + "prd.json",
+			reviews: 4, steerings: 2,
+		}
+	}(),
 	"tasks": {
 		files: map[string]string{"tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
 {"id":"A.1","title":"first of a","status":"pending","leaf":true}
@@ -242,6 +279,7 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 		files[f] = s
 	}
 	for f, s := range files {
+		check(os.MkdirAll(filepath.Dir(filepath.Join(repo, f)), 0o755))
 		check(os.WriteFile(filepath.Join(repo, f), []byte(s), 0o644))
 	}
 	check(os.WriteFile(filepath.Join(t.dir, "editor.sh"), []byte(editorScript), 0o644))
@@ -251,6 +289,9 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 		"GIT_COMMITTER_NAME=torture", "GIT_COMMITTER_EMAIL=torture@example.com")
 	if name == "tasks" {
 		t.env = append(t.env, "RALPH_TASK_RUN=1")
+	}
+	if k.prd != "" {
+		t.env = append(t.env, "TORTURE_RUN="+filepath.Join(repo, filepath.Dir(k.prd)))
 	}
 	t.git("init", "-q", "-b", "main")
 	t.git("add", "-A")
@@ -431,7 +472,11 @@ func (t *trial) verify(c *counts) (problems []string) {
 			}
 		}
 	default:
-		doc, err := prd.Load(filepath.Join(repo, "prd.json"))
+		file := "prd.json"
+		if t.k.prd != "" {
+			file = t.k.prd
+		}
+		doc, err := prd.Load(filepath.Join(repo, file))
 		if err != nil {
 			add(&c.corrupt, "prd.json: %v", err)
 		} else {
@@ -443,14 +488,7 @@ func (t *trial) verify(c *counts) (problems []string) {
 
 	// Lost and duplicated items: every item passed, its work on the
 	// branch, committed once.
-	commits := map[string]int{}
-	for _, line := range strings.Split(t.git("log", "--format=%(trailers:key="+t.k.trailer+",valueonly,separator=%x2C)", t.k.branch), "\n") {
-		for _, id := range strings.Split(strings.TrimSpace(line), ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				commits[id]++
-			}
-		}
-	}
+	commits := t.trailerCounts(t.k.trailer)
 	for _, id := range t.k.items {
 		work, err := gitShow(repo, t.env, t.k.branch+":work-"+id+".txt")
 		switch {
@@ -465,6 +503,38 @@ func (t *trial) verify(c *counts) (problems []string) {
 			add(&c.duplicated, "%s: committed %d times", id, commits[id])
 		} else if commits[id] == 0 {
 			add(&c.lost, "%s: no commit names it", id)
+		}
+	}
+
+	// A cadence: each review and steering committed once, the loop
+	// state counting them, the tree clean.
+	if t.k.reviews > 0 {
+		for _, c2 := range []struct {
+			trailer, prefix string
+			want            int
+		}{{"Ralph-Review", "review-", t.k.reviews}, {"Ralph-Steering", "steering-", t.k.steerings}} {
+			got := t.trailerCounts(c2.trailer)
+			for n := 1; n <= c2.want; n++ {
+				id := fmt.Sprintf("%s%d", c2.prefix, n)
+				if got[id] > 1 {
+					add(&c.duplicated, "%s: committed %d times", id, got[id])
+				} else if got[id] == 0 {
+					add(&c.lost, "%s: no commit names it", id)
+				}
+				delete(got, id)
+			}
+			for id := range got {
+				add(&c.duplicated, "%s: committed, but the run has no such item", id)
+			}
+		}
+		var ls struct{ Reviews, Steerings int }
+		if b, err := os.ReadFile(filepath.Join(repo, filepath.Dir(t.k.prd), "loop_state.json")); err != nil || json.Unmarshal(b, &ls) != nil {
+			add(&c.corrupt, "loop_state.json unreadable: %v", err)
+		} else if ls.Reviews != t.k.reviews || ls.Steerings != t.k.steerings {
+			add(&c.lost, "loop_state.json counts %d reviews and %d steerings, want %d and %d", ls.Reviews, ls.Steerings, t.k.reviews, t.k.steerings)
+		}
+		if s := strings.TrimSpace(t.git("status", "--porcelain")); s != "" {
+			add(&c.dirty, "tree left dirty: %s", strings.ReplaceAll(s, "\n", "; "))
 		}
 	}
 
@@ -498,6 +568,19 @@ func (t *trial) verify(c *counts) (problems []string) {
 		add(&c.locks, "the task files' copy (.ralph/tasks-aside.json) left")
 	}
 	return problems
+}
+
+// trailerCounts counts the commits on the branch naming each id in key.
+func (t *trial) trailerCounts(key string) map[string]int {
+	commits := map[string]int{}
+	for _, line := range strings.Split(t.git("log", "--format=%(trailers:key="+key+",valueonly,separator=%x2C)", t.k.branch), "\n") {
+		for _, id := range strings.Split(strings.TrimSpace(line), ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				commits[id]++
+			}
+		}
+	}
+	return commits
 }
 
 func gitShow(dir string, env []string, rev string) (string, error) {

@@ -294,6 +294,8 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		}
 		promptPaths = []string{o.Prompt}
 	}
+	var orch *runfolder.OrchestrationFile
+	var runDir string
 	if o.RunDir != "" {
 		rd, err := filepath.Abs(o.RunDir)
 		if err != nil {
@@ -320,19 +322,37 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		// run never leaves them uncommitted in the tree.
 		paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
 		paths.Summary = filepath.Join(rd, runfolder.Summary)
-		for _, p := range []struct{ path, suffix string }{{paths.Transcripts, "/"}, {paths.Summary, ""}} {
-			if rel, err := filepath.Rel(root, p.path); err == nil && !strings.HasPrefix(rel, "..") {
-				if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+p.suffix); err != nil {
+		excluded := []string{paths.Transcripts + "/", paths.Summary}
+		if o.Prompt == "" {
+			promptPaths = []string{filepath.Join(rd, runfolder.Prompt)}
+		}
+		// orchestration.json schedules reviews among the workers (seed
+		// 001's cadence); its control files are ralph's and a person's,
+		// never a story's work.
+		if orch, err = runfolder.ReadOrchestration(rd); err != nil {
+			return engine.UsageError("%v", err)
+		}
+		if orch != nil {
+			if o.Parallel > 1 {
+				return engine.UsageError("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
+			}
+			if o.Tasks != "" || o.Pipeline != "" {
+				return engine.UsageError("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
+			}
+			excluded = append(excluded, filepath.Join(rd, runfolder.LoopState), filepath.Join(rd, runfolder.Control), filepath.Join(rd, filepath.Dir(runfolder.WorkerResult))+"/")
+		}
+		for _, p := range excluded {
+			suffix := ""
+			if strings.HasSuffix(p, "/") {
+				p, suffix = strings.TrimSuffix(p, "/"), "/"
+			}
+			if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
+				if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+suffix); err != nil {
 					return fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
 				}
 			}
 		}
-		if o.Prompt == "" {
-			promptPaths = []string{filepath.Join(rd, runfolder.Prompt)}
-		}
-		if _, err := os.Stat(filepath.Join(rd, "orchestration.json")); err == nil {
-			fmt.Fprintf(f.IO.ErrOut, "ralph: %s/orchestration.json is not read yet: the worker/reviewer cadence of seed 001 is not built; reviewers come from roles.yaml triggers (`ralph roles --help`)\n", o.RunDir)
-		}
+		runDir = rd
 	}
 	// Git's auto-maintenance runs once when the run ends instead of after
 	// every commit.
@@ -341,6 +361,11 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
 		return err
+	}
+	if orch != nil {
+		if src, err = source.OpenCadence(src.(*source.PRD), root, runDir, *orch); err != nil {
+			return err
+		}
 	}
 	if o.Parallel < 1 {
 		return engine.UsageError("--parallel must be at least 1")

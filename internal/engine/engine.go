@@ -685,6 +685,11 @@ func (e *Engine) recover(ctx context.Context) error {
 }
 
 func (e *Engine) itemByID(id string) *Item {
+	if sc, ok := e.cfg.Source.(Scheduled); ok {
+		if it := sc.Lookup(id); it != nil {
+			return it
+		}
+	}
 	for _, it := range e.cfg.Source.Items() {
 		if it.ID == id {
 			it := it

@@ -321,7 +321,7 @@ func (e *Engine) readSignals(att *Attempt) {
 // is a rejection, whatever else the message or the files claim.
 func (e *Engine) readVerdict(x *iteration) {
 	att := x.att
-	if att.Role == "" {
+	if att.Role == "" || x.it.Role != "" {
 		return
 	}
 	rv := roles.ParseVerdict(att.Result.FinalText)
@@ -682,8 +682,8 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 // commit's subject), the files, the learnings, the iterations and the cost.
 func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit string) {
 	p := e.cfg.Paths.Summary
-	if p == "" {
-		return
+	if p == "" || it.Kind != e.info().ItemKind {
+		return // a run folder's reviews are in review.md and steering.md
 	}
 	var is ItemState
 	e.box.read(func(st *State) {

@@ -47,6 +47,9 @@ func (e *Engine) agentFor(it *Item, role string) (AgentChoice, error) {
 // that must approve a held item, none right after a review asked for
 // changes, else the first trigger that holds.
 func (e *Engine) chooseRole(it *Item, st *State, iteration int) (role, why string, err error) {
+	if it.Role != "" {
+		return it.Role, it.RoleWhy, nil
+	}
 	rs := e.cfg.Roles
 	if rs == nil {
 		return "", "", nil
@@ -108,7 +111,7 @@ func (e *Engine) roleEnv(it *Item, st *State, iteration int) roles.Env {
 // passed the gates: a trigger that holds names the role that must approve
 // before the item passes.
 func (e *Engine) completionGate(x *iteration) (*roles.Trigger, error) {
-	if !e.cfg.Roles.HasCompletionGates() || x.verdict == roles.Approve {
+	if !e.cfg.Roles.HasCompletionGates() || x.verdict == roles.Approve || x.it.Role != "" {
 		return nil, nil // none to ask (no state copy), or the approval is what it asks for
 	}
 	snap := e.box.snapshot()

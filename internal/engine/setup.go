@@ -63,7 +63,7 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 	}
 	var role, why, text string
 	var err error
-	if s.Planning = e.planning(st.Items[it.ID]); s.Planning {
+	if s.Planning = e.planning(st.Items[it.ID]) && it.Role == ""; s.Planning {
 		// The plan comes first: no trigger is asked.
 		role, why = PlannerRole, "--plan-approval: the item's plan comes first and a person approves it"
 		if is.PlanRev > 0 {
@@ -74,7 +74,9 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 		if role, why, err = e.chooseRole(it, st, iteration); err != nil {
 			return s, UsageError("%v", err)
 		}
-		text, err = e.roleText(role)
+		if text = it.RoleText; text == "" {
+			text, err = e.roleText(role)
+		}
 		if is.Plan == PlanApproved {
 			d.Description += e.approvedPlan(it)
 		}

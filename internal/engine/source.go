@@ -35,6 +35,15 @@ type Item struct {
 	Model string
 	// Critical items pass only with a council's majority (--council).
 	Critical bool
+	// Role, when set, is the role of every iteration on the item (a run
+	// folder's scheduled review), chosen by the source for RoleWhy. No
+	// trigger is asked, no plan is asked for, and the source judges the
+	// work by its own contract: the role's REVIEW: verdict is not read.
+	// RoleText, when set, replaces the role's prompt (the source's
+	// contract, which the role's own Output section would contradict).
+	Role     string
+	RoleWhy  string
+	RoleText string
 }
 
 // SourceInfo describes a source once: what it is and which files it owns.
@@ -165,4 +174,12 @@ type Source interface {
 // with the work done, not with the size of the tree.
 type Sparse interface {
 	Untracked() int
+}
+
+// Scheduled is a Source that also serves items of its own making, not
+// among Items (a run folder's reviews and steering iterations): Lookup
+// finds one by id, so an iteration on it that a crash interrupted is
+// finished like any other. It returns nil for an id it does not know.
+type Scheduled interface {
+	Lookup(id string) *Item
 }

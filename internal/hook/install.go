@@ -293,39 +293,15 @@ func readObject(path string) (obj, []byte, error) {
 
 // jsonErr renders a decode error as file:line:col: message.
 func jsonErr(path string, b []byte, err error) string {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
+	line, col, ok := store.JSONErrorPos(b, err)
 	if errors.Is(err, errNotObject) {
-		off = int64(len(b) - len(bytes.TrimLeft(b, " \t\r\n")) + 1)
+		line, col = store.OffsetPos(b, int64(len(b)-len(bytes.TrimLeft(b, " \t\r\n"))+1))
+		ok = true
 	}
-	if off < 0 {
+	if !ok {
 		return fmt.Sprintf("%s: %v", path, err)
 	}
-	line, col := lineCol(b, off)
 	return fmt.Sprintf("%s:%d:%d: %v (nothing was written)", path, line, col, err)
-}
-
-func lineCol(b []byte, off int64) (int, int) {
-	if off > int64(len(b)) {
-		off = int64(len(b))
-	}
-	line, col := 1, 1
-	for _, c := range b[:max(off-1, 0)] {
-		if c == '\n' {
-			line++
-			col = 1
-		} else {
-			col++
-		}
-	}
-	return line, col
 }
 
 // obj is a JSON object that keeps its keys in order.

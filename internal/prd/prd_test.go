@@ -549,7 +549,7 @@ func TestStoryEqual(t *testing.T) {
 		default:
 			t.Fatalf("field %s of kind %s: teach this test (and Story.equal) about it", f.Name, v.Kind())
 		}
-		if a.equal(&b) {
+		if a.Equal(&b) {
 			t.Errorf("Story.equal does not compare %s", f.Name)
 		}
 	}

@@ -29,7 +29,7 @@ func (p *PRD) splice(f Format) ([]byte, bool) {
 			}
 			for i := range p.Stories {
 				s := &p.Stories[i]
-				if s.lay.parsed != nil && s.equal(s.lay.parsed) {
+				if s.lay.parsed != nil && s.Equal(s.lay.parsed) {
 					continue // as the file has it
 				}
 				if !sp.object(s.lay, storySpec, f, s.value, nil) {
@@ -192,9 +192,9 @@ func (s *Story) clone() *Story {
 	return &c
 }
 
-// equal compares every field that is written to the file (TestStoryEqual
+// Equal compares every field that is written to the file (TestStoryEqual
 // makes sure a new field is not forgotten here).
-func (s *Story) equal(o *Story) bool {
+func (s *Story) Equal(o *Story) bool {
 	return s.ID == o.ID && s.Title == o.Title && s.Description == o.Description &&
 		slices.Equal(s.AcceptanceCriteria, o.AcceptanceCriteria) && s.Passes == o.Passes &&
 		s.Priority == o.Priority && s.priorityGiven == o.priorityGiven &&

@@ -67,10 +67,12 @@ func New(root, name, prdMD string, now time.Time) (string, error) {
 	}
 	rel := filepath.ToSlash(filepath.Join(Parent, id))
 	files := map[string]string{
-		PRDMarkdown: prdMD,
-		PRDJSON:     string(js),
-		Prompt:      promptFor(name, rel),
-		Progress:    "# Progress: " + name + "\n\nOne entry per iteration, appended at the end: the story, what changed, the files, what was learned.\n",
+		PRDMarkdown:   prdMD,
+		PRDJSON:       string(js),
+		Prompt:        promptFor(name, rel),
+		Progress:      "# Progress: " + name + "\n\nOne entry per iteration, appended at the end: the story, what changed, the files, what was learned.\n",
+		Orchestration: "{\"scheme\": \"" + DefaultScheme + "\", \"loop_settings\": {\"force_steering\": false}}\n",
+		ControlPlane:  controlPlane,
 	}
 	for f, content := range files {
 		if err := store.WriteFile(filepath.Join(tmp, f), []byte(content), 0o644); err != nil {
@@ -109,7 +111,10 @@ Before you change anything, read these files first:
 - ` + "`git log --oneline -20`" + `: what was committed
 
 ## Each iteration
-
+{{if ne .Kind "story"}}
+This iteration is a {{.Kind}}, not a worker iteration: do what "Your
+{{.Kind}}" at the end of this prompt says, and none of the steps below.
+{{end}}
 1. Pick the next story where passes=false in prd.json (the first by
    priority whose depends_on stories all pass). This iteration's story is
    {{.ItemID}}: {{.Title}}.
@@ -120,7 +125,10 @@ Before you change anything, read these files first:
    claim: a claim that fails is reverted.
 4. Append a progress entry to progress.md: the story, what you changed,
    the files, what you learned.
-5. When the story is complete, end your final message with
+5. When you believe every story of the run is done, also write
+   output/worker_result.json: {"complete": true, "reason": "worker_done"}
+   (a final review follows). Never edit loop_state.json (CONTROL_PLANE.md).
+6. When the story is complete, end your final message with
    <promise>{{.Promise}}</promise> and nothing after it.
 {{if .RetryContext}}
 ## What went wrong last time
@@ -193,6 +201,9 @@ func Lint(root, dir string) []Problem {
 				add(show(PRDJSON), "stories without a \"passes\" field: %s (add \"passes\": false)", strings.Join(ids, ", "))
 			}
 		}
+	}
+	if _, err := ReadOrchestration(dir); err != nil {
+		add(show(Orchestration), "%s", strings.TrimPrefix(err.Error(), filepath.Join(dir, Orchestration)+": "))
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, Prompt)); err == nil {
 		text := string(b)
