@@ -80,10 +80,15 @@ func TestPRDFlags(t *testing.T) {
 	parse(t, NewCmdPRDNew(f, func(o *PRDNewOptions) error { n = o; return nil }), "--project", "p", "--feature", "x", "-o", "-", "--force")
 	var v *PRDValidateOptions
 	parse(t, NewCmdPRDValidate(f, func(o *PRDValidateOptions) error { v = o; return nil }), "other.json")
+	var im *PRDImportOptions
+	parse(t, NewCmdPRDImport(f, func(o *PRDImportOptions) error { im = o; return nil }), "spec.md", "-o", "out.json", "--dry-run", "--force", "--agent", "codex", "--model", "m", "--timeout", "90s")
 	if n.Project != "p" || n.Feature != "x" || n.Output != "-" || !n.Force || v.File != "other.json" {
 		t.Fatalf("new %+v validate %+v", n, v)
 	}
-	if names := subcommands(NewCmdPRD(f)); names != "new validate" {
+	if im.Input != "spec.md" || im.Output != "out.json" || !im.DryRun || !im.Force || im.Agent != "codex" || im.Model != "m" || im.Timeout != 90*time.Second {
+		t.Fatalf("import %+v", im)
+	}
+	if names := subcommands(NewCmdPRD(f)); names != "import new validate" {
 		t.Fatalf("prd subcommands %q", names)
 	}
 }

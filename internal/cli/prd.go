@@ -17,9 +17,9 @@ import (
 func NewCmdPRD(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prd",
-		Short: "Create and validate PRD files",
+		Short: "Create, import and validate PRD files",
 	}
-	cmd.AddCommand(NewCmdPRDNew(f, nil), NewCmdPRDValidate(f, nil))
+	cmd.AddCommand(NewCmdPRDNew(f, nil), NewCmdPRDValidate(f, nil), NewCmdPRDImport(f, nil))
 	return cmd
 }
 

@@ -37,7 +37,7 @@ func TestAgentPrecedence(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			o := &RunOptions{Agent: "claude", Model: "m-config", root: "/r"}
+			o := &RunOptions{AgentFlags: AgentFlags{Agent: "claude", Model: "m-config"}, root: "/r"}
 			o.flagSet = func(name string) bool {
 				for _, f := range c.flags {
 					if f == name {

@@ -25,19 +25,13 @@ import (
 
 // RunOptions are `ralph run`'s settings.
 type RunOptions struct {
-	IO                *Factory
-	PRD               string
-	Tasks             string
-	Pipeline          string
-	RunDir            string
-	NoLint            bool
-	Agent             string
-	AgentCmd          string
-	AgentArgs         []string
-	Script            string
-	Model             string
-	BaseURL           string
-	Provider          string
+	IO       *Factory
+	PRD      string
+	Tasks    string
+	Pipeline string
+	RunDir   string
+	NoLint   bool
+	AgentFlags
 	Prompt            string
 	Promise           string
 	MaxIterations     int
@@ -64,15 +58,13 @@ type RunOptions struct {
 	JSON              bool
 	RateLimitBackoff  time.Duration
 	// The task loop's (--tasks) own settings.
-	Watch     bool
-	Interval  time.Duration
-	Gates     []string // NAME=COMMAND
-	APIKeyEnv string
+	Watch    bool
+	Interval time.Duration
+	Gates    []string // NAME=COMMAND
 	// flagSet reports whether a flag was given on the command line (flags
 	// win over the config file).
 	flagSet func(name string) bool
-	Env     []string // extra agent environment from config env:
-	root    string   // the repository, once runRun found it
+	root    string // the repository, once runRun found it
 }
 
 // NewCmdRun builds `ralph run`.
@@ -119,13 +111,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.PRD, "prd", "", "PRD `FILE` (default prd.json in the repository root)")
 	fl.StringVar(&opts.Tasks, "tasks", "", "task tree `FILE` (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
-	fl.StringVar(&opts.Agent, "agent", "", "agent `NAME`: "+strings.Join(agent.Names(), ", ")+" (default claude)")
-	fl.StringVar(&opts.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments (`ARGV`), split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
-	fl.StringArrayVar(&opts.AgentArgs, "agent-arg", nil, "extra `ARG` for the agent CLI (repeatable)")
-	fl.StringVar(&opts.Script, "script", "", "for --agent scripted: the script `FILE`")
-	fl.StringVar(&opts.Model, "model", "", "model `NAME` passed to the agent")
-	fl.StringVar(&opts.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini)")
-	fl.StringVar(&opts.Provider, "provider", "", "for --agent native: the `API`, anthropic or openai")
+	opts.AgentFlags.register(fl)
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
@@ -181,17 +167,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 		str(&o.Tasks, "tasks", c.Tasks)
 		str(&o.Pipeline, "pipeline", c.Pipeline)
 	}
-	str(&o.Agent, "agent", c.Agent)
-	str(&o.AgentCmd, "agent-cmd", c.AgentCmd)
-	str(&o.Script, "script", c.Script)
-	str(&o.Model, "model", c.Model)
-	str(&o.BaseURL, "base-url", c.BaseURL)
-	str(&o.Provider, "provider", c.Provider)
+	o.AgentFlags.applyConfig(c, set)
 	str(&o.Prompt, "prompt", c.Prompt)
 	str(&o.Promise, "promise", c.Promise)
-	if !set("agent-arg") && len(c.AgentArgs) > 0 {
-		o.AgentArgs = c.AgentArgs
-	}
 	if !set("max-iterations") && c.MaxIterations > 0 {
 		o.MaxIterations = c.MaxIterations
 	}
@@ -247,11 +225,6 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("interval") && c.Interval > 0 {
 		o.Interval = time.Duration(c.Interval)
 	}
-	if o.Agent == "" {
-		o.Agent = "claude"
-	}
-	o.APIKeyEnv = c.APIKeyEnv
-	o.Env = append(o.Env, sortedPairs(c.Env)...)
 	return nil
 }
 
@@ -262,22 +235,6 @@ func sortedPairs(m map[string]string) []string {
 		out = append(out, k+"="+m[k])
 	}
 	return out
-}
-
-func (o *RunOptions) buildAgent() (agent.Agent, error) {
-	ao := agent.Options{Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
-	if o.Agent == "cmd" && o.AgentCmd != "" {
-		argv, err := proc.SplitArgs(o.AgentCmd)
-		if err != nil {
-			return nil, engine.UsageError("--agent-cmd: %v", err)
-		}
-		ao.Command = argv
-	}
-	a, err := agent.New(o.Agent, ao)
-	if err != nil {
-		return nil, engine.UsageError("%v", err)
-	}
-	return a, nil
 }
 
 func runRun(ctx context.Context, o *RunOptions) error {
@@ -392,7 +349,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err := checkItemAgents(src); err != nil {
 		return err
 	}
-	ag, err := o.buildAgent()
+	ag, err := o.AgentFlags.build()
 	if err != nil {
 		return err
 	}

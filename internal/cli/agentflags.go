@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/config"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/proc"
+)
+
+// AgentFlags choose and build the agent of every command that runs one
+// (`ralph run`, `ralph prd import`): the same flags, the same config keys.
+type AgentFlags struct {
+	Agent     string
+	AgentCmd  string
+	AgentArgs []string
+	Script    string
+	Model     string
+	BaseURL   string
+	Provider  string
+	APIKeyEnv string
+	Env       []string // extra agent environment from config env:
+}
+
+func (a *AgentFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&a.Agent, "agent", "", "agent `NAME`: "+strings.Join(agent.Names(), ", ")+" (default claude)")
+	fl.StringVar(&a.AgentCmd, "agent-cmd", "", "for --agent cmd: the program and its arguments (`ARGV`), split like a shell would (prompt on stdin and in $RALPH_PROMPT_FILE)")
+	fl.StringArrayVar(&a.AgentArgs, "agent-arg", nil, "extra `ARG` for the agent CLI (repeatable)")
+	fl.StringVar(&a.Script, "script", "", "for --agent scripted: the script `FILE`")
+	fl.StringVar(&a.Model, "model", "", "model `NAME` passed to the agent")
+	fl.StringVar(&a.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini)")
+	fl.StringVar(&a.Provider, "provider", "", "for --agent native: the `API`, anthropic or openai")
+}
+
+// applyConfig fills the agent settings not given as flags from
+// .ralph/config.yaml; the agent defaults to claude.
+func (a *AgentFlags) applyConfig(c *config.Config, set func(string) bool) {
+	str := func(dst *string, name, v string) {
+		if !set(name) && v != "" {
+			*dst = v
+		}
+	}
+	str(&a.Agent, "agent", c.Agent)
+	str(&a.AgentCmd, "agent-cmd", c.AgentCmd)
+	str(&a.Script, "script", c.Script)
+	str(&a.Model, "model", c.Model)
+	str(&a.BaseURL, "base-url", c.BaseURL)
+	str(&a.Provider, "provider", c.Provider)
+	if !set("agent-arg") && len(c.AgentArgs) > 0 {
+		a.AgentArgs = c.AgentArgs
+	}
+	if a.Agent == "" {
+		a.Agent = "claude"
+	}
+	a.APIKeyEnv = c.APIKeyEnv
+	a.Env = append(a.Env, sortedPairs(c.Env)...)
+}
+
+func (a *AgentFlags) build() (agent.Agent, error) {
+	ao := agent.Options{Script: a.Script, Model: a.Model, Args: a.AgentArgs, BaseURL: a.BaseURL, Provider: a.Provider, APIKeyEnv: a.APIKeyEnv}
+	if a.Agent == "cmd" && a.AgentCmd != "" {
+		argv, err := proc.SplitArgs(a.AgentCmd)
+		if err != nil {
+			return nil, engine.UsageError("--agent-cmd: %v", err)
+		}
+		ao.Command = argv
+	}
+	ag, err := agent.New(a.Agent, ao)
+	if err != nil {
+		return nil, engine.UsageError("%v", err)
+	}
+	return ag, nil
+}
