@@ -10,8 +10,10 @@
 //	          dependency-level schedule (issue 5)
 //	tasks     `ralph task next|complete` on 100,000 tasks vs plain
 //	          grep/jq shell recipes over the same file (issue 4)
+//	memory    prompt bytes at iteration 200 vs 10 with the progress
+//	          memory, and an early learning still present (issue 13)
 //
-// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|tasks]... (default: all)
+// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|tasks|memory]... (default: all)
 package main
 
 import (
@@ -34,7 +36,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "flat", "output", "parallel", "tasks"}
+		which = []string{"loop", "flat", "output", "parallel", "tasks", "memory"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -54,8 +56,10 @@ func main() {
 			benchParallel(tmp, bin)
 		case "tasks":
 			benchTasks(tmp, bin)
+		case "memory":
+			benchMemory(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks, memory)\n", w)
 			os.Exit(2)
 		}
 	}

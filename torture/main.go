@@ -1,7 +1,7 @@
 // Command torture runs ralph's kill -9 campaign, as a user's machine would
 // see it: `ralph run` is killed with SIGKILL at a random moment (at a
-// uniformly random time, or while an agent's own `git commit` or a gate is
-// running), then run again until the work is done. It does this for three
+// uniformly random time, or while an agent's own `git commit`, a gate or
+// the progress summariser is running), then run again until the work is done. It does this for three
 // kinds of run — a parallel PRD (a diamond DAG with random agent times), a
 // sequential PRD, a task tree, and a run folder with a worker/reviewer
 // cadence (reviews and steering between the stories) — and checks each
@@ -149,6 +149,7 @@ type kind struct {
 	// cadence: the review and steering commits a finished run has,
 	// each exactly once.
 	reviews, steerings int
+	memory             bool // progress compaction runs: check the archive
 }
 
 // The agent works for a random time, writes its item's file, and half the
@@ -176,6 +177,13 @@ fi
 if [ -n "$RALPH_TASK_RUN" ]; then ralph task complete "$RALPH_ITEM_ID" > /dev/null; fi
 echo "done"
 echo '<promise>COMPLETE</promise>'
+`
+
+// The summariser takes a moment (a kill can land inside it) and keeps
+// every story id it is shown.
+const summarizeScript = `touch "$TORTURE_DIR/marks/summary.$$"
+sleep 0.05
+echo "Stories so far: $(grep -o 'S-[0-9]*' | sort -u | tr '\n' ' ')"
 `
 
 const editorScript = `touch "$TORTURE_DIR/marks/commit.$$"
@@ -225,8 +233,11 @@ var kinds = map[string]kind{
 		ids := []string{"S-1", "S-2", "S-3", "S-4", "S-5"}
 		return kind{
 			files: map[string]string{"prd.json": storiesJSON("ralph/torture", nil, ids)},
-			args:  []string{"run", "--prd", "prd.json", "--max-attempts", "5"},
-			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+			// A small progress budget: the summariser folds entries every
+			// few iterations, so kills land in compactions too.
+			args: []string{"run", "--prd", "prd.json", "--max-attempts", "5",
+				"--progress-budget", "100", "--summarizer", "cmd", "--summarizer-cmd", "sh summarize.sh"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture", memory: true,
 		}
 	}(),
 	// W1R1: S-1, review-1 (yes), steering-1, S-2, review-2, S-3, review-3
@@ -274,7 +285,7 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 	repo := filepath.Join(t.dir, "repo")
 	check(os.MkdirAll(filepath.Join(t.dir, "marks"), 0o755))
 	check(os.MkdirAll(repo, 0o755))
-	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript}
+	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript, "summarize.sh": summarizeScript}
 	for f, s := range k.files {
 		files[f] = s
 	}
@@ -407,11 +418,19 @@ func newMark(dir string, before map[string]bool, prefix string) bool {
 func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts) {
 	for n := 1 + rng.IntN(2); n > 0; n-- {
 		k := &kill{}
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
 			k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
 		case 1:
 			k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
+		case 2:
+			if t.k.memory {
+				// Inside the summariser, or just after it: the archive and
+				// the rewrite.
+				k.mark, k.extra = "summary", time.Duration(40+rng.IntN(30))*time.Millisecond
+				break
+			}
+			k.after = time.Duration(rng.Int64N(int64(window)))
 		default:
 			k.after = time.Duration(rng.Int64N(int64(window)))
 		}
@@ -535,6 +554,25 @@ func (t *trial) verify(c *counts) (problems []string) {
 		}
 		if s := strings.TrimSpace(t.git("status", "--porcelain")); s != "" {
 			add(&c.dirty, "tree left dirty: %s", strings.ReplaceAll(s, "\n", "; "))
+		}
+	}
+
+	// Progress memory: the patterns section whole, each archived chunk
+	// once (a compaction a kill repeated must not archive it again).
+	if t.k.memory {
+		b, _ := os.ReadFile(p.Progress)
+		if bytes.HasPrefix(b, []byte("## Codebase patterns\n")) && !bytes.Contains(b, []byte("<!-- ralph: end of the codebase patterns")) {
+			add(&c.corrupt, "progress.md: a patterns section without its end")
+		}
+		a, _ := os.ReadFile(filepath.Join(p.Dir, "progress-archive.md"))
+		seen := map[string]bool{}
+		for _, line := range strings.Split(string(a), "\n") {
+			if strings.HasPrefix(line, "<!-- ralph: archived ") {
+				if seen[line] {
+					add(&c.duplicated, "progress-archive.md: %s twice", line)
+				}
+				seen[line] = true
+			}
 		}
 	}
 

@@ -61,6 +61,11 @@ type RunOptions struct {
 	Watch    bool
 	Interval time.Duration
 	Gates    []string // NAME=COMMAND
+	// Progress memory.
+	ProgressBudget  int
+	Summarizer      string
+	SummarizerCmd   string
+	SummarizerModel string
 	// flagSet reports whether a flag was given on the command line (flags
 	// win over the config file).
 	flagSet func(name string) bool
@@ -140,6 +145,10 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
+	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
+	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
+	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
+	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
 	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
 	return cmd
 }
@@ -168,6 +177,12 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 		str(&o.Pipeline, "pipeline", c.Pipeline)
 	}
 	o.AgentFlags.applyConfig(c, set)
+	str(&o.Summarizer, "summarizer", c.Summarizer)
+	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
+	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
+	if !set("progress-budget") && c.ProgressBudgetTokens > 0 {
+		o.ProgressBudget = c.ProgressBudgetTokens
+	}
 	str(&o.Prompt, "prompt", c.Prompt)
 	str(&o.Promise, "promise", c.Promise)
 	if !set("max-iterations") && c.MaxIterations > 0 {
@@ -357,6 +372,13 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.ProgressBudget < 0 {
+		return engine.UsageError("--progress-budget must be positive")
+	}
+	sum, sumModel, err := o.summarizer(ag)
+	if err != nil {
+		return err
+	}
 	o.root = root
 	out := f.IO
 	cfg := engine.Config{
@@ -366,6 +388,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
 		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
+		ProgressBudget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel,
 		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
 	}
 	applyTaskRunConfig(o, &cfg)
@@ -541,4 +564,25 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	}
 	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", plan.TemplateFrom, plan.Prompt)
 	return nil
+}
+
+// summarizer is the agent that folds older progress entries into the
+// codebase patterns: the run's own unless --summarizer names another.
+func (o *RunOptions) summarizer(run agent.Agent) (agent.Agent, string, error) {
+	if o.Summarizer == "" {
+		if o.SummarizerModel != "" {
+			return run, o.SummarizerModel, nil
+		}
+		return run, o.Model, nil
+	}
+	a := o.AgentFlags
+	a.Agent, a.AgentCmd, a.Model = o.Summarizer, o.SummarizerCmd, o.SummarizerModel
+	if a.Agent == "cmd" && a.AgentCmd == "" {
+		return nil, "", engine.UsageError("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
+	}
+	ag, err := a.build()
+	if err != nil {
+		return nil, "", engine.UsageError("--summarizer: %v", err)
+	}
+	return ag, a.Model, nil
 }

@@ -49,6 +49,12 @@ type Config struct {
 	PlanApproval       bool              `yaml:"plan_approval"`
 	AutoApprove        bool              `yaml:"auto_approve"`
 	Council            int               `yaml:"council"` // voters on a critical item (default 3)
+	// Progress memory: the digest's budget and who folds older entries
+	// into the codebase patterns (default the run's agent).
+	ProgressBudgetTokens int    `yaml:"progress_budget_tokens"`
+	Summarizer           string `yaml:"summarizer"`
+	SummarizerCmd        string `yaml:"summarizer_cmd"`
+	SummarizerModel      string `yaml:"summarizer_model"`
 }
 
 // Duration accepts "90s", "5m", "1h30m".
@@ -101,6 +107,7 @@ func (c *Config) checkSigns(name string, b []byte) error {
 		}
 	}
 	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
+	neg("progress_budget_tokens", c.ProgressBudgetTokens < 0, c.ProgressBudgetTokens)
 	neg("max_attempts", c.MaxAttempts < 0, c.MaxAttempts)
 	neg("iteration_timeout", c.IterationTimeout < 0, time.Duration(c.IterationTimeout))
 	neg("gate_timeout", c.GateTimeout < 0, time.Duration(c.GateTimeout))

@@ -133,7 +133,7 @@ func (e *Engine) council(ctx context.Context, x *iteration, v Verdict, why strin
 		}
 		b.WriteString("\n")
 	}
-	_ = store.AppendLog(cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+	e.logProgress([]byte(strings.TrimRight(b.String(), "\n")))
 	e.emit(Event{Type: "council_decided", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 		Message: fmt.Sprintf("%s: the council %s it (%s)", it.ID, decided, tally),
 		Data:    map[string]any{"approved": approved, "approve": n[roles.VoteApprove], "reject": n[roles.VoteReject], "abstain": n[roles.VoteAbstain], "members": k}})

@@ -101,11 +101,18 @@ type Config struct {
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
 	RateLimitMaxWait time.Duration // cap; 0 = 30 min
 	BreakerThreshold int           // 0 = off (the CLI defaults to 5)
-	ProgressDigest   int           // bytes; 0 = 4 KiB
-	RetryContextMax  int           // bytes; 0 = 4 KiB
-	AgentEnv         []string
-	Parallel         int // workers; 0 or 1 = sequential (the same scheduler)
-	OnEvent          func(Event)
+	// ProgressBudget is the progress digest's budget in tokens (0 =
+	// DefaultProgressBudget): a quarter for the codebase patterns, the
+	// rest for the newest entries. Summarizer, when set, folds the older
+	// entries into the patterns (memory.go); without it the older entries
+	// only leave the prompt.
+	ProgressBudget  int
+	Summarizer      agent.Agent
+	SummarizerModel string
+	RetryContextMax int // bytes; 0 = 4 KiB
+	AgentEnv        []string
+	Parallel        int // workers; 0 or 1 = sequential (the same scheduler)
+	OnEvent         func(Event)
 	// NoMask keeps secrets as they are in transcripts and everything else
 	// ralph writes (by default env values named like secrets and key
 	// shapes are masked: secret.Masker).
@@ -138,8 +145,8 @@ func (c *Config) defaults() {
 	if c.TranscriptMax <= 0 {
 		c.TranscriptMax = DefaultTranscriptMax
 	}
-	if c.ProgressDigest <= 0 {
-		c.ProgressDigest = 4 << 10
+	if c.ProgressBudget <= 0 {
+		c.ProgressBudget = DefaultProgressBudget
 	}
 	if c.RetryContextMax <= 0 {
 		c.RetryContextMax = 4 << 10
@@ -211,6 +218,7 @@ type Engine struct {
 	distrusted []string
 	notes      []Event
 	stateNote  string // how a corrupt state.json was dealt with
+	mem        *memory
 }
 
 // New validates cfg.
@@ -238,7 +246,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.NoMask {
 		mask = secret.Off()
 	}
-	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel), mask: mask}, nil
+	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel), mask: mask, mem: newMemory(cfg.ProgressBudget)}, nil
 }
 
 func newRunID(now time.Time) string {

@@ -366,6 +366,13 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 	if x.planning {
 		return e.concludePlan(ctx, x)
 	}
+	// The iteration's entry is in progress.md once it is decided: the
+	// older entries may be due for the summariser.
+	defer func() {
+		if ctx.Err() == nil {
+			e.compactProgress(ctx)
+		}
+	}()
 	v := src.Verify(ctx, att, e.box.snapshot())
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -658,7 +665,7 @@ func (e *Engine) appendReview(x *iteration) {
 			fmt.Fprintf(&b, "  %s\n", l)
 		}
 	}
-	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+	e.logProgress([]byte(strings.TrimRight(b.String(), "\n")))
 	e.emit(Event{Type: "review_verdict", Iteration: x.cur.Iteration, Item: x.it.ID, Message: fmt.Sprintf("%s: the %s says %s", x.it.ID, x.att.Role, x.verdict),
 		Data: map[string]any{"role": x.att.Role, "verdict": string(x.verdict)}})
 }
@@ -674,7 +681,7 @@ func (e *Engine) appendProgress(it *Item, cur *Current, status string, v Verdict
 			fmt.Fprintf(&b, "  - %s\n", l)
 		}
 	}
-	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(strings.TrimRight(b.String(), "\n")))
+	e.logProgress([]byte(strings.TrimRight(b.String(), "\n")))
 }
 
 // appendSummary adds the debrief of an item that passed to the run

@@ -119,33 +119,3 @@ func BuildPrompt(name, base, roleText string, d PromptData) (string, error) {
 	}
 	return out, nil
 }
-
-// ProgressDigest returns the newest entries of a progress file within max
-// bytes, cut at an entry boundary, so prompts stay bounded however long a
-// run gets.
-func ProgressDigest(path string, max int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := st.Size() - int64(max)
-	if off < 0 {
-		off = 0
-	}
-	buf := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && len(buf) == 0 {
-		return ""
-	}
-	s := string(buf)
-	if off > 0 {
-		if i := strings.Index(s, "\n## "); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	return strings.TrimSpace(s)
-}

@@ -46,7 +46,7 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 		Kind: it.Kind, PRDPath: info.PRDPath, TasksPath: info.TasksPath, ProgressPath: cfg.Paths.Progress,
 		Branch: it.Branch, ItemID: it.ID, Title: it.Title, Description: it.Description, Criteria: it.Criteria,
 		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
-		Promise: cfg.Promise, Progress: ProgressDigest(cfg.Paths.Progress, cfg.ProgressDigest),
+		Promise: cfg.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
 		RetryContext: is.LastFailure,
 	}
 	d.RunIteration = iteration
