@@ -48,7 +48,7 @@ func benchMemory(tmp, bin string) {
 	dir := filepath.Join(tmp, "memory")
 	newRepo(dir, map[string]string{"prd.json": storyPRD(n, "true"), "agent.sh": memoryAgent, "sum.sh": memorySummarizer, ".gitignore": "sizes.txt\n"})
 	run(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh",
-		"--summarizer", "cmd", "--summarizer-cmd", "sh sum.sh", "--progress-budget", "1000", "--max-iterations", strconv.Itoa(n))
+		"--summarizer", "cmd", "--summarizer-cmd", "sh "+filepath.Join(dir, "sum.sh"), "--progress-budget", "1000", "--max-iterations", strconv.Itoa(n))
 	b, err := os.ReadFile(filepath.Join(dir, "sizes.txt"))
 	check(err)
 	sizes := map[int]int{}

@@ -236,7 +236,7 @@ var kinds = map[string]kind{
 			// A small progress budget: the summariser folds entries every
 			// few iterations, so kills land in compactions too.
 			args: []string{"run", "--prd", "prd.json", "--max-attempts", "5",
-				"--progress-budget", "100", "--summarizer", "cmd", "--summarizer-cmd", "sh summarize.sh"},
+				"--progress-budget", "100", "--summarizer", "cmd", "--summarizer-cmd", "sh {dir}/summarize.sh"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture", memory: true,
 		}
 	}(),
@@ -285,7 +285,7 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 	repo := filepath.Join(t.dir, "repo")
 	check(os.MkdirAll(filepath.Join(t.dir, "marks"), 0o755))
 	check(os.MkdirAll(repo, 0o755))
-	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript, "summarize.sh": summarizeScript}
+	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript}
 	for f, s := range k.files {
 		files[f] = s
 	}
@@ -294,6 +294,9 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 		check(os.WriteFile(filepath.Join(repo, f), []byte(s), 0o644))
 	}
 	check(os.WriteFile(filepath.Join(t.dir, "editor.sh"), []byte(editorScript), 0o644))
+	// The summariser runs outside the repository: its script is found by
+	// an absolute path ({dir} in the arguments).
+	check(os.WriteFile(filepath.Join(t.dir, "summarize.sh"), []byte(summarizeScript), 0o644))
 	t.env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TORTURE_DIR="+t.dir, "TORTURE_TRIAL="+t.id,
 		"GIT_AUTHOR_NAME=torture", "GIT_AUTHOR_EMAIL=torture@example.com",
@@ -340,7 +343,11 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 	log, err := os.OpenFile(filepath.Join(t.dir, "ralph.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	check(err)
 	defer log.Close()
-	args := append(append([]string{}, t.k.args...), "--agent", "cmd", "--agent-cmd", "sh agent.sh")
+	var args []string
+	for _, a := range t.k.args {
+		args = append(args, strings.ReplaceAll(a, "{dir}", t.dir))
+	}
+	args = append(args, "--agent", "cmd", "--agent-cmd", "sh agent.sh")
 	fmt.Fprintf(log, "\n=== ralph %s (kill %+v)\n", strings.Join(args, " "), k)
 	cmd := exec.Command(filepath.Join(t.bin, "ralph"), args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = t.repo(), t.env, log, log

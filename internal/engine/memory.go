@@ -270,7 +270,15 @@ no preamble.
 		return "", err
 	}
 	defer tr.Close()
-	res, err := cfg.Summarizer.Run(ctx, agent.Request{Prompt: prompt, PromptFile: pf, Dir: cfg.Paths.Root, Model: cfg.SummarizerModel,
+	// The summariser needs only its prompt: it runs in an empty folder
+	// of its own, where a coding agent that writes files anyway touches
+	// nothing of the repository's.
+	work, err := os.MkdirTemp("", "ralph-summarizer-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	res, err := cfg.Summarizer.Run(ctx, agent.Request{Prompt: prompt, PromptFile: pf, Dir: work, Model: cfg.SummarizerModel,
 		Env:     append(append([]string{}, cfg.AgentEnv...), "RALPH_PROMPT_FILE="+pf, "RALPH_ROLE=summarizer", "RALPH_RUN_ID="+e.runID()),
 		Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: "progress", Role: "summarizer"})
 	if err != nil {
