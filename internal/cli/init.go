@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -29,7 +32,17 @@ func NewCmdInit(f *Factory, runF func(*InitOptions) error) *cobra.Command {
 (every key is also a run flag), .ralph/PROMPT.md (the built-in prompt, to
 edit; it may use {{.ItemID}}, {{.Title}}, {{.PRDPath}}, {{.Promise}}, …) and
 prd.json (a template) when there is none. Existing files are kept unless
---force. .ralph/ is listed in .git/info/exclude, never in your .gitignore.`,
+--force. .ralph/ is listed in .git/info/exclude, never in your .gitignore.
+
+The quality gates are found in the project's own files and printed with the
+reason: go.mod (go vet, go test, go build), package.json's scripts (test,
+lint, typecheck or tsc, build; npm, pnpm, yarn or bun from the lock file),
+pyproject.toml (pytest, ruff, mypy when it names them), Cargo.toml (cargo
+check, clippy, test) and a Makefile's test, lint and check targets (which
+win over a language's). They become the example PRD's quality_checks and
+the task loop's gates in config.yaml.`,
+		Example: `  ralph init
+  ralph init --force   # rewrite the three files (the gates found again)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -42,9 +55,19 @@ prd.json (a template) when there is none. Existing files are kept unless
 			if err := repo.EnsureExcluded(cmd.Context(), "/.ralph/"); err != nil {
 				return err
 			}
-			tmpl, _ := prd.Template(filepath.Base(root), "First feature").Marshal()
+			found := gate.Detect(root)
+			for _, w := range found.Why {
+				fmt.Fprintf(f.IO.ErrOut, "found   %s\n", w)
+			}
+			if found.Empty() {
+				fmt.Fprintf(f.IO.ErrOut, "found   no go.mod, package.json, pyproject.toml, Cargo.toml or Makefile targets: prd.json has no quality_checks; add the commands that test your project (a story passes only on what they say)\n")
+			}
+			doc := prd.Template(filepath.Base(root), "First feature")
+			doc.QualityChecks = prd.QualityChecks{Typecheck: found.Commands["typecheck"], Lint: found.Commands["lint"],
+				Test: found.Commands["test"], Build: found.Commands["build"]}
+			tmpl, _ := doc.Marshal()
 			files := []struct{ path, content string }{
-				{filepath.Join(root, ".ralph", "config.yaml"), config.Template},
+				{filepath.Join(root, ".ralph", "config.yaml"), config.Template + gatesYAML(found)},
 				{filepath.Join(root, ".ralph", "PROMPT.md"), engine.DefaultPrompt},
 				{filepath.Join(root, "prd.json"), string(tmpl)},
 			}
@@ -65,4 +88,20 @@ prd.json (a template) when there is none. Existing files are kept unless
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite existing files")
 	return cmd
+}
+
+// gatesYAML is config.yaml's gates block (the task loop's gates) for what
+// Detect found.
+func gatesYAML(found gate.Found) string {
+	if found.Empty() {
+		return "# gates:                            # the task loop's gates (--tasks): name → command\n#   test: make test\n"
+	}
+	var b strings.Builder
+	b.WriteString("# the task loop's gates (--tasks), found by ralph init; a PRD run uses prd.json's quality_checks\ngates:\n")
+	for _, s := range gate.Slots {
+		if c := found.Commands[s]; c != "" {
+			fmt.Fprintf(&b, "  %s: %s\n", s, strconv.Quote(c))
+		}
+	}
+	return b.String()
 }

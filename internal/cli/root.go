@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -24,8 +25,44 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Version is set at build time.
-var Version = "0.1.0-dev"
+// Version is set at build time (-ldflags "-X …/cli.Version=v1.2.3"); when
+// it is not, versionString reads the module version and the commit from
+// the binary's build info.
+var Version = ""
+
+// versionString is what `ralph --version` prints: the version (the
+// module's, for a `go install`ed binary), then the commit and its time
+// and whether the tree was modified, when the build recorded them.
+func versionString() string {
+	v := Version
+	bi, ok := debug.ReadBuildInfo()
+	if v == "" {
+		v = "(devel)"
+		if ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	if !ok {
+		return v
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (commit %.12s, %s%s)", rev, at, dirty)
+	}
+	return v + " " + bi.GoVersion
+}
 
 // Factory carries what commands share: the streams, the working folder,
 // and the process runner every git call and quality gate goes through.
@@ -98,7 +135,7 @@ verifiably done.
 Exit codes: 0 complete · 1 error · 2 usage or invalid input · 3 max iterations
 or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 130 interrupted or stopped.`,
-		Version:       Version,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

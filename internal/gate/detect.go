@@ -1,0 +1,176 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// The four quality gate slots of a PRD, in the order they run.
+var Slots = []string{"typecheck", "lint", "test", "build"}
+
+// Found is what Detect found in a project: a command per gate slot and,
+// per finding, the file and what it said.
+type Found struct {
+	Commands map[string]string // slot → command (several languages joined by &&)
+	Why      []string          // "go.mod: Go → typecheck: go vet ./…"
+}
+
+// Empty reports whether nothing was found.
+func (f Found) Empty() bool { return len(f.Commands) == 0 }
+
+// Detect looks at the project's own files — go.mod, package.json (and its
+// lock file for the package manager), pyproject.toml / pytest.ini, Cargo.toml
+// and a Makefile's test, lint and check targets — and proposes the quality
+// gates a person would run. A Makefile's target replaces what a language
+// proposed for the same slot: the project's own recipe knows best.
+func Detect(root string) Found {
+	f := Found{Commands: map[string]string{}}
+	add := func(file, what string, cmds map[string]string) {
+		if len(cmds) == 0 {
+			return
+		}
+		var parts []string
+		for _, s := range Slots {
+			c, ok := cmds[s]
+			if !ok {
+				continue
+			}
+			if prev := f.Commands[s]; prev != "" && file != "Makefile" {
+				c = prev + " && " + c
+			}
+			f.Commands[s] = c
+			parts = append(parts, s+": "+cmds[s])
+		}
+		f.Why = append(f.Why, fmt.Sprintf("%s: %s → %s", file, what, strings.Join(parts, ", ")))
+	}
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(root, name))
+		return err == nil
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(root, name))
+		return string(b)
+	}
+
+	if exists("go.mod") {
+		add("go.mod", "Go module", map[string]string{"typecheck": "go vet ./...", "test": "go test ./...", "build": "go build ./..."})
+	}
+	if exists("package.json") {
+		pm, why := nodePackageManager(exists)
+		cmds, err := nodeScripts(read("package.json"), pm, exists("tsconfig.json"))
+		if err != nil {
+			f.Why = append(f.Why, "package.json: not read ("+err.Error()+")")
+		} else {
+			add("package.json", "Node, "+why, cmds)
+		}
+	}
+	if py := read("pyproject.toml") + read("setup.cfg") + read("tox.ini"); py != "" || exists("pytest.ini") {
+		cmds := map[string]string{}
+		if exists("pytest.ini") || strings.Contains(py, "pytest") {
+			cmds["test"] = "pytest"
+		}
+		if strings.Contains(py, "ruff") {
+			cmds["lint"] = "ruff check ."
+		}
+		if strings.Contains(py, "mypy") {
+			cmds["typecheck"] = "mypy ."
+		}
+		file := "pyproject.toml"
+		if !exists(file) {
+			file = "setup.cfg / tox.ini / pytest.ini"
+		}
+		add(file, "Python (the tools it names)", cmds)
+	}
+	if exists("Cargo.toml") {
+		add("Cargo.toml", "Rust crate", map[string]string{"typecheck": "cargo check", "lint": "cargo clippy -- -D warnings", "test": "cargo test"})
+	}
+	if mk := read("Makefile"); mk != "" {
+		targets := makeTargets(mk)
+		cmds := map[string]string{}
+		if targets["test"] {
+			cmds["test"] = "make test"
+		}
+		if targets["lint"] {
+			cmds["lint"] = "make lint"
+		}
+		if targets["check"] {
+			// check is the project's whole verification when there is no
+			// test target, else its static checks.
+			if targets["test"] {
+				cmds["typecheck"] = "make check"
+			} else {
+				cmds["test"] = "make check"
+			}
+		}
+		add("Makefile", "its own targets (they replace a language's for the same gate)", cmds)
+	}
+	return f
+}
+
+// nodePackageManager is the package manager the lock file names.
+func nodePackageManager(exists func(string) bool) (pm, why string) {
+	for _, l := range []struct{ file, pm string }{
+		{"pnpm-lock.yaml", "pnpm"}, {"yarn.lock", "yarn"}, {"bun.lockb", "bun"}, {"bun.lock", "bun"}, {"package-lock.json", "npm"},
+	} {
+		if exists(l.file) {
+			return l.pm, l.pm + " (" + l.file + ")"
+		}
+	}
+	return "npm", "npm (no lock file)"
+}
+
+// npm's placeholder test script fails on purpose: it is no test.
+const npmNoTest = "no test specified"
+
+// nodeScripts maps package.json's scripts to gates: test, lint,
+// typecheck (or tsc for a TypeScript project without one), build.
+func nodeScripts(pkg, pm string, typescript bool) (map[string]string, error) {
+	var p struct {
+		Scripts map[string]string `json:"scripts"`
+	}
+	if err := json.Unmarshal([]byte(pkg), &p); err != nil {
+		return nil, err
+	}
+	run := func(script string) string {
+		if pm == "npm" && script == "test" {
+			return "npm test"
+		}
+		return pm + " run " + script
+	}
+	cmds := map[string]string{}
+	if s, ok := p.Scripts["test"]; ok && !strings.Contains(s, npmNoTest) {
+		cmds["test"] = run("test")
+	}
+	if _, ok := p.Scripts["lint"]; ok {
+		cmds["lint"] = run("lint")
+	}
+	switch {
+	case p.Scripts["typecheck"] != "":
+		cmds["typecheck"] = run("typecheck")
+	case p.Scripts["tsc"] != "":
+		cmds["typecheck"] = run("tsc")
+	case typescript:
+		cmds["typecheck"] = map[string]string{"npm": "npx tsc --noEmit", "pnpm": "pnpm exec tsc --noEmit", "yarn": "yarn tsc --noEmit", "bun": "bunx tsc --noEmit"}[pm]
+	}
+	if _, ok := p.Scripts["build"]; ok {
+		cmds["build"] = run("build")
+	}
+	return cmds, nil
+}
+
+var makeTarget = regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+(?:[ \t]+[A-Za-z0-9_.-]+)*)[ \t]*::?(?:[^=]|$)`)
+
+// makeTargets lists a Makefile's explicit targets (not variables).
+func makeTargets(mk string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range makeTarget.FindAllStringSubmatch(mk, -1) {
+		for _, t := range strings.Fields(m[1]) {
+			out[t] = true
+		}
+	}
+	return out
+}
