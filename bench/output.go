@@ -25,7 +25,7 @@ func benchOutput(tmp, bin string) {
 	run(dir, nil, "sh", "base.sh")
 	base := time.Since(start)
 
-	cmd, out := command(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh")
+	cmd, out := command(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--no-gates")
 	if err := cmd.Run(); err != nil {
 		fmt.Printf("bench: output run failed: %v\n%s", err, out)
 		return

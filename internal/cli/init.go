@@ -63,8 +63,7 @@ the task loop's gates in config.yaml.`,
 				fmt.Fprintf(f.IO.ErrOut, "found   no go.mod, package.json, pyproject.toml, Cargo.toml or Makefile targets: prd.json has no quality_checks; add the commands that test your project (a story passes only on what they say)\n")
 			}
 			doc := prd.Template(filepath.Base(root), "First feature")
-			doc.QualityChecks = prd.QualityChecks{Typecheck: found.Commands["typecheck"], Lint: found.Commands["lint"],
-				Test: found.Commands["test"], Build: found.Commands["build"]}
+			doc.QualityChecks = found.QualityChecks()
 			tmpl, _ := doc.Marshal()
 			files := []struct{ path, content string }{
 				{filepath.Join(root, ".ralph", "config.yaml"), config.Template + gatesYAML(found)},

@@ -31,6 +31,7 @@ type RunOptions struct {
 	Pipeline string
 	RunDir   string
 	NoLint   bool
+	NoGates  bool
 	AgentFlags
 	Prompt            string
 	Promise           string
@@ -134,6 +135,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.BoolVar(&opts.NoGates, "no-gates", false, "run a source with no quality gate and no story checks: every item then passes on the agent's claim alone")
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
 	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
@@ -360,6 +362,17 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		if o.AllowDirty {
 			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
+	}
+	if info := src.Info(); !info.Gated && !o.NoGates {
+		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
+		if info.Kind == "tasks" {
+			what = "--gate (nor gates: in .ralph/config.yaml)"
+		}
+		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
+		if !o.DryRun {
+			return engine.UsageError("%s", msg)
+		}
+		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %s\n", msg)
 	}
 	if err := checkItemAgents(src); err != nil {
 		return err

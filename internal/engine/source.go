@@ -54,6 +54,10 @@ type SourceInfo struct {
 	// ControlFiles are files the source owns besides Path (tasks-done.jsonl,
 	// lock files): they are ralph's, never the user's dirty work.
 	ControlFiles []string
+	// Gated: some command can fail an item besides the agent's claim (a
+	// quality gate, a story's checks, a stage's exit condition). A run
+	// without one would pass items on the agent's word alone.
+	Gated bool
 	// PRDPath and TasksPath fill the prompt variables of the same names.
 	PRDPath   string
 	TasksPath string

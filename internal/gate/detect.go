@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/ralph-loop/ralph/internal/prd"
 )
 
 // The four quality gate slots of a PRD, in the order they run.
@@ -17,6 +19,11 @@ var Slots = []string{"typecheck", "lint", "test", "build"}
 type Found struct {
 	Commands map[string]string // slot → command (several languages joined by &&)
 	Why      []string          // "go.mod: Go → typecheck: go vet ./…"
+}
+
+// QualityChecks are the findings as a PRD's quality_checks.
+func (f Found) QualityChecks() prd.QualityChecks {
+	return prd.QualityChecks{Typecheck: f.Commands["typecheck"], Lint: f.Commands["lint"], Test: f.Commands["test"], Build: f.Commands["build"]}
 }
 
 // Empty reports whether nothing was found.

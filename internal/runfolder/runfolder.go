@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -61,6 +62,9 @@ func New(root, name, prdMD string, now time.Time) (string, error) {
 	}
 	doc := prd.Template(filepath.Base(root), name)
 	doc.BranchName = "ralph/" + slug
+	// The project's own gates (what `ralph init` finds): a story passes on
+	// what they say, not on the agent's word.
+	doc.QualityChecks = gate.Detect(root).QualityChecks()
 	js, err := doc.Marshal()
 	if err != nil {
 		return "", err

@@ -82,7 +82,7 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 }
 
 func (s *Pipeline) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "pipeline", Path: s.File, ItemKind: "stage", PRDPath: s.PRDPath}
+	return engine.SourceInfo{Kind: "pipeline", Path: s.File, ItemKind: "stage", PRDPath: s.PRDPath, Gated: true}
 }
 
 func (s *Pipeline) Items() []engine.Item {

@@ -45,6 +45,9 @@ type prdDoc struct {
 	// found them equal to its model): an untouched file is recognised by
 	// one comparison, with no parse and no rewrite. Under mu.
 	written []byte
+	// gated: the PRD has a quality gate or a story with checks (computed
+	// when opened; steering may not change the gates).
+	gated bool
 }
 
 // openPRDDoc loads and validates path.
@@ -65,11 +68,15 @@ func openPRDDoc(path string, repo *git.Repo, gates gate.Runner) (*prdDoc, error)
 		}
 		branch = "ralph/" + git.Slug(name, 50)
 	}
-	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch}, nil
+	gated := len(doc.QualityChecks.Gates()) > 0
+	for i := range doc.Stories {
+		gated = gated || len(doc.Stories[i].Checks) > 0
+	}
+	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch, gated: gated}, nil
 }
 
 func (s *prdDoc) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File}
+	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File, Gated: s.gated}
 }
 
 func (s *prdDoc) Items() []engine.Item {

@@ -159,7 +159,7 @@ func (s *Tasks) loadBase(ctx context.Context) error {
 // Info names the task store's files: besides tasks.jsonl, the archive and
 // the lock and hold files are ralph's, never the user's dirty work.
 func (s *Tasks) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "tasks", Path: s.File, ItemKind: "task", TasksPath: s.File,
+	return engine.SourceInfo{Kind: "tasks", Path: s.File, ItemKind: "task", TasksPath: s.File, Gated: len(s.GateList) > 0,
 		ControlFiles: []string{s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath}}
 }
 
