@@ -353,8 +353,8 @@ func (b *cliBase) run(ctx context.Context, a Agent, req Request, p StreamParser)
 var ErrAgentNotInstalled = errors.New("agent CLI not installed")
 
 func (b *cliBase) notFound(argv0 string) error {
-	return fmt.Errorf("%w: %s: %q not found in %s or $PATH; install it with scripts/install-agents.sh (npm package %s) or `npm install -g %s`",
-		ErrAgentNotInstalled, b.info.name, argv0, AgentsBinDir(), b.info.pkg, b.info.pkg)
+	return fmt.Errorf("%w: %s: %q not found in %s or $PATH; install it: npm install -g %s",
+		ErrAgentNotInstalled, b.info.name, argv0, AgentsBinDir(), b.info.pkg)
 }
 
 // AgentsDir is where scripts/install-agents.sh installs the agent CLIs:

@@ -96,7 +96,7 @@ func TestMissingBinaryError(t *testing.T) {
 			t.Fatalf("%s: no error for a missing binary", name)
 		}
 		msg := err.Error()
-		if !strings.Contains(msg, "scripts/install-agents.sh") || !strings.Contains(msg, "npm") {
+		if !strings.Contains(msg, "npm install -g") || !strings.Contains(msg, "npm") {
 			t.Errorf("%s: error does not say how to install: %v", name, err)
 		}
 	}

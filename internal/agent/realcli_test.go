@@ -170,7 +170,7 @@ func TestRealCLIMissingBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = a.Run(t.Context(), Request{Dir: t.TempDir(), Prompt: "hi"})
-		if err == nil || !strings.Contains(err.Error(), "scripts/install-agents.sh") {
+		if err == nil || !strings.Contains(err.Error(), "npm install -g") {
 			t.Errorf("%s: want an install hint, got %v", c.name, err)
 		}
 	}

@@ -377,10 +377,6 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err := checkItemAgents(src); err != nil {
 		return err
 	}
-	ag, err := o.AgentFlags.build()
-	if err != nil {
-		return err
-	}
 	rs, err := loadRoles(root)
 	if err != nil {
 		return err
@@ -388,9 +384,18 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if o.ProgressBudget < 0 {
 		return engine.UsageError("--progress-budget must be positive")
 	}
-	sum, sumModel, err := o.summarizer(ag)
+	ags, err := o.runAgents()
 	if err != nil {
 		return err
+	}
+	ag, sum, sumModel := ags[0].agent, ags[len(ags)-1].agent, ags[len(ags)-1].model
+	// Before anything is written (the branch, the state): what the run
+	// needs is there, or every missing piece is named with its fix.
+	if err := preflightError(preflight(ctx, root, repo, ags, src.Info().Commands)); err != nil {
+		if !o.DryRun {
+			return err
+		}
+		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
 	o.root = root
 	out := f.IO

@@ -307,8 +307,9 @@ func testServerError(t *testing.T, c cliCase) {
 	}
 }
 
-// TestRealCLINotInstalled: a CLI that is nowhere to be found is a clear
-// error naming the install command, exit 1.
+// TestRealCLINotInstalled: a CLI that is nowhere to be found is found by
+// the preflight, before anything is written: one clear line naming the
+// install command, exit 2.
 func TestRealCLINotInstalled(t *testing.T) {
 	empty := t.TempDir()
 	for _, c := range append(slices.Clone(cliCases), cliCase{name: "amp", bin: "amp", pkg: "@sourcegraph/amp"}) {
@@ -316,13 +317,23 @@ func TestRealCLINotInstalled(t *testing.T) {
 			dir := newRepo(t, map[string]string{"prd.json": oneStoryPRD})
 			env := []string{"RALPH_AGENTS_DIR=" + empty, "PATH=" + pathWithout(c.bin)}
 			res := ralph(t, dir, env, "run", "--prd", "prd.json", "--agent", c.name, "--base-url", "http://127.0.0.1:9")
-			if res.code != 1 {
-				t.Fatalf("exit %d, want 1\n%s", res.code, res)
+			if res.code != 2 {
+				t.Fatalf("exit %d, want 2 (the preflight)\n%s", res.code, res)
 			}
-			for _, want := range []string{"not installed", c.bin, "scripts/install-agents.sh", c.pkg} {
+			for _, want := range []string{"preflight", "nothing was started", "not installed", c.bin, "npm install -g " + c.pkg} {
 				if !strings.Contains(res.stderr, want) {
 					t.Errorf("stderr does not mention %q\n%s", want, res)
 				}
+			}
+			if n := strings.Count(res.stderr, "not installed"); n != 1 {
+				t.Errorf("the problem is printed %d times\n%s", n, res)
+			}
+			// Found before anything was written: no state, no branch.
+			if _, err := os.Stat(filepath.Join(dir, ".ralph", "state.json")); err == nil {
+				t.Error("the run wrote its state before finding the CLI missing")
+			}
+			if out := git(t, dir, "branch", "--list", "ralph/*"); strings.TrimSpace(out) != "" {
+				t.Errorf("the run made a branch before finding the CLI missing: %s", out)
 			}
 		})
 	}

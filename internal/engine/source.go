@@ -58,6 +58,9 @@ type SourceInfo struct {
 	// quality gate, a story's checks, a stage's exit condition). A run
 	// without one would pass items on the agent's word alone.
 	Gated bool
+	// Commands are the gate and check commands (each once), for the
+	// preflight that looks for their programs before a run starts.
+	Commands []string
 	// PRDPath and TasksPath fill the prompt variables of the same names.
 	PRDPath   string
 	TasksPath string

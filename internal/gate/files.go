@@ -179,3 +179,36 @@ func repoPath(w string) (string, bool) {
 	}
 	return p, true
 }
+
+// shellWords are the shell's own builtins and keywords: no program to
+// find.
+var shellWords = map[string]bool{
+	"cd": true, "test": true, "[": true, "[[": true, "true": true, "false": true, "echo": true, "printf": true, "exit": true,
+	"export": true, "set": true, "unset": true, ":": true, ".": true, "source": true, "if": true, "then": true, "else": true,
+	"elif": true, "fi": true, "for": true, "while": true, "until": true, "do": true, "done": true, "case": true, "esac": true,
+	"{": true, "}": true, "(": true, ")": true, "read": true, "shift": true, "return": true, "wait": true, "trap": true, "eval": true,
+}
+
+// Programs lists the programs a set of gate commands starts (each simple
+// command's first word after assignments and wrappers), without the
+// shell's builtins and keywords, once each in first-seen order: what the
+// preflight looks for on $PATH or in the repository.
+func Programs(commands []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range commands {
+		for _, words := range simpleCommands(c) {
+			words = dropPrefixes(words)
+			if len(words) == 0 {
+				continue
+			}
+			p := strings.TrimLeft(words[0], "(")
+			if p == "" || shellWords[p] || seen[p] || strings.ContainsAny(p, "$`") {
+				continue
+			}
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -31,3 +31,11 @@ func TestFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestPrograms(t *testing.T) {
+	got := Programs([]string{"go vet ./... && go test ./...", "CGO_ENABLED=0 ./scripts/check.sh; cd web && npm test", "test -f x || echo no", "make lint | tee out"})
+	want := []string{"go", "./scripts/check.sh", "npm", "make", "tee"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("Programs = %q, want %q", got, want)
+	}
+}

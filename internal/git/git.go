@@ -63,6 +63,23 @@ var hasGlobalIdentity = sync.OnceValue(func() bool {
 	return err == nil && strings.TrimSpace(out) != ""
 })
 
+// Identity is who git itself records as the committer ("Name <email>"),
+// asked without ralph's fallback identity: an error when git knows no one
+// (no user.name and user.email, and nothing it could guess from).
+func (r *Repo) Identity(ctx context.Context) (string, error) {
+	c := r.cmd("var", "GIT_COMMITTER_IDENT")
+	c.Env = proc.Environ(nil, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	out, err := proc.Output(ctx, r.Runner, c)
+	if err != nil {
+		return "", err
+	}
+	out = strings.TrimSpace(out)
+	if i := strings.LastIndexByte(out, '>'); i > 0 {
+		out = out[:i+1]
+	}
+	return out, nil
+}
+
 // Run runs git and returns trimmed stdout.
 func (r *Repo) Run(ctx context.Context, args ...string) (string, error) {
 	out, err := proc.Output(ctx, r.Runner, r.cmd(args...))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +46,9 @@ type prdDoc struct {
 	// found them equal to its model): an untouched file is recognised by
 	// one comparison, with no parse and no rewrite. Under mu.
 	written []byte
-	// gated: the PRD has a quality gate or a story with checks (computed
-	// when opened; steering may not change the gates).
-	gated bool
+	// commands are the PRD's gate commands and its stories' checks, each
+	// once (computed when opened; steering may not change the gates).
+	commands []string
 }
 
 // openPRDDoc loads and validates path.
@@ -68,15 +69,22 @@ func openPRDDoc(path string, repo *git.Repo, gates gate.Runner) (*prdDoc, error)
 		}
 		branch = "ralph/" + git.Slug(name, 50)
 	}
-	gated := len(doc.QualityChecks.Gates()) > 0
-	for i := range doc.Stories {
-		gated = gated || len(doc.Stories[i].Checks) > 0
+	var commands []string
+	for _, g := range doc.QualityChecks.Gates() {
+		commands = append(commands, g.Command)
 	}
-	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch, gated: gated}, nil
+	for i := range doc.Stories {
+		for _, c := range doc.Stories[i].Checks {
+			if !slices.Contains(commands, c) {
+				commands = append(commands, c)
+			}
+		}
+	}
+	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch, commands: commands}, nil
 }
 
 func (s *prdDoc) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File, Gated: s.gated}
+	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File, Gated: len(s.commands) > 0, Commands: s.commands}
 }
 
 func (s *prdDoc) Items() []engine.Item {

@@ -159,7 +159,7 @@ func (s *Tasks) loadBase(ctx context.Context) error {
 // Info names the task store's files: besides tasks.jsonl, the archive and
 // the lock and hold files are ralph's, never the user's dirty work.
 func (s *Tasks) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "tasks", Path: s.File, ItemKind: "task", TasksPath: s.File, Gated: len(s.GateList) > 0,
+	return engine.SourceInfo{Kind: "tasks", Path: s.File, ItemKind: "task", TasksPath: s.File, Gated: len(s.GateList) > 0, Commands: gateCommands(s.GateList),
 		ControlFiles: []string{s.Store.DonePath, s.Store.LockPath, s.Store.HoldPath}}
 }
 
@@ -1246,3 +1246,12 @@ func (s *Tasks) carries(ctx context.Context, rev string) bool {
 // Close has nothing to tidy: task branches are merged or parked as the
 // run goes.
 func (s *Tasks) Close(*engine.State) error { return nil }
+
+// gateCommands are the commands of a gate list.
+func gateCommands(gs []gate.Gate) []string {
+	out := make([]string, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, g.Command)
+	}
+	return out
+}

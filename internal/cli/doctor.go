@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/git"
+)
+
+// preflightCheck is one thing a run needs: what was looked at, what was
+// found, or what is wrong with the fix in the message.
+type preflightCheck struct {
+	Name  string
+	Found string
+	Err   error
+}
+
+// preflight checks, before a run writes anything, what it will need: the
+// agent can start (its CLI installed, and which version; its command, key
+// or script), every gate's program resolves, and git knows who commits.
+// `ralph doctor` prints the same checks, and more.
+func preflight(ctx context.Context, root string, repo *git.Repo, ags []namedAgent, commands []string) []preflightCheck {
+	var out []preflightCheck
+	for _, a := range ags {
+		c, ok := a.agent.(agent.Checker)
+		if !ok || a.same {
+			continue
+		}
+		found, err := c.Check(ctx, a.model)
+		out = append(out, preflightCheck{Name: a.what, Found: found, Err: err})
+	}
+	for _, p := range gate.Programs(commands) {
+		path, err := agent.LookProgram(p, root)
+		out = append(out, preflightCheck{Name: "gate program " + p, Found: path, Err: err})
+	}
+	id, err := repo.Identity(ctx)
+	if err != nil {
+		err = fmt.Errorf("git does not know who commits (ralph's commits would be by ralph <ralph@localhost>): git config --global user.name \"Your Name\" && git config --global user.email you@example.com")
+	}
+	out = append(out, preflightCheck{Name: "git identity", Found: id, Err: err})
+	return out
+}
+
+// namedAgent is an agent a run will start, for the preflight.
+type namedAgent struct {
+	what  string // "agent claude", "summarizer native"
+	agent agent.Agent
+	model string
+	same  bool // the run's own agent again: checked once
+}
+
+// preflightError is the usage error of a failed preflight: one line per
+// problem, with its fix.
+func preflightError(checks []preflightCheck) error {
+	var lines []string
+	for _, c := range checks {
+		if c.Err != nil {
+			lines = append(lines, "  "+c.Name+": "+c.Err.Error())
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return engine.UsageError("preflight: %d problem(s), nothing was started:\n%s\n(`ralph doctor` runs every check)", len(lines), strings.Join(lines, "\n"))
+}
+
+// DoctorOptions are `ralph doctor`'s settings: a run's, whose flags it
+// takes.
+type DoctorOptions struct {
+	Run *RunOptions
+}
+
+// NewCmdDoctor builds `ralph doctor`.
+func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
+	opts := &DoctorOptions{Run: &RunOptions{IO: f}}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what a run needs: agent CLI and version, gate programs, git identity, clean tree",
+		Long: `Run the preflight of ` + "`ralph run`" + ` and print every check, ok or not, each
+failure with its fix: the agent's CLI is installed (and its version), or its
+command, key or script is there; the summariser's too when it is another
+agent; each gate's and story check's program resolves; git knows who
+commits; the work tree is clean (a new run needs that, or --allow-dirty).
+It reads the same flags and .ralph/config.yaml as ralph run. Exit 2 when a
+check fails. It writes nothing.`,
+		Example: `  ralph doctor
+  ralph doctor --agent codex --prd docs/prd.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Run.flagSet = cmd.Flags().Changed
+			if runF != nil {
+				return runF(opts)
+			}
+			if err := opts.Run.applyConfig(cmd.Context()); err != nil {
+				return err
+			}
+			return runDoctor(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	o := opts.Run
+	o.AgentFlags.register(fl)
+	fl.StringVar(&o.PRD, "prd", "", "PRD `FILE` whose gates to check (default prd.json in the repository root)")
+	fl.StringVar(&o.Tasks, "tasks", "", "task tree `FILE` (with --gate)")
+	fl.StringArrayVar(&o.Gates, "gate", nil, "with --tasks: gate `NAME=COMMAND` (repeatable)")
+	fl.StringVar(&o.Summarizer, "summarizer", "", "the progress summariser's agent `NAME`")
+	fl.StringVar(&o.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: its `ARGV`")
+	return cmd
+}
+
+func runDoctor(ctx context.Context, opts *DoctorOptions) error {
+	o := opts.Run
+	f := o.IO
+	root, repo, err := f.Repo(ctx)
+	if err != nil {
+		return err
+	}
+	var checks []preflightCheck
+	ags, err := o.runAgents()
+	if err != nil {
+		checks = append(checks, preflightCheck{Name: "agent " + o.Agent, Err: err})
+	}
+	var commands []string
+	src, serr := o.openSource(ctx, root, repo, f.GateRunner(0))
+	switch {
+	case serr != nil:
+		checks = append(checks, preflightCheck{Name: "work source", Err: serr})
+	default:
+		info := src.Info()
+		commands = info.Commands
+		c := preflightCheck{Name: "quality gates", Found: fmt.Sprintf("%d command(s) in %s", len(commands), relOr(root, info.Path))}
+		if !info.Gated {
+			c.Err = fmt.Errorf("none: every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them), or run with --no-gates", info.ItemKind)
+		}
+		checks = append(checks, c)
+	}
+	checks = append(checks, preflight(ctx, root, repo, ags, commands)...)
+	dirty, err := repo.StatusPorcelain(ctx, ".ralph/")
+	c := preflightCheck{Name: "work tree", Found: "clean"}
+	switch {
+	case err != nil:
+		c.Err = err
+	case len(dirty) > 0:
+		c.Err = fmt.Errorf("%d uncommitted change(s) (%s): commit or stash them, or run with --allow-dirty", len(dirty), strings.Join(dirty[:min(len(dirty), 3)], ", "))
+	}
+	checks = append(checks, c)
+	failed := 0
+	for _, c := range checks {
+		if c.Err != nil {
+			failed++
+			fmt.Fprintf(f.IO.Out, "FAIL  %s: %v\n", c.Name, c.Err)
+		} else {
+			fmt.Fprintf(f.IO.Out, "ok    %s: %s\n", c.Name, c.Found)
+		}
+	}
+	if failed > 0 {
+		return engine.UsageError("%d check(s) failed", failed)
+	}
+	fmt.Fprintln(f.IO.ErrOut, "ralph: ready to run")
+	return nil
+}
+
+// runAgents are the agents a run starts up front: its own, then the
+// progress summariser (the run's own agent, or another).
+func (o *RunOptions) runAgents() ([]namedAgent, error) {
+	ag, err := o.AgentFlags.build()
+	if err != nil {
+		return nil, err
+	}
+	ags := []namedAgent{{what: "agent " + o.Agent, agent: ag, model: o.Model}}
+	sum, model, err := o.summarizer(ag)
+	if err != nil {
+		return ags, err
+	}
+	what := "summarizer " + o.Summarizer
+	if o.Summarizer == "" {
+		what = "summarizer (the run's agent)"
+	}
+	return append(ags, namedAgent{what: what, agent: sum, model: model, same: sum == ag}), nil
+}
