@@ -16,6 +16,7 @@ check: deps agents vet test torture-short
 
 deps:
 	$(GO) mod download
+	bash scripts/install-tools.sh
 
 # Pinned agent CLIs from the npm registry, cached outside the checkout.
 agents:

@@ -414,7 +414,15 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		enc := json.NewEncoder(out.Out)
 		cfg.OnEvent = func(ev engine.Event) { _ = enc.Encode(ev) }
 	} else {
-		cfg.OnEvent = func(ev engine.Event) { printEvent(out.ErrOut, ev) }
+		every, err := heartbeatInterval()
+		if err != nil {
+			return err
+		}
+		pp := newPlainPrinter(out.ErrOut, out.Color())
+		cfg.OnEvent = pp.event
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go pp.heartbeat(hctx, every)
 	}
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
@@ -473,20 +481,6 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 		return source.OpenParallelPRD(p, repo, gates)
 	}
 	return source.OpenPRD(p, repo, gates)
-}
-
-func printEvent(w io.Writer, ev engine.Event) {
-	switch ev.Type {
-	case "gate_result", "agent_finished":
-		fmt.Fprintf(w, "  %s\n", ev.Message)
-	case "iteration_started":
-		fmt.Fprintf(w, "ralph: %s\n", ev.Message)
-		if t, ok := ev.Data["transcript"].(string); ok {
-			fmt.Fprintf(w, "  transcript %s\n", t)
-		}
-	default:
-		fmt.Fprintf(w, "ralph: %s\n", ev.Message)
-	}
 }
 
 func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {

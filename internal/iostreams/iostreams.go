@@ -16,11 +16,16 @@ type IOStreams struct {
 	Out    io.Writer
 	ErrOut io.Writer
 	isTTY  bool
+	// color: ErrOut is a terminal that takes colour (no NO_COLOR, no
+	// TERM=dumb).
+	color bool
 }
 
 // System returns the real streams.
 func System() *IOStreams {
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, isTTY: term.IsTerminal(int(os.Stdout.Fd()))}
+	_, noColor := os.LookupEnv("NO_COLOR")
+	color := term.IsTerminal(int(os.Stderr.Fd())) && !noColor && os.Getenv("TERM") != "dumb"
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, isTTY: term.IsTerminal(int(os.Stdout.Fd())), color: color}
 }
 
 // Test returns streams backed by buffers.
@@ -32,6 +37,13 @@ func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 // IsTTY reports whether standard output is a terminal. Nothing renders
 // differently on one yet: every command prints plain lines either way.
 func (s *IOStreams) IsTTY() bool { return s.isTTY }
+
+// Color reports whether ErrOut takes ANSI colour: a terminal, without
+// NO_COLOR (https://no-color.org) or TERM=dumb.
+func (s *IOStreams) Color() bool { return s.color }
+
+// SetColor switches colour (tests).
+func (s *IOStreams) SetColor(v bool) { s.color = v }
 
 // SetTTY switches TTY mode (tests).
 func (s *IOStreams) SetTTY(v bool) { s.isTTY = v }

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+)
+
+func TestPlainPrinterHeartbeatAndColour(t *testing.T) {
+	var b bytes.Buffer
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	p := newPlainPrinter(&b, true)
+	p.now = func() time.Time { return now }
+	p.event(engine.Event{Type: "iteration_started", Item: "S-1", Iteration: 4, Message: "iteration 4/9 · S-1 one"})
+	now = now.Add(10 * time.Second)
+	p.beat(30 * time.Second)
+	if strings.Contains(b.String(), "running") {
+		t.Fatalf("a beat before the interval:\n%s", b.String())
+	}
+	now = now.Add(25 * time.Second)
+	p.beat(30 * time.Second)
+	if !strings.Contains(b.String(), "03:04:40 ralph: S-1 · iteration 4 · the agent has been running 35s\n") {
+		t.Fatalf("no heartbeat:\n%s", b.String())
+	}
+	p.event(engine.Event{Type: "agent_finished", Item: "S-1", Message: "agent exited 0"})
+	p.event(engine.Event{Type: "item_passed", Item: "S-1", Message: "S-1 passed"})
+	b.Reset()
+	now = now.Add(time.Minute)
+	p.beat(30 * time.Second)
+	if b.Len() != 0 {
+		t.Fatalf("a heartbeat for a finished agent: %s", b.String())
+	}
+	p.event(engine.Event{Type: "item_passed", Item: "S-1", Message: "S-1 passed"})
+	if !strings.Contains(b.String(), "\x1b[32mS-1 passed\x1b[0m") {
+		t.Fatalf("not green: %q", b.String())
+	}
+	b.Reset()
+	p.color = false
+	p.event(engine.Event{Type: "item_passed", Item: "S-1", Message: "S-1 passed"})
+	if strings.Contains(b.String(), "\x1b") {
+		t.Fatalf("colour without a terminal: %q", b.String())
+	}
+}
