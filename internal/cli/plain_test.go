@@ -44,3 +44,25 @@ func TestPlainPrinterHeartbeatAndColour(t *testing.T) {
 		t.Fatalf("colour without a terminal: %q", b.String())
 	}
 }
+
+func TestTerminalText(t *testing.T) {
+	md := "# Ralph status\n\n- **Run:** r1\n\n| ID | Title | Status |\n|---|---|---|\n| S-1 | a \\| b | ✅ passed |\n| S-10 | long title | ⏳ pending |\n"
+	got := terminalText(md)
+	want := "Ralph status\n\n- Run: r1\n\nID    Title       Status\nS-1   a | b       ✅ passed\nS-10  long title  ⏳ pending\n\n"
+	if got != want {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A stopped run's interrupted iterations are no worker rows.
+func TestStatusNoWorkersWhenStopped(t *testing.T) {
+	st := &engine.State{RunID: "r", Source: "prd", Status: engine.StatusInterrupted, Items: map[string]*engine.ItemState{},
+		Current: []*engine.Current{{Item: "S-1", Iteration: 3, Phase: engine.PhaseAgent}}}
+	md := StatusMarkdown(st, false)
+	if strings.Contains(md, "| Worker |") || !strings.Contains(md, "**Interrupted:** S-1 (iteration 3, agent); `ralph run` finishes them") {
+		t.Fatalf("stopped run:\n%s", md)
+	}
+	if md := StatusMarkdown(st, true); !strings.Contains(md, "| Worker |") {
+		t.Fatalf("active run without worker rows:\n%s", md)
+	}
+}

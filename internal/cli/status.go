@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -25,9 +26,10 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the progress of the current or last run",
-		Long: `Show the current or last run of this repository as markdown: passed/total,
-each item with its status and attempts, the current iteration, whether a run
-is active now, and the stop reason. --json prints the same as JSON.`,
+		Long: `Show the current or last run of this repository: passed/total, each item
+with its status and attempts, the iterations under way (only while a run is
+active), and the stop reason. On a terminal the tables are aligned columns;
+piped or redirected it is markdown. --json prints the same as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -56,8 +58,11 @@ is active now, and the stop reason. --json prints the same as JSON.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			fmt.Fprint(f.IO.Out, StatusMarkdown(st, active))
-			fmt.Fprint(f.IO.Out, PlansMarkdown(p, st))
+			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
+			if f.IO.IsTTY() {
+				md = terminalText(md)
+			}
+			fmt.Fprint(f.IO.Out, md)
 			return nil
 		},
 	}
@@ -95,7 +100,15 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	if st.RateLimitedAt != nil {
 		fmt.Fprintf(&b, "- **Rate limited until:** %s\n", st.RateLimitedAt.Format(time.RFC3339))
 	}
-	if len(st.Current) > 0 {
+	if len(st.Current) > 0 && !active {
+		// Nothing runs: no worker rows, but what a resume will finish.
+		var its []string
+		for _, c := range st.Current {
+			its = append(its, fmt.Sprintf("%s (iteration %d, %s)", c.Item, c.Iteration, c.Phase))
+		}
+		fmt.Fprintf(&b, "- **Interrupted:** %s; `ralph run` finishes them\n", strings.Join(its, ", "))
+	}
+	if len(st.Current) > 0 && active {
 		fmt.Fprintf(&b, "\n| Worker | Story | Iteration | Attempt | Role | Phase | Elapsed | Last gate | Queue |\n|---|---|---|---|---|---|---|---|---|\n")
 		for i, c := range st.Current {
 			q := ""
@@ -191,4 +204,79 @@ func sizeOf(n int64) string {
 		return fmt.Sprintf("%d KB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// terminalText renders the status markdown for a terminal: headings and
+// bold labels without their marks, tables as aligned columns (the
+// separator row dropped, cells unescaped).
+func terminalText(md string) string {
+	var out strings.Builder
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "|") {
+			l = strings.TrimLeft(l, "#")
+			l = strings.TrimPrefix(l, " ")
+			l = strings.ReplaceAll(l, "**", "")
+			out.WriteString(l + "\n")
+			continue
+		}
+		var rows [][]string
+		for ; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
+			row := splitRow(lines[i])
+			if isSeparator(row) {
+				continue
+			}
+			rows = append(rows, row)
+		}
+		i--
+		widths := map[int]int{}
+		for _, r := range rows {
+			for j, c := range r {
+				widths[j] = max(widths[j], utf8.RuneCountInString(c))
+			}
+		}
+		for _, r := range rows {
+			var cells []string
+			for j, c := range r {
+				if j == len(r)-1 {
+					cells = append(cells, c)
+				} else {
+					cells = append(cells, c+strings.Repeat(" ", widths[j]-utf8.RuneCountInString(c)))
+				}
+			}
+			out.WriteString(strings.TrimRight(strings.Join(cells, "  "), " ") + "\n")
+		}
+	}
+	return out.String()
+}
+
+// splitRow splits a markdown table row at its unescaped pipes.
+func splitRow(l string) []string {
+	l = strings.TrimSpace(l)
+	l = strings.TrimPrefix(strings.TrimSuffix(l, "|"), "|")
+	var cells []string
+	var cur strings.Builder
+	for k := 0; k < len(l); k++ {
+		switch {
+		case l[k] == '\\' && k+1 < len(l) && l[k+1] == '|':
+			cur.WriteByte('|')
+			k++
+		case l[k] == '|':
+			cells = append(cells, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(l[k])
+		}
+	}
+	return append(cells, strings.TrimSpace(cur.String()))
+}
+
+func isSeparator(row []string) bool {
+	for _, c := range row {
+		if strings.Trim(c, "-: ") != "" {
+			return false
+		}
+	}
+	return true
 }
