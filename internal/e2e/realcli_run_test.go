@@ -226,6 +226,23 @@ func testFullRun(t *testing.T, c cliCase) {
 	if msg := git(t, dir, "log", "-1", "--format=%B", "HEAD~1"); !strings.Contains(msg, learningMarker) {
 		t.Errorf("US-001's commit message does not list its learning:\n%s", msg)
 	}
+
+	// ralph log reads the CLI's stream as its tool calls and its text.
+	logRes := ralph(t, dir, nil, "log", "1")
+	wantTools := map[string][]string{
+		"claude":   {"→ Write mark.sh", "→ Bash sh mark.sh && rm mark.sh"},
+		"codex":    {"→ Bash cat > mark.sh", "→ Bash sh mark.sh && rm mark.sh"},
+		"opencode": {"→ Write mark.sh", "→ Bash sh mark.sh && rm mark.sh"},
+		"gemini":   {"→ write_file mark.sh", "→ run_shell_command sh mark.sh && rm mark.sh"},
+	}[c.name]
+	for _, want := range append(wantTools, "Made the story's file with mark.sh.", "[ralph] US-001 passed") {
+		if !strings.Contains(logRes.stdout, want) {
+			t.Errorf("ralph log 1 lacks %q:\n%s", want, logRes.stdout)
+		}
+	}
+	if strings.Contains(logRes.stdout, `{"type"`) {
+		t.Errorf("ralph log 1 shows raw stream JSON:\n%s", logRes.stdout)
+	}
 }
 
 // testRateLimit: one 429 on the first model request. With the CLI's own

@@ -187,8 +187,8 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*iteration, e
 		roleNote = " · role " + s.Role
 		msg += " · role " + s.Role + " (" + s.RoleWhy + ")"
 	}
-	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d%s · agent %s\n# started %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), s.Prompt)
+	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d%s · agent %s\n# started %s\n# dir %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		number, it.Kind, it.ID, s.Attempt, s.MaxAttempts, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), ws.Dir, s.Prompt)
 	data := map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title, "agent": s.Agent.Name}
 	if s.Role != "" {
 		data["role"], data["role_why"] = s.Role, s.RoleWhy

@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// LogOptions are `ralph log`'s settings.
+type LogOptions struct {
+	IO        *Factory
+	Iteration int // 0: the newest
+	Follow    bool
+	Raw       bool
+	Poll      time.Duration
+}
+
+// foldAfter is how many lines of a tool's output `ralph log` shows before
+// it folds the rest.
+const foldAfter = 4
+
+// NewCmdLog builds `ralph log`.
+func NewCmdLog(f *Factory, runF func(*LogOptions) error) *cobra.Command {
+	opts := &LogOptions{IO: f, Poll: 200 * time.Millisecond}
+	cmd := &cobra.Command{
+		Use:   "log [ITERATION]",
+		Short: "Show an iteration's transcript for people: tool calls, text, gates",
+		Long: `Show the transcript of an iteration of the current or last run (the newest
+when no ITERATION is given), rendered for people: the prompt folded, the
+agent's stream (Claude Code, Codex, opencode, Gemini JSON) as its tool calls
+("→ Write add.go", "→ Bash go test ./...") and its text, long tool output
+folded after 4 lines, then ralph's gate results and verdict. A plain
+command's output is shown as it printed it. --follow keeps reading as the
+agent works and goes on to the next iteration until the run stops; --raw
+prints the file as it is.`,
+		Example: `  ralph log            # the newest iteration
+  ralph log 3          # iteration 3
+  ralph log --follow   # watch the run's iterations as they happen`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 {
+					return engine.UsageError("ITERATION must be a number from 1, not %q", args[0])
+				}
+				opts.Iteration = n
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return runLog(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep reading as the agent works, and go on to the next iterations until the run stops")
+	cmd.Flags().BoolVar(&opts.Raw, "raw", false, "print the transcript file as it is")
+	return cmd
+}
+
+// transcriptsOf are the run's transcripts by iteration, from its events
+// (a run folder's transcripts live in the folder, not in .ralph).
+func transcriptsOf(p engine.Paths) (map[int]string, int, error) {
+	byIter := map[int]string{}
+	newest := 0
+	err := store.ReadJSONL(p.Events, func(_ int, b []byte) error {
+		var ev engine.Event
+		if json.Unmarshal(b, &ev) != nil || ev.Type != "iteration_started" {
+			return nil
+		}
+		if tr, ok := ev.Data["transcript"].(string); ok {
+			byIter[ev.Iteration] = tr
+			newest = max(newest, ev.Iteration)
+		}
+		return nil
+	})
+	if os.IsNotExist(err) {
+		err = nil
+	}
+	return byIter, newest, err
+}
+
+func runLog(ctx context.Context, o *LogOptions) error {
+	f := o.IO
+	root, _, err := f.Repo(ctx)
+	if err != nil {
+		return err
+	}
+	p := engine.PathsFor(root)
+	byIter, newest, err := transcriptsOf(p)
+	if err != nil {
+		return err
+	}
+	if newest == 0 {
+		return engine.UsageError("no iteration has started in %s yet (`ralph run` starts one)", root)
+	}
+	n := o.Iteration
+	if n == 0 {
+		n = newest
+	}
+	path, ok := byIter[n]
+	if !ok {
+		return engine.UsageError("no iteration %d in this run (it has 1 to %d)", n, newest)
+	}
+	out := f.IO.Out
+	for {
+		lr := &logRenderer{w: out, raw: o.Raw}
+		if err := lr.file(ctx, path, o.Follow, o.Poll, func() bool { return nextIteration(p, n) != "" || !runActive(p) }); err != nil {
+			return err
+		}
+		if !o.Follow {
+			return nil
+		}
+		next := nextIteration(p, n)
+		if next == "" {
+			return nil // the run stopped
+		}
+		n++
+		path = next
+		fmt.Fprintln(out)
+	}
+}
+
+// nextIteration is the transcript of the iteration after n, once it
+// started ("" until then).
+func nextIteration(p engine.Paths, n int) string {
+	byIter, _, _ := transcriptsOf(p)
+	return byIter[n+1]
+}
+
+func runActive(p engine.Paths) bool {
+	active, _ := engine.ActiveRun(p)
+	return active
+}
+
+// logRenderer prints a transcript for people.
+type logRenderer struct {
+	w       io.Writer
+	raw     bool
+	section string // "" (header), prompt, output
+	prompt  int    // prompt lines folded
+	reader  agent.ActivityReader
+	text    strings.Builder // streamed text not yet printed
+	folded  int             // output lines folded of the current tool
+	shown   int             // output lines shown of the current tool
+}
+
+// file renders path; with follow it waits for more at the end until done
+// says the iteration is over (then it reads what is left and returns).
+func (r *logRenderer) file(ctx context.Context, path string, follow bool, poll time.Duration, done func() bool) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	br := bufio.NewReader(fh)
+	var partial string
+	finished := false
+	for {
+		line, err := br.ReadString('\n')
+		if err == nil {
+			r.line(strings.TrimSuffix(partial+line, "\n"))
+			partial = ""
+			continue
+		}
+		partial += line
+		if err != io.EOF {
+			return err
+		}
+		if !follow || finished {
+			break
+		}
+		// At the end: once the iteration is over, one more read takes
+		// what it wrote last.
+		finished = done()
+		select {
+		case <-ctx.Done():
+			r.flush()
+			return nil
+		case <-time.After(poll):
+		}
+	}
+	if partial != "" {
+		r.line(partial)
+	}
+	r.flush()
+	return nil
+}
+
+func (r *logRenderer) line(l string) {
+	if r.raw {
+		fmt.Fprintln(r.w, l)
+		return
+	}
+	switch {
+	case strings.HasPrefix(l, "# ralph iteration "):
+		if i := strings.LastIndex(l, " · agent "); i >= 0 {
+			r.reader.Agent = strings.TrimSpace(l[i+len(" · agent "):])
+		}
+		fmt.Fprintln(r.w, l)
+		return
+	case strings.HasPrefix(l, "# dir ") && r.section == "":
+		r.reader.Dir = strings.TrimPrefix(l, "# dir ")
+		return
+	case l == "## Prompt":
+		r.section = "prompt"
+		return
+	case l == "## Agent output":
+		r.flushPrompt()
+		r.section = "output"
+		fmt.Fprintln(r.w, "\n## Agent output")
+		return
+	case strings.HasPrefix(l, "=== gate ") || strings.HasPrefix(l, "[ralph] "):
+		r.flush()
+		fmt.Fprintln(r.w, l)
+		return
+	}
+	switch r.section {
+	case "prompt":
+		r.prompt++
+	case "output":
+		for _, s := range r.reader.Line([]byte(l)) {
+			r.step(s)
+		}
+	default:
+		fmt.Fprintln(r.w, l)
+	}
+}
+
+func (r *logRenderer) flushPrompt() {
+	if r.prompt > 0 {
+		fmt.Fprintf(r.w, "## Prompt (%d lines folded; --raw shows them)\n", r.prompt)
+		r.prompt = 0
+	}
+}
+
+func (r *logRenderer) step(s agent.Step) {
+	if s.Kind == "text" && s.Delta {
+		r.text.WriteString(s.Text)
+		return
+	}
+	r.flush()
+	switch s.Kind {
+	case "tool":
+		fmt.Fprintf(r.w, "→ %s\n", s.Text)
+		r.shown, r.folded = 0, 0
+	case "output":
+		for _, l := range strings.Split(strings.TrimRight(s.Text, "\n"), "\n") {
+			if r.shown < foldAfter {
+				fmt.Fprintf(r.w, "    %s\n", l)
+				r.shown++
+			} else {
+				r.folded++
+			}
+		}
+	case "error":
+		fmt.Fprintf(r.w, "! %s\n", s.Text)
+	default:
+		fmt.Fprintln(r.w, s.Text)
+	}
+}
+
+// flush prints streamed text and the count of folded output lines.
+func (r *logRenderer) flush() {
+	if r.folded > 0 {
+		fmt.Fprintf(r.w, "    … %d more lines\n", r.folded)
+		r.folded = 0
+	}
+	if r.text.Len() > 0 {
+		fmt.Fprintln(r.w, strings.TrimSpace(r.text.String()))
+		r.text.Reset()
+	}
+	r.flushPrompt()
+}
