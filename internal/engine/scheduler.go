@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"time"
 )
 
 type workerDone struct {
@@ -25,6 +27,9 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 
 	for {
 		for stopStatus == "" && fatal == nil && e.slots.free() {
+			if e.pauseHeld(ctx) {
+				break // the iterations under way finish; no new one starts
+			}
 			e.takeDecisions()
 			snap := e.box.snapshot()
 			it, err := e.next(snap, running)
@@ -58,6 +63,12 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 			case stopStatus != "":
 				return e.stop(stopStatus, stopReason), nil
 			}
+			if e.pauseHeld(ctx) {
+				if err := e.waitPaused(ctx); err != nil {
+					return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
+				}
+				continue
+			}
 			// Nothing runs, nothing is ready, and the run watches for work.
 			if err := e.watch(ctx); err != nil {
 				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
@@ -82,6 +93,36 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 			cancelWorkers()
 		}
 	}
+}
+
+// pauseHeld reports whether the pause file holds new iterations back: it
+// exists, no stop is asked for (a stop wins), and the run is not being
+// interrupted.
+func (e *Engine) pauseHeld(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if _, err := os.Stat(e.cfg.Paths.Stop); err == nil {
+		return false
+	}
+	_, err := os.Stat(e.cfg.Paths.Pause)
+	return err == nil
+}
+
+// waitPaused waits, with nothing running, until the pause file is gone
+// (or a stop is asked for), saying so once each way.
+func (e *Engine) waitPaused(ctx context.Context) error {
+	e.emit(Event{Type: "paused", Message: "paused: no new iteration starts until `ralph resume` (or p in the dashboard)"})
+	for e.pauseHeld(ctx) {
+		if err := e.cfg.Clock.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	e.emit(Event{Type: "resumed", Message: "resumed"})
+	return nil
 }
 
 // watch waits one interval for new work without running an agent.

@@ -184,6 +184,9 @@ type Paths struct {
 	Transcripts string
 	Lock        string
 	Stop        string
+	// Pause, while it exists, holds new iterations back (the ones under
+	// way finish): `ralph pause`, the dashboard's p.
+	Pause string
 	PromptFile  string
 	// Summary, when set (a run folder's SUMMARY.md), gets a short debrief
 	// of each item that passes.
@@ -201,6 +204,7 @@ func PathsFor(root string) Paths {
 		Transcripts: filepath.Join(d, "transcripts"),
 		Lock:        filepath.Join(d, "run.lock"),
 		Stop:        filepath.Join(d, "stop"),
+		Pause:       filepath.Join(d, "pause"),
 		PromptFile:  filepath.Join(d, "prompt.md"),
 	}
 }
