@@ -186,8 +186,8 @@ type Paths struct {
 	Stop        string
 	// Pause, while it exists, holds new iterations back (the ones under
 	// way finish): `ralph pause`, the dashboard's p.
-	Pause string
-	PromptFile  string
+	Pause      string
+	PromptFile string
 	// Summary, when set (a run folder's SUMMARY.md), gets a short debrief
 	// of each item that passes.
 	Summary string
