@@ -145,14 +145,13 @@ func runActive(p engine.Paths) bool {
 
 // logRenderer prints a transcript for people.
 type logRenderer struct {
-	w       io.Writer
-	raw     bool
-	section string // "" (header), prompt, output
-	prompt  int    // prompt lines folded
-	reader  agent.ActivityReader
-	text    strings.Builder // streamed text not yet printed
-	folded  int             // output lines folded of the current tool
-	shown   int             // output lines shown of the current tool
+	w      io.Writer
+	raw    bool
+	prompt int // prompt lines folded
+	reader engine.TranscriptReader
+	text   strings.Builder // streamed text not yet printed
+	folded int             // output lines folded of the current tool
+	shown  int             // output lines shown of the current tool
 }
 
 // file renders path; with follow it waits for more at the end until done
@@ -202,36 +201,21 @@ func (r *logRenderer) line(l string) {
 		fmt.Fprintln(r.w, l)
 		return
 	}
-	switch {
-	case strings.HasPrefix(l, "# ralph iteration "):
-		if i := strings.LastIndex(l, " · agent "); i >= 0 {
-			r.reader.Agent = strings.TrimSpace(l[i+len(" · agent "):])
-		}
-		fmt.Fprintln(r.w, l)
-		return
-	case strings.HasPrefix(l, "# dir ") && r.section == "":
-		r.reader.Dir = strings.TrimPrefix(l, "# dir ")
-		return
-	case l == "## Prompt":
-		r.section = "prompt"
-		return
-	case l == "## Agent output":
+	kind, steps := r.reader.Line(l)
+	switch kind {
+	case engine.LinePrompt:
+		r.prompt++ // the heading too: folded with the prompt
+	case engine.LineOutput:
 		r.flushPrompt()
-		r.section = "output"
 		fmt.Fprintln(r.w, "\n## Agent output")
-		return
-	case strings.HasPrefix(l, "=== gate ") || strings.HasPrefix(l, "[ralph] "):
+	case engine.LineRalph:
 		r.flush()
 		fmt.Fprintln(r.w, l)
-		return
-	}
-	switch r.section {
-	case "prompt":
-		r.prompt++
-	case "output":
-		for _, s := range r.reader.Line([]byte(l)) {
+	case engine.LineAgent:
+		for _, s := range steps {
 			r.step(s)
 		}
+	case engine.LineHidden:
 	default:
 		fmt.Fprintln(r.w, l)
 	}
@@ -239,7 +223,7 @@ func (r *logRenderer) line(l string) {
 
 func (r *logRenderer) flushPrompt() {
 	if r.prompt > 0 {
-		fmt.Fprintf(r.w, "## Prompt (%d lines folded; --raw shows them)\n", r.prompt)
+		fmt.Fprintf(r.w, "## Prompt (%d lines folded; --raw shows them)\n", r.prompt-1)
 		r.prompt = 0
 	}
 }

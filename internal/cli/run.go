@@ -57,6 +57,7 @@ type RunOptions struct {
 	ResetBreaker      bool
 	NoMask            bool
 	JSON              bool
+	Plain             bool
 	RateLimitBackoff  time.Duration
 	// The task loop's (--tasks) own settings.
 	Watch    bool
@@ -143,6 +144,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
+	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
 	fl.BoolVar(&opts.NoMask, "no-mask", false, "keep secrets as they are in transcripts, progress, state and events (by default values of *KEY*, *TOKEN*, *SECRET*, *PASSWORD* variables and API-key shapes are masked)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
@@ -427,11 +429,16 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		return err
+	var outcome engine.Outcome
+	if !o.JSON && !o.Plain && out.IsInteractive() {
+		outcome, err = runWithDashboard(ctx, cfg, out)
+	} else {
+		var eng *engine.Engine
+		if eng, err = engine.New(cfg); err != nil {
+			return err
+		}
+		outcome, err = eng.Run(ctx)
 	}
-	outcome, err := eng.Run(ctx)
 	repo.Maintain(context.WithoutCancel(ctx))
 	if err != nil && outcome.State == nil {
 		return err

@@ -19,13 +19,16 @@ type IOStreams struct {
 	// color: ErrOut is a terminal that takes colour (no NO_COLOR, no
 	// TERM=dumb).
 	color bool
+	// inTTY: In is a terminal (keys can be read).
+	inTTY bool
 }
 
 // System returns the real streams.
 func System() *IOStreams {
 	_, noColor := os.LookupEnv("NO_COLOR")
 	color := term.IsTerminal(int(os.Stderr.Fd())) && !noColor && os.Getenv("TERM") != "dumb"
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, isTTY: term.IsTerminal(int(os.Stdout.Fd())), color: color}
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, isTTY: term.IsTerminal(int(os.Stdout.Fd())), color: color,
+		inTTY: term.IsTerminal(int(os.Stdin.Fd()))}
 }
 
 // Test returns streams backed by buffers.
@@ -44,6 +47,13 @@ func (s *IOStreams) Color() bool { return s.color }
 
 // SetColor switches colour (tests).
 func (s *IOStreams) SetColor(v bool) { s.color = v }
+
+// IsInteractive reports whether a person is at a terminal: standard input
+// and output are both one (a live view can be drawn and keys read), and
+// TERM is not dumb.
+func (s *IOStreams) IsInteractive() bool {
+	return s.isTTY && s.inTTY && os.Getenv("TERM") != "dumb"
+}
 
 // SetTTY switches TTY mode (tests).
 func (s *IOStreams) SetTTY(v bool) { s.isTTY = v }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -124,42 +125,91 @@ func (nopCloser) Close() error { return nil }
 type writer struct {
 	m       *Masker
 	w       io.Writer
-	buf     []byte
 	hold    int
+	mu      sync.Mutex // the agent's output and the flush timer both write
+	buf     []byte
 	flushed time.Time
+	timer   *time.Timer // flushes complete lines a slow writer left waiting
+	err     error
 }
 
 // batch is how much output the writer gathers before masking and writing
 // it, unless flushEvery has passed since its last write: many small
 // writes (an agent's lines) cost one pass and one write(2), and a slow
-// agent's transcript still follows it closely.
+// agent's transcript still follows it closely — a line it printed is
+// written within flushEvery even if nothing follows it (a live view
+// reads the transcript).
 const (
 	batch      = 64 << 10
 	flushEvery = 100 * time.Millisecond
 )
 
 func (w *writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
 	w.buf = append(w.buf, p...)
-	if len(w.buf) <= 2*w.hold {
+	if len(w.buf) < batch && time.Since(w.flushed) < flushEvery {
+		if w.timer == nil {
+			w.timer = time.AfterFunc(flushEvery, w.tick)
+		}
 		return len(p), nil
 	}
-	if len(w.buf) < batch {
-		if now := time.Now(); now.Sub(w.flushed) < flushEvery {
-			return len(p), nil
-		} else {
-			w.flushed = now
-		}
-	}
-	// The last hold bytes may hold the start of a secret that has not all
-	// arrived: they wait. A secret that starts before them has arrived
-	// whole (none is longer than hold) and is masked in one piece.
-	text := string(w.buf)
-	cut := w.m.safeCut(text, len(text)-w.hold)
-	if _, err := io.WriteString(w.w, w.m.String(text[:cut])); err != nil {
+	if err := w.flush(); err != nil {
+		w.err = err
 		return 0, err
 	}
-	w.buf = append(w.buf[:0], text[cut:]...)
 	return len(p), nil
+}
+
+func (w *writer) tick() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = nil
+	if w.err == nil && w.buf != nil {
+		w.err = w.flush()
+	}
+}
+
+// flush writes what is safe: all but the last hold bytes, or up to the
+// last line end when that is further (no secret spans lines unless one
+// of the values does). The held bytes may be the start of a secret that
+// has not all arrived; a secret that starts before the cut has arrived
+// whole and is masked in one piece. Called with mu held.
+func (w *writer) flush() error {
+	w.flushed = time.Now()
+	text := string(w.buf)
+	cut := len(text) - w.hold
+	if !w.m.multiline() {
+		if nl := strings.LastIndexByte(text, '\n'); nl+1 > cut {
+			cut = nl + 1
+		}
+	}
+	if cut <= 0 {
+		return nil
+	}
+	cut = w.m.safeCut(text, cut)
+	if _, err := io.WriteString(w.w, w.m.String(text[:cut])); err != nil {
+		return err
+	}
+	w.buf = append(w.buf[:0], text[cut:]...)
+	return nil
+}
+
+// multiline reports whether a secret value spans lines (a PEM key): then
+// nothing may be written up to a line end before the hold.
+func (m *Masker) multiline() bool {
+	if m == nil {
+		return false
+	}
+	for _, v := range m.values {
+		if strings.ContainsAny(v, "\r\n") {
+			return true
+		}
+	}
+	return false
 }
 
 // safeCut moves cut to the end of any secret that starts before it.
@@ -190,8 +240,17 @@ func (m *Masker) safeCut(s string, cut int) int {
 
 // Close writes what is held back.
 func (w *writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 	out := w.m.String(string(w.buf))
 	w.buf = nil
+	if w.err != nil {
+		return w.err
+	}
 	_, err := io.WriteString(w.w, out)
 	return err
 }

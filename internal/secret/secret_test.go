@@ -3,6 +3,7 @@ package secret
 import (
 	"bytes"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -72,13 +73,56 @@ func TestWriterBatchesSmallWrites(t *testing.T) {
 		t.Fatalf("masked stream differs: %d bytes, want %d; key left: %v", out.Len(), len(want), strings.Contains(out.String(), key))
 	}
 
-	var slow strings.Builder
-	w = FromEnv().Writer(&slow)
+	slow := &lockedBuffer{}
+	w = FromEnv().Writer(slow)
 	w.Write([]byte(strings.Repeat("x", 600) + "\n"))
 	time.Sleep(flushEvery + 10*time.Millisecond)
 	w.Write([]byte("next line\n"))
-	if slow.Len() == 0 {
+	if slow.String() == "" {
 		t.Fatal("a slow writer's output waits for Close")
 	}
 	w.Close()
+}
+
+// A slow agent's short line reaches the file within flushEvery even when
+// nothing follows it (a live view reads the transcript); a secret that has
+// not all arrived is still held back.
+func TestWriterFlushesALoneLine(t *testing.T) {
+	out := &lockedBuffer{}
+	m := FromEnv("X_TOKEN=abcdefghijklmnop")
+	w := m.Writer(out)
+	w.Write([]byte("first\n"))
+	time.Sleep(10 * time.Millisecond)
+	w.Write([]byte("working on S-1\nthe token is abcdefgh"))
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(out.String(), "working on S-1\n") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := out.String(); got != "first\nworking on S-1\n" {
+		t.Fatalf("after the lines, without a further write: %q", got)
+	}
+	w.Write([]byte("ijklmnop done\n"))
+	w.Close()
+	if got := out.String(); strings.Contains(got, "abcdefgh") || !strings.Contains(got, "the token is "+Mask+" done\n") {
+		t.Fatalf("the split secret: %q", got)
+	}
+}
+
+// lockedBuffer is a buffer the writer's flush timer may write while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

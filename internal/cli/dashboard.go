@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/ralph-loop/ralph/internal/dashboard"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/iostreams"
+)
+
+// runWithDashboard runs the engine with the live dashboard in front: the
+// view reads the run's files like `ralph watch` does. q closes the view
+// and the run goes on here with plain lines; ctrl+c interrupts the run.
+func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOStreams) (engine.Outcome, error) {
+	plain := cfg.OnEvent
+	var mu sync.Mutex
+	var sink func(engine.Event) // nil while the view is open
+	cfg.OnEvent = func(ev engine.Event) {
+		mu.Lock()
+		s := sink
+		mu.Unlock()
+		if s != nil {
+			s(ev)
+		}
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	runCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	model := dashboard.New(dashboard.NewFeed(cfg.Paths), dashboardControls(cfg.Paths, interrupt))
+	prog := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(out.In), tea.WithOutput(out.Out))
+	type result struct {
+		o   engine.Outcome
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		o, err := eng.Run(runCtx)
+		res <- result{o, err}
+		prog.Send(dashboard.DoneMsg{})
+	}()
+	if _, err := prog.Run(); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(out.ErrOut, "ralph: the dashboard failed (%v); plain lines follow\n", err)
+	}
+	if model.Closed {
+		fmt.Fprintln(out.ErrOut, "ralph: the dashboard is closed; the run goes on here (`ralph watch` in another terminal shows it again)")
+	}
+	mu.Lock()
+	sink = plain
+	mu.Unlock()
+	r := <-res
+	return r.o, r.err
+}
+
+// dashboardControls are the keys' actions on the run's files.
+func dashboardControls(p engine.Paths, interrupt func()) dashboard.Controls {
+	return dashboard.Controls{
+		SetPause:  func(on bool) error { return setPause(p, on, "the dashboard") },
+		Stop:      func() error { return requestStop(p, "the dashboard") },
+		Interrupt: interrupt,
+		Reattach:  "ralph watch",
+	}
+}
+
+// WatchOptions are `ralph watch`'s settings.
+type WatchOptions struct {
+	IO    *Factory
+	Plain bool
+}
+
+// NewCmdWatch builds `ralph watch`.
+func NewCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
+	opts := &WatchOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Show the live dashboard of a run started elsewhere",
+		Long: `Attach the dashboard to the run of this repository, wherever it was started:
+another terminal, the background, the Stop hook inside Claude Code. It reads
+the run's state, events and transcripts, as ` + "`ralph run`" + `'s own dashboard does,
+and never runs anything itself: p pauses and resumes the run (.ralph/pause),
+s stops it after the current iteration (.ralph/stop), enter opens the
+selected item's transcript in $PAGER, t hides the agents' output, q leaves
+(the run goes on). Not on a terminal, or with --plain, it prints the run's
+events as timestamped lines and ends when the run stops.`,
+		Example: `  ralph run --plain > run.log 2>&1 &   # or in another terminal
+  ralph watch`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return runWatch(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Plain, "plain", false, "timestamped event lines instead of the dashboard")
+	return cmd
+}
+
+func runWatch(ctx context.Context, o *WatchOptions) error {
+	f := o.IO
+	root, _, err := f.Repo(ctx)
+	if err != nil {
+		return err
+	}
+	p := engine.PathsFor(root)
+	if !o.Plain && f.IO.IsInteractive() {
+		model := dashboard.New(dashboard.NewFeed(p), dashboardControls(p, nil))
+		_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(f.IO.In), tea.WithOutput(f.IO.Out)).Run()
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	}
+	return followEvents(ctx, p, newPlainPrinter(f.IO.ErrOut, f.IO.Color()))
+}
+
+// followEvents prints the run's events as they are appended, from the
+// start of the run, until the run stops.
+func followEvents(ctx context.Context, p engine.Paths, pp *plainPrinter) error {
+	var off int64
+	var partial []byte
+	for {
+		active, _ := engine.ActiveRun(p)
+		fh, err := os.Open(p.Events)
+		if err == nil {
+			if st, err := fh.Stat(); err == nil && st.Size() < off {
+				off, partial = 0, nil // a new run set the old events aside
+			}
+			_, _ = fh.Seek(off, io.SeekStart)
+			b, _ := io.ReadAll(fh)
+			fh.Close()
+			off += int64(len(b))
+			b = append(partial, b...)
+			last := bytes.LastIndexByte(b, '\n')
+			partial = append([]byte(nil), b[last+1:]...)
+			if last >= 0 {
+				for _, line := range bytes.Split(b[:last], []byte{'\n'}) {
+					var ev engine.Event
+					if json.Unmarshal(line, &ev) == nil {
+						pp.event(ev)
+					}
+				}
+			}
+		} else if !os.IsNotExist(err) {
+			return err
+		}
+		if !active {
+			if off == 0 {
+				return engine.UsageError("no run is active and none has written events in %s yet", p.Root)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(dashboard.PollEvery):
+		}
+	}
+}

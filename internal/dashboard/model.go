@@ -1,0 +1,300 @@
+package dashboard
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+)
+
+// Controls are what the keys do, given by the driver (the files a run
+// reads: .ralph/pause, .ralph/stop; ralph run's own interrupt).
+type Controls struct {
+	SetPause  func(on bool) error
+	Stop      func() error
+	Interrupt func() // ctrl+c in `ralph run`: stop the run now (nil in ralph watch)
+	// Reattach says how to see the dashboard again after q.
+	Reattach string
+}
+
+// PollEvery is how often the view reads the run's files.
+const PollEvery = 250 * time.Millisecond
+
+type tickMsg time.Time
+
+// DoneMsg tells the view the run it shows is over (ralph run's own): it
+// renders the last frame and quits.
+type DoneMsg struct{}
+
+type pagerDoneMsg struct{ err error }
+
+// Model is the dashboard.
+type Model struct {
+	feed     *Feed
+	ctl      Controls
+	snap     Snapshot
+	sel      int
+	hideTail bool
+	note     string
+	now      func() time.Time
+	done     bool
+	// Closed: the person quit the view (q); the run goes on.
+	Closed bool
+	width  int
+}
+
+// New is a dashboard over feed.
+func New(feed *Feed, ctl Controls) *Model {
+	m := &Model{feed: feed, ctl: ctl, now: time.Now}
+	m.snap = feed.Poll()
+	return m
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(PollEvery, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// Init starts the polling.
+func (m *Model) Init() tea.Cmd { return tick() }
+
+// Update reacts to a key, a tick, the run's end.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tickMsg:
+		m.snap = m.feed.Poll()
+		return m, tick()
+	case DoneMsg:
+		m.snap = m.feed.Poll()
+		m.done = true
+		return m, tea.Quit
+	case tea.WindowSizeMsg:
+		m.width = msg.Width
+	case pagerDoneMsg:
+		if msg.err != nil {
+			m.note = "pager: " + msg.err.Error()
+		}
+	case tea.KeyPressMsg:
+		return m.key(msg.String())
+	}
+	return m, nil
+}
+
+func (m *Model) items() []string {
+	if m.snap.State == nil {
+		return nil
+	}
+	return m.snap.State.Order
+}
+
+func (m *Model) key(k string) (tea.Model, tea.Cmd) {
+	switch k {
+	case "q", "esc":
+		m.Closed = true
+		return m, tea.Quit
+	case "ctrl+c":
+		if m.ctl.Interrupt != nil {
+			m.ctl.Interrupt()
+			m.note = "interrupting the run"
+			return m, nil
+		}
+		m.Closed = true
+		return m, tea.Quit
+	case "up", "k":
+		if m.sel > 0 {
+			m.sel--
+		}
+	case "down", "j":
+		if m.sel < len(m.items())-1 {
+			m.sel++
+		}
+	case "t":
+		m.hideTail = !m.hideTail
+	case "p":
+		on := !m.snap.Paused
+		if err := m.ctl.SetPause(on); err != nil {
+			m.note = "pause: " + err.Error()
+		} else if on {
+			m.note = "paused: the iterations under way finish, then nothing starts until p again"
+		} else {
+			m.note = "resumed"
+		}
+		m.snap.Paused = on
+	case "s":
+		if err := m.ctl.Stop(); err != nil {
+			m.note = "stop: " + err.Error()
+		} else {
+			m.note = "stopping after the current iteration"
+		}
+	case "enter", "o":
+		items := m.items()
+		if m.sel >= len(items) {
+			return m, nil
+		}
+		tr := m.snap.Transcripts[items[m.sel]]
+		if tr == "" {
+			m.note = items[m.sel] + " has no transcript yet"
+			return m, nil
+		}
+		pager := os.Getenv("PAGER")
+		if pager == "" {
+			pager = "less"
+		}
+		argv := append(strings.Fields(pager), tr)
+		return m, tea.ExecProcess(exec.Command(argv[0], argv[1:]...), func(err error) tea.Msg { return pagerDoneMsg{err} })
+	}
+	return m, nil
+}
+
+var (
+	bold   = lipgloss.NewStyle().Bold(true)
+	faint  = lipgloss.NewStyle().Faint(true)
+	green  = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	red    = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	yellow = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+	cyan   = lipgloss.NewStyle().Foreground(lipgloss.Color("6"))
+)
+
+// View renders the snapshot.
+func (m *Model) View() tea.View {
+	return tea.NewView(m.Render())
+}
+
+// Render is the view as text (tests read it without a terminal).
+func (m *Model) Render() string {
+	var b strings.Builder
+	st := m.snap.State
+	if st == nil {
+		b.WriteString("ralph: no run yet in this repository (waiting for `ralph run`)\n")
+		if m.snap.Err != nil {
+			b.WriteString(red.Render(m.snap.Err.Error()) + "\n")
+		}
+		return b.String()
+	}
+	passed, blocked, total := st.Counts()
+	status := st.Status
+	switch {
+	case m.snap.Paused && m.snap.Active:
+		status = yellow.Render("paused")
+	case st.Status == engine.StatusRunning && !m.snap.Active:
+		status = "interrupted"
+	}
+	fmt.Fprintf(&b, "%s · run %s · %s · iteration %s · %d/%d passed", bold.Render("ralph"), st.RunID, status,
+		engine.IterationOf(st.Iteration, st.MaxIterations), passed, total)
+	if blocked > 0 {
+		fmt.Fprintf(&b, ", %s", red.Render(fmt.Sprintf("%d blocked", blocked)))
+	}
+	if u := st.Usage; u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0 {
+		fmt.Fprintf(&b, " · %s tokens", tokens(u.InputTokens+u.OutputTokens))
+		if u.CostUSD > 0 {
+			fmt.Fprintf(&b, " · $%.2f", u.CostUSD)
+		}
+	}
+	b.WriteString("\n")
+	if st.RateLimitedAt != nil && st.RateLimitedAt.After(m.now()) {
+		fmt.Fprintf(&b, "%s\n", yellow.Render(fmt.Sprintf("rate limited: waiting %s (until %s)", elapsed(st.RateLimitedAt.Sub(m.now())), st.RateLimitedAt.Local().Format("15:04:05"))))
+	}
+
+	// The items.
+	b.WriteString("\n" + bold.Render("Items") + "\n")
+	running := map[string]*engine.Current{}
+	if m.snap.Active {
+		for _, c := range st.Current {
+			running[c.Item] = c
+		}
+	}
+	for i, id := range st.Order {
+		is := st.Items[id]
+		mark, style := "·", faint
+		switch {
+		case is.Status == engine.ItemPassed:
+			mark, style = "✓", green
+		case is.Status == engine.ItemBlocked:
+			mark, style = "✗", red
+		case running[id] != nil:
+			mark, style = "▶", cyan
+		}
+		cursor := "  "
+		if i == m.sel {
+			cursor = "> "
+		}
+		line := fmt.Sprintf("%s%s %-10s %-34s %-8s %d att", cursor, mark, id, clip(is.Title, 34), is.Status, is.Attempts)
+		if l := m.snap.Levels[id]; l > 0 {
+			line += fmt.Sprintf("  L%d", l)
+		}
+		if is.Role != "" {
+			line += "  " + is.Role
+		}
+		if u := is.Usage; u != nil && (u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0) {
+			line += "  " + tokens(u.InputTokens+u.OutputTokens) + " tok"
+			if u.CostUSD > 0 {
+				line += fmt.Sprintf(" $%.2f", u.CostUSD)
+			}
+		}
+		b.WriteString(style.Render(line) + "\n")
+	}
+	if st.Untracked > 0 {
+		fmt.Fprintf(&b, "  · … %d more, not started yet\n", st.Untracked)
+	}
+
+	// The workers.
+	if m.snap.Active && len(st.Current) > 0 {
+		b.WriteString("\n" + bold.Render("Workers") + "\n")
+		for _, c := range st.Current {
+			role := c.Role
+			if role == "" {
+				role = "worker"
+			}
+			line := fmt.Sprintf("%s · iteration %d · attempt %d · %s · %s · %s", c.Item, c.Iteration, c.Attempt, role, c.Phase, elapsed(m.now().Sub(c.StartedAt)))
+			if c.QueuePos > 0 {
+				line += fmt.Sprintf(" · merge queue #%d", c.QueuePos)
+			}
+			b.WriteString(cyan.Render(line) + "\n")
+			if !m.hideTail {
+				for _, l := range m.snap.Tails[c.Item] {
+					b.WriteString("    " + clip(l, max(m.width-6, 60)) + "\n")
+				}
+			}
+		}
+	}
+	if len(m.snap.Gates) > 0 {
+		b.WriteString("\n" + bold.Render("Last gates") + "\n")
+		for _, g := range m.snap.Gates {
+			style := green
+			if strings.Contains(g, "FAILED") {
+				style = red
+			}
+			b.WriteString("  " + style.Render(g) + "\n")
+		}
+	}
+	if st.Status != engine.StatusRunning || m.done {
+		fmt.Fprintf(&b, "\n%s %s — %s\n", bold.Render("Run ended:"), st.Status, st.StopReason)
+	}
+	if m.note != "" {
+		b.WriteString("\n" + yellow.Render(m.note) + "\n")
+	}
+	b.WriteString(faint.Render("\n↑/↓ select · enter transcript in $PAGER · p pause/resume · s stop · t tail on/off · q close view") + "\n")
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func tokens(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

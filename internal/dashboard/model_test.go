@@ -1,0 +1,73 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
+)
+
+// A run's files as the view reads them: the items with their status and
+// level, the worker with the agent's activity, the gates, usage; the
+// keys act through the controls.
+func TestModelRendersTheRun(t *testing.T) {
+	root := t.TempDir()
+	p := engine.PathsFor(root)
+	if err := os.MkdirAll(p.Transcripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prd := filepath.Join(root, "prd.json")
+	os.WriteFile(prd, []byte(`{"project":"p","user_stories":[{"id":"S-1","title":"one"},{"id":"S-2","title":"two","depends_on":["S-1"]}]}`), 0o644)
+	now := time.Now()
+	st := &engine.State{RunID: "r1", Source: "prd", SourcePath: prd, Status: engine.StatusRunning, Iteration: 2, MaxIterations: 20, MaxAttempts: 3,
+		Order: []string{"S-1", "S-2"}, Usage: agent.Usage{InputTokens: 12000, OutputTokens: 345, CostUSD: 0.42},
+		Items: map[string]*engine.ItemState{
+			"S-1": {ID: "S-1", Title: "one", Status: engine.ItemPassed, Usage: &agent.Usage{InputTokens: 9000, CostUSD: 0.3}},
+			"S-2": {ID: "S-2", Title: "two", Status: engine.ItemRunning, Attempts: 1},
+		},
+		Current: []*engine.Current{{Item: "S-2", Iteration: 2, Attempt: 2, Phase: engine.PhaseAgent, StartedAt: now.Add(-75 * time.Second)}}}
+	b, _ := json.Marshal(st)
+	if err := os.WriteFile(p.State, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := filepath.Join(p.Transcripts, "0002-S-2.log")
+	os.WriteFile(tr, []byte("# ralph iteration 2 · story S-2 · attempt 2/3 · agent claude\n# started x\n# dir "+root+"\n\n## Prompt\n\nsecret prompt\n\n## Agent output\n\n"+
+		`{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Write","input":{"file_path":"`+root+`/add.go"}}]}}`+"\n"+
+		`{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"go test ./..."}}]}}`+"\n"), 0o644)
+	os.WriteFile(p.Events, []byte(`{"type":"iteration_started","item":"S-2","iteration":2,"data":{"transcript":"`+tr+`"}}`+"\n"+
+		`{"type":"gate_result","item":"S-1","message":"gate test passed (3ms)"}`+"\n"), 0o644)
+
+	var paused []bool
+	stopped := false
+	m := New(NewFeed(p), Controls{SetPause: func(on bool) error { paused = append(paused, on); return nil }, Stop: func() error { stopped = true; return nil }})
+	m.snap.Active = true // no process holds the lock in a test
+	out := m.Render()
+	for _, want := range []string{"run r1", "iteration 2/20 · 1/2 passed", "12.3k tokens · $0.42", "✓ S-1", "L1", "L2", "9.0k tok $0.30",
+		"S-2 · iteration 2 · attempt 2 · worker · agent · 1:1", "→ Write add.go", "→ Bash go test ./...", "S-1: gate test passed (3ms)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret prompt") {
+		t.Errorf("the prompt shown as activity:\n%s", out)
+	}
+	m.Update(tea.KeyPressMsg{Code: 't', Text: "t"})
+	if out := m.Render(); strings.Contains(out, "→ Write") {
+		t.Errorf("t did not hide the tail:\n%s", out)
+	}
+	m.Update(tea.KeyPressMsg{Code: 'p', Text: "p"})
+	m.Update(tea.KeyPressMsg{Code: 's', Text: "s"})
+	if len(paused) != 1 || !paused[0] || !stopped {
+		t.Errorf("p and s: paused %v, stopped %v", paused, stopped)
+	}
+	if _, cmd := m.Update(tea.KeyPressMsg{Code: 'q', Text: "q"}); cmd == nil || !m.Closed {
+		t.Error("q does not close the view")
+	}
+}
