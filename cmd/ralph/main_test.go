@@ -1,11 +1,15 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +66,7 @@ func TestScripts(t *testing.T) {
 			"waitfile":   cmdWaitFile,
 			"pidgone":    cmdPidGone,
 			"countlines": cmdCountLines,
+			"webhook":    cmdWebhook,
 		},
 		RequireExplicitExec: true,
 	})
@@ -129,4 +134,32 @@ func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("%s: %d lines contain %q, want %d", args[0], n, args[1], want)
 	}
+}
+
+// webhook URLFILE LOGFILE [STATUS]: serve HTTP on loopback for the rest of
+// the script; the URL goes to URLFILE, each request's method and body (one
+// line) are appended to LOGFILE, and each is answered with STATUS (200).
+func cmdWebhook(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: webhook URLFILE LOGFILE [STATUS]")
+	}
+	status := http.StatusOK
+	if len(args) > 2 {
+		status, _ = strconv.Atoi(args[2])
+	}
+	var mu sync.Mutex
+	logPath := ts.MkAbs(args[1])
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Write([]byte(r.Method + " " + r.Header.Get("Content-Type") + " " + strings.ReplaceAll(string(b), "\n", " ") + "\n"))
+			f.Close()
+		}
+		mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	ts.Defer(srv.Close)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(srv.URL), 0o644))
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -77,11 +78,15 @@ func (c *Cmd) Run(ctx context.Context, req Request) (Result, error) {
 }
 
 // TextParser is the parser for agents that print plain text (cmd, amp).
-// It keeps a bounded tail and recognises one control line:
-// `RALPH_RATE_LIMIT: <seconds | RFC3339 time> [message]`.
+// It keeps a bounded tail and recognises two control lines:
+// `RALPH_RATE_LIMIT: <seconds | RFC3339 time> [message]` and
+// `RALPH_USAGE: {"input_tokens": N, "output_tokens": N, "cost_usd": X}`
+// (added up when printed more than once: budgets and the dashboard's cost
+// work for any program).
 type TextParser struct {
 	tail      TailBuffer
 	rateLimit *RateLimit
+	usage     Usage
 	// learnings is the last "## Learnings" section of the whole output and
 	// every LEARNING: line (bounded): the final paragraph alone would lose
 	// a section the program printed before its closing words.
@@ -96,6 +101,9 @@ const maxLearnings = 8 << 10
 // RateLimitMarker starts a plain-text rate-limit line.
 const RateLimitMarker = "RALPH_RATE_LIMIT:"
 
+// UsageMarker starts a plain-text usage line (Usage as JSON).
+const UsageMarker = "RALPH_USAGE:"
+
 func (p *TextParser) Line(line []byte) {
 	if p.tail.Max == 0 {
 		p.tail.Max = 64 << 10
@@ -105,6 +113,12 @@ func (p *TextParser) Line(line []byte) {
 	trimmed := bytes.TrimSpace(line)
 	if rest, ok := bytes.CutPrefix(trimmed, []byte(RateLimitMarker)); ok {
 		p.rateLimit = ParseRateLimitLine(string(bytes.TrimSpace(rest)), time.Now())
+	}
+	if rest, ok := bytes.CutPrefix(trimmed, []byte(UsageMarker)); ok {
+		var u Usage
+		if json.Unmarshal(bytes.TrimSpace(rest), &u) == nil {
+			p.usage.Add(u)
+		}
 	}
 	_, _ = p.tail.Write(line)
 	_, _ = p.tail.Write(newline)
@@ -146,6 +160,7 @@ func (p *TextParser) Finish(res *Result, stderrTail string) {
 		res.Learnings = "## Learnings\n" + strings.Join(p.learnings, "\n")
 	}
 	res.RateLimit = p.rateLimit
+	res.Usage = p.usage
 	if res.ExitCode != 0 && !res.TimedOut {
 		res.ErrorText = fmt.Sprintf("exit %d: %s", res.ExitCode, lastLines(stderrTail, 5))
 	}

@@ -111,3 +111,17 @@ func TestTailBufferKeepsTheLastBytes(t *testing.T) {
 		}
 	}
 }
+
+// RALPH_USAGE lines report a plain agent's tokens and cost, added up; a
+// malformed one is ignored.
+func TestTextParserUsage(t *testing.T) {
+	p := &TextParser{}
+	for _, l := range []string{"working", `RALPH_USAGE: {"input_tokens": 1200, "output_tokens": 30, "cost_usd": 0.25}`, "RALPH_USAGE: not json", `  RALPH_USAGE: {"input_tokens": 800, "cost_usd": 0.05}`, "done"} {
+		p.Line([]byte(l))
+	}
+	var res Result
+	p.Finish(&res, "")
+	if res.Usage != (Usage{InputTokens: 2000, OutputTokens: 30, CostUSD: 0.3}) {
+		t.Fatalf("usage %+v", res.Usage)
+	}
+}

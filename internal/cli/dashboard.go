@@ -22,11 +22,12 @@ import (
 // runWithDashboard runs the engine with the live dashboard in front: the
 // view reads the run's files like `ralph watch` does. q closes the view
 // and the run goes on here with plain lines; ctrl+c interrupts the run.
-func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOStreams) (engine.Outcome, error) {
-	plain := cfg.OnEvent
+func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOStreams, notify *notifier) (engine.Outcome, error) {
+	plain := cfg.OnEvent // the display once the view is closed
 	var mu sync.Mutex
 	var sink func(engine.Event) // nil while the view is open
 	cfg.OnEvent = func(ev engine.Event) {
+		notify.event(ev)
 		mu.Lock()
 		s := sink
 		mu.Unlock()

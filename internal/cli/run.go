@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,9 @@ type RunOptions struct {
 	Watch    bool
 	Interval time.Duration
 	Gates    []string // NAME=COMMAND
+	// Notifications.
+	Notify        []string
+	NotifyCommand string
 	// Progress memory.
 	ProgressBudget  int
 	Summarizer      string
@@ -149,6 +153,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
+	fl.StringArrayVar(&opts.Notify, "notify", nil, "webhook `URL` that gets a JSON POST when the run ends, an item is blocked or a rate limit pauses it (repeatable)")
+	fl.StringVar(&opts.NotifyCommand, "notify-command", "", "shell `COMMAND` that gets the same events as JSON on stdin (a desktop notification, a chat tool)")
 	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
@@ -182,6 +188,10 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	o.AgentFlags.applyConfig(c, set)
 	str(&o.Summarizer, "summarizer", c.Summarizer)
+	str(&o.NotifyCommand, "notify-command", c.NotifyCommand)
+	if !set("notify") && len(c.Notify) > 0 {
+		o.Notify = c.Notify
+	}
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	if !set("progress-budget") && c.ProgressBudgetTokens > 0 {
@@ -429,10 +439,29 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
+	var notify *notifier
+	if len(o.Notify) > 0 || o.NotifyCommand != "" {
+		for _, u := range o.Notify {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return engine.UsageError("--notify %q: want an http:// or https:// URL", u)
+			}
+		}
+		runner := f.Runner
+		if runner == nil {
+			runner = proc.Exec{}
+		}
+		notify = &notifier{urls: o.Notify, command: o.NotifyCommand, repo: root, events: paths.Events, runner: runner,
+			client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(out.ErrOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}
+	}
+	defer notify.wait()
 	var outcome engine.Outcome
 	if !o.JSON && !o.Plain && out.IsInteractive() {
-		outcome, err = runWithDashboard(ctx, cfg, out)
+		outcome, err = runWithDashboard(ctx, cfg, out, notify)
 	} else {
+		if notify != nil {
+			display := cfg.OnEvent
+			cfg.OnEvent = func(ev engine.Event) { display(ev); notify.event(ev) }
+		}
 		var eng *engine.Engine
 		if eng, err = engine.New(cfg); err != nil {
 			return err

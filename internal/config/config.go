@@ -51,10 +51,14 @@ type Config struct {
 	Council            int               `yaml:"council"` // voters on a critical item (default 3)
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
-	ProgressBudgetTokens int    `yaml:"progress_budget_tokens"`
-	Summarizer           string `yaml:"summarizer"`
-	SummarizerCmd        string `yaml:"summarizer_cmd"`
-	SummarizerModel      string `yaml:"summarizer_model"`
+	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
+	// Notifications: webhooks that get a JSON POST, a command that gets
+	// the event on stdin (run end, item blocked, rate-limit pause).
+	Notify          []string `yaml:"notify"`
+	NotifyCommand   string   `yaml:"notify_command"`
+	Summarizer      string   `yaml:"summarizer"`
+	SummarizerCmd   string   `yaml:"summarizer_cmd"`
+	SummarizerModel string   `yaml:"summarizer_model"`
 }
 
 // Duration accepts "90s", "5m", "1h30m".
