@@ -28,8 +28,9 @@ each item's first iteration writes a plan to .ralph/plans/<ID>.md and changes
 no code, and the item waits until a person decides. ` + "`ralph status`" + ` lists the
 waiting plans. The decision is written beside the plan; a running loop applies
 it before it next picks an item, otherwise the next ` + "`ralph run`" + ` does.`,
-		Example: "  ralph status\n  ralph approve US-002",
-		Args:    cobra.ExactArgs(1),
+		Example:           "  ralph status\n  ralph approve US-002",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeItems(f, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Item = args[0]
 			if runF != nil {
@@ -49,8 +50,9 @@ func NewCmdReject(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 		Long: `Reject the plan of an item that waits for approval (--plan-approval). The
 item's next iteration writes a new plan with the reason in its prompt; the
 rejected plan is kept as .ralph/plans/<ID>.<N>.rejected.md.`,
-		Example: `  ralph reject US-002 --reason "keep the old API; add a new endpoint instead"`,
-		Args:    cobra.ExactArgs(1),
+		Example:           `  ralph reject US-002 --reason "keep the old API; add a new endpoint instead"`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeItems(f, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Item = args[0]
 			if runF != nil {

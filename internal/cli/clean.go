@@ -29,7 +29,9 @@ type CleanOptions struct {
 func NewCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
 	opts := &CleanOptions{IO: f, KeepRuns: -1}
 	cmd := &cobra.Command{
-		Use:   "clean",
+		Use: "clean",
+		Example: `  ralph clean --dry-run
+  ralph clean --runs 3   # keep the 3 newest runs`,
 		Short: "Remove worktrees and branches left by parallel runs",
 		Long: `Remove the worktrees under .ralph/worktrees and their story branches
 (ralph/<feature>-stories/<story>) for stories that passed, and orphans left by

@@ -26,7 +26,9 @@ type DemoOptions struct {
 func NewCmdDemo(f *Factory, runF func(*DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "demo",
+		Use: "demo",
+		Example: `  ralph demo
+  ralph demo --dir /tmp/calc`,
 		Short: "Run the whole loop on a small generated project with the scripted agent",
 		Long: `Create a small Go project in a temporary folder (a calculator with a failing
 test per story), a three-story prd.json where story 3 depends on stories 1

@@ -111,6 +111,7 @@ check fails. It writes nothing.`,
 	fl.StringArrayVar(&o.Gates, "gate", nil, "with --tasks: gate `NAME=COMMAND` (repeatable)")
 	fl.StringVar(&o.Summarizer, "summarizer", "", "the progress summariser's agent `NAME`")
 	fl.StringVar(&o.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: its `ARGV`")
+	completeAgents(cmd, "agent", "summarizer")
 	return cmd
 }
 

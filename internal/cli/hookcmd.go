@@ -16,7 +16,9 @@ import (
 // NewCmdHook builds `ralph hook`.
 func NewCmdHook(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "hook",
+		Use: "hook",
+		Example: `  ralph hook install --claude
+  ralph hook uninstall --claude --scope user`,
 		Short: "Drive the loop from inside Claude Code or Codex (Stop hook, plugin)",
 		Long: `ralph can run inside an agent's own session: the agent's Stop hook calls
 ` + "`ralph hook stop`" + `, which decides whether the session may stop or gets the
@@ -47,7 +49,9 @@ type HookInstallOptions struct {
 func NewCmdHookInstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
 	opts := &HookInstallOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "install [--claude|--codex] [--scope project|user]",
+		Use: "install [--claude|--codex] [--scope project|user]",
+		Example: `  ralph hook install --claude
+  ralph hook install --codex --scope user`,
 		Short: "Add ralph's Stop hook to Claude Code's or Codex's settings",
 		Long: `Add {"hooks":{"Stop":[{"hooks":[{"type":"command","command":"<ralph> hook stop"}]}]}}
 to the agent's settings, keeping every other key and hook:
@@ -75,9 +79,10 @@ hooks only in a trusted project.`,
 func NewCmdHookUninstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
 	opts := &HookInstallOptions{IO: f, Remove: true}
 	cmd := &cobra.Command{
-		Use:   "uninstall [--claude|--codex] [--scope project|user]",
-		Short: "Remove ralph's Stop hook (only ralph's) from the agent's settings",
-		Args:  cobra.NoArgs,
+		Use:     "uninstall [--claude|--codex] [--scope project|user]",
+		Example: `  ralph hook uninstall --claude`,
+		Short:   "Remove ralph's Stop hook (only ralph's) from the agent's settings",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -178,8 +183,9 @@ type HookPluginOptions struct {
 func NewCmdHookPlugin(f *Factory, runF func(*HookPluginOptions) error) *cobra.Command {
 	opts := &HookPluginOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "plugin DIR",
-		Short: "Write a Claude Code plugin (Stop hook + /ralph-loop command) into DIR",
+		Use:     "plugin DIR",
+		Example: `  ralph hook plugin ./ralph-plugin`,
+		Short:   "Write a Claude Code plugin (Stop hook + /ralph-loop command) into DIR",
 		Long: `Write a Claude Code plugin folder:
 
   DIR/.claude-plugin/plugin.json   manifest (name ralph)

@@ -33,7 +33,9 @@ type LoopStartOptions struct {
 // NewCmdLoop builds `ralph loop`.
 func NewCmdLoop(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "loop",
+		Use: "loop",
+		Example: `  ralph loop start 'Make the tests in ./calc pass' --max-iterations 10
+  ralph loop cancel`,
 		Short: "Arm or cancel an in-session loop driven by the Stop hook",
 		Long: `An in-session loop runs inside one Claude Code (or Codex) session: each time
 the agent tries to stop, ` + "`ralph hook stop`" + ` verifies the iteration with the same
@@ -85,7 +87,9 @@ that file, verified by the harness's gates and exit conditions.`,
 func NewCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
 	opts := &LoopStartOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "start [FILE|pagent]",
+		Use: "start [FILE|pagent]",
+		Example: `  ralph pipeline start pagent
+  ralph pipeline start pipeline.yaml`,
 		Short: "Arm a pipeline for the Stop hook (in-session) and print the first stage's prompt",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -212,9 +216,10 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 func NewCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {
 	opts := &LoopCancelOptions{IO: f}
 	return &cobra.Command{
-		Use:   "cancel",
-		Short: "Disarm the in-session loop: the next stop is allowed",
-		Args:  cobra.NoArgs,
+		Use:     "cancel",
+		Example: `  ralph loop cancel`,
+		Short:   "Disarm the in-session loop: the next stop is allowed",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -261,7 +266,9 @@ type HookStopOptions struct {
 func NewCmdHookStop(f *Factory, runF func(*HookStopOptions) error) *cobra.Command {
 	opts := &HookStopOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "stop",
+		Use: "stop",
+		Example: `  # called by the Stop hook ralph hook install writes:
+  ralph hook stop < hook-input.json`,
 		Short: "The Stop hook: verify the iteration, then block with the next prompt or allow the stop",
 		Long: `Called by Claude Code or Codex when the agent tries to stop, with the hook JSON
 on stdin. With no armed loop, or a stop in another session, it allows the stop

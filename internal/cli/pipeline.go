@@ -20,7 +20,10 @@ import (
 // NewCmdPipeline builds `ralph pipeline`.
 func NewCmdPipeline(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "pipeline",
+		Use: "pipeline",
+		Example: `  ralph pipeline init pagent --prd PRD.md
+  ralph pipeline validate
+  ralph run --pipeline .ralph/pipeline.yaml`,
 		Short: "Create, validate and show pipelines (ordered stages with exit conditions)",
 		Long: `A pipeline is an ordered list of stages; each has a prompt (a Go template
 with {{.PRDPath}}, {{.Stage}}, {{.Iteration}}, …) and an exit condition the
@@ -228,8 +231,9 @@ func (o *PipelineFileOptions) load(ctx context.Context) (*pipeline.Pipeline, err
 // NewCmdPipelineValidate builds `ralph pipeline validate`.
 func NewCmdPipelineValidate(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
 	return pipelineFileCommand(f, &cobra.Command{
-		Use:   "validate [FILE]",
-		Short: "Check a pipeline file and print every problem (exit 2 when invalid)",
+		Use:     "validate [FILE]",
+		Example: `  ralph pipeline validate pipeline.yaml`,
+		Short:   "Check a pipeline file and print every problem (exit 2 when invalid)",
 		Long: `Check a pipeline file (default .ralph/pipeline.yaml): strict YAML (an
 unknown key is an error), stage names unique, a prompt or prompt_file that
 exists and parses as a template, and an exit condition with sane values.
@@ -255,8 +259,9 @@ func stageNames(p *pipeline.Pipeline) string {
 // NewCmdPipelineShow builds `ralph pipeline show`.
 func NewCmdPipelineShow(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
 	return pipelineFileCommand(f, &cobra.Command{
-		Use:   "show [FILE]",
-		Short: "Print a pipeline's stages and exit conditions (and progress when a run exists)",
+		Use:     "show [FILE]",
+		Example: `  ralph pipeline show pipeline.yaml`,
+		Short:   "Print a pipeline's stages and exit conditions (and progress when a run exists)",
 	}, runF, func(ctx context.Context, o *PipelineFileOptions) error {
 		p, err := o.load(ctx)
 		if err != nil {

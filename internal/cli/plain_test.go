@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ralph-loop/ralph/internal/engine"
 )
 
@@ -65,4 +67,43 @@ func TestStatusNoWorkersWhenStopped(t *testing.T) {
 	if md := StatusMarkdown(st, true); !strings.Contains(md, "| Worker |") {
 		t.Fatalf("active run without worker rows:\n%s", md)
 	}
+}
+
+// ralph run --help lists its flags under headings; every command has an
+// example.
+func TestRunHelpGroupsAndExamples(t *testing.T) {
+	f := testFactory(t)
+	root := NewCmdRoot(f)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"run", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	last := -1
+	for _, h := range []string{"Work source:", "Agent:", "Limits:", "Roles and review:", "Parallel:", "State:", "Output:"} {
+		i := strings.Index(help, "\n"+h+"\n")
+		if i < 0 || i < last {
+			t.Fatalf("heading %q missing or out of order:\n%s", h, help)
+		}
+		last = i
+	}
+	if i := strings.Index(help, "--prd FILE"); i < strings.Index(help, "Work source:") || i > strings.Index(help, "Agent:") {
+		t.Errorf("--prd is not under Work source:\n%s", help)
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			if s.Hidden || s.Name() == "help" || s.Name() == "completion" {
+				continue
+			}
+			if s.Runnable() && s.Example == "" {
+				t.Errorf("%s has no example", s.CommandPath())
+			}
+			walk(s)
+		}
+	}
+	walk(root)
 }

@@ -16,7 +16,10 @@ import (
 // NewCmdPRD builds `ralph prd`.
 func NewCmdPRD(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "prd",
+		Use: "prd",
+		Example: `  ralph prd new --project todo-api --feature 'Task priorities'
+  ralph prd import docs/spec.md
+  ralph prd validate`,
 		Short: "Create, import and validate PRD files",
 	}
 	cmd.AddCommand(NewCmdPRDNew(f, nil), NewCmdPRDValidate(f, nil), NewCmdPRDImport(f, nil))
@@ -36,9 +39,10 @@ type PRDNewOptions struct {
 func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 	opts := &PRDNewOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "new --project NAME --feature NAME [-o FILE]",
-		Short: "Write a PRD template (snake_case format) to fill in",
-		Args:  cobra.NoArgs,
+		Use:     "new --project NAME --feature NAME [-o FILE]",
+		Example: `  ralph prd new --project todo-api --feature 'Task priorities' -o prd.json`,
+		Short:   "Write a PRD template (snake_case format) to fill in",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -80,7 +84,9 @@ type PRDValidateOptions struct {
 func NewCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.Command {
 	opts := &PRDValidateOptions{IO: f}
 	return &cobra.Command{
-		Use:   "validate [FILE]",
+		Use: "validate [FILE]",
+		Example: `  ralph prd validate
+  ralph prd validate ralph/runs/20261123-auth/prd.json`,
 		Short: "Check a prd.json (either format) and print every problem",
 		Long: `Check a PRD in the snake_case format (user_stories, depends_on, …) or the
 camelCase format of the bash Ralph (userStories, acceptanceCriteria, …).

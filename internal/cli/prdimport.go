@@ -72,6 +72,7 @@ prompts and transcripts stay in .ralph/import/.`,
 	fl.BoolVar(&opts.Force, "force", false, "overwrite an existing output file")
 	fl.DurationVar(&opts.Timeout, "timeout", 20*time.Minute, "time limit (`DURATION`) of each agent iteration")
 	opts.AgentFlags.register(fl)
+	completeAgents(cmd, "agent")
 	return cmd
 }
 

@@ -25,7 +25,9 @@ type RolesOptions struct {
 func NewCmdRoles(f *Factory, runF func(*RolesOptions) error) *cobra.Command {
 	opts := &RolesOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "roles",
+		Use: "roles",
+		Example: `  ralph roles list
+  ralph roles show reviewer`,
 		Short: "The role texts and triggers in force",
 		Long: `Roles change how an iteration thinks: when a trigger's condition holds
 between iterations, the role's text is appended to the prompt after a line
@@ -51,9 +53,10 @@ item passes.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List the roles, triggers and per-role agents in force, and where each comes from",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  ralph roles list`,
+		Short:   "List the roles, triggers and per-role agents in force, and where each comes from",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -98,9 +101,10 @@ item passes.`,
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
-		Use:   "show NAME",
-		Short: "Print a role's text and where it comes from",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show NAME",
+		Example: `  ralph roles show reviewer`,
+		Short:   "Print a role's text and where it comes from",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Name = args[0]
 			if runF != nil {

@@ -160,6 +160,17 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
 	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
+	completeAgents(cmd, "agent", "summarizer")
+	cmd.ValidArgsFunction = completeRunFolders(f, false)
+	groupFlags(cmd, []flagGroup{
+		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates"}},
+		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
+		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
+		{"Parallel", []string{"parallel"}},
+		{"State", []string{"fresh", "resume", "reset-breaker", "allow-dirty"}},
+		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command"}},
+	})
 	return cmd
 }
 

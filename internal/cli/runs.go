@@ -26,7 +26,10 @@ type RunsOptions struct {
 func NewCmdRuns(f *Factory, runF func(*RunsOptions) error) *cobra.Command {
 	opts := &RunsOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "runs",
+		Use: "runs",
+		Example: `  ralph runs new 'Auth flow' --prd docs/auth.md
+  ralph runs lint
+  ralph runs list`,
 		Short: "Seed 001's run folders: ralph/runs/<run_id>/ with PRD.md, prd.json, PROMPT.md, progress.md",
 		Long: `A run folder keeps one run's spec, stories, prompt and memory in the
 repository: ralph/runs/<run_id>/ holds PRD.md (the prose spec), prd.json
@@ -43,8 +46,9 @@ dirty; ralph's own progress log stays in .ralph/progress.md.`,
 		Args: cobra.NoArgs,
 	}
 	newCmd := &cobra.Command{
-		Use:   "new NAME [--prd PRD.md]",
-		Short: "Make ralph/runs/<date>-<name>/ with PRD.md, prd.json, PROMPT.md and progress.md",
+		Use:     "new NAME [--prd PRD.md]",
+		Example: `  ralph runs new 'Auth flow' --prd docs/auth.md`,
+		Short:   "Make ralph/runs/<date>-<name>/ with PRD.md, prd.json, PROMPT.md and progress.md",
 		Long: `Make a run folder ralph/runs/<date>-<name>/ (a number is added when the
 id is taken) holding PRD.md (a copy of --prd, or an outline to fill in),
 prd.json (one example story to replace with yours; its branch is
@@ -64,9 +68,10 @@ completion promise) and progress.md. Then edit prd.json and run
 	}
 	newCmd.Flags().StringVar(&opts.PRD, "prd", "", "prose PRD `FILE` (markdown) to copy into the run folder as PRD.md")
 	cmd.AddCommand(newCmd, &cobra.Command{
-		Use:   "list",
-		Short: "List the run folders with their stories passed and whether each is Ralph-ready",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  ralph runs list`,
+		Short:   "List the run folders with their stories passed and whether each is Ralph-ready",
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -74,7 +79,9 @@ completion promise) and progress.md. Then edit prd.json and run
 			return runsList(c, opts)
 		},
 	}, &cobra.Command{
-		Use:   "lint [RUN]",
+		Use: "lint [RUN]",
+		Example: `  ralph runs lint
+  ralph runs lint 20261123-auth-flow`,
 		Short: "Check run folders against seed 001's Ralph-ready rules (exit 2 when one fails)",
 		Long: `Check a run folder (a path or a run id; all of ralph/runs/ when none is
 given) against seed 001's "Ralph-ready" rules: it is ralph/runs/<run_id>/;
@@ -85,7 +92,8 @@ read-first instructions, "pick next story where passes=false", "implement +
 test + commit", "set passes=true only when criteria met", "append progress
 entry" and the completion promise tag (<promise>…</promise>). One line per
 failure; exit 2 when any fails. Writes nothing.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeRunFolders(f, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				opts.Run = args[0]

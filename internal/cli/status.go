@@ -24,7 +24,9 @@ type StatusOptions struct {
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	opts := &StatusOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use: "status",
+		Example: `  ralph status
+  ralph status --json | jq .passed`,
 		Short: "Show the progress of the current or last run",
 		Long: `Show the current or last run of this repository: passed/total, each item
 with its status and attempts, the iterations under way (only while a run is

@@ -17,8 +17,9 @@ type StopOptions struct{ IO *Factory }
 func NewCmdStop(f *Factory, runF func(*StopOptions) error) *cobra.Command {
 	opts := &StopOptions{IO: f}
 	return &cobra.Command{
-		Use:   "stop",
-		Short: "Stop the active run after its current iteration",
+		Use:     "stop",
+		Example: `  ralph stop`,
+		Short:   "Stop the active run after its current iteration",
 		Long: `Ask the active run in this repository to stop gracefully: it finishes the
 current iteration (agent, gates, commit), saves its state and exits with 130.
 This creates .ralph/stop, which you may also create by hand.`,
@@ -87,7 +88,7 @@ keeps its lock and its state; ` + "`ralph stop`" + ` still stops it. This create
 		long = "Remove .ralph/pause: a paused run starts its next iteration."
 	}
 	return &cobra.Command{
-		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
+		Use: use, Short: short, Long: long, Args: cobra.NoArgs, Example: "  ralph " + use,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			root, _, err := f.Repo(cmd.Context())
 			if err != nil {

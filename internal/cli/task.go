@@ -42,7 +42,10 @@ message names file:line) · 3 no task ready (claim without ID, next).`
 // NewCmdTask builds `ralph task` and its subcommands.
 func NewCmdTask(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "task",
+		Use: "task",
+		Example: `  ralph task add 'Parse the config'
+  ralph task next
+  ralph task complete 1.2`,
 		Short: "Work with the task tree (tasks.jsonl and tasks-done.jsonl)",
 		Long: `Read and change the task tree: tasks.jsonl holds the pending, active and
 blocked tasks, tasks-done.jsonl is the append-only archive of completed ones
@@ -78,6 +81,9 @@ the loop archives it after the gates pass and the branch is merged.
 
 func taskCommand(f *Factory, opts *TaskOptions, cmd *cobra.Command, runF func(*TaskOptions) error, run func(context.Context, *TaskOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.File, "file", "", "tasks `FILE` (default $RALPH_TASKS_FILE, else tasks.jsonl at the repository root)")
+	if fields := strings.Fields(cmd.Use); len(fields) > 1 && strings.Contains(fields[1], "ID") {
+		cmd.ValidArgsFunction = completeTasks(opts)
+	}
 	if cmd.Long == "" {
 		cmd.Long = cmd.Short + "."
 	}
@@ -169,7 +175,9 @@ func NewCmdTaskSplit(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 func NewCmdTaskClaim(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "claim [ID]",
+		Use: "claim [ID]",
+		Example: `  ralph task claim
+  ralph task claim 1.2`,
 		Short: "Mark the next pending leaf task (or ID) active",
 		Long: `Mark a pending leaf task active and print its id: the given one, or the
 next pending leaf in id order (skipping blocked containers). Exit 3 when no
@@ -205,8 +213,9 @@ task is ready.`,
 func NewCmdTaskComplete(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "complete ID",
-		Short: "Complete a leaf task (archive it), or claim it done inside a loop",
+		Use:     "complete ID",
+		Example: `  ralph task complete 1.2`,
+		Short:   "Complete a leaf task (archive it), or claim it done inside a loop",
 		Long: `Move leaf task ID to tasks-done.jsonl with the completion time and
 --commit, then every parent whose subtasks are now all complete.
 
@@ -292,8 +301,9 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 func NewCmdTaskBlock(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "block ID --reason REASON",
-		Short: "Mark a task blocked with a reason",
+		Use:     "block ID --reason REASON",
+		Example: `  ralph task block 1.2 --reason 'needs an API key'`,
+		Short:   "Mark a task blocked with a reason",
 		Long: `Mark task ID blocked with a reason. The loop skips blocked tasks (and every
 task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.`,
 		Args: cobra.ExactArgs(1),
@@ -313,9 +323,10 @@ task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.
 func NewCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "release ID",
-		Short: "Put an active or blocked task back to pending",
-		Args:  cobra.ExactArgs(1),
+		Use:     "release ID",
+		Example: `  ralph task release 1.2`,
+		Short:   "Put an active or blocked task back to pending",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			return nil
@@ -333,7 +344,9 @@ func NewCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command
 func NewCmdTaskList(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use: "list",
+		Example: `  ralph task list
+  ralph task list --status pending`,
 		Short: "List tasks",
 		Long: `List the tasks of tasks.jsonl in id order, one per line: id, status, leaf or
 container, title (and the reason of blocked ones). --status filters
@@ -376,8 +389,9 @@ container, title (and the reason of blocked ones). --status filters
 func NewCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "tree",
-		Short: "Print the task tree with status marks",
+		Use:     "tree",
+		Example: `  ralph task tree`,
+		Short:   "Print the task tree with status marks",
 		Long: `Print every task, archived ones included, indented by depth:
 [ ] pending · [>] active · [!] blocked (with the reason) · [x] complete.`,
 		Args: cobra.NoArgs,
@@ -396,10 +410,11 @@ func NewCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "next",
-		Short: "Print the next pending leaf task without claiming it",
-		Long:  `Print the id of the next pending leaf task in id order without claiming it. Exit 3 when no task is ready.`,
-		Args:  cobra.NoArgs,
+		Use:     "next",
+		Example: `  ralph task next`,
+		Short:   "Print the next pending leaf task without claiming it",
+		Long:    `Print the id of the next pending leaf task in id order without claiming it. Exit 3 when no task is ready.`,
+		Args:    cobra.NoArgs,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the task's line")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
@@ -424,9 +439,10 @@ func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 func NewCmdTaskShow(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one task, active or archived",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show ID",
+		Example: `  ralph task show 1.2`,
+		Short:   "Show one task, active or archived",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			return nil
