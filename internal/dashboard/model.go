@@ -196,7 +196,7 @@ func (m *Model) Render() string {
 		}
 	}
 	b.WriteString("\n")
-	if st.RateLimitedAt != nil && st.RateLimitedAt.After(m.now()) {
+	if st.RateLimitedAt != nil && st.RateLimitedAt.After(m.now()) && m.snap.Active {
 		fmt.Fprintf(&b, "%s\n", yellow.Render(fmt.Sprintf("rate limited: waiting %s (until %s)", elapsed(st.RateLimitedAt.Sub(m.now())), st.RateLimitedAt.Local().Format("15:04:05"))))
 	}
 

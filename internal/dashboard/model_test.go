@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestModelRendersTheRun(t *testing.T) {
 	stopped := false
 	m := New(NewFeed(p), Controls{SetPause: func(on bool) error { paused = append(paused, on); return nil }, Stop: func() error { stopped = true; return nil }})
 	m.snap.Active = true // no process holds the lock in a test
-	out := m.Render()
+	out := ansi.ReplaceAllString(m.Render(), "")
 	for _, want := range []string{"run r1", "iteration 2/20 · 1/2 passed", "12.3k tokens · $0.42", "✓ S-1", "L1", "L2", "9.0k tok $0.30",
 		"S-2 · iteration 2 · attempt 2 · worker · agent · 1:1", "→ Write add.go", "→ Bash go test ./...", "S-1: gate test passed (3ms)"} {
 		if !strings.Contains(out, want) {
@@ -71,3 +72,37 @@ func TestModelRendersTheRun(t *testing.T) {
 		t.Error("q does not close the view")
 	}
 }
+
+// A rate-limit wait shows its countdown; a parallel run's merge queue its
+// places; a stopped run no workers but its stop reason.
+func TestModelRateLimitQueueAndEnd(t *testing.T) {
+	root := t.TempDir()
+	p := engine.PathsFor(root)
+	os.MkdirAll(p.Dir, 0o755)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	until := now.Add(37 * time.Second)
+	st := &engine.State{RunID: "r2", Source: "prd", Status: engine.StatusRunning, Order: []string{"A", "B"}, RateLimitedAt: &until,
+		Items:   map[string]*engine.ItemState{"A": {ID: "A", Status: engine.ItemRunning}, "B": {ID: "B", Status: engine.ItemRunning}},
+		Current: []*engine.Current{{Item: "A", Iteration: 1, Phase: engine.PhaseCommit, QueuePos: 1, StartedAt: now}, {Item: "B", Iteration: 2, Phase: engine.PhaseCommit, QueuePos: 2, StartedAt: now}}}
+	b, _ := json.Marshal(st)
+	os.WriteFile(p.State, b, 0o644)
+	m := New(NewFeed(p), Controls{})
+	m.now = func() time.Time { return now }
+	m.snap.Active = true
+	out := ansi.ReplaceAllString(m.Render(), "")
+	for _, want := range []string{"rate limited: waiting 0:37", "A · iteration 1 · attempt 0 · worker · commit · 0:00 · merge queue #1", "merge queue #2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+	st.Status, st.StopReason = engine.StatusBudget, "budget: cost $1.0000 reached --max-cost $1.0000"
+	b, _ = json.Marshal(st)
+	os.WriteFile(p.State, b, 0o644)
+	m.snap = m.feed.Poll() // no process holds the lock: not active
+	out = m.Render()
+	if out = ansi.ReplaceAllString(out, ""); strings.Contains(out, "Workers") || strings.Contains(out, "rate limited") || !strings.Contains(out, "Run ended: budget — budget: cost $1.0000") {
+		t.Errorf("a stopped run:\n%s", out)
+	}
+}
+
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
