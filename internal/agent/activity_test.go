@@ -18,7 +18,7 @@ func TestActivityFromRealStreams(t *testing.T) {
 		"opencode": {"tool Write /work/repo/mark.sh", "tool Bash sh mark.sh && rm mark.sh", "text Made the story's file with mark.sh."},
 		"gemini":   {"tool write_file /work/repo/mark.sh", "tool run_shell_command sh mark.sh && rm mark.sh", "text Made the story's file"},
 	} {
-		f, err := os.Open(filepath.Join("testdata", "activity", agent+".out"))
+		f, err := os.Open(filepath.Join("testdata", "activity", agent+".stream"))
 		if err != nil {
 			t.Fatal(err)
 		}
