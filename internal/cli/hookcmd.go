@@ -116,6 +116,19 @@ func hookCommand(cmd string) (string, error) {
 	return hook.StopCommand(exe), nil
 }
 
+// configRoots are the folders an agent's configuration lives under: the
+// project's (repository root) and, for the user scope, the home folder.
+func configRoots(ctx context.Context, f *Factory, scope string) (root, home string, err error) {
+	if root, _, err = pipelineBaseDir(ctx, f); err != nil {
+		return "", "", err
+	}
+	home, err = os.UserHomeDir()
+	if err != nil && scope != hook.ScopeUser {
+		err = nil
+	}
+	return root, home, err
+}
+
 func hookInstall(ctx context.Context, o *HookInstallOptions) error {
 	f := o.IO
 	agents := []string{}
@@ -125,12 +138,8 @@ func hookInstall(ctx context.Context, o *HookInstallOptions) error {
 	if o.Codex {
 		agents = append(agents, hook.Codex)
 	}
-	root, _, err := pipelineBaseDir(ctx, f)
+	root, home, err := configRoots(ctx, f, o.Scope)
 	if err != nil {
-		return err
-	}
-	home, err := os.UserHomeDir()
-	if err != nil && o.Scope == hook.ScopeUser {
 		return err
 	}
 	command, err := hookCommand(o.Command)

@@ -441,6 +441,16 @@ func (e *Engine) newState() (*State, error) {
 		return nil, err
 	}
 	e.noteReasons(st, nil)
+	// A PRD's feature branch (every story's), for status and the MCP
+	// status tool.
+	if info.Kind == "prd" {
+		for _, it := range cfg.Source.Items() {
+			if it.Branch != "" {
+				st.Branch = it.Branch
+				break
+			}
+		}
+	}
 	st.MaxIterations = cfg.MaxIterations
 	if st.MaxIterations <= 0 {
 		st.MaxIterations = 10 * st.Total()
