@@ -209,10 +209,14 @@ func (s *Server) handleResponses(c *call) {
 			})
 			continue
 		}
-		output = append(output, item{
+		fc := item{
 			"id": hexID("fc_", 48), "type": "function_call", "status": "completed",
 			"call_id": callID, "name": tc.Name, "arguments": string(inputObject(tc.Input)),
-		})
+		}
+		if tc.Namespace != "" {
+			fc["namespace"] = tc.Namespace
+		}
+		output = append(output, fc)
 	}
 	tools := any([]any{})
 	if len(req.Tools) > 0 {
@@ -281,9 +285,11 @@ func (s *Server) handleResponses(c *call) {
 				"part": map[string]any{"type": "output_text", "text": t.text, "annotations": []any{}, "logprobs": []any{}}})
 		case "function_call":
 			args := it["arguments"].(string)
-			ev("response.output_item.added", map[string]any{"output_index": i, "item": item{
-				"id": id, "type": "function_call", "status": "in_progress", "call_id": it["call_id"], "name": it["name"], "arguments": "",
-			}})
+			added := item{"id": id, "type": "function_call", "status": "in_progress", "call_id": it["call_id"], "name": it["name"], "arguments": ""}
+			if ns, ok := it["namespace"]; ok {
+				added["namespace"] = ns
+			}
+			ev("response.output_item.added", map[string]any{"output_index": i, "item": added})
 			for _, piece := range chunks(args, argsChunk) {
 				ev("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i, "delta": piece})
 			}

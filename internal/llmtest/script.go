@@ -41,6 +41,9 @@ import (
 // ToolCall is one tool invocation the scripted model makes.
 type ToolCall struct {
 	Name string `json:"name"`
+	// Namespace is the Responses API's tool namespace the tool is in (Codex
+	// puts an MCP server's tools in "mcp__<server>"); other APIs ignore it.
+	Namespace string `json:"namespace,omitempty"`
 	// Input is a JSON object with the tool's arguments. Empty means {}.
 	Input json.RawMessage `json:"input,omitempty"`
 }
