@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system tools some tests need when they are missing: tmux
-# (tests that need a real terminal). Debian/Ubuntu packages via apt-get;
-# elsewhere it says what to install and those tests skip.
+# (tests that need a real terminal) and chromium (the web dashboard's
+# browser test, headless). Debian/Ubuntu packages via apt-get; elsewhere it
+# says what to install and those tests skip.
 set -euo pipefail
 missing=()
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "install-tools: please install ${missing[*]} (the tests that need them skip meanwhile)" >&2

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // LogOptions are `ralph log`'s settings.
@@ -68,28 +66,6 @@ prints the file as it is.`,
 	return cmd
 }
 
-// transcriptsOf are the run's transcripts by iteration, from its events
-// (a run folder's transcripts live in the folder, not in .ralph).
-func transcriptsOf(p engine.Paths) (map[int]string, int, error) {
-	byIter := map[int]string{}
-	newest := 0
-	err := store.ReadJSONL(p.Events, func(_ int, b []byte) error {
-		var ev engine.Event
-		if json.Unmarshal(b, &ev) != nil || ev.Type != "iteration_started" {
-			return nil
-		}
-		if tr, ok := ev.Data["transcript"].(string); ok {
-			byIter[ev.Iteration] = tr
-			newest = max(newest, ev.Iteration)
-		}
-		return nil
-	})
-	if os.IsNotExist(err) {
-		err = nil
-	}
-	return byIter, newest, err
-}
-
 func runLog(ctx context.Context, o *LogOptions) error {
 	f := o.IO
 	root, _, err := f.Repo(ctx)
@@ -97,7 +73,7 @@ func runLog(ctx context.Context, o *LogOptions) error {
 		return err
 	}
 	p := engine.PathsFor(root)
-	byIter, newest, err := transcriptsOf(p)
+	byIter, newest, err := engine.TranscriptFiles(p)
 	if err != nil {
 		return err
 	}
@@ -134,7 +110,7 @@ func runLog(ctx context.Context, o *LogOptions) error {
 // nextIteration is the transcript of the iteration after n, once it
 // started ("" until then).
 func nextIteration(p engine.Paths, n int) string {
-	byIter, _, _ := transcriptsOf(p)
+	byIter, _, _ := engine.TranscriptFiles(p)
 	return byIter[n+1]
 }
 

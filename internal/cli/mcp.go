@@ -81,16 +81,8 @@ func runMCP(ctx context.Context, o *MCPOptions) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(o.IO.IO.ErrOut, "ralph: MCP over streamable HTTP at http://%s/mcp\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		_ = hs.Close()
-	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveHTTP(ctx, ln, mux)
 }
 
 // ralphMCP is the server's state: the folder it runs in (the default
@@ -586,7 +578,7 @@ func (r *ralphMCP) readTranscript(_ context.Context, req *mcp.ReadResourceReques
 	if err != nil {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	byIter, _, _ := transcriptsOf(engine.PathsFor(r.dir))
+	byIter, _, _ := engine.TranscriptFiles(engine.PathsFor(r.dir))
 	path, ok := byIter[n]
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)

@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -162,4 +164,60 @@ func TestMCPTools(t *testing.T) {
 	if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "ralph://transcript/9"}); err == nil {
 		t.Error("a transcript that does not exist")
 	}
+}
+
+// ralph mcp --http: the same server over streamable HTTP.
+func TestMCPOverHTTP(t *testing.T) {
+	dir := gitRepo(t)
+	streams, _, _, _ := iostreams.Test()
+	errb := &syncBuffer{}
+	streams.ErrOut = errb
+	f := &Factory{IO: streams, Getwd: func() (string, error) { return dir, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runMCP(ctx, &MCPOptions{IO: f, HTTP: "127.0.0.1:0"}) }()
+	var url string
+	for i := 0; i < 200 && url == ""; i++ {
+		if _, rest, ok := strings.Cut(errb.String(), "at http://"); ok {
+			url = "http://" + strings.TrimSpace(rest)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if url == "" {
+		t.Fatalf("no address printed: %q", errb.String())
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_prd", Arguments: map[string]any{"project": "h", "feature": "over http"}})
+	if err != nil || res.IsError {
+		t.Fatalf("create_prd over HTTP: %v %+v", err, res)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "prd.json")); err != nil {
+		t.Error(err)
+	}
+	cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("runMCP: %v", err)
+	}
+}
+
+// syncBuffer is a buffer a server goroutine writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // TranscriptReader reads a transcript as ralph writes it (openTranscript,
@@ -53,4 +56,27 @@ func (r *TranscriptReader) Line(l string) (kind string, steps []agent.Step) {
 		return LineAgent, r.activity.Line([]byte(l))
 	}
 	return LineOther, nil
+}
+
+// TranscriptFiles are the run's transcripts by iteration, read from its
+// events, and the newest iteration: a run folder's transcripts live in
+// the folder, not in .ralph, and the events name them wherever they are.
+func TranscriptFiles(p Paths) (map[int]string, int, error) {
+	byIter := map[int]string{}
+	newest := 0
+	err := store.ReadJSONL(p.Events, func(_ int, b []byte) error {
+		var ev Event
+		if json.Unmarshal(b, &ev) != nil || ev.Type != "iteration_started" {
+			return nil
+		}
+		if tr, ok := ev.Data["transcript"].(string); ok {
+			byIter[ev.Iteration] = tr
+			newest = max(newest, ev.Iteration)
+		}
+		return nil
+	})
+	if os.IsNotExist(err) {
+		err = nil
+	}
+	return byIter, newest, err
 }
