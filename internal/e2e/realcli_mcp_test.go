@@ -16,14 +16,14 @@ import (
 
 const mcpPRD = `{"project":"mcp","branch_name":"ralph/mcp","quality_checks":{"test":"true"},"user_stories":[{"id":"US-001","title":"first","priority":1},{"id":"US-002","title":"second","priority":2}]}`
 
-// TestRealCLIMCPClient: the real Claude Code and Codex CLIs as ralph's MCP
-// clients. The scripted model calls create_prd, writes the stories with
+// TestRealCLIMCPClient: the real Claude Code, Codex and opencode CLIs as
+// ralph's MCP clients. The scripted model calls create_prd, writes the stories with
 // its shell tool, calls run (a background loop with a scripted agent),
 // waits, and calls status; the test checks the repository (a commit per
 // story), ralph's state, and that the tools' results reached the model.
-// (Gemini CLI and opencode are not run as MCP clients here: see the README.)
+// (Gemini CLI is not: see the README.)
 func TestRealCLIMCPClient(t *testing.T) {
-	for _, c := range cliCases[:2] {
+	for _, c := range cliCases[:3] {
 		t.Run(c.name, func(t *testing.T) { testMCPClient(t, c) })
 	}
 }
@@ -40,7 +40,8 @@ func testMCPClient(t *testing.T, c cliCase) {
 	}
 	// How each CLI is given the server, and how its model calls a tool of
 	// it: Claude Code's mcp__<server>__<tool>; Codex's tool in the
-	// mcp__<server> namespace of the Responses API.
+	// mcp__<server> namespace of the Responses API; opencode's
+	// <server>_<tool>, from the project's opencode.json.
 	var args []string
 	mcpCall := func(tool string, in map[string]any) llmtest.ToolCall { return tc("mcp__ralph__"+tool, in) }
 	switch c.name {
@@ -59,6 +60,13 @@ func testMCPClient(t *testing.T, c cliCase) {
 			call.Namespace = "mcp__ralph"
 			return call
 		}
+	case "opencode":
+		b, _ := json.Marshal(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": map[string]any{"ralph": map[string]any{
+			"type": "local", "command": []string{self, "mcp"}, "environment": map[string]string{asRalph: "1"}, "enabled": true}}})
+		if err := os.WriteFile(filepath.Join(dir, "opencode.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mcpCall = func(tool string, in map[string]any) llmtest.ToolCall { return tc("ralph_"+tool, in) }
 	}
 	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
 		{ToolCalls: []llmtest.ToolCall{mcpCall("create_prd", map[string]any{"project": "mcp", "feature": "Two marks", "path": "prd.json"})}},
