@@ -92,6 +92,12 @@ func TestMCPServerRunsALoop(t *testing.T) {
 	if evs, _ := tail["events"].([]any); isErr || len(evs) != 3 || !strings.Contains(mustJSON(evs[2]), `"run_stopped"`) {
 		t.Errorf("tail: %v", tail)
 	}
+	if res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ralph://state"}); err != nil || !strings.Contains(res.Contents[0].Text, `"all passed`) && !strings.Contains(res.Contents[0].Text, runID) {
+		t.Errorf("ralph://state: %v", err)
+	}
+	if res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ralph://progress"}); err != nil || !strings.Contains(res.Contents[0].Text, "story US-002") {
+		t.Errorf("ralph://progress: %v", err)
+	}
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ralph://transcript/1"})
 	if err != nil || !strings.Contains(res.Contents[0].Text, "# ralph iteration 1 · story US-001") {
 		t.Errorf("ralph://transcript/1: %v", err)
