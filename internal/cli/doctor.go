@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,6 +13,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/roles"
 )
 
 // preflightCheck is one thing a run needs: what was looked at, what was
@@ -54,6 +57,40 @@ type namedAgent struct {
 	model string
 	same  bool // the run's own agent again: checked once
 }
+
+// roleAgents are the agents roles.yaml names for its roles (agents:),
+// when they are not the run's own: the preflight checks them too. A
+// setting that cannot be built is a check that fails.
+func (o *RunOptions) roleAgents(rs *roles.Set, run agent.Agent) []namedAgent {
+	if rs == nil {
+		return nil
+	}
+	choose := o.agentChooser(rs, run)
+	var out []namedAgent
+	for _, role := range slices.Sorted(maps.Keys(rs.Agents)) {
+		c, err := choose(nil, role)
+		what := "role " + role + " agent"
+		if err != nil {
+			out = append(out, namedAgent{what: what, agent: failedAgent{err}})
+			continue
+		}
+		if c.Agent != nil && c.Agent != run {
+			out = append(out, namedAgent{what: what + " " + c.Name, agent: c.Agent, model: c.Model})
+		}
+	}
+	return out
+}
+
+// failedAgent is an agent setting that could not be built: its check
+// says why.
+type failedAgent struct{ err error }
+
+func (f failedAgent) Name() string                                 { return "" }
+func (f failedAgent) Plan(agent.Request) (agent.Invocation, error) { return agent.Invocation{}, f.err }
+func (f failedAgent) Run(context.Context, agent.Request) (agent.Result, error) {
+	return agent.Result{}, f.err
+}
+func (f failedAgent) Check(context.Context, string) (string, error) { return "", f.err }
 
 // preflightError is the usage error of a failed preflight: one line per
 // problem, with its fix.
@@ -126,6 +163,11 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	ags, err := o.runAgents()
 	if err != nil {
 		checks = append(checks, preflightCheck{Name: "agent " + o.Agent, Err: err})
+	}
+	if rs, err := loadRoles(root); err != nil {
+		checks = append(checks, preflightCheck{Name: "roles", Err: err})
+	} else if len(ags) > 0 {
+		ags = append(ags, o.roleAgents(rs, ags[0].agent)...)
 	}
 	var commands []string
 	src, serr := o.openSource(ctx, root, repo, f.GateRunner(0))

@@ -414,7 +414,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	ag, sum, sumModel := ags[0].agent, ags[len(ags)-1].agent, ags[len(ags)-1].model
 	// Before anything is written (the branch, the state): what the run
 	// needs is there, or every missing piece is named with its fix.
-	if err := preflightError(preflight(ctx, root, repo, ags, src.Info().Commands)); err != nil {
+	if err := preflightError(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands)); err != nil {
 		if !o.DryRun {
 			return err
 		}
