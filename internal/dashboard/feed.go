@@ -33,8 +33,10 @@ type Snapshot struct {
 	Transcripts map[string]string
 	// Gates are the newest gate results, newest last.
 	Gates []string
-	// Levels are the PRD's dependency levels by story (1-based).
+	// Levels are the PRD's dependency levels by story (1-based); Deps
+	// each story's depends_on, joined.
 	Levels map[string]int
+	Deps   map[string]string
 	Err    error
 }
 
@@ -50,7 +52,8 @@ type Feed struct {
 	gates       []string
 	tails       map[string]*tail // by transcript path
 	levels      map[string]int
-	levelsOf    string
+	deps        map[string]string
+	levelsOf    string // the PRD levels and deps were read from
 }
 
 // NewFeed reads the run of the repository at paths.
@@ -86,18 +89,19 @@ func (f *Feed) Poll() Snapshot {
 			s.Tails[c.Item] = append([]string(nil), t.lines...)
 		}
 		if st.Source == "prd" && st.SourcePath != f.levelsOf {
-			f.levelsOf, f.levels = st.SourcePath, nil
+			f.levelsOf, f.levels, f.deps = st.SourcePath, nil, nil
 			if doc, err := prd.Load(st.SourcePath); err == nil {
-				f.levels = map[string]int{}
+				f.levels, f.deps = map[string]int{}, map[string]string{}
 				for i, level := range doc.Levels() {
 					for _, story := range level {
 						f.levels[story.ID] = i + 1
+						f.deps[story.ID] = strings.Join(story.DependsOn, ", ")
 					}
 				}
 			}
 		}
 	}
-	s.Levels = f.levels
+	s.Levels, s.Deps = f.levels, f.deps
 	s.Gates = append([]string(nil), f.gates...)
 	s.Transcripts = make(map[string]string, len(f.newest))
 	for k, v := range f.newest {

@@ -86,17 +86,9 @@ func readParts(f *os.File, patternsMax int) (progressParts, error) {
 	return p, nil
 }
 
-// ProgressDigest is what a prompt carries of a progress file: its codebase
-// patterns, then its newest entries within window bytes, cut at an entry
+// digest is what a prompt carries of a progress file: its codebase
+// patterns, then its newest entries within the window, cut at an entry
 // boundary. It reads the head and the tail only.
-func ProgressDigest(path string, window int) string {
-	return newMemoryWindow(window).digest(path)
-}
-
-func newMemoryWindow(window int) *memory {
-	return &memory{patternsMax: window / 3, window: window}
-}
-
 func (m *memory) digest(path string) string {
 	f, err := os.Open(path)
 	if err != nil {

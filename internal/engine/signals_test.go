@@ -77,11 +77,11 @@ func TestProgressDigestIsBounded(t *testing.T) {
 		b.WriteString("\n## entry " + strings.Repeat("x", 50) + "\n- line\n")
 	}
 	os.WriteFile(p, []byte(b.String()), 0o644)
-	d := ProgressDigest(p, 1000)
+	d := (&memory{patternsMax: 250, window: 1000}).digest(p)
 	if len(d) > 1000 || !strings.HasPrefix(d, "## entry") {
 		t.Fatalf("digest %d bytes, starts %q", len(d), d[:20])
 	}
-	if ProgressDigest(filepath.Join(t.TempDir(), "none"), 100) != "" {
+	if newMemory(100).digest(filepath.Join(t.TempDir(), "none")) != "" {
 		t.Fatal("missing file gives empty digest")
 	}
 }

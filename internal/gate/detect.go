@@ -130,7 +130,7 @@ func nodePackageManager(exists func(string) bool) (pm, why string) {
 	return "npm", "npm (no lock file)"
 }
 
-// npm's placeholder test script fails on purpose: it is no test.
+// npm init's default test script only prints "no test specified" and fails: it is no test.
 const npmNoTest = "no test specified"
 
 // nodeScripts maps package.json's scripts to gates: test, lint,

@@ -18,7 +18,7 @@ func TestDetect(t *testing.T) {
 			map[string]string{"typecheck": "go vet ./...", "test": "go test ./...", "build": "go build ./..."}, "go.mod: Go module"},
 		{"node pnpm ts", map[string]string{"package.json": `{"scripts": {"test": "vitest run", "lint": "eslint .", "build": "tsc -b"}}`, "pnpm-lock.yaml": "", "tsconfig.json": "{}"},
 			map[string]string{"test": "pnpm run test", "lint": "pnpm run lint", "typecheck": "pnpm exec tsc --noEmit", "build": "pnpm run build"}, "Node, pnpm (pnpm-lock.yaml)"},
-		{"node npm placeholder test", map[string]string{"package.json": `{"scripts": {"test": "echo \"Error: no test specified\" && exit 1", "typecheck": "tsc --noEmit"}}`},
+		{"node npm default test script", map[string]string{"package.json": `{"scripts": {"test": "echo \"Error: no test specified\" && exit 1", "typecheck": "tsc --noEmit"}}`},
 			map[string]string{"typecheck": "npm run typecheck"}, "npm (no lock file)"},
 		{"node yarn", map[string]string{"package.json": `{"scripts": {"test": "jest"}}`, "yarn.lock": ""},
 			map[string]string{"test": "yarn run test"}, "yarn (yarn.lock)"},

@@ -20,7 +20,6 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/dashboard"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/prd"
 )
 
 //go:embed templates/page.html
@@ -122,14 +121,13 @@ func (s *Server) snapshot(r *http.Request) view {
 	if u := st.Usage; u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0 {
 		v.Usage = fmt.Sprintf("%d tokens, $%.2f", u.InputTokens+u.OutputTokens, u.CostUSD)
 	}
-	deps := depsOf(st.SourcePath)
 	for _, id := range st.Order {
 		is := st.Items[id]
 		commit := is.Commit
 		if len(commit) > 8 {
 			commit = commit[:8]
 		}
-		v.Items = append(v.Items, itemView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Level: snap.Levels[id], Deps: deps[id], Commit: commit})
+		v.Items = append(v.Items, itemView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Level: snap.Levels[id], Deps: snap.Deps[id], Commit: commit})
 	}
 	if snap.Active {
 		for _, c := range st.Current {
@@ -145,17 +143,6 @@ func (s *Server) snapshot(r *http.Request) view {
 		v.Transcripts = append(v.Transcripts, n)
 	}
 	return v
-}
-
-// depsOf is each story's depends_on, for the dependency column.
-func depsOf(prdPath string) map[string]string {
-	out := map[string]string{}
-	if doc, err := prd.Load(prdPath); err == nil {
-		for _, st := range doc.Stories {
-			out[st.ID] = strings.Join(st.DependsOn, ", ")
-		}
-	}
-	return out
 }
 
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
