@@ -36,7 +36,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "flat", "output", "parallel", "tasks", "memory"}
+		which = []string{"loop", "flat", "output", "parallel", "tasks", "memory", "dist"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -58,8 +58,10 @@ func main() {
 			benchTasks(tmp, bin)
 		case "memory":
 			benchMemory(tmp, bin)
+		case "dist":
+			benchDist(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks, memory)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks, memory, dist)\n", w)
 			os.Exit(2)
 		}
 	}

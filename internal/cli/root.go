@@ -153,7 +153,7 @@ or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdWatch(f, nil), NewCmdServe(f, nil), NewCmdLog(f, nil), NewCmdStop(f, nil), NewCmdPause(f, false), NewCmdPause(f, true), NewCmdApprove(f, nil), NewCmdReject(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil), NewCmdDoctor(f, nil))
+	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdWatch(f, nil), NewCmdServe(f, nil), NewCmdLog(f, nil), NewCmdStop(f, nil), NewCmdPause(f, false), NewCmdPause(f, true), NewCmdApprove(f, nil), NewCmdReject(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil), NewCmdDoctor(f, nil), NewCmdCoordinator(f, nil), NewCmdWorker(f, nil))
 	add(groupFiles, NewCmdPRD(f), NewCmdRuns(f, nil), NewCmdTask(f), NewCmdPipeline(f), NewCmdRoles(f, nil))
 	add(groupIntegrations, NewCmdHook(f), NewCmdLoop(f), NewCmdMCP(f, nil))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })

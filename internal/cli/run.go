@@ -76,6 +76,8 @@ type RunOptions struct {
 	// win over the config file).
 	flagSet func(name string) bool
 	root    string // the repository, once runRun found it
+	// coord is set by `ralph coordinator`: the agent runs on workers.
+	coord *coordinatorFlags
 }
 
 // NewCmdRun builds `ralph run`.
@@ -412,6 +414,17 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return err
 	}
 	ag, sum, sumModel := ags[0].agent, ags[len(ags)-1].agent, ags[len(ags)-1].model
+	if o.coord != nil {
+		remote, err := o.coord.start(ctx, o, root, repo, src)
+		defer o.coord.stop(ctx, repo)
+		if err != nil {
+			return err
+		}
+		// The agent runs on the workers (not checked here); a summariser
+		// of progress memory stays on this machine.
+		ags[0].agent, ag = remote, remote
+		o.Plain = true
+	}
 	// Before anything is written (the branch, the state): what the run
 	// needs is there, or every missing piece is named with its fix.
 	if err := preflightError(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands)); err != nil {
@@ -446,6 +459,9 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		hctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go pp.heartbeat(hctx, every)
+	}
+	if o.coord != nil {
+		o.coord.observe(ctx, repo, &cfg)
 	}
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)

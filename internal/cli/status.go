@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/dist"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 )
@@ -56,11 +57,17 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
+				if ws := readWorkers(p.Dir); active && len(ws) > 0 {
+					out["workers"] = ws
+				}
 				enc := json.NewEncoder(f.IO.Out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
 			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
+			if active {
+				md += WorkersMarkdown(readWorkers(p.Dir))
+			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
 			}
@@ -70,6 +77,28 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// WorkersMarkdown lists a coordinator's remote workers (none for a local
+// run): host, slots and the items each is running.
+func WorkersMarkdown(ws []dist.WorkerInfo) string {
+	if len(ws) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Workers\n\n| worker | host | slots | running | agent |\n|---|---|---|---|---|\n")
+	for _, w := range ws {
+		items := strings.Join(w.Items, ", ")
+		if items == "" {
+			items = "—"
+		}
+		ag := w.Agent
+		if ag == "" {
+			ag = "the run's"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", w.ID, w.Host, w.Slots, items, ag)
+	}
+	return b.String()
 }
 
 // StatusMarkdown renders a run as markdown: the summary, every item with

@@ -395,10 +395,14 @@ func (e *Engine) conclude(ctx context.Context, x *iteration) error {
 			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
 	}
 	// A passing item in a tree of its own gets its file list when its
-	// work is committed there (no extra git call); every other iteration
-	// asks git now, before the commit makes the tree clean.
+	// work is committed there (no extra git call), and a source that
+	// listed them while verifying says so; every other iteration asks git
+	// now, before the commit makes the tree clean.
 	var files []string
-	if !v.Passed || !x.ws.Isolated() {
+	switch {
+	case att.Files != nil:
+		files = att.Files
+	case !v.Passed || !x.ws.Isolated():
 		files, _ = cfg.Git.Changed(ctx, dir, ".ralph/")
 	}
 

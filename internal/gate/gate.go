@@ -1,7 +1,8 @@
 // Package gate runs quality gates (typecheck, lint, test, build and
 // per-item checks) for the harness. Gate commands are written by the user
-// in the PRD or config, so they run through `sh -c` like a Makefile recipe;
-// their output goes to the transcript and a bounded tail is kept as retry
+// in the PRD or config, so they run through `sh -c` like a Makefile recipe
+// (a plain "program arg…" line starts the program itself: see Argv); their
+// output goes to the transcript and a bounded tail is kept as retry
 // context for the next prompt.
 package gate
 
@@ -9,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,8 +58,9 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 		fmt.Fprintf(log, "\n=== gate %s: %s\n", g.Name, g.Command)
 		tail := &agent.TailBuffer{Max: 16 << 10}
 		w := io.MultiWriter(log, tail)
+		env := proc.Environ(nil, r.Env...)
 		res, err := r.Proc.Run(ctx, proc.Cmd{
-			Argv: []string{"sh", "-c", g.Command}, Dir: dir, Env: proc.Environ(nil, r.Env...),
+			Argv: Argv(g.Command, env), Dir: dir, Env: env,
 			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout,
 		})
 		gr := Result{Name: g.Name, Command: g.Command, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration}
@@ -80,6 +84,54 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 		}
 	}
 	return results, true
+}
+
+// Argv is how a gate command runs: `sh -c command`, or — when the command
+// is only plain words (no quoting, expansion, redirection, operator or
+// variable assignment) and its program is found on env's PATH — the
+// program itself, which is what the shell would have run, one process
+// fewer per gate. Words the shell would treat differently from the
+// program of the same name (echo, printf, test, …) keep the shell.
+func Argv(command string, env []string) []string {
+	shell := []string{"sh", "-c", command}
+	words := strings.Fields(command)
+	if len(words) == 0 || shellOnly[words[0]] || strings.ContainsAny(words[0], "=/") {
+		return shell
+	}
+	for _, r := range command {
+		if !plainRune(r) {
+			return shell
+		}
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			return shell // relative to the gate's folder, which LookPath would not see
+		}
+		p := filepath.Join(d, words[0])
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return append([]string{p}, words[1:]...)
+		}
+	}
+	return shell
+}
+
+// shellOnly are builtins whose program namesake behaves differently, or
+// that only make sense inside the shell.
+var shellOnly = map[string]bool{"echo": true, "printf": true, "test": true, "kill": true, "pwd": true, "time": true,
+	"cd": true, "exec": true, "exit": true, "command": true, "type": true, "set": true, "export": true, "ulimit": true, "umask": true}
+
+func plainRune(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return strings.ContainsRune(" \t_-.,:/=+@%", r)
 }
 
 func passWord(ok bool) string {

@@ -48,3 +48,37 @@ func TestTrimKeepsHeadAndTail(t *testing.T) {
 		t.Fatalf("%q", out)
 	}
 }
+
+func TestArgvStartsPlainCommandsWithoutAShell(t *testing.T) {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	for cmd, direct := range map[string]bool{
+		"true":                    true,
+		"ls -la --color=never ./": true,
+		"make check":              true,
+		"make test && make lint":  false,
+		"echo hi":                 false,
+		"FOO=1 make":              false,
+		"./check.sh":              false,
+		"make $TARGET":            false,
+		"grep -q 'x' f":           false,
+		"no-such-program-ralph":   false,
+		"cat *.txt":               false,
+	} {
+		argv := Argv(cmd, env)
+		if got := argv[0] != "sh"; got != direct {
+			t.Errorf("Argv(%q) = %q, want direct=%v", cmd, argv, direct)
+		}
+		if argv[0] == "sh" && (len(argv) != 3 || argv[2] != cmd) {
+			t.Errorf("Argv(%q) = %q", cmd, argv)
+		}
+	}
+	if argv := Argv("true", []string{"PATH=bin:/usr/bin:/bin"}); argv[0] != "sh" {
+		t.Errorf("a relative PATH entry: %q", argv)
+	}
+	// Started directly, a gate still passes, fails and reports its exit code.
+	r := Runner{Proc: proc.Exec{}}
+	results, ok := r.Run(context.Background(), t.TempDir(), []Gate{{Name: "t", Command: "true"}, {Name: "f", Command: "false"}}, nil)
+	if ok || !results[0].Passed || results[1].Passed || results[1].ExitCode != 1 {
+		t.Fatalf("%+v", results)
+	}
+}

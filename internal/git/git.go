@@ -123,6 +123,9 @@ func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
 // Where is the branch checked out ("" when HEAD is detached) and the
 // commit HEAD is at, in one git call; on an unborn branch head is "".
 func (r *Repo) Where(ctx context.Context) (branch, head string, err error) {
+	if branch, head, ok := r.readWhere(); ok {
+		return branch, head, nil
+	}
 	out, err := r.Run(ctx, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
 	if err != nil {
 		var ee *proc.ExitError
@@ -184,6 +187,35 @@ func (r *Repo) StatusPorcelain(ctx context.Context, skip ...string) ([]string, e
 		return nil, err
 	}
 	var paths []string
+	for _, e := range parseStatus(out, skip) {
+		paths = append(paths, e.Path)
+	}
+	return paths, nil
+}
+
+// StatusEntry is one line of `git status --porcelain`: Code is its two
+// columns, the index against HEAD and the tree against the index.
+type StatusEntry struct {
+	Code string
+	Path string
+}
+
+// Unstaged reports whether the tree holds something the index does not:
+// a change since the last add, or a file git does not track.
+func (e StatusEntry) Unstaged() bool { return e.Code[1] != ' ' }
+
+// Status lists the changed paths with their codes, skipping any under the
+// given prefixes. Submodules count only by the commit they point at.
+func (r *Repo) Status(ctx context.Context, skip ...string) ([]StatusEntry, error) {
+	out, err := proc.Output(ctx, r.Runner, r.cmd("status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty"))
+	if err != nil {
+		return nil, err
+	}
+	return parseStatus(out, skip), nil
+}
+
+func parseStatus(out string, skip []string) []StatusEntry {
+	var entries []StatusEntry
 	fields := strings.Split(out, "\x00")
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -201,10 +233,10 @@ func (r *Repo) StatusPorcelain(ctx context.Context, skip ...string) ([]string, e
 			}
 		}
 		if keep {
-			paths = append(paths, path)
+			entries = append(entries, StatusEntry{Code: code, Path: path})
 		}
 	}
-	return paths, nil
+	return entries
 }
 
 // AddAll stages everything (respecting ignore rules, including .ralph's

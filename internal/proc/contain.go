@@ -51,14 +51,24 @@ func KillTagged(tag string, anywhere bool) []int {
 	self := os.Getpid()
 	var killed []int
 	for round := 0; round < 5; round++ {
-		procs := table()
 		var found []int
-		for pid, p := range procs {
-			if pid == self || !p.alive || (!anywhere && !descends(procs, pid, self)) {
-				continue
+		if kids, ok := descendants(self); ok && !anywhere {
+			// The common case, at the end of every iteration: only this
+			// process's own tree is read, not every process's.
+			for _, pid := range kids {
+				if hasEnv(pid, tag) {
+					found = append(found, pid)
+				}
 			}
-			if hasEnv(pid, tag) {
-				found = append(found, pid)
+		} else {
+			procs := table()
+			for pid, p := range procs {
+				if pid == self || !p.alive || (!anywhere && !descends(procs, pid, self)) {
+					continue
+				}
+				if hasEnv(pid, tag) {
+					found = append(found, pid)
+				}
 			}
 		}
 		if len(found) == 0 {
@@ -90,6 +100,57 @@ func reap(pids []int, self int) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+}
+
+// descendants lists the live processes below pid from the kernel's
+// per-thread children lists (ok=false when the kernel has none: the
+// caller reads the whole table instead).
+func descendants(pid int) (pids []int, ok bool) {
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			if p == pid {
+				return nil, false
+			}
+			continue // it exited meanwhile
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				if p == pid && os.IsNotExist(err) {
+					return nil, false
+				}
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil || seen[c] {
+					continue
+				}
+				seen[c] = true
+				queue = append(queue, c)
+				if alive(c) {
+					pids = append(pids, c)
+				}
+			}
+		}
+	}
+	return pids, true
+}
+
+// alive reports whether pid runs (is neither a zombie nor gone).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 type procInfo struct {

@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,4 +57,32 @@ func TestKillTaggedFindsEscapedChildren(t *testing.T) {
 	if !Alive(other) {
 		t.Fatal("another iteration's process was killed")
 	}
+}
+
+// TestDescendantsFindsGrandchildren checks the children-list walk against
+// the whole-table one: a grandchild started in the background is found.
+func TestDescendantsFindsGrandchildren(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	self := os.Getpid()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		kids, ok := descendants(self)
+		if !ok {
+			t.Skip("the kernel has no children lists")
+		}
+		procs := table()
+		want := 0
+		for pid, p := range procs {
+			if pid != self && p.alive && descends(procs, pid, self) {
+				want++
+			}
+		}
+		if len(kids) >= 2 && len(kids) == want {
+			return
+		}
+	}
+	t.Fatal("descendants never found the shell and its sleep")
 }

@@ -56,7 +56,10 @@ func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (e
 		}
 		s.guard.recordTip(head)
 	}
-	return engine.Workspace{Dir: s.Git.Dir}, nil
+	// The guard's tip is where HEAD is when an item starts (ralph's last
+	// commit, or where a blocked item put the branch back): a new item's
+	// base needs no git call.
+	return engine.Workspace{Dir: s.Git.Dir, Base: s.guard.known("")}, nil
 }
 
 // toBranch puts the main tree on the feature branch. Called with s.mu held.
@@ -105,7 +108,8 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
+	v, stamp := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
+	v = s.guard.settle(ctx, repo, a, v, stamp, st.Preexisting)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }

@@ -106,6 +106,9 @@ func (s *ParallelPRD) WorktreeDir(id string) string {
 	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", s.slug(id))
 }
 
+// FeatureBranch is the branch the stories are merged into.
+func (s *ParallelPRD) FeatureBranch() string { return s.Branch }
+
 // StoryBranch is the branch of a story's worktree: ralph/<feature>-stories/<story>.
 // (Not ralph/<feature>/<story>: git cannot hold a branch ralph/<feature> and
 // branches below it at once, and the feature branch is often ralph/<feature>.)
@@ -355,6 +358,10 @@ func (s *ParallelPRD) removeWorktree(ctx context.Context, dir string) {
 // hand and repairs what a crashed run left, so that Close knows every
 // tree there is.
 func (s *ParallelPRD) repairTrees(ctx context.Context) {
+	// Only the merge queue writes the main tree: whatever a crashed run
+	// left there uncommitted is a half-done merge (its story is merged
+	// again or found committed by Recover), and would stop the next one.
+	_ = s.Git.ResetHard(ctx, "HEAD")
 	_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
 	s.resumeTrees(ctx)
 	s.wmu.Lock()
@@ -517,7 +524,7 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
+	v, _ := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }

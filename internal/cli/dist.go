@@ -1,0 +1,353 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// coordinatorFlags are `ralph coordinator`'s own settings, on top of
+// `ralph run`'s.
+type coordinatorFlags struct {
+	Remote string
+	NATS   string
+	Listen string
+	Token  string
+	Lease  time.Duration
+	conn   natsFlags
+
+	srv     *server.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	feature string
+}
+
+// natsFlags are how a client reaches a NATS server.
+type natsFlags struct {
+	Creds, CA, Cert, Key string
+}
+
+func (n *natsFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&n.Creds, "creds", "", "NATS credentials `FILE` (with --nats)")
+	fl.StringVar(&n.CA, "tls-ca", "", "root CA `FILE` for a NATS server with TLS")
+	fl.StringVar(&n.Cert, "tls-cert", "", "client certificate `FILE` for mutual TLS (with --tls-key)")
+	fl.StringVar(&n.Key, "tls-key", "", "client key `FILE` for mutual TLS")
+}
+
+func (n natsFlags) options(token, name string) dist.ConnOptions {
+	return dist.ConnOptions{Token: token, Creds: n.Creds, CA: n.CA, Cert: n.Cert, Key: n.Key, Name: name}
+}
+
+// NewCmdCoordinator builds `ralph coordinator`: `ralph run` over a PRD
+// whose agent iterations run on workers.
+func NewCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+	co := &coordinatorFlags{}
+	var cmd *cobra.Command
+	cmd = NewCmdRun(f, func(o *RunOptions) error {
+		o.coord = co
+		if runF != nil {
+			return runF(o)
+		}
+		if err := o.applyConfig(cmd.Context()); err != nil {
+			return err
+		}
+		if !o.flagSet("parallel") {
+			o.Parallel = 8
+		}
+		return runRun(cmd.Context(), o)
+	})
+	cmd.Use = "coordinator [RUN_DIR]"
+	cmd.Short = "Run a PRD's iterations on workers on many machines (NATS JetStream)"
+	cmd.Long = `Run the loop over a PRD like ` + "`ralph run --parallel N`" + `, with each agent
+iteration done by a worker (` + "`ralph worker`" + `, on this or any machine) instead of
+here. The coordinator owns scheduling, the merge queue and the run's state:
+it pushes each iteration's starting point to the git remote (--remote), queues
+a job on a NATS JetStream work queue, and fetches the commit the worker pushes
+back into the story's worktree. The gates run here, on that tree and again on
+the integrated tree in the merge queue: a story passes only as a verified
+commit on the feature branch, which is pushed to the remote after every merge.
+
+By default the coordinator embeds a NATS server on --listen (loopback unless
+told otherwise; off loopback it requires a token, generated and printed when
+--token is not given) and prints the URL workers connect to. With --nats it
+uses an existing server or cluster instead.
+
+A worker heartbeats while it works; a worker that dies has its job delivered
+again to another after --lease. A rate limit any worker meets pauses every
+worker's next agent start. --parallel (default 8) is how many iterations may
+be queued or running at once; the workers' slots decide how many run.`
+	cmd.Example = `  ralph coordinator --prd prd.json --remote git@host:team/app.git --agent claude
+  ralph coordinator --prd prd.json --remote /srv/git/app.git --listen 0.0.0.0:4222 --token s3cret
+  ralph coordinator --prd prd.json --remote https://git.example/app.git --nats nats://nats.internal:4222 --creds ralph.creds`
+	fl := cmd.Flags()
+	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
+	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
+	fl.StringVar(&co.Listen, "listen", dist.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
+	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (generated when --listen is not loopback)")
+	fl.DurationVar(&co.Lease, "lease", dist.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
+	co.conn.register(cmd)
+	return cmd
+}
+
+// start connects the coordinator to NATS (embedding the server unless
+// --nats), sets the run up there and returns the agent that queues jobs.
+func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
+	if co.Remote == "" {
+		return nil, engine.UsageError("--remote is required: the git remote the coordinator and its workers exchange branches through")
+	}
+	if o.Tasks != "" || o.Pipeline != "" {
+		return nil, engine.UsageError("ralph coordinator runs a PRD's stories on workers: not --tasks or --pipeline")
+	}
+	ps, ok := src.(interface{ FeatureBranch() string })
+	if !ok || o.Parallel < 2 {
+		return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 (the iterations queued or running at once)")
+	}
+	co.feature = ps.FeatureBranch()
+	if co.Lease < time.Second {
+		return nil, engine.UsageError("--lease must be at least 1s")
+	}
+	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
+		return nil, engine.UsageError("--remote %s: git cannot reach it: %v", co.Remote, err)
+	}
+	out := o.IO.IO.ErrOut
+	url := co.NATS
+	token := co.Token
+	if url == "" {
+		host, _, _ := strings.Cut(co.Listen, ":")
+		if token == "" && !dist.Loopback(host) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			token = hex.EncodeToString(b)
+		}
+		dir := filepath.Join(root, ".ralph", "nats")
+		s, u, err := dist.StartServer(co.Listen, dir, token)
+		if err != nil {
+			return nil, engine.UsageError("%v", err)
+		}
+		co.srv, url = s, u
+	}
+	nc, err := dist.Connect(url, co.conn.options(token, "ralph coordinator"))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+	}
+	co.nc = nc
+	if co.js, err = jetstream.New(nc); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := dist.Setup(sctx, co.js, dist.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
+		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
+	}
+	shown := url
+	if token != "" && co.Token == "" {
+		shown = withToken(url, token)
+		fmt.Fprintf(out, "ralph: NATS token (generated): %s\n", token)
+	}
+	fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s\n", url, shown)
+	spec := dist.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
+	if o.Agent == "cmd" && o.AgentCmd != "" {
+		if spec.Command, err = proc.SplitArgs(o.AgentCmd); err != nil {
+			return nil, engine.UsageError("--agent-cmd: %v", err)
+		}
+	}
+	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
+	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano()}, nil
+}
+
+// withToken puts token into a nats:// URL's user part.
+func withToken(u, token string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	p.User = url.User(token)
+	return p.String()
+}
+
+// observe pushes the feature branch after every merge, so a person (and
+// the next iteration's worker) sees the run's progress on the remote.
+func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *engine.Config) {
+	next := cfg.OnEvent
+	cfg.OnEvent = func(ev engine.Event) {
+		if next != nil {
+			next(ev)
+		}
+		if ev.Type == "item_passed" {
+			co.pushFeature(ctx, repo)
+		}
+	}
+}
+
+func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
+	ref := "refs/heads/" + co.feature
+	if err := repo.PushForce(context.WithoutCancel(ctx), co.Remote, ref, ref); err != nil {
+		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
+	}
+}
+
+// stop pushes the feature branch a last time and closes NATS.
+func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
+	if co.feature != "" && co.nc != nil {
+		co.pushFeature(ctx, repo)
+	}
+	if co.nc != nil {
+		co.nc.Close()
+	}
+	if co.srv != nil {
+		co.srv.Shutdown()
+		co.srv.WaitForShutdown()
+	}
+}
+
+// WorkersFile is where the coordinator keeps the workers it hears from,
+// for `ralph status` (a reader that never joins NATS).
+const WorkersFile = "workers.json"
+
+// mirrorWorkers writes the live workers to .ralph/workers.json every
+// second while the run lasts.
+func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
+	path := filepath.Join(dir, WorkersFile)
+	defer os.Remove(path)
+	for {
+		if ws, err := dist.Workers(ctx, co.js); err == nil {
+			if ws == nil {
+				ws = []dist.WorkerInfo{}
+			}
+			b, _ := json.MarshalIndent(ws, "", "  ")
+			_ = store.WriteFileNoSync(path, append(b, '\n'), 0o644)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// readWorkers is the coordinator's list of workers, when it is fresh.
+func readWorkers(dir string) []dist.WorkerInfo {
+	path := filepath.Join(dir, WorkersFile)
+	fi, err := os.Stat(path)
+	if err != nil || time.Since(fi.ModTime()) > 10*time.Second {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var ws []dist.WorkerInfo
+	_ = json.Unmarshal(b, &ws)
+	return ws
+}
+
+// WorkerOptions are `ralph worker`'s settings.
+type WorkerOptions struct {
+	IO       *Factory
+	NATS     string
+	Dir      string
+	Parallel int
+	Token    string
+	conn     natsFlags
+	AgentFlags
+	RateLimitBackoff time.Duration
+	flagSet          func(string) bool
+}
+
+// NewCmdWorker builds `ralph worker`.
+func NewCmdWorker(f *Factory, runF func(*WorkerOptions) error) *cobra.Command {
+	opts := &WorkerOptions{IO: f}
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run agent iterations for a coordinator (ralph coordinator) on this machine",
+		Long: `Connect to a coordinator's NATS server (--nats, as the coordinator printed it)
+and run its jobs, --parallel at a time: for each, fetch the story's starting
+point from the run's git remote into a tree of its own under --dir, run the
+agent there (the coordinator's, unless --agent is given here), commit what it
+did, push it, and report the agent's result. The coordinator verifies and
+merges; a worker never commits to the feature branch.
+
+A worker started before its coordinator waits for it. While it works it
+renews its lease on the job; killed, its job goes to another worker when the
+lease runs out (the coordinator's --lease). Stop it with Ctrl-C: the jobs it
+had go back to the queue.`,
+		Example: `  ralph worker --nats nats://127.0.0.1:4222
+  ralph worker --nats nats://TOKEN@coordinator.lan:4222 --parallel 4 --dir /var/tmp/ralph
+  ralph worker --nats nats://127.0.0.1:4222 --agent codex --model gpt-5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.flagSet = cmd.Flags().Changed
+			if runF != nil {
+				return runF(opts)
+			}
+			return runWorker(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.NATS, "nats", "", "the coordinator's NATS `URL` (required)")
+	fl.StringVar(&opts.Dir, "dir", "ralph-worker", "`DIR` for the worker's clone of the remote and its trees")
+	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
+	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (or put it in the URL: nats://TOKEN@host:port)")
+	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
+	opts.conn.register(cmd)
+	opts.AgentFlags.register(fl)
+	return cmd
+}
+
+func runWorker(ctx context.Context, o *WorkerOptions) error {
+	if o.NATS == "" {
+		return engine.UsageError("--nats is required: the URL the coordinator printed")
+	}
+	if o.Parallel < 1 {
+		return engine.UsageError("--parallel must be at least 1")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s-%d", host, os.Getpid())
+	w := &dist.Worker{Dir: dir, Slots: o.Parallel, ID: dist.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	if o.flagSet("agent") {
+		if w.Override, err = o.AgentFlags.build(); err != nil {
+			return err
+		}
+		w.OverrideName = o.Agent
+	}
+	nc, err := dist.Connect(o.NATS, o.conn.options(o.Token, "ralph worker "+id))
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
+	}
+	defer nc.Close()
+	w.NC = nc
+	proc.BecomeSubreaper()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = w.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

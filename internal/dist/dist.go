@@ -1,0 +1,281 @@
+// Package dist spreads a run's agent iterations over worker processes on
+// many machines. The coordinator is an ordinary `ralph run` over a PRD in
+// parallel mode — its engine schedules, verifies, merges and keeps the
+// state exactly as a local run does — whose agent is remote: each
+// iteration becomes a job on a NATS JetStream work queue. A worker pulls
+// the job, fetches the story's branch from a git remote, runs its agent
+// in a tree of its own, pushes what the agent did and reports the agent's
+// result. The coordinator fetches that commit into the story's worktree,
+// and from there the iteration goes on like a local one: the gates run on
+// the coordinator, and only a verified commit is merged ("passed" has one
+// meaning, whoever ran the agent).
+//
+// JetStream carries everything that must outlive a process: the job
+// stream (a work queue whose unacknowledged messages are redelivered when
+// a worker's lease runs out), the results (a key-value bucket, one key per
+// job, written once: a duplicate delivery cannot report twice), the run's
+// settings, the shared rate-limit pause and the workers' heartbeats.
+package dist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ralph-loop/ralph/internal/agent"
+)
+
+// Names of the JetStream stream, consumer and buckets.
+const (
+	StreamJobs     = "RALPH_JOBS"
+	SubjectJobs    = "ralph.jobs"
+	ConsumerName   = "workers"
+	BucketRun      = "ralph_run"     // config, ratelimit
+	BucketResults  = "ralph_results" // one Outcome per job key
+	BucketWorkers  = "ralph_workers" // one WorkerInfo per worker, expiring
+	KeyConfig      = "config"
+	KeyRateLimit   = "ratelimit"
+	DefaultListen  = "127.0.0.1:4222"
+	DefaultLease   = 30 * time.Second
+	maxOutputBytes = 1 << 20
+)
+
+// AgentSpec names the agent a job runs, as the coordinator's flags gave
+// it; a worker may override it with its own flags.
+type AgentSpec struct {
+	Name     string   `json:"name"`
+	Command  []string `json:"command,omitempty"`
+	Script   string   `json:"script,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Args     []string `json:"args,omitempty"`
+	BaseURL  string   `json:"base_url,omitempty"`
+	Provider string   `json:"provider,omitempty"`
+}
+
+// Build makes the agent.
+func (s AgentSpec) Build() (agent.Agent, error) {
+	return agent.New(s.Name, agent.Options{Command: s.Command, Script: s.Script, Model: s.Model, Args: s.Args, BaseURL: s.BaseURL, Provider: s.Provider})
+}
+
+// Job is one agent iteration to run.
+type Job struct {
+	Key       string        `json:"key"` // unique per iteration of a coordinator
+	Item      string        `json:"item"`
+	Role      string        `json:"role,omitempty"`
+	Iteration int           `json:"iteration"`
+	Attempt   int           `json:"attempt"`
+	Branch    string        `json:"branch"` // the story's branch on the remote
+	Base      string        `json:"base"`   // the commit to start from (refs/ralph/bases/<key>)
+	Prompt    string        `json:"prompt"`
+	Env       []string      `json:"env,omitempty"`
+	Model     string        `json:"model,omitempty"`
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	Agent     AgentSpec     `json:"agent"`
+}
+
+// Outcome is a worker's report of a job.
+type Outcome struct {
+	Key    string       `json:"key"`
+	Worker string       `json:"worker"`
+	Host   string       `json:"host"`
+	Commit string       `json:"commit,omitempty"` // pushed to refs/ralph/jobs/<key>
+	Result agent.Result `json:"result"`
+	Output string       `json:"output,omitempty"` // the agent's output (capped)
+	Error  string       `json:"error,omitempty"`  // the job could not run
+}
+
+// RunConfig is what workers need to know of the run.
+type RunConfig struct {
+	Remote string        `json:"remote"`
+	Lease  time.Duration `json:"lease"`
+}
+
+// WorkerInfo is a worker's heartbeat.
+type WorkerInfo struct {
+	ID    string    `json:"id"`
+	Host  string    `json:"host"`
+	Slots int       `json:"slots"`
+	Items []string  `json:"items"`
+	Agent string    `json:"agent,omitempty"` // its own override, if any
+	Seen  time.Time `json:"seen"`
+}
+
+// Pause is the shared rate-limit pause: no worker starts an agent before
+// Until.
+type Pause struct {
+	Until   time.Time `json:"until"`
+	Message string    `json:"message"`
+	Worker  string    `json:"worker"`
+}
+
+// ConnOptions are how to reach a NATS server, as the NATS client offers.
+type ConnOptions struct {
+	Token string // also accepted in the URL (nats://TOKEN@host:port)
+	Creds string // a credentials file
+	CA    string // a root CA file for TLS
+	Cert  string // a client certificate (with Key) for mutual TLS
+	Key   string
+	Name  string
+}
+
+// Connect dials url and keeps trying, in the background, until a server
+// answers: a worker started before its coordinator waits for it.
+func Connect(url string, o ConnOptions) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(o.Name), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(200 * time.Millisecond)}
+	if o.Token != "" {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	if o.CA != "" {
+		opts = append(opts, nats.RootCAs(o.CA))
+	}
+	if o.Cert != "" || o.Key != "" {
+		opts = append(opts, nats.ClientCert(o.Cert, o.Key))
+	}
+	return nats.Connect(url, opts...)
+}
+
+// StartServer starts the embedded NATS server with JetStream, storing in
+// dir, on listen (host:port; port 0 picks a free one). Off loopback a
+// token is required. It returns the server and the URL clients use.
+func StartServer(listen, dir, token string) (*server.Server, string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("--listen %q: want host:port", listen)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return nil, "", fmt.Errorf("--listen %q: bad port", listen)
+	}
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	if !Loopback(host) && token == "" {
+		return nil, "", fmt.Errorf("--listen %s is reachable from other machines: give --token (workers then connect with it)", listen)
+	}
+	s, err := server.NewServer(&server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		Authorization: token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"})
+	if err != nil {
+		return nil, "", err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(15 * time.Second) {
+		s.Shutdown()
+		return nil, "", errors.New("the embedded NATS server did not start")
+	}
+	return s, s.ClientURL(), nil
+}
+
+// Loopback reports whether host only reaches this machine.
+func Loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Setup creates (or updates) the stream, consumer and buckets, and
+// publishes the run's settings. Jobs a previous coordinator left queued
+// are dropped: its engine state says which iterations to run again.
+func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{SubjectJobs},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute})
+	if err != nil {
+		return fmt.Errorf("creating the job stream: %w", err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: cfg.Lease, MaxDeliver: -1, MaxAckPending: 10000}); err != nil {
+		return fmt.Errorf("creating the workers' consumer: %w", err)
+	}
+	run, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketRun, Storage: jetstream.FileStorage})
+	if err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketResults, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(cfg)
+	_, err = run.Put(ctx, KeyConfig, b)
+	return err
+}
+
+var keyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// JobKey is the job's key: a NATS subject token and a git ref component.
+func JobKey(epoch int64, iteration int, item string) string {
+	return fmt.Sprintf("%d-%d-%s", epoch, iteration, strings.Trim(keyUnsafe.ReplaceAllString(item, "_"), "_"))
+}
+
+// Workers lists the workers whose heartbeat has not expired.
+func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerInfo, error) {
+	kv, err := js.KeyValue(ctx, BucketWorkers)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []WorkerInfo
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var w WorkerInfo
+		if json.Unmarshal(e.Value(), &w) == nil {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// capped keeps the first max bytes written, and counts the rest.
+type capped struct {
+	b       []byte
+	dropped int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := maxOutputBytes - len(c.b)
+	if room > len(p) {
+		room = len(p)
+	}
+	c.b = append(c.b, p[:room]...)
+	c.dropped += len(p) - room
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	if c.dropped > 0 {
+		return string(c.b) + fmt.Sprintf("\n[ralph worker] %d more bytes of output not sent\n", c.dropped)
+	}
+	return string(c.b)
+}
+
+// SafeID makes s usable as a KV key.
+func SafeID(s string) string {
+	return strings.Trim(keyUnsafe.ReplaceAllString(s, "_"), "_")
+}

@@ -1,0 +1,324 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The distributed backend with real processes: a coordinator with its
+// embedded NATS server, worker processes, a bare git remote in a temp
+// folder, all on loopback, and a shell agent.
+
+// distAgent writes its story's file and claims; $MARK is a folder outside
+// every repository where it leaves what the test looks at.
+const distAgent = `cat > /dev/null
+echo "start $RALPH_ITEM_ID $(date +%s%N) $PPID" >> "$MARK/starts.log"
+if [ -f "$MARK/hook.sh" ]; then . "$MARK/hook.sh"; fi
+echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
+echo '<promise>COMPLETE</promise>'
+`
+
+// proc is a background ralph process with its output.
+type bgProc struct {
+	cmd *exec.Cmd
+	out *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startBg(t *testing.T, dir string, env []string, bin string, args ...string) *bgProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=ralph e2e", "GIT_AUTHOR_EMAIL=e2e@example.com",
+		"GIT_COMMITTER_NAME=ralph e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &bgProc{cmd: cmd, out: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *bgProc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(limit):
+		t.Fatalf("%v did not finish in %s\n%s", p.cmd.Args, limit, p.out)
+		return -1
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// distSetup makes the repository (on main, pushed to a bare remote) with
+// prd and the agent, and returns it, the remote, the mark folder and the
+// NATS URL to use.
+func distSetup(t *testing.T, prd string) (repo, remote, mark, url string) {
+	repo = newRepo(t, map[string]string{"prd.json": prd, "agent.sh": distAgent})
+	remote = filepath.Join(t.TempDir(), "remote.git")
+	git(t, repo, "init", "-q", "--bare", remote)
+	git(t, repo, "push", "-q", remote, "main")
+	mark = t.TempDir()
+	return repo, remote, mark, fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+}
+
+func coordinatorArgs(remote, url string, extra ...string) []string {
+	addr := strings.TrimPrefix(url, "nats://")
+	return append([]string{"coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr,
+		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m"}, extra...)
+}
+
+// diamond is S-1, then S-2…S-(n-1) on it, then S-n on all of those.
+func diamond(n int) string {
+	var s []string
+	s = append(s, `{"id":"S-1","title":"root","priority":1}`)
+	var mid []string
+	for i := 2; i < n; i++ {
+		s = append(s, fmt.Sprintf(`{"id":"S-%d","title":"middle %d","priority":2,"depends_on":["S-1"]}`, i, i))
+		mid = append(mid, strconv.Quote(fmt.Sprintf("S-%d", i)))
+	}
+	s = append(s, fmt.Sprintf(`{"id":"S-%d","title":"top","priority":3,"depends_on":[%s]}`, n, strings.Join(mid, ",")))
+	return `{"project":"d","branch_name":"ralph/d","user_stories":[` + strings.Join(s, ",\n") + `],"quality_checks":{"test":"test -f agent.sh"}}` + "\n"
+}
+
+// featCommits counts the feat commits per story on the remote's feature
+// branch.
+func featCommits(t *testing.T, remote string) map[string]int {
+	out := git(t, remote, "log", "--format=%s", "ralph/d")
+	got := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "feat(") {
+			got[strings.TrimPrefix(strings.SplitN(l, ")", 2)[0], "feat(")]++
+		}
+	}
+	return got
+}
+
+func requireOneEach(t *testing.T, remote string, n int, logs ...fmt.Stringer) {
+	t.Helper()
+	got := featCommits(t, remote)
+	for i := 1; i <= n; i++ {
+		if id := fmt.Sprintf("S-%d", i); got[id] != 1 {
+			var b strings.Builder
+			for _, l := range logs {
+				b.WriteString(l.String() + "\n---\n")
+			}
+			t.Fatalf("%s has %d feat commits on the remote (want 1): %v\n%s", id, got[id], got, b.String())
+		}
+	}
+}
+
+func (p *bgProc) String() string { return strings.Join(p.cmd.Args, " ") + ":\n" + p.out.String() }
+
+// Three workers finish an 8-story diamond: one feat commit per story, on
+// the remote. The first worker starts before the coordinator and waits.
+func TestDistDiamondThreeWorkers(t *testing.T) {
+	bin := buildRalph(t)
+	repo, remote, mark, url := distSetup(t, diamond(8))
+	env := []string{"MARK=" + mark}
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	waitFor(t, func() bool { return strings.Contains(w1.out.String(), "waiting for a coordinator") })
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	w3 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s\n%s", code, co, w1, w2, w3)
+	}
+	requireOneEach(t, remote, 8, co, w1, w2, w3)
+	if !strings.Contains(co.out.String(), "start workers with: ralph worker --nats "+url) {
+		t.Fatalf("the coordinator did not print the workers' URL:\n%s", co)
+	}
+	ran := map[string]bool{}
+	for _, w := range []*bgProc{w1, w2, w3} {
+		if strings.Contains(w.out.String(), "agent exited 0") {
+			ran[w.cmd.Args[len(w.cmd.Args)-1]] = true
+		}
+	}
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	if n := strings.Count(string(starts), "start "); n != 8 {
+		t.Fatalf("%d agent runs for 8 stories:\n%s", n, starts)
+	}
+	// The repository's own tree is the feature branch, clean.
+	if st := git(t, repo, "status", "--porcelain", "--untracked-files=no"); st != "" {
+		t.Fatalf("the coordinator's tree is dirty:\n%s", st)
+	}
+}
+
+// A worker killed with SIGKILL in the middle of a story: its job goes to
+// another worker when the lease runs out, and the story is committed once.
+func TestDistWorkerKilled(t *testing.T) {
+	bin := buildRalph(t)
+	repo, remote, mark, url := distSetup(t, diamond(4))
+	// The first run of S-2 says where it is and hangs.
+	hook := `if [ "$RALPH_ITEM_ID" = S-2 ] && [ ! -f "$MARK/s2.pid" ]; then echo "$PPID $$" > "$MARK/s2.tmp"; mv "$MARK/s2.tmp" "$MARK/s2.pid"; sleep 60; fi` + "\n"
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
+	env := []string{"MARK=" + mark}
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	var pids []byte
+	waitFor(t, func() bool { pids, _ = os.ReadFile(filepath.Join(mark, "s2.pid")); return len(pids) > 0 })
+	f := strings.Fields(string(pids))
+	worker, _ := strconv.Atoi(f[0])
+	agentPid, _ := strconv.Atoi(f[1])
+	victim := w1
+	if w2.cmd.Process.Pid == worker {
+		victim = w2
+	} else if w1.cmd.Process.Pid != worker {
+		t.Fatalf("S-2's agent's parent %d is neither worker (%d, %d)", worker, w1.cmd.Process.Pid, w2.cmd.Process.Pid)
+	}
+	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(-agentPid, syscall.SIGKILL) // its agent, left behind
+	w3 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s\n%s", code, co, w1, w2, w3)
+	}
+	requireOneEach(t, remote, 4, co, w1, w2, w3)
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	if n := strings.Count(string(starts), "start S-2 "); n != 2 {
+		t.Fatalf("S-2's agent ran %d times (want 2: killed, then redelivered):\n%s", n, starts)
+	}
+	_ = victim
+}
+
+// The coordinator killed with SIGKILL mid-run and started again: the run
+// resumes (its state on disk, the stream and buckets in the embedded
+// server's store) and finishes with nothing merged twice.
+func TestDistCoordinatorRestarted(t *testing.T) {
+	bin := buildRalph(t)
+	repo, remote, mark, url := distSetup(t, diamond(6))
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
+	env := []string{"MARK=" + mark}
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	waitFor(t, func() bool { return len(featCommitsQuiet(remote)) >= 2 })
+	// ralph status, a reader, shows the remote workers while the run lasts.
+	var st runResult
+	waitFor(t, func() bool {
+		st = runBin(t, repo, "", nil, bin, "status")
+		_, workers, ok := strings.Cut(st.stdout, "## Workers")
+		return ok && strings.Count(workers, "| 2 | ") == 2 // two workers of 2 slots
+	})
+	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
+	co.wait(t, 30*time.Second)
+	co2 := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
+	if code := co2.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("restarted coordinator exit %d\n%s\n%s\n%s\n%s", code, co, co2, w1, w2)
+	}
+	requireOneEach(t, remote, 6, co, co2, w1, w2)
+	if !strings.Contains(co2.out.String(), "resum") {
+		t.Fatalf("the second coordinator did not resume the run:\n%s", co2)
+	}
+}
+
+func featCommitsQuiet(remote string) []string {
+	out, err := exec.Command("git", "-C", remote, "log", "--format=%s", "ralph/d").Output()
+	if err != nil {
+		return nil
+	}
+	var feats []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "feat(") {
+			feats = append(feats, l)
+		}
+	}
+	return feats
+}
+
+// A rate limit one worker's agent meets pauses the other worker's next
+// agent start until the reset.
+func TestDistRateLimitPausesEveryWorker(t *testing.T) {
+	bin := buildRalph(t)
+	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
+{"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},
+{"id":"S-3","title":"c","priority":2,"depends_on":["S-2"]},{"id":"S-4","title":"d","priority":2,"depends_on":["S-2"]}],"quality_checks":{"test":"test -f agent.sh"}}`
+	repo, remote, mark, url := distSetup(t, prd)
+	// S-1 meets the limit at once; S-2 takes a second, so S-3 and S-4
+	// (after S-2) start after the pause is in force.
+	hook := `if [ "$RALPH_ITEM_ID" = S-1 ] && [ ! -f "$MARK/limited" ]; then date +%s%N > "$MARK/limited"; echo 'RALPH_RATE_LIMIT: 3 usage limit reached'; exit 0; fi
+if [ "$RALPH_ITEM_ID" = S-2 ]; then sleep 1; fi` + "\n"
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
+	env := []string{"MARK=" + mark}
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--rate-limit-backoff", "3s")...)
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s", code, co, w1, w2)
+	}
+	requireOneEach(t, remote, 4, co, w1, w2)
+	b, _ := os.ReadFile(filepath.Join(mark, "limited"))
+	limited, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	after := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(starts)), "\n") {
+		f := strings.Fields(l)
+		at, _ := strconv.ParseInt(f[2], 10, 64)
+		if at <= limited {
+			continue // began before the limit was met
+		}
+		after++
+		if d := time.Duration(at - limited); d < 2500*time.Millisecond {
+			t.Fatalf("%s started %s after the rate limit (reset in 3s)\n%s\n%s\n%s", f[1], d, starts, w1, w2)
+		}
+	}
+	if after < 3 { // S-1 again, S-3, S-4
+		t.Fatalf("only %d agent starts after the limit:\n%s", after, starts)
+	}
+	if !strings.Contains(w1.out.String()+w2.out.String(), "every worker's next agent waits until") {
+		t.Fatalf("no worker published the pause:\n%s\n%s", w1, w2)
+	}
+}
