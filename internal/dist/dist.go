@@ -222,7 +222,7 @@ var keyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // JobKey is the job's key: a NATS subject token and a git ref component.
 func JobKey(epoch int64, iteration int, item string) string {
-	return fmt.Sprintf("%d-%d-%s", epoch, iteration, strings.Trim(keyUnsafe.ReplaceAllString(item, "_"), "_"))
+	return fmt.Sprintf("%d-%d-%s", epoch, iteration, SafeID(item))
 }
 
 // Workers lists the workers whose heartbeat has not expired.

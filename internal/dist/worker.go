@@ -122,11 +122,17 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 	}
 }
 
-func (w *Worker) heartbeat(ctx context.Context) {
-	every := w.cfg.Lease / 3
-	if every <= 0 {
-		every = time.Second
+// beat is how often a worker renews its lease and its heartbeat: a third
+// of the lease.
+func (w *Worker) beat() time.Duration {
+	if every := w.cfg.Lease / 3; every > 0 {
+		return every
 	}
+	return time.Second
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	every := w.beat()
 	for {
 		if kv, err := w.js.KeyValue(ctx, BucketWorkers); err == nil {
 			w.mu.Lock()
@@ -167,10 +173,7 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 	lease, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		every := w.cfg.Lease / 3
-		if every <= 0 {
-			every = time.Second
-		}
+		every := w.beat()
 		for {
 			select {
 			case <-lease.Done():

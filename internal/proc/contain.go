@@ -144,13 +144,29 @@ func descendants(pid int) (pids []int, ok bool) {
 
 // alive reports whether pid runs (is neither a zombie nor gone).
 func alive(pid int) bool {
+	p, ok := readStat(pid)
+	return ok && p.alive
+}
+
+// readStat reads a process's parent and whether it runs from
+// /proc/<pid>/stat (the command name may hold spaces and parentheses:
+// the fields start after the last ')').
+func readStat(pid int) (procInfo, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return procInfo{}, false
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+	if i < 0 || i+2 >= len(s) {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 2 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procInfo{ppid: ppid, alive: f[0] != "Z" && f[0] != "X"}, true
 }
 
 type procInfo struct {
@@ -170,21 +186,9 @@ func table() map[int]procInfo {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
+		if p, ok := readStat(pid); ok {
+			out[pid] = p
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
-			continue
-		}
-		f := strings.Fields(s[i+2:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		out[pid] = procInfo{ppid: ppid, alive: f[0] != "Z" && f[0] != "X"}
 	}
 	return out
 }
