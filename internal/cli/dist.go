@@ -120,7 +120,10 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if o.Tasks != "" || o.Pipeline != "" {
 		return nil, engine.UsageError("ralph coordinator runs a PRD's stories on workers: not --tasks or --pipeline")
 	}
-	ps, ok := src.(interface{ FeatureBranch() string })
+	ps, ok := src.(interface {
+		FeatureBranch() string
+		ListingWorktrees(func() error) error
+	})
 	if !ok || o.Parallel < 2 {
 		return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 (the iterations queued or running at once)")
 	}
@@ -174,7 +177,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 	}
 	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
-	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano()}, nil
+	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: ps.ListingWorktrees}, nil
 }
 
 // withToken puts token into a nats:// URL's user part.

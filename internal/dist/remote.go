@@ -17,11 +17,14 @@ import (
 // RemoteAgent is the coordinator's agent: it hands each iteration to a
 // worker and brings the worker's commit back into the iteration's tree.
 type RemoteAgent struct {
-	JS      jetstream.JetStream
-	Repo    *git.Repo // the coordinator's repository (At the worktree)
-	Remote  string    // the git remote's URL
-	Spec    AgentSpec
-	Epoch   int64 // this coordinator's start: job keys never repeat
+	JS     jetstream.JetStream
+	Repo   *git.Repo // the coordinator's repository (At the worktree)
+	Remote string    // the git remote's URL
+	Spec   AgentSpec
+	Epoch  int64 // this coordinator's start: job keys never repeat
+	// Listing runs a git command that reads every worktree's HEAD (a
+	// fetch does) while no worktree is being added (nil: runs it).
+	Listing func(func() error) error
 	results jetstream.KeyValue
 }
 
@@ -102,7 +105,16 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		fmt.Fprintf(w, "\n[ralph] the worker could not run the job: %s\n", out.Error)
 		return agent.Result{ExitCode: 1, IsError: true, ErrorText: "worker " + out.Worker + ": " + out.Error}, nil
 	}
-	got, err := repo.FetchInto(ctx, r.Remote, "refs/ralph/jobs/"+key, "refs/ralph/jobs/"+key)
+	var got string
+	fetch := func() (err error) {
+		got, err = repo.FetchInto(ctx, r.Remote, "refs/ralph/jobs/"+key, "refs/ralph/jobs/"+key)
+		return err
+	}
+	if r.Listing != nil {
+		err = r.Listing(fetch)
+	} else {
+		err = fetch()
+	}
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: fetching the worker's commit: %w", err)
 	}

@@ -222,7 +222,12 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	start := base
 	// A worker that died after pushing leaves its work on the story's
 	// branch: the next one starts from there.
-	if tip, err := tree.FetchInto(ctx, origin, "refs/heads/"+job.Branch, fmt.Sprintf("refs/ralph/slot-%d/branch", slot)); err == nil && tip != base && tree.IsAncestor(ctx, base, tip) {
+	// (Under cloneMu: a fetch reads every worktree's HEAD, and another
+	// slot may be adding its worktree.)
+	w.cloneMu.Lock()
+	tip, err := tree.FetchInto(ctx, origin, "refs/heads/"+job.Branch, fmt.Sprintf("refs/ralph/slot-%d/branch", slot))
+	w.cloneMu.Unlock()
+	if err == nil && tip != base && tree.IsAncestor(ctx, base, tip) {
 		start = tip
 	}
 	if err := tree.CheckoutDetached(ctx, start); err != nil {

@@ -325,7 +325,10 @@ func (s *ParallelPRD) addingWorktree(fn func() error) error {
 	return fn()
 }
 
-func (s *ParallelPRD) listingWorktrees(fn func() error) error {
+// ListingWorktrees runs fn, a git command that reads every worktree's
+// HEAD (worktree list, prune, a fetch's connectivity check), while no
+// worktree is half-added.
+func (s *ParallelPRD) ListingWorktrees(fn func() error) error {
 	s.wtAdmin.RLock()
 	defer s.wtAdmin.RUnlock()
 	return fn()
@@ -335,7 +338,7 @@ func (s *ParallelPRD) listingWorktrees(fn func() error) error {
 // --force also discards tracked changes (untracked files were cleaned), so
 // the tree is the branch's exactly.
 func (s *ParallelPRD) switchWorktree(ctx context.Context, dir, id, start string) error {
-	return s.listingWorktrees(func() error {
+	return s.ListingWorktrees(func() error {
 		return s.Git.At(dir).ForceCheckoutBranch(ctx, s.StoryBranch(id), start)
 	})
 }
@@ -343,7 +346,7 @@ func (s *ParallelPRD) switchWorktree(ctx context.Context, dir, id, start string)
 // removeWorktree removes the tree at dir, whatever git knows of it (a
 // half-made tree may have no admin entry).
 func (s *ParallelPRD) removeWorktree(ctx context.Context, dir string) {
-	_ = s.listingWorktrees(func() error {
+	_ = s.ListingWorktrees(func() error {
 		if s.Git.WorktreeRemove(ctx, dir) != nil {
 			_ = os.RemoveAll(dir)
 			return s.Git.WorktreePrune(ctx)
@@ -362,7 +365,7 @@ func (s *ParallelPRD) repairTrees(ctx context.Context) {
 	// left there uncommitted is a half-done merge (its story is merged
 	// again or found committed by Recover), and would stop the next one.
 	_ = s.Git.ResetHard(ctx, "HEAD")
-	_ = s.listingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
+	_ = s.ListingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
 	s.resumeTrees(ctx)
 	s.wmu.Lock()
 	s.mainReady = true
@@ -694,7 +697,7 @@ func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle st
 		_ = s.trees.move(idle, treeParked, treeTaken)
 		return false
 	}
-	if err := s.listingWorktrees(func() error { return s.Git.WorktreeMove(ctx, from, dir) }); err != nil {
+	if err := s.ListingWorktrees(func() error { return s.Git.WorktreeMove(ctx, from, dir) }); err != nil {
 		s.removeWorktree(ctx, from)
 		_ = s.trees.move(idle, treeNone, treeTaken)
 		return false
@@ -853,7 +856,7 @@ func (s *ParallelPRD) Close(st *engine.State) error {
 		}
 		_ = s.trees.move(append(idle, readied...)[i], treeNone, from)
 	}
-	err := s.listingWorktrees(func() error {
+	err := s.ListingWorktrees(func() error {
 		if err := s.Git.WorktreePrune(ctx); err != nil {
 			return err
 		}
