@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -41,6 +41,12 @@ type coordinatorFlags struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	feature string
+	// userBranch: the branch pushed after each merge is the person's (the
+	// task loop's base), not ralph's own: never forced.
+	userBranch bool
+	pushReq    chan struct{} // a merge landed: push the feature branch
+	stopPush   context.CancelFunc
+	pushDone   chan struct{}
 }
 
 // natsFlags are how a client reaches a NATS server.
@@ -73,13 +79,13 @@ func NewCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command 
 		if err := o.applyConfig(cmd.Context()); err != nil {
 			return err
 		}
-		if !o.flagSet("parallel") {
+		if !o.flagSet("parallel") && o.Tasks == "" {
 			o.Parallel = 8
 		}
 		return runRun(cmd.Context(), o)
 	})
 	cmd.Use = "coordinator [RUN_DIR]"
-	cmd.Short = "Run a PRD's iterations on workers on many machines (NATS JetStream)"
+	cmd.Short = "Run a PRD's or a task tree's iterations on workers on many machines (NATS JetStream)"
 	cmd.Long = `Run the loop over a PRD like ` + "`ralph run --parallel N`" + `, with each agent
 iteration done by a worker (` + "`ralph worker`" + `, on this or any machine) instead of
 here. The coordinator owns scheduling, the merge queue and the run's state:
@@ -97,8 +103,13 @@ uses an existing server or cluster instead.
 A worker heartbeats while it works; a worker that dies has its job delivered
 again to another after --lease. A rate limit any worker meets pauses every
 worker's next agent start. --parallel (default 8) is how many iterations may
-be queued or running at once; the workers' slots decide how many run.`
+be queued or running at once; the workers' slots decide how many run.
+
+With --tasks the tasks run one at a time as in ` + "`ralph run --tasks`" + `; each job
+carries a copy of the task files, and the agent's edits of them (complete,
+split, add) are merged back into this repository's files by task id.`
 	cmd.Example = `  ralph coordinator --prd prd.json --remote git@host:team/app.git --agent claude
+  ralph coordinator --tasks tasks.jsonl --gate 'make test' --remote git@host:team/app.git
   ralph coordinator --prd prd.json --remote /srv/git/app.git --listen 0.0.0.0:4222 --token s3cret
   ralph coordinator --prd prd.json --remote https://git.example/app.git --nats nats://nats.internal:4222 --creds ralph.creds`
 	fl := cmd.Flags()
@@ -117,20 +128,37 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if co.Remote == "" {
 		return nil, engine.UsageError("--remote is required: the git remote the coordinator and its workers exchange branches through")
 	}
-	if o.Tasks != "" || o.Pipeline != "" {
-		return nil, engine.UsageError("ralph coordinator runs a PRD's stories on workers: not --tasks or --pipeline")
+	if o.Pipeline != "" {
+		return nil, engine.UsageError("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
 	}
-	ps, ok := src.(interface {
+	var listing func(func() error) error
+	var shared dist.Shared
+	switch s := src.(type) {
+	case interface {
 		FeatureBranch() string
 		ListingWorktrees(func() error) error
-	})
-	if !ok || o.Parallel < 2 {
-		return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 (the iterations queued or running at once)")
+	}:
+		if o.Parallel < 2 {
+			return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
+		}
+		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
+	case interface {
+		Base() string
+		dist.Shared
+	}:
+		// One task at a time, as `ralph run --tasks` works them; the
+		// agent's edits of the task files travel with the job.
+		if _, _, _, err := s.SharedFiles(ctx); err != nil {
+			return nil, err
+		}
+		co.feature, shared, co.userBranch = s.Base(), s, true
+	default:
+		return nil, engine.UsageError("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
 	}
-	co.feature = ps.FeatureBranch()
 	if co.Lease < time.Second {
 		return nil, engine.UsageError("--lease must be at least 1s")
 	}
+	co.Remote = absRemote(co.Remote)
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
 		return nil, engine.UsageError("--remote %s: git cannot reach it: %v", co.Remote, err)
 	}
@@ -177,7 +205,23 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 	}
 	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
-	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: ps.ListingWorktrees}, nil
+	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared}, nil
+}
+
+// absRemote makes a remote that is a local path absolute (from the
+// current folder, as the person typed it): git runs in the stories'
+// worktrees, and workers read it from the run's settings.
+func absRemote(remote string) string {
+	if strings.Contains(remote, "://") {
+		return remote
+	}
+	if i := strings.IndexByte(remote, ':'); i > 0 && !strings.ContainsRune(remote[:i], '/') {
+		return remote // [user@]host:path
+	}
+	if abs, err := filepath.Abs(remote); err == nil {
+		return abs
+	}
+	return remote
 }
 
 // withToken puts token into a nats:// URL's user part.
@@ -191,28 +235,57 @@ func withToken(u, token string) string {
 }
 
 // observe pushes the feature branch after every merge, so a person (and
-// the next iteration's worker) sees the run's progress on the remote.
+// the next iteration's worker) sees the run's progress on the remote. The
+// push runs beside the run, one at a time (two pushes of one ref race on
+// the remote's lock); merges that land while one runs are pushed together
+// by the next.
 func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *engine.Config) {
+	co.pushReq = make(chan struct{}, 1)
+	pctx, cancel := context.WithCancel(ctx)
+	co.pushDone = make(chan struct{})
+	co.stopPush = cancel
+	go func() {
+		defer close(co.pushDone)
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-co.pushReq:
+				co.pushFeature(ctx, repo)
+			}
+		}
+	}()
 	next := cfg.OnEvent
 	cfg.OnEvent = func(ev engine.Event) {
 		if next != nil {
 			next(ev)
 		}
 		if ev.Type == "item_passed" {
-			co.pushFeature(ctx, repo)
+			select {
+			case co.pushReq <- struct{}{}:
+			default: // one is due already
+			}
 		}
 	}
 }
 
 func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
 	ref := "refs/heads/" + co.feature
-	if err := repo.PushForce(context.WithoutCancel(ctx), co.Remote, ref, ref); err != nil {
+	push := repo.PushForce
+	if co.userBranch {
+		push = repo.Push
+	}
+	if err := push(context.WithoutCancel(ctx), co.Remote, ref, ref); err != nil {
 		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
 	}
 }
 
 // stop pushes the feature branch a last time and closes NATS.
 func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
+	if co.stopPush != nil {
+		co.stopPush()
+		<-co.pushDone // the push under way ends first
+	}
 	if co.feature != "" && co.nc != nil {
 		co.pushFeature(ctx, repo)
 	}
@@ -225,22 +298,13 @@ func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
 	}
 }
 
-// WorkersFile is where the coordinator keeps the workers it hears from,
-// for `ralph status` (a reader that never joins NATS).
-const WorkersFile = "workers.json"
-
 // mirrorWorkers writes the live workers to .ralph/workers.json every
 // second while the run lasts.
 func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
-	path := filepath.Join(dir, WorkersFile)
-	defer os.Remove(path)
+	defer dist.RemoveWorkersFile(dir)
 	for {
 		if ws, err := dist.Workers(ctx, co.js); err == nil {
-			if ws == nil {
-				ws = []dist.WorkerInfo{}
-			}
-			b, _ := json.MarshalIndent(ws, "", "  ")
-			_ = store.WriteFileNoSync(path, append(b, '\n'), 0o644)
+			_ = dist.WriteWorkersFile(dir, ws)
 		}
 		select {
 		case <-ctx.Done():
@@ -248,22 +312,6 @@ func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// readWorkers is the coordinator's list of workers, when it is fresh.
-func readWorkers(dir string) []dist.WorkerInfo {
-	path := filepath.Join(dir, WorkersFile)
-	fi, err := os.Stat(path)
-	if err != nil || time.Since(fi.ModTime()) > 10*time.Second {
-		return nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var ws []dist.WorkerInfo
-	_ = json.Unmarshal(b, &ws)
-	return ws
 }
 
 // WorkerOptions are `ralph worker`'s settings.
@@ -330,6 +378,17 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if err != nil {
 		return err
 	}
+	// Two workers in one folder would check their jobs out into the same
+	// trees.
+	lock, err := store.TryLock(filepath.Join(dir, "worker.lock"))
+	if err != nil {
+		var held *store.ErrLocked
+		if errors.As(err, &held) {
+			return engine.UsageError("--dir %s is in use by another worker, %s: give each worker its own --dir", dir, held.Holder)
+		}
+		return err
+	}
+	defer lock.Unlock()
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
 	w := &dist.Worker{Dir: dir, Slots: o.Parallel, ID: dist.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}

@@ -57,7 +57,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
-				if ws := readWorkers(p.Dir); active && len(ws) > 0 {
+				if ws := dist.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
 					out["workers"] = ws
 				}
 				enc := json.NewEncoder(f.IO.Out)
@@ -66,7 +66,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			}
 			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
 			if active {
-				md += WorkersMarkdown(readWorkers(p.Dir))
+				md += WorkersMarkdown(dist.ReadWorkersFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)

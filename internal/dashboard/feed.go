@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ralph-loop/ralph/internal/dist"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 )
@@ -37,6 +38,9 @@ type Snapshot struct {
 	// each story's depends_on, joined.
 	Levels map[string]int
 	Deps   map[string]string
+	// Remote are a coordinator's workers on other machines (none for a
+	// local run), while the run is active.
+	Remote []dist.WorkerInfo
 	Err    error
 }
 
@@ -73,6 +77,9 @@ func (f *Feed) Poll() Snapshot {
 	s.Active, _ = engine.ActiveRun(f.Paths)
 	_, perr := os.Stat(f.Paths.Pause)
 	s.Paused = perr == nil
+	if s.Active {
+		s.Remote = dist.ReadWorkersFile(f.Paths.Dir)
+	}
 	f.readEvents()
 	if st != nil {
 		for _, c := range st.Current {

@@ -243,6 +243,12 @@ func (m *Model) Render() string {
 	}
 
 	// The workers.
+	on := map[string]string{} // item → the remote worker running it
+	for _, w := range m.snap.Remote {
+		for _, it := range w.Items {
+			on[it] = w.ID + " on " + w.Host
+		}
+	}
 	if m.snap.Active && len(st.Current) > 0 {
 		b.WriteString("\n" + bold.Render("Workers") + "\n")
 		for _, c := range st.Current {
@@ -251,6 +257,9 @@ func (m *Model) Render() string {
 				role = "worker"
 			}
 			line := fmt.Sprintf("%s · iteration %d · attempt %d · %s · %s · %s", c.Item, c.Iteration, c.Attempt, role, c.Phase, elapsed(m.now().Sub(c.StartedAt)))
+			if w := on[c.Item]; w != "" && c.Phase == engine.PhaseAgent {
+				line += " · " + w
+			}
 			if c.QueuePos > 0 {
 				line += fmt.Sprintf(" · merge queue #%d", c.QueuePos)
 			}
@@ -260,6 +269,20 @@ func (m *Model) Render() string {
 					b.WriteString("    " + clip(l, max(m.width-6, 60)) + "\n")
 				}
 			}
+		}
+	}
+	if len(m.snap.Remote) > 0 {
+		b.WriteString("\n" + bold.Render("Remote workers") + "\n")
+		for _, w := range m.snap.Remote {
+			running := strings.Join(w.Items, ", ")
+			if running == "" {
+				running = "idle"
+			}
+			line := fmt.Sprintf("  %-24s %-16s %d slots · %s", clip(w.ID, 24), clip(w.Host, 16), w.Slots, running)
+			if w.Agent != "" {
+				line += " · own agent " + w.Agent
+			}
+			b.WriteString(line + "\n")
 		}
 	}
 	if len(m.snap.Gates) > 0 {

@@ -12,7 +12,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/dist"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // A run's files as the view reads them: the items with their status and
@@ -106,3 +108,45 @@ func TestModelRateLimitQueueAndEnd(t *testing.T) {
 }
 
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// A coordinator's run shows its remote workers (from the file the
+// coordinator mirrors them to) and, for an iteration whose agent runs on
+// one, which; a stale file (a coordinator gone) shows none.
+func TestModelShowsRemoteWorkers(t *testing.T) {
+	root := t.TempDir()
+	p := engine.PathsFor(root)
+	os.MkdirAll(p.Dir, 0o755)
+	now := time.Now()
+	st := &engine.State{RunID: "r3", Source: "prd", Status: engine.StatusRunning, Order: []string{"S-1", "S-2"},
+		Items:   map[string]*engine.ItemState{"S-1": {ID: "S-1", Status: engine.ItemRunning}, "S-2": {ID: "S-2", Status: engine.ItemRunning}},
+		Current: []*engine.Current{{Item: "S-1", Iteration: 1, Phase: engine.PhaseAgent, StartedAt: now}, {Item: "S-2", Iteration: 2, Phase: engine.PhaseVerify, StartedAt: now}}}
+	b, _ := json.Marshal(st)
+	os.WriteFile(p.State, b, 0o644)
+	lock, err := store.TryLock(p.Lock) // the coordinator's run, active
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	ws := []dist.WorkerInfo{{ID: "build-7-4242", Host: "build-7", Slots: 2, Items: []string{"S-1"}, Seen: now},
+		{ID: "gpu-1-77", Host: "gpu-1", Slots: 4, Items: []string{"S-2"}, Agent: "codex", Seen: now}}
+	if err := dist.WriteWorkersFile(p.Dir, ws); err != nil {
+		t.Fatal(err)
+	}
+	m := New(NewFeed(p), Controls{})
+	out := ansi.ReplaceAllString(m.Render(), "")
+	for _, want := range []string{"Remote workers", "build-7-4242", "2 slots · S-1", "gpu-1-77", "4 slots · S-2 · own agent codex",
+		"S-1 · iteration 1 · attempt 0 · worker · agent · 0:00 · build-7-4242 on build-7"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "verify · 0:00 · build-7") {
+		t.Errorf("S-2's gates run here, not on a worker:\n%s", out)
+	}
+	old := now.Add(-time.Minute)
+	os.Chtimes(filepath.Join(p.Dir, dist.WorkersFile), old, old)
+	m.snap = m.feed.Poll()
+	if out := m.Render(); strings.Contains(out, "Remote workers") {
+		t.Errorf("a stale workers file is shown:\n%s", out)
+	}
+}

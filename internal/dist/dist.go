@@ -8,7 +8,10 @@
 // result. The coordinator fetches that commit into the story's worktree,
 // and from there the iteration goes on like a local one: the gates run on
 // the coordinator, and only a verified commit is merged ("passed" has one
-// meaning, whoever ran the agent).
+// meaning, whoever ran the agent). A task tree runs the same way, one
+// task at a time; its task files, which the agent edits but never
+// commits, travel with the job (Job.Shared) and the agent's edits are
+// merged back (RemoteAgent.Shared).
 //
 // JetStream carries everything that must outlive a process: the job
 // stream (a work queue whose unacknowledged messages are redelivered when
@@ -23,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // Names of the JetStream stream, consumer and buckets.
@@ -43,6 +49,7 @@ const (
 	BucketRun      = "ralph_run"     // config, ratelimit
 	BucketResults  = "ralph_results" // one Outcome per job key
 	BucketWorkers  = "ralph_workers" // one WorkerInfo per worker, expiring
+	BucketFiles    = "ralph_files"   // a job's shared files: <key>/in/<path>, <key>/out/<path>
 	KeyConfig      = "config"
 	KeyRateLimit   = "ratelimit"
 	DefaultListen  = "127.0.0.1:4222"
@@ -81,6 +88,17 @@ type Job struct {
 	Model     string        `json:"model,omitempty"`
 	Timeout   time.Duration `json:"timeout,omitempty"`
 	Agent     AgentSpec     `json:"agent"`
+	// TreeEnv are the variables of Env that name a path in the tree,
+	// relative to it ("." for the tree itself): the worker points them
+	// into its own tree.
+	TreeEnv map[string]string `json:"tree_env,omitempty"`
+	// Shared are files the agent may edit that are never committed (a
+	// task tree's tasks.jsonl), by path in the tree: true when the file
+	// exists, its contents in the files bucket as <key>/in/<path>. Restore
+	// are the paths the worker puts back as the base had them before it
+	// commits.
+	Shared  map[string]bool `json:"shared,omitempty"`
+	Restore []string        `json:"restore,omitempty"`
 }
 
 // Outcome is a worker's report of a job.
@@ -92,7 +110,13 @@ type Outcome struct {
 	Result agent.Result `json:"result"`
 	Output string       `json:"output,omitempty"` // the agent's output (capped)
 	Error  string       `json:"error,omitempty"`  // the job could not run
+	// Shared are the job's shared files as the agent left them (true:
+	// exists), in the files bucket as <key>/out/<path>.
+	Shared map[string]bool `json:"shared,omitempty"`
 }
+
+// sharedName is the name of a job's shared file in the files bucket.
+func sharedName(key, dir, path string) string { return key + "/" + dir + "/" + path }
 
 // RunConfig is what workers need to know of the run.
 type RunConfig struct {
@@ -131,7 +155,7 @@ type ConnOptions struct {
 // Connect dials url and keeps trying, in the background, until a server
 // answers: a worker started before its coordinator waits for it.
 func Connect(url string, o ConnOptions) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(o.Name), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(200 * time.Millisecond)}
+	opts := []nats.Option{nats.Name(o.Name), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.ReconnectJitter(50*time.Millisecond, 50*time.Millisecond)}
 	if o.Token != "" {
 		opts = append(opts, nats.Token(o.Token))
 	}
@@ -213,6 +237,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
 		return err
 	}
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketFiles, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
 	b, _ := json.Marshal(cfg)
 	_, err = run.Put(ctx, KeyConfig, b)
 	return err
@@ -278,4 +305,48 @@ func (c *capped) String() string {
 // SafeID makes s usable as a KV key.
 func SafeID(s string) string {
 	return strings.Trim(keyUnsafe.ReplaceAllString(s, "_"), "_")
+}
+
+// WorkersFile is where a coordinator mirrors the workers it hears from,
+// in the run's folder, for readers that never join NATS (`ralph status`,
+// the dashboard).
+const WorkersFile = "workers.json"
+
+// workersFresh is how old the file may be and still describe a live run.
+const workersFresh = 10 * time.Second
+
+// WriteWorkersFile writes ws to dir's workers file.
+func WriteWorkersFile(dir string, ws []WorkerInfo) error {
+	if ws == nil {
+		ws = []WorkerInfo{}
+	}
+	b, err := json.MarshalIndent(ws, "", "  ")
+	if err != nil {
+		return err
+	}
+	// A mirror rewritten every second: a crash loses nothing it cannot
+	// write again, so no fsync.
+	return store.WriteFileNoSync(filepath.Join(dir, WorkersFile), append(b, '\n'), 0o644)
+}
+
+// RemoveWorkersFile removes it when the coordinator stops.
+func RemoveWorkersFile(dir string) { _ = os.Remove(filepath.Join(dir, WorkersFile)) }
+
+// ReadWorkersFile is the coordinator's list of workers in dir, or nil
+// when there is none or it is stale (a coordinator that died).
+func ReadWorkersFile(dir string) []WorkerInfo {
+	path := filepath.Join(dir, WorkersFile)
+	fi, err := os.Stat(path)
+	if err != nil || time.Since(fi.ModTime()) > workersFresh {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var ws []WorkerInfo
+	if json.Unmarshal(b, &ws) != nil {
+		return nil
+	}
+	return ws
 }

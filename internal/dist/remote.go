@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,7 +28,24 @@ type RemoteAgent struct {
 	// Listing runs a git command that reads every worktree's HEAD (a
 	// fetch does) while no worktree is being added (nil: runs it).
 	Listing func(func() error) error
+	// Shared, when the source has files the agent edits besides its
+	// commits (the task loop), ships them with each job and merges the
+	// worker's edits back.
+	Shared  Shared
 	results jetstream.KeyValue
+	files   jetstream.ObjectStore
+}
+
+// Shared is what a source lets the agent edit besides the tree's commits.
+type Shared interface {
+	// SharedFiles are the files with what they hold now (nil: absent),
+	// by path in the tree; restore are the paths a worker puts back as
+	// the base had them before committing; keepOut the paths a commit of
+	// this tree leaves out.
+	SharedFiles(ctx context.Context) (files map[string][]byte, restore, keepOut []string, err error)
+	// MergeShared brings the worker's edits (sent → got) into the files;
+	// notes are for the iteration's transcript.
+	MergeShared(sent, got map[string][]byte) (notes []string, err error)
 }
 
 func (r *RemoteAgent) Name() string { return r.Spec.Name }
@@ -51,15 +71,25 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err != nil || branch == "" || branch == "HEAD" || base == "" {
 		return agent.Result{}, fmt.Errorf("remote agent: the tree %s is not on a branch with a commit (%v)", req.Dir, err)
 	}
-	if dirty, err := repo.StatusPorcelain(ctx); err == nil && len(dirty) > 0 {
-		if err := repo.AddAll(ctx); err != nil {
-			return agent.Result{}, err
-		}
-		if base, err = repo.Commit(ctx, fmt.Sprintf("wip(%s): the tree before remote iteration %d\n", req.ItemID, req.Iteration), false); err != nil {
+	key := JobKey(r.Epoch, req.Iteration, req.ItemID)
+	var sent map[string][]byte
+	var restore, keepOut []string
+	if r.Shared != nil {
+		if sent, restore, keepOut, err = r.Shared.SharedFiles(ctx); err != nil {
 			return agent.Result{}, err
 		}
 	}
-	key := JobKey(r.Epoch, req.Iteration, req.ItemID)
+	if base, err = r.commitTree(ctx, repo, req, base, keepOut); err != nil {
+		return agent.Result{}, err
+	}
+	shared, err := r.putShared(ctx, key, sent)
+	if err != nil {
+		return agent.Result{}, err
+	}
+	var out Outcome
+	if shared != nil {
+		defer func() { r.dropShared(context.WithoutCancel(ctx), key, shared, out.Shared) }()
+	}
 	if err := repo.PushForce(ctx, r.Remote, base, "refs/heads/"+branch, base, "refs/ralph/bases/"+key); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: pushing %s: %w", branch, err)
 	}
@@ -69,7 +99,8 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	}
 	defer watch.Stop()
 	job := Job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
-		Prompt: req.Prompt, Env: req.Env, Model: req.Model, Timeout: req.Timeout, Agent: r.Spec}
+		Prompt: req.Prompt, Env: req.Env, Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
+		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore}
 	b, _ := json.Marshal(job)
 	if _, err := r.JS.Publish(ctx, SubjectJobs, b, jetstream.WithMsgID(key)); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: queueing the job: %w", err)
@@ -77,7 +108,6 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if req.Transcript != nil {
 		fmt.Fprintf(req.Transcript, "[ralph] job %s queued for a worker (%s at %s)\n", key, branch, short(base))
 	}
-	var out Outcome
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,7 +155,120 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(got), branch, err)
 	}
 	_, _ = repo.Run(ctx, "update-ref", "-d", "refs/ralph/jobs/"+key)
+	if r.Shared != nil {
+		got, err := r.getShared(ctx, key, out.Shared)
+		if err != nil {
+			return agent.Result{}, err
+		}
+		notes, err := r.Shared.MergeShared(sent, got)
+		if err != nil {
+			return agent.Result{}, fmt.Errorf("remote agent: bringing the agent's edits of %s back: %w", strings.Join(slices.Sorted(maps.Keys(sent)), ", "), err)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(w, "[ralph] %s\n", n)
+		}
+	}
 	return out.Result, nil
+}
+
+// commitTree commits what the tree holds beyond its branch (work an
+// interrupted iteration left uncommitted) so the worker starts from it;
+// keepOut stays out of the commit.
+func (r *RemoteAgent) commitTree(ctx context.Context, repo *git.Repo, req agent.Request, base string, keepOut []string) (string, error) {
+	dirty, err := repo.StatusPorcelain(ctx, keepOut...)
+	if err != nil || len(dirty) == 0 {
+		return base, nil
+	}
+	if _, err := repo.AddAllExcept(ctx, keepOut); err != nil {
+		return "", err
+	}
+	if !repo.HasStagedChanges(ctx) {
+		return base, nil
+	}
+	return repo.Commit(ctx, fmt.Sprintf("wip(%s): the tree before remote iteration %d\n", req.ItemID, req.Iteration), false)
+}
+
+// treeEnv finds the variables of env that name dir or a path in it.
+func treeEnv(env []string, dir string) map[string]string {
+	var out map[string]string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		rel, err := filepath.Rel(dir, v)
+		if !filepath.IsAbs(v) || err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = filepath.ToSlash(rel)
+	}
+	return out
+}
+
+func (r *RemoteAgent) fileStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	if r.files == nil {
+		obs, err := r.JS.ObjectStore(ctx, BucketFiles)
+		if err != nil {
+			return nil, err
+		}
+		r.files = obs
+	}
+	return r.files, nil
+}
+
+// putShared stores the files for the job; the map says which exist.
+func (r *RemoteAgent) putShared(ctx context.Context, key string, files map[string][]byte) (map[string]bool, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	obs, err := r.fileStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for p, b := range files {
+		if b != nil {
+			if _, err := obs.PutBytes(ctx, sharedName(key, "in", p), b); err != nil {
+				return nil, fmt.Errorf("remote agent: storing %s for the worker: %w", p, err)
+			}
+		}
+		present[p] = b != nil
+	}
+	return present, nil
+}
+
+// getShared reads the files as the worker's agent left them.
+func (r *RemoteAgent) getShared(ctx context.Context, key string, present map[string]bool) (map[string][]byte, error) {
+	obs, err := r.fileStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	got := map[string][]byte{}
+	for p, ok := range present {
+		if !ok {
+			continue
+		}
+		b, err := obs.GetBytes(ctx, sharedName(key, "out", p))
+		if err != nil {
+			return nil, fmt.Errorf("remote agent: reading the worker's %s: %w", p, err)
+		}
+		got[p] = b
+	}
+	return got, nil
+}
+
+func (r *RemoteAgent) dropShared(ctx context.Context, key string, in, out map[string]bool) {
+	obs, err := r.fileStore(ctx)
+	if err != nil {
+		return
+	}
+	for dir, m := range map[string]map[string]bool{"in": in, "out": out} {
+		for p, ok := range m {
+			if ok {
+				_ = obs.Delete(ctx, sharedName(key, dir, p))
+			}
+		}
+	}
 }
 
 func short(s string) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.logf("%s connected: %d slot(s), working in %s", w.ID, w.Slots, w.Dir)
+	go w.warm(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); w.heartbeat(ctx) }()
@@ -117,7 +119,7 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
@@ -214,7 +216,7 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 // and pushes what it did.
 func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	fail := func(err error) Outcome { return Outcome{Error: err.Error()} }
-	tree, base, err := w.tree(ctx, slot, job)
+	tree, base, tip, err := w.tree(ctx, slot, job)
 	if err != nil {
 		return fail(err)
 	}
@@ -222,15 +224,13 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	start := base
 	// A worker that died after pushing leaves its work on the story's
 	// branch: the next one starts from there.
-	// (Under cloneMu: a fetch reads every worktree's HEAD, and another
-	// slot may be adding its worktree.)
-	w.cloneMu.Lock()
-	tip, err := tree.FetchInto(ctx, origin, "refs/heads/"+job.Branch, fmt.Sprintf("refs/ralph/slot-%d/branch", slot))
-	w.cloneMu.Unlock()
-	if err == nil && tip != base && tree.IsAncestor(ctx, base, tip) {
+	if tip != "" && tip != base && tree.IsAncestor(ctx, base, tip) {
 		start = tip
 	}
 	if err := tree.CheckoutDetached(ctx, start); err != nil {
+		return fail(err)
+	}
+	if err := w.getShared(ctx, tree.Dir, job); err != nil {
 		return fail(err)
 	}
 	if err := w.waitPause(ctx, job.Item); err != nil {
@@ -252,7 +252,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 		return fail(err)
 	}
 	var output capped
-	req := agent.Request{Prompt: job.Prompt, PromptFile: promptFile, Dir: tree.Dir, Model: job.Model, Env: job.Env, Timeout: job.Timeout,
+	req := agent.Request{Prompt: job.Prompt, PromptFile: promptFile, Dir: tree.Dir, Model: job.Model, Env: jobEnv(job, tree.Dir, promptFile), Timeout: job.Timeout,
 		Transcript: &output, ItemID: job.Item, Iteration: job.Iteration, Attempt: job.Attempt, Role: job.Role}
 	if req.Timeout <= 0 {
 		req.Timeout = time.Hour
@@ -270,6 +270,10 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	if res.RateLimit != nil {
 		w.publishPause(ctx, res.RateLimit)
 	}
+	shared, err := w.putShared(ctx, tree, start, job)
+	if err != nil {
+		return fail(err)
+	}
 	if err := tree.AddAll(ctx); err != nil {
 		return fail(err)
 	}
@@ -280,46 +284,202 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	if err := tree.PushForce(ctx, origin, sha, "refs/ralph/jobs/"+job.Key, sha, "refs/heads/"+job.Branch); err != nil {
 		return fail(fmt.Errorf("pushing: %w", err))
 	}
-	return Outcome{Commit: sha, Result: res, Output: output.String()}
+	return Outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared}
+}
+
+// jobEnv is the agent's environment: the job's, with the variables that
+// name a path in the coordinator's tree pointed into this one, and this
+// ralph on PATH (after the worker's own) for the agent's ralph commands.
+func jobEnv(job Job, dir, promptFile string) []string {
+	env := make([]string, 0, len(job.Env)+1)
+	for _, kv := range job.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch rel, ok := job.TreeEnv[k]; {
+		case k == "RALPH_PROMPT_FILE":
+			kv = k + "=" + promptFile
+		case ok:
+			kv = k + "=" + filepath.Join(dir, filepath.FromSlash(rel))
+		}
+		env = append(env, kv)
+	}
+	if exe, err := os.Executable(); err == nil {
+		env = append(env, "PATH="+os.Getenv("PATH")+string(os.PathListSeparator)+filepath.Dir(exe))
+	}
+	return env
+}
+
+// getShared puts the job's shared files into the tree as the coordinator
+// sent them.
+func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
+	if len(job.Shared) == 0 {
+		return nil
+	}
+	obs, err := w.js.ObjectStore(ctx, BucketFiles)
+	if err != nil {
+		return err
+	}
+	for p, present := range job.Shared {
+		path, err := inTree(dir, p)
+		if err != nil {
+			return err
+		}
+		if !present {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			continue
+		}
+		b, err := obs.GetBytes(ctx, sharedName(job.Key, "in", p))
+		if err != nil {
+			return fmt.Errorf("reading the job's %s: %w", p, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putShared stores the shared files as the agent left them, then puts
+// back the job's Restore paths as the commit the agent started from had
+// them, so that none of it is committed.
+func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job Job) (map[string]bool, error) {
+	var out map[string]bool
+	if len(job.Shared) > 0 {
+		obs, err := w.js.ObjectStore(ctx, BucketFiles)
+		if err != nil {
+			return nil, err
+		}
+		out = map[string]bool{}
+		for p := range job.Shared {
+			path, err := inTree(tree.Dir, p)
+			if err != nil {
+				return nil, err
+			}
+			b, err := os.ReadFile(path)
+			if errors.Is(err, os.ErrNotExist) {
+				out[p] = false
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if _, err := obs.PutBytes(ctx, sharedName(job.Key, "out", p), b); err != nil {
+				return nil, fmt.Errorf("storing %s for the coordinator: %w", p, err)
+			}
+			out[p] = true
+		}
+	}
+	for _, p := range job.Restore {
+		path, err := inTree(tree.Dir, p)
+		if err != nil {
+			return nil, err
+		}
+		if tree.HasPath(ctx, start, p) {
+			err = tree.RestorePath(ctx, start, p)
+		} else if err = os.Remove(path); errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("putting %s back: %w", p, err)
+		}
+	}
+	return out, nil
+}
+
+// inTree is the path p of a job inside dir; a path that leaves the tree
+// is refused (the job comes over the network).
+func inTree(dir, p string) (string, error) {
+	if !filepath.IsLocal(filepath.FromSlash(p)) {
+		return "", fmt.Errorf("the job names %q, which is not a path inside the tree", p)
+	}
+	return filepath.Join(dir, filepath.FromSlash(p)), nil
 }
 
 // tree returns the slot's work tree — a worktree of the worker's clone of
-// the remote, made on first use — with the job's base fetched (refs are
-// shared between a clone's worktrees: each slot has its own).
-func (w *Worker) tree(ctx context.Context, slot int, job Job) (*git.Repo, string, error) {
+// the remote, made on first use — with the job's base and the story
+// branch's tip on the remote fetched ("" when it has none; refs are shared
+// between a clone's worktrees: each slot has its own). One fetch brings
+// both, under cloneMu: a fetch reads every worktree's HEAD, and another
+// slot may be adding its worktree.
+func (w *Worker) tree(ctx context.Context, slot int, job Job) (tree *git.Repo, base, tip string, err error) {
 	w.cloneMu.Lock()
 	defer w.cloneMu.Unlock()
-	if w.clone == nil {
-		dir := filepath.Join(w.Dir, "clone")
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-			w.clone = &git.Repo{Dir: dir, Runner: w.Runner}
-		} else {
-			if err := os.MkdirAll(w.Dir, 0o755); err != nil {
-				return nil, "", err
-			}
-			_ = os.RemoveAll(dir)
-			c, err := git.Clone(ctx, w.Runner, w.cfg.Remote, dir)
-			if err != nil {
-				return nil, "", fmt.Errorf("cloning %s: %w", w.cfg.Remote, err)
-			}
-			w.clone = c
+	if err := w.ensureClone(ctx); err != nil {
+		return nil, "", "", err
+	}
+	baseRef := fmt.Sprintf("refs/ralph/slot-%d/base", slot)
+	tipRef := fmt.Sprintf("refs/ralph/slot-%d/branch", slot)
+	src := "refs/ralph/bases/" + job.Key
+	if w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef, "refs/heads/"+job.Branch, tipRef) == nil {
+		tip, _ = w.clone.RefSHA(ctx, tipRef)
+	} else if err := w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef); err != nil {
+		return nil, "", "", fmt.Errorf("fetching the job's base: %w", err)
+	}
+	if base, err = w.clone.RefSHA(ctx, baseRef); err != nil {
+		return nil, "", "", err
+	}
+	tree, err = w.ensureSlot(ctx, slot, base)
+	return tree, base, tip, err
+}
+
+// warm clones the remote and adds the slots' trees as soon as the run is
+// known, so the first jobs start without waiting for them.
+func (w *Worker) warm(ctx context.Context) {
+	w.cloneMu.Lock()
+	defer w.cloneMu.Unlock()
+	if w.ensureClone(ctx) != nil {
+		return // the first job says why
+	}
+	head, err := w.clone.RevParse(ctx, "HEAD")
+	if err != nil {
+		return // an empty remote
+	}
+	for slot := 0; slot < w.Slots; slot++ {
+		if _, err := w.ensureSlot(ctx, slot, head); err != nil {
+			return
 		}
 	}
-	ref := fmt.Sprintf("refs/ralph/slot-%d/base", slot)
-	base, err := w.clone.FetchInto(ctx, w.cfg.Remote, "refs/ralph/bases/"+job.Key, ref)
-	if err != nil {
-		return nil, "", fmt.Errorf("fetching the job's base: %w", err)
+}
+
+// ensureClone makes the worker's clone of the remote (under cloneMu).
+func (w *Worker) ensureClone(ctx context.Context) error {
+	if w.clone != nil {
+		return nil
 	}
+	dir := filepath.Join(w.Dir, "clone")
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		w.clone = &git.Repo{Dir: dir, Runner: w.Runner}
+		return nil
+	}
+	if err := os.MkdirAll(w.Dir, 0o755); err != nil {
+		return err
+	}
+	_ = os.RemoveAll(dir)
+	c, err := git.Clone(ctx, w.Runner, w.cfg.Remote, dir)
+	if err != nil {
+		return fmt.Errorf("cloning %s: %w", w.cfg.Remote, err)
+	}
+	w.clone = c
+	return nil
+}
+
+// ensureSlot returns the slot's worktree, adding it at rev when it is not
+// there (under cloneMu).
+func (w *Worker) ensureSlot(ctx context.Context, slot int, rev string) (*git.Repo, error) {
 	dir := filepath.Join(w.Dir, fmt.Sprintf("slot-%d", slot))
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-		return w.clone.At(dir), base, nil
+		return w.clone.At(dir), nil
 	}
 	_ = os.RemoveAll(dir)
 	_ = w.clone.WorktreePrune(ctx)
-	if _, err := w.clone.Run(ctx, "worktree", "add", "--quiet", "--detach", "--", dir, base); err != nil {
-		return nil, "", fmt.Errorf("adding the slot's worktree: %w", err)
+	if _, err := w.clone.Run(ctx, "worktree", "add", "--quiet", "--detach", "--", dir, rev); err != nil {
+		return nil, fmt.Errorf("adding the slot's worktree: %w", err)
 	}
-	return w.clone.At(dir), base, nil
+	return w.clone.At(dir), nil
 }
 
 // waitPause holds the agent's start while a rate limit any worker saw is

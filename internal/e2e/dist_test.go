@@ -167,8 +167,13 @@ func TestDistDiamondThreeWorkers(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := distSetup(t, diamond(8))
 	env := []string{"MARK=" + mark}
-	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	w1dir := t.TempDir()
+	w1 := startBg(t, w1dir, env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { return strings.Contains(w1.out.String(), "waiting for a coordinator") })
+	// A second worker in the same folder would share its trees: refused.
+	if r := runBin(t, w1dir, "", env, bin, "worker", "--nats", url, "--dir", "w"); r.code != 2 || !strings.Contains(r.stderr, "in use by another worker, pid") {
+		t.Fatalf("a second worker in w1's --dir: exit %d\n%s", r.code, r.stderr)
+	}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	w3 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
@@ -310,5 +315,94 @@ if [ "$RALPH_ITEM_ID" = S-2 ]; then sleep 1; fi` + "\n"
 	}
 	if !strings.Contains(w1.out.String()+w2.out.String(), "every worker's next agent waits until") {
 		t.Fatalf("no worker published the pause:\n%s\n%s", w1, w2)
+	}
+}
+
+// A task tree on workers: the agents run `ralph task split` and `ralph
+// task complete` in the worker's copy of tasks.jsonl, and their edits come
+// back merged with a task a person added on the coordinator meanwhile.
+// Every leaf ends as one squash commit on the remote's main, archived here.
+func TestDistTasks(t *testing.T) {
+	bin := buildRalph(t)
+	const agentSh = `cat > /dev/null
+echo "start $RALPH_ITEM_ID" >> "$MARK/starts.log"
+case "$RALPH_ITEM_ID" in
+A.1) ralph task split A.1 "part one" "part two" ;;
+*)
+	if [ "$RALPH_ITEM_ID" = A.2 ]; then
+		while [ ! -f "$MARK/go" ]; do sleep 0.05; done
+	fi
+	echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
+	ralph task complete "$RALPH_ITEM_ID" ;;
+esac
+`
+	repo := newRepo(t, map[string]string{"agent.sh": agentSh, "tasks.jsonl": `{"id":"A","title":"auth","status":"pending","leaf":false}
+{"id":"A.1","title":"session store","status":"pending","leaf":true}
+{"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
+{"id":"B","title":"docs","status":"pending","leaf":true}
+`})
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	git(t, repo, "init", "-q", "--bare", remote)
+	git(t, repo, "push", "-q", remote, "main")
+	mark := t.TempDir()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	env := []string{"MARK=" + mark}
+	// The remote as a path relative to the repository, as people type it.
+	rel, err := filepath.Rel(repo, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := startBg(t, repo, env, bin, "coordinator", "--tasks", "tasks.jsonl", "--remote", rel, "--listen", strings.TrimPrefix(url, "nats://"),
+		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m", "--gate", "agent=test -f agent.sh")
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	// While A.2's agent works on a worker, a person adds a task here.
+	waitFor(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+		return strings.Contains(string(b), "start A.2")
+	})
+	if r := runBin(t, repo, "", nil, bin, "task", "add", "added while A.2 ran"); r.code != 0 {
+		t.Fatalf("ralph task add: %d\n%s", r.code, r.stderr)
+	}
+	os.WriteFile(filepath.Join(mark, "go"), nil, 0o644)
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s", code, co, w1, w2)
+	}
+	logs := []fmt.Stringer{co, w1, w2}
+	dump := func() string {
+		var b strings.Builder
+		for _, l := range logs {
+			b.WriteString(l.String() + "\n---\n")
+		}
+		return b.String()
+	}
+	// One squash commit per leaf on the remote's main, the added task's too.
+	subjects := git(t, remote, "log", "--format=%s", "main")
+	for _, want := range []string{"[A.1.1] part one", "[A.1.2] part two", "[A.2] login endpoint", "[B] docs", "added while A.2 ran"} {
+		if n := strings.Count(subjects, want); n != 1 {
+			t.Fatalf("%q is on the remote's main %d times (want 1):\n%s\n%s", want, n, subjects, dump())
+		}
+	}
+	// The task files never entered a task's commit.
+	if files := git(t, remote, "log", "--format=", "--name-only", "main", "--", "tasks.jsonl", "tasks-done.jsonl"); strings.TrimSpace(files) != "tasks.jsonl" {
+		t.Fatalf("task commits touched the task files:\n%s", files)
+	}
+	// Every task is archived here with its commit; none is left open.
+	if r := runBin(t, repo, "", nil, bin, "task", "list", "--json"); r.code != 0 || strings.Contains(r.stdout, `"status":"pending"`) || strings.Contains(r.stdout, `"status":"active"`) {
+		t.Fatalf("tasks left open (%d):\n%s\n%s", r.code, r.stdout, dump())
+	}
+	done, _ := os.ReadFile(filepath.Join(repo, "tasks-done.jsonl"))
+	n := 0
+	for _, l := range strings.Split(string(done), "\n") {
+		if strings.Contains(l, `"leaf":true`) && strings.Contains(l, `"commit":"`) {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d tasks archived with a commit (want 5 leaves):\n%s", n, done)
+	}
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	if n := strings.Count(string(starts), "start "); n != 6 {
+		t.Fatalf("%d agent runs (want 6: A.1 split, then one per leaf):\n%s", n, starts)
 	}
 }

@@ -3,6 +3,7 @@ package git
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,4 +153,15 @@ func (r *Repo) IndexStamp() string {
 		return ""
 	}
 	return fmt.Sprintf("%d:%d:%d:%d", st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano())
+}
+
+// RefSHA is the commit a full ref name (refs/…) points at, read from the
+// files when the layout allows, else asked of git.
+func (r *Repo) RefSHA(ctx context.Context, ref string) (string, error) {
+	if _, common, ok := r.gitDirs(); ok && strings.HasPrefix(ref, "refs/") {
+		if sha, found, ok := readRef(common, ref); ok && found {
+			return sha, nil
+		}
+	}
+	return r.RevParse(ctx, ref)
 }

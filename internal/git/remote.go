@@ -22,18 +22,40 @@ func Clone(ctx context.Context, r proc.Runner, url, dir string) (*Repo, error) {
 // FetchInto fetches remote's ref src into the local ref dst (forced) and
 // returns the commit.
 func (r *Repo) FetchInto(ctx context.Context, remote, src, dst string) (string, error) {
-	if _, err := r.Run(ctx, "fetch", "--quiet", "--no-tags", "--", remote, "+"+src+":"+dst); err != nil {
+	if err := r.FetchRefs(ctx, remote, src, dst); err != nil {
 		return "", err
 	}
-	return r.RevParse(ctx, dst)
+	return r.RefSHA(ctx, dst)
+}
+
+// FetchRefs fetches remote's refs into local ones (pairs of src, dst,
+// forced) in one fetch; it fails if any src is missing.
+func (r *Repo) FetchRefs(ctx context.Context, remote string, pairs ...string) error {
+	args := []string{"fetch", "--quiet", "--no-tags", "--", remote}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		args = append(args, "+"+pairs[i]+":"+pairs[i+1])
+	}
+	_, err := r.Run(ctx, args...)
+	return err
 }
 
 // PushForce sets each dst ref on remote to the local rev src (pairs of
 // src, dst), whatever they held.
 func (r *Repo) PushForce(ctx context.Context, remote string, pairs ...string) error {
+	return r.push(ctx, remote, "+", pairs)
+}
+
+// Push sets each dst ref on remote to the local rev src (pairs of src,
+// dst) where that only moves it forward: git refuses the push when the
+// remote's ref has commits src does not.
+func (r *Repo) Push(ctx context.Context, remote string, pairs ...string) error {
+	return r.push(ctx, remote, "", pairs)
+}
+
+func (r *Repo) push(ctx context.Context, remote, force string, pairs []string) error {
 	args := []string{"push", "--quiet", "--no-verify", "--", remote}
 	for i := 0; i+1 < len(pairs); i += 2 {
-		args = append(args, "+"+pairs[i]+":"+pairs[i+1])
+		args = append(args, force+pairs[i]+":"+pairs[i+1])
 	}
 	_, err := r.Run(ctx, args...)
 	return err

@@ -71,6 +71,7 @@ type Tasks struct {
 	checkedRef string
 	beforeSet  *tasks.Set
 	split      map[string]splitInfo
+	state      *engine.State // the run's, as Prepare was given it
 }
 
 type splitInfo struct {
@@ -384,6 +385,7 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 // Prepare claims the task and puts the tree on its branch, creating it
 // from the base branch the first time.
 func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
+	s.state = st
 	dir, err := s.prepare(ctx, it)
 	return engine.Workspace{Dir: dir}, err
 }
