@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,6 +50,9 @@ type coordinatorFlags struct {
 	pushReq    chan struct{} // a merge landed: push the feature branch
 	stopPush   context.CancelFunc
 	pushDone   chan struct{}
+	paths      engine.Paths
+	stateMu    sync.Mutex
+	stateSent  []byte // the state last put into NATS (under stateMu)
 }
 
 // natsFlags are how a client reaches a NATS server.
@@ -101,7 +107,9 @@ told otherwise; off loopback it requires a token, generated and printed when
 uses an existing server or cluster instead.
 
 A worker heartbeats while it works; a worker that dies has its job delivered
-again to another after --lease. A rate limit any worker meets pauses every
+again to another after --lease. The run's state is kept on NATS too: a
+coordinator started in a fresh clone with the same --nats takes the run up
+where a dead one left it. A rate limit any worker meets pauses every
 worker's next agent start. --parallel (default 8) is how many iterations may
 be queued or running at once; the workers' slots decide how many run.
 
@@ -192,6 +200,12 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if err := dist.Setup(sctx, co.js, dist.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
 		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
 	}
+	if !o.Fresh {
+		if err := co.recoverState(ctx, root, repo, src); err != nil {
+			return nil, err
+		}
+	}
+	co.paths = engine.PathsFor(root)
 	shown := url
 	if token != "" && co.Token == "" {
 		shown = withToken(url, token)
@@ -205,6 +219,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 	}
 	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
+	go co.mirrorState(ctx)
 	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared}, nil
 }
 
@@ -269,13 +284,25 @@ func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *en
 	}
 }
 
+// pushFeature pushes the feature branch's tip — after putting the run's
+// state into NATS: the engine records a merge before it makes it, so the
+// state read after reading the tip knows every commit the push brings. A
+// coordinator that takes the run up from NATS then finds no merge on the
+// remote the state does not expect.
 func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
+	ctx = context.WithoutCancel(ctx)
 	ref := "refs/heads/" + co.feature
+	tip, err := repo.RefSHA(ctx, ref)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
+		return
+	}
+	co.putState(ctx)
 	push := repo.PushForce
 	if co.userBranch {
 		push = repo.Push
 	}
-	if err := push(context.WithoutCancel(ctx), co.Remote, ref, ref); err != nil {
+	if err := push(ctx, co.Remote, tip, ref); err != nil {
 		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
 	}
 }
@@ -296,6 +323,99 @@ func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
 		co.srv.Shutdown()
 		co.srv.WaitForShutdown()
 	}
+}
+
+// The run's state lives on NATS too (key "state" of the ralph_run
+// bucket), beside the feature branch on the remote: a coordinator started
+// on another machine — a fresh clone, the same --nats — takes the run up
+// where the dead one left it.
+
+// mirrorState puts the run's state into NATS every second while it
+// changes, and once more when the coordinator stops.
+func (co *coordinatorFlags) mirrorState(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		co.putState(ctx)
+	}
+}
+
+func (co *coordinatorFlags) putState(ctx context.Context) {
+	co.stateMu.Lock()
+	defer co.stateMu.Unlock()
+	st, _, err := engine.LoadOrRebuildState(co.paths)
+	if err != nil || st == nil {
+		return
+	}
+	b, err := json.Marshal(st)
+	if err != nil || bytes.Equal(b, co.stateSent) {
+		return
+	}
+	kv, err := co.js.KeyValue(ctx, dist.BucketRun)
+	if err != nil {
+		return
+	}
+	if _, err := kv.Put(ctx, dist.KeyState, b); err == nil {
+		co.stateSent = b
+	}
+}
+
+// recoverState starts from the state on NATS when this repository has
+// none: the run a coordinator elsewhere was running, with the feature
+// branch it pushed.
+func (co *coordinatorFlags) recoverState(ctx context.Context, root string, repo *git.Repo, src engine.Source) error {
+	p := engine.PathsFor(root)
+	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
+		return nil // this repository's own state (or its error) rules
+	}
+	kv, err := co.js.KeyValue(ctx, dist.BucketRun)
+	if err != nil {
+		return nil
+	}
+	e, err := kv.Get(ctx, dist.KeyState)
+	if err != nil {
+		return nil
+	}
+	st := &engine.State{}
+	info := src.Info()
+	if err := json.Unmarshal(e.Value(), st); err != nil || st.RunID == "" {
+		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", dist.BucketRun, dist.KeyState, err)
+	}
+	if st.Source != info.Kind || filepath.Base(st.SourcePath) != filepath.Base(info.Path) {
+		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
+		return nil
+	}
+	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
+		ref := "refs/heads/" + co.feature
+		if err := repo.FetchRefs(ctx, co.Remote, ref, ref); err != nil {
+			return fmt.Errorf("fetching %s from %s to resume run %s: %w", co.feature, co.Remote, st.RunID, err)
+		}
+	}
+	// The tree as the dead coordinator left it: on the branch it merges
+	// into (the run writes the PRD's progress there).
+	if cur, _ := repo.CurrentBranch(ctx); co.feature != "" && cur != co.feature {
+		if err := repo.Checkout(ctx, co.feature); err != nil {
+			return fmt.Errorf("checking out %s to resume run %s: %w", co.feature, st.RunID, err)
+		}
+	}
+	st.SourcePath = info.Path
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return err
+	}
+	_ = os.Remove(engine.JournalPath(p.State))
+	if err := store.WriteFile(p.State, b, 0o644); err != nil {
+		return err
+	}
+	passed, _, total := st.Counts()
+	fmt.Fprintf(os.Stderr, "ralph: this repository has no run state: resuming run %s from NATS (%d/%d passed), %s from %s\n", st.RunID, passed, total, co.feature, co.Remote)
+	return nil
 }
 
 // mirrorWorkers writes the live workers to .ralph/workers.json every

@@ -52,6 +52,7 @@ const (
 	BucketFiles    = "ralph_files"   // a job's shared files: <key>/in/<path>, <key>/out/<path>
 	KeyConfig      = "config"
 	KeyRateLimit   = "ratelimit"
+	KeyState       = "state" // the coordinator's run state, mirrored
 	DefaultListen  = "127.0.0.1:4222"
 	DefaultLease   = 30 * time.Second
 	maxOutputBytes = 1 << 20

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ralph-loop/ralph/internal/dist"
 )
 
 // The distributed backend with real processes: a coordinator with its
@@ -260,6 +265,76 @@ func TestDistCoordinatorRestarted(t *testing.T) {
 	}
 }
 
+// A coordinator that dies for good is replaced by one on another machine:
+// a fresh clone of the remote and the same NATS server (a standalone one
+// here). It takes the run's state from NATS and the feature branch from
+// the remote, and finishes without running a merged story again.
+func TestDistCoordinatorMoves(t *testing.T) {
+	bin := buildRalph(t)
+	repo, remote, mark, _ := distSetup(t, diamond(6))
+	srv, url, err := dist.StartServer("127.0.0.1:0", t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
+	env := []string{"MARK=" + mark}
+	args := []string{"coordinator", "--prd", "prd.json", "--remote", remote, "--nats", url,
+		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m"}
+	co := startBg(t, repo, env, bin, args...)
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	// Two stories merged, pushed, and in the state on NATS.
+	nc, err := dist.Connect(url, dist.ConnOptions{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var merged []string
+	waitFor(t, func() bool {
+		kv, err := js.KeyValue(t.Context(), dist.BucketRun)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(t.Context(), dist.KeyState)
+		if err != nil {
+			return false
+		}
+		var st struct {
+			Items map[string]struct {
+				Status string `json:"status"`
+			} `json:"items"`
+		}
+		json.Unmarshal(e.Value(), &st)
+		merged = merged[:0]
+		for id, it := range st.Items {
+			if it.Status == "passed" {
+				merged = append(merged, id)
+			}
+		}
+		return len(merged) >= 2 && len(featCommitsQuiet(remote)) >= len(merged)
+	})
+	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
+	co.wait(t, 30*time.Second)
+	elsewhere := filepath.Join(t.TempDir(), "clone")
+	git(t, t.TempDir(), "clone", "-q", "-b", "main", remote, elsewhere)
+	co2 := startBg(t, elsewhere, env, bin, args...)
+	if code := co2.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("the new coordinator exit %d\n%s\n%s\n%s\n%s", code, co, co2, w1, w2)
+	}
+	requireOneEach(t, remote, 6, co, co2, w1, w2)
+	if !strings.Contains(co2.out.String(), "resuming run") {
+		t.Fatalf("the new coordinator did not take the run up from NATS:\n%s", co2)
+	}
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	for _, id := range merged {
+		if n := strings.Count(string(starts), "start "+id+" "); n != 1 {
+			t.Fatalf("%s, merged before the coordinator died, ran %d times:\n%s\n%s", id, n, starts, co2)
+		}
+	}
+}
+
 func featCommitsQuiet(remote string) []string {
 	out, err := exec.Command("git", "-C", remote, "log", "--format=%s", "ralph/d").Output()
 	if err != nil {
@@ -274,6 +349,28 @@ func featCommitsQuiet(remote string) []string {
 	return feats
 }
 
+// rateLimitedRun runs prd on two workers of one slot with hook sourced by
+// every agent ($MARK and $REMOTE set), a 3 s rate-limit backoff; it
+// returns when the limit was met (the hook writes $MARK/limited), the
+// agents' starts and the workers.
+func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limited int64, starts string, w1, w2 *bgProc) {
+	t.Helper()
+	repo, remote, mark, url := distSetup(t, prd)
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
+	env := []string{"MARK=" + mark, "REMOTE=" + remote}
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, append(args, "--rate-limit-backoff", "3s")...)...)
+	w1 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	w2 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s", code, co, w1, w2)
+	}
+	requireOneEach(t, remote, 4, co, w1, w2)
+	b, _ := os.ReadFile(filepath.Join(mark, "limited"))
+	limited, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	st, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	return limited, string(st), w1, w2
+}
+
 // A rate limit one worker's agent meets pauses the other worker's next
 // agent start until the reset.
 func TestDistRateLimitPausesEveryWorker(t *testing.T) {
@@ -281,25 +378,13 @@ func TestDistRateLimitPausesEveryWorker(t *testing.T) {
 	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},
 {"id":"S-3","title":"c","priority":2,"depends_on":["S-2"]},{"id":"S-4","title":"d","priority":2,"depends_on":["S-2"]}],"quality_checks":{"test":"test -f agent.sh"}}`
-	repo, remote, mark, url := distSetup(t, prd)
 	// S-1 meets the limit at once; S-2 takes a second, so S-3 and S-4
 	// (after S-2) start after the pause is in force.
 	hook := `if [ "$RALPH_ITEM_ID" = S-1 ] && [ ! -f "$MARK/limited" ]; then date +%s%N > "$MARK/limited"; echo 'RALPH_RATE_LIMIT: 3 usage limit reached'; exit 0; fi
 if [ "$RALPH_ITEM_ID" = S-2 ]; then sleep 1; fi` + "\n"
-	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark}
-	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--rate-limit-backoff", "3s")...)
-	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
-	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
-	if code := co.wait(t, 2*time.Minute); code != 0 {
-		t.Fatalf("coordinator exit %d\n%s\n%s\n%s", code, co, w1, w2)
-	}
-	requireOneEach(t, remote, 4, co, w1, w2)
-	b, _ := os.ReadFile(filepath.Join(mark, "limited"))
-	limited, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	limited, starts, w1, w2 := rateLimitedRun(t, bin, prd, hook)
 	after := 0
-	for _, l := range strings.Split(strings.TrimSpace(string(starts)), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(starts), "\n") {
 		f := strings.Fields(l)
 		at, _ := strconv.ParseInt(f[2], 10, 64)
 		if at-limited < int64(300*time.Millisecond) {
@@ -315,6 +400,43 @@ if [ "$RALPH_ITEM_ID" = S-2 ]; then sleep 1; fi` + "\n"
 	}
 	if !strings.Contains(w1.out.String()+w2.out.String(), "every worker's next agent waits until") {
 		t.Fatalf("no worker published the pause:\n%s\n%s", w1, w2)
+	}
+}
+
+// The pause is the workers' own, not only the coordinator's: jobs queued
+// before the limit was met are held by the worker that takes them. Four
+// independent stories are queued at once for two workers of one slot; the
+// first agent meets the limit once all four are queued, the other takes a
+// second, so both workers' next jobs are already in the queue.
+func TestDistRateLimitHoldsQueuedJobs(t *testing.T) {
+	bin := buildRalph(t)
+	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
+{"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},
+{"id":"S-3","title":"c","priority":1},{"id":"S-4","title":"d","priority":1}],"quality_checks":{"test":"test -f agent.sh"}}`
+	hook := `if mkdir "$MARK/first" 2>/dev/null; then
+	while [ "$(git ls-remote "$REMOTE" 'refs/ralph/bases/*' | wc -l)" -lt 4 ]; do sleep 0.05; done
+	sleep 0.3
+	date +%s%N > "$MARK/limited"; echo 'RALPH_RATE_LIMIT: 3 usage limit reached'; exit 0
+fi
+[ -f "$MARK/limited" ] || sleep 1` + "\n"
+	limited, starts, w1, w2 := rateLimitedRun(t, bin, prd, hook, "--parallel", "4")
+	early, late := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(starts), "\n") {
+		at, _ := strconv.ParseInt(strings.Fields(l)[2], 10, 64)
+		switch d := time.Duration(at - limited); {
+		case d < 0:
+			early++ // the limited agent and the one beside it
+		case d < 2500*time.Millisecond:
+			t.Fatalf("an agent started %s after the rate limit (reset in 3s)\n%s\n%s\n%s", d, starts, w1, w2)
+		default:
+			late++
+		}
+	}
+	if early != 2 || late != 3 { // S-1's retry, and the two queued stories
+		t.Fatalf("%d agent starts before the limit (want 2), %d after (want 3):\n%s\n%s\n%s", early, late, starts, w1, w2)
+	}
+	if n := strings.Count(w1.out.String()+w2.out.String(), "hit a rate limit"); n < 2 {
+		t.Fatalf("%d workers waited for the shared pause (want both):\n%s\n%s", n, w1, w2)
 	}
 }
 
