@@ -67,8 +67,9 @@ func benchDist(tmp, bin string) {
 			workers = append(workers, c)
 		}
 		start := time.Now()
+		// --parallel: twice the slots (and two), as the README advises.
 		run(dir, gitEnv, bin, "coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr, "--agent", "cmd", "--agent-cmd", agentCmd,
-			"--parallel", strconv.Itoa(2*k+2))
+			"--parallel", strconv.Itoa(4*k+2))
 		took := time.Since(start)
 		for _, c := range workers {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)

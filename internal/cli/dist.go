@@ -50,6 +50,7 @@ type coordinatorFlags struct {
 	pushReq    chan struct{} // a merge landed: push the feature branch
 	stopPush   context.CancelFunc
 	pushDone   chan struct{}
+	pushed     string // the tip last pushed (pushes are one at a time)
 	paths      engine.Paths
 	stateMu    sync.Mutex
 	stateSent  []byte // the state last put into NATS (under stateMu)
@@ -86,7 +87,7 @@ func NewCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command 
 			return err
 		}
 		if !o.flagSet("parallel") && o.Tasks == "" {
-			o.Parallel = 8
+			o.Parallel = 16
 		}
 		return runRun(cmd.Context(), o)
 	})
@@ -110,8 +111,10 @@ A worker heartbeats while it works; a worker that dies has its job delivered
 again to another after --lease. The run's state is kept on NATS too: a
 coordinator started in a fresh clone with the same --nats takes the run up
 where a dead one left it. A rate limit any worker meets pauses every
-worker's next agent start. --parallel (default 8) is how many iterations may
-be queued or running at once; the workers' slots decide how many run.
+worker's next agent start. --parallel (default 16) is how many iterations may
+be queued or running at once; the workers' slots decide how many run. Give
+it about twice the workers' slots in all, so that a worker that finishes a
+job finds the next one queued while the merge queue works.
 
 With --tasks the tasks run one at a time as in ` + "`ralph run --tasks`" + `; each job
 carries a copy of the task files, and the agent's edits of them (complete,
@@ -298,13 +301,18 @@ func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
 		return
 	}
 	co.putState(ctx)
+	if tip == co.pushed {
+		return // the last push's (the one at the stop, after the last merge)
+	}
 	push := repo.PushForce
 	if co.userBranch {
 		push = repo.Push
 	}
 	if err := push(ctx, co.Remote, tip, ref); err != nil {
 		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
+		return
 	}
+	co.pushed = tip
 }
 
 // stop pushes the feature branch a last time and closes NATS.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -135,11 +136,10 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		fmt.Fprintf(w, "\n[ralph] the worker could not run the job: %s\n", out.Error)
 		return agent.Result{ExitCode: 1, IsError: true, ErrorText: "worker " + out.Worker + ": " + out.Error}, nil
 	}
-	var got string
-	fetch := func() (err error) {
-		got, err = repo.FetchInto(ctx, r.Remote, "refs/ralph/jobs/"+key, "refs/ralph/jobs/"+key)
-		return err
-	}
+	// The job's ref is fetched without a local ref of its own (the
+	// fast-forward keeps the commit); the fast-forward to the commit the
+	// worker reported fails unless the fetch brought it.
+	fetch := func() error { return repo.Fetch(ctx, r.Remote, "refs/ralph/jobs/"+key) }
 	if r.Listing != nil {
 		err = r.Listing(fetch)
 	} else {
@@ -148,13 +148,12 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: fetching the worker's commit: %w", err)
 	}
-	if got != out.Commit {
-		return agent.Result{}, fmt.Errorf("remote agent: refs/ralph/jobs/%s is %s, the worker reported %s", key, short(got), short(out.Commit))
+	if !fullCommit.MatchString(out.Commit) {
+		return agent.Result{}, fmt.Errorf("remote agent: worker %s reported %q as its commit", out.Worker, out.Commit)
 	}
-	if err := repo.MergeFastForward(ctx, got); err != nil {
-		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(got), branch, err)
+	if err := repo.MergeFastForward(ctx, out.Commit); err != nil {
+		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(out.Commit), branch, err)
 	}
-	_, _ = repo.Run(ctx, "update-ref", "-d", "refs/ralph/jobs/"+key)
 	if r.Shared != nil {
 		got, err := r.getShared(ctx, key, out.Shared)
 		if err != nil {
@@ -270,6 +269,8 @@ func (r *RemoteAgent) dropShared(ctx context.Context, key string, in, out map[st
 		}
 	}
 }
+
+var fullCommit = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 func short(s string) string {
 	if len(s) > 8 {

@@ -19,13 +19,11 @@ func Clone(ctx context.Context, r proc.Runner, url, dir string) (*Repo, error) {
 	return repo, nil
 }
 
-// FetchInto fetches remote's ref src into the local ref dst (forced) and
-// returns the commit.
-func (r *Repo) FetchInto(ctx context.Context, remote, src, dst string) (string, error) {
-	if err := r.FetchRefs(ctx, remote, src, dst); err != nil {
-		return "", err
-	}
-	return r.RefSHA(ctx, dst)
+// Fetch fetches remote's refs for their objects only (no local ref is
+// written; a fetch in a linked worktree writes its own FETCH_HEAD).
+func (r *Repo) Fetch(ctx context.Context, remote string, refs ...string) error {
+	_, err := r.Run(ctx, append([]string{"fetch", "--quiet", "--no-tags", "--", remote}, refs...)...)
+	return err
 }
 
 // FetchRefs fetches remote's refs into local ones (pairs of src, dst,
