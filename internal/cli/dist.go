@@ -25,6 +25,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/dist"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -52,6 +53,7 @@ type coordinatorFlags struct {
 	pushDone   chan struct{}
 	pushed     string // the tip last pushed (pushes are one at a time)
 	paths      engine.Paths
+	attest     *dist.Attestations // set by runRun before the source opens
 	stateMu    sync.Mutex
 	stateSent  []byte // the state last put into NATS (under stateMu)
 }
@@ -98,9 +100,12 @@ iteration done by a worker (` + "`ralph worker`" + `, on this or any machine) in
 here. The coordinator owns scheduling, the merge queue and the run's state:
 it pushes each iteration's starting point to the git remote (--remote), queues
 a job on a NATS JetStream work queue, and fetches the commit the worker pushes
-back into the story's worktree. The gates run here, on that tree and again on
-the integrated tree in the merge queue: a story passes only as a verified
-commit on the feature branch, which is pushed to the remote after every merge.
+back into the story's worktree. The worker runs the story's gates on its
+commit; their results stand here only for exactly that tree (the check of
+the gates' files and the PRD runs here, and anything restored or changed
+makes the gates run here). The gates always run here on the integrated tree
+in the merge queue: a story passes only as a verified commit on the feature
+branch, which is pushed to the remote after every merge.
 
 By default the coordinator embeds a NATS server on --listen (loopback unless
 told otherwise; off loopback it requires a token, generated and printed when
@@ -223,7 +228,12 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
 	go co.mirrorState(ctx)
-	return &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared}, nil
+	ra := &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
+		GateTimeout: o.GateTimeout, Attest: co.attest}
+	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
+		ra.GatesFor = g.GatesFor
+	}
+	return ra, nil
 }
 
 // absRemote makes a remote that is a local path absolute (from the

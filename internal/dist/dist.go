@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -100,6 +101,11 @@ type Job struct {
 	// commits.
 	Shared  map[string]bool `json:"shared,omitempty"`
 	Restore []string        `json:"restore,omitempty"`
+	// Gates are the item's gates: the worker runs them on the commit it
+	// pushes, and the coordinator uses their results for that exact tree
+	// (the integrated tree's gates run on the coordinator).
+	Gates       []gate.Gate   `json:"gates,omitempty"`
+	GateTimeout time.Duration `json:"gate_timeout,omitempty"`
 }
 
 // Outcome is a worker's report of a job.
@@ -114,6 +120,9 @@ type Outcome struct {
 	// Shared are the job's shared files as the agent left them (true:
 	// exists), in the files bucket as <key>/out/<path>.
 	Shared map[string]bool `json:"shared,omitempty"`
+	// Gates are the job's gates' results on Commit's tree (none when the
+	// gates wrote into the tree: the coordinator runs them then).
+	Gates []gate.Result `json:"gates,omitempty"`
 }
 
 // sharedName is the name of a job's shared file in the files bucket.

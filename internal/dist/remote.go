@@ -11,10 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 )
 
@@ -32,9 +34,15 @@ type RemoteAgent struct {
 	// Shared, when the source has files the agent edits besides its
 	// commits (the task loop), ships them with each job and merges the
 	// worker's edits back.
-	Shared  Shared
-	results jetstream.KeyValue
-	files   jetstream.ObjectStore
+	Shared Shared
+	// GatesFor, when set, names an item's gates: the worker runs them on
+	// its commit, and their results go to Attest for the coordinator's
+	// gate runner.
+	GatesFor    func(item string) []gate.Gate
+	GateTimeout time.Duration
+	Attest      *Attestations
+	results     jetstream.KeyValue
+	files       jetstream.ObjectStore
 }
 
 // Shared is what a source lets the agent edit besides the tree's commits.
@@ -101,7 +109,11 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	defer watch.Stop()
 	job := Job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
 		Prompt: req.Prompt, Env: req.Env, Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
-		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore}
+		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore, GateTimeout: r.GateTimeout}
+	if r.GatesFor != nil && r.Attest != nil {
+		job.Gates = r.GatesFor(req.ItemID)
+		r.Attest.Drop(req.Dir)
+	}
 	b, _ := json.Marshal(job)
 	if _, err := r.JS.Publish(ctx, SubjectJobs, b, jetstream.WithMsgID(key)); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: queueing the job: %w", err)
@@ -153,6 +165,9 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	}
 	if err := repo.MergeFastForward(ctx, out.Commit); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(out.Commit), branch, err)
+	}
+	if len(job.Gates) > 0 && len(out.Gates) > 0 {
+		r.Attest.Put(req.Dir, out.Commit, out.Worker, out.Host, job.Gates, out.Gates, keepOut)
 	}
 	if r.Shared != nil {
 		got, err := r.getShared(ctx, key, out.Shared)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 )
@@ -281,10 +282,32 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	if err != nil {
 		return fail(err)
 	}
+	gates := w.runGates(ctx, tree, sha, job, &output)
 	if err := tree.PushForce(ctx, origin, sha, "refs/ralph/jobs/"+job.Key, sha, "refs/heads/"+job.Branch); err != nil {
 		return fail(fmt.Errorf("pushing: %w", err))
 	}
-	return Outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared}
+	return Outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, Gates: gates}
+}
+
+// runGates runs the job's gates on the commit just made; their log goes
+// with the agent's output. Results are reported only for a tree the gates
+// left as committed (build output ignored by git is fine): otherwise they
+// would not be the results of the commit, and the coordinator runs the
+// gates itself.
+func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job Job, log io.Writer) []gate.Result {
+	if len(job.Gates) == 0 {
+		return nil
+	}
+	fmt.Fprintf(log, "\n[ralph worker] gates on %s\n", short(sha))
+	tag := proc.TagEnv + "=worker-" + job.Key
+	runner := gate.Runner{Proc: w.Runner, Timeout: job.GateTimeout}
+	results, _ := runner.Run(proc.WithTag(ctx, tag), tree.Dir, job.Gates, log)
+	proc.KillTagged(tag, false)
+	if dirty, err := tree.StatusPorcelain(ctx); err != nil || len(dirty) > 0 {
+		fmt.Fprintf(log, "\n[ralph worker] the gates changed the tree (%s): the coordinator runs them itself\n", strings.Join(dirty, ", "))
+		return nil
+	}
+	return results
 }
 
 // jobEnv is the agent's environment: the job's, with the variables that

@@ -110,7 +110,12 @@ func freePort(t *testing.T) int {
 // prd and the agent, and returns it, the remote, the mark folder and the
 // NATS URL to use.
 func distSetup(t *testing.T, prd string) (repo, remote, mark, url string) {
-	repo = newRepo(t, map[string]string{"prd.json": prd, "agent.sh": distAgent})
+	return distRepo(t, map[string]string{"prd.json": prd, "agent.sh": distAgent})
+}
+
+// distRepo is distSetup with the repository's files given.
+func distRepo(t *testing.T, files map[string]string) (repo, remote, mark, url string) {
+	repo = newRepo(t, files)
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	git(t, repo, "init", "-q", "--bare", remote)
 	git(t, repo, "push", "-q", remote, "main")
@@ -458,16 +463,11 @@ A.1) ralph task split A.1 "part one" "part two" ;;
 	ralph task complete "$RALPH_ITEM_ID" ;;
 esac
 `
-	repo := newRepo(t, map[string]string{"agent.sh": agentSh, "tasks.jsonl": `{"id":"A","title":"auth","status":"pending","leaf":false}
+	repo, remote, mark, url := distRepo(t, map[string]string{"agent.sh": agentSh, "tasks.jsonl": `{"id":"A","title":"auth","status":"pending","leaf":false}
 {"id":"A.1","title":"session store","status":"pending","leaf":true}
 {"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
 {"id":"B","title":"docs","status":"pending","leaf":true}
 `})
-	remote := filepath.Join(t.TempDir(), "remote.git")
-	git(t, repo, "init", "-q", "--bare", remote)
-	git(t, repo, "push", "-q", remote, "main")
-	mark := t.TempDir()
-	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
 	env := []string{"MARK=" + mark}
 	// The remote as a path relative to the repository, as people type it.
 	rel, err := filepath.Rel(repo, remote)
@@ -526,5 +526,80 @@ esac
 	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
 	if n := strings.Count(string(starts), "start "); n != 6 {
 		t.Fatalf("%d agent runs (want 6: A.1 split, then one per leaf):\n%s", n, starts)
+	}
+}
+
+// A story's gates run on the worker, on the commit it pushes; the
+// coordinator uses their results for that exact tree, and runs the gates
+// itself only on the integrated tree of each merge. A failing gate on the
+// worker sends the story back with its output; an agent that rewrites the
+// gate script so it passes is caught by the coordinator's check of the
+// gates' files all the same.
+func TestDistGatesOnWorkers(t *testing.T) {
+	bin := buildRalph(t)
+	const agentSh = `cat > /dev/null
+echo "start $RALPH_ITEM_ID $(date +%s%N) $PPID" >> "$MARK/starts.log"
+n=$(grep -c "start $RALPH_ITEM_ID " "$MARK/starts.log")
+if [ "$RALPH_ITEM_ID" = S-2 ] && [ "$n" = 1 ]; then
+	echo BROKEN > out-S-2.txt
+elif [ "$RALPH_ITEM_ID" = S-3 ] && [ "$n" = 1 ]; then
+	echo 'exit 0' > check.sh
+	echo BROKEN > out-S-3.txt
+else
+	echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
+fi
+echo '<promise>COMPLETE</promise>'
+`
+	const checkSh = `echo "$PWD" >> "$MARK/gates.log"
+! grep -qs BROKEN out-*.txt
+`
+	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
+{"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},{"id":"S-3","title":"c","priority":1}],
+"quality_checks":{"test":"sh check.sh"}}` + "\n"
+	repo, remote, mark, url := distRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
+	env := []string{"MARK=" + mark}
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	if code := co.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("coordinator exit %d\n%s\n%s\n%s", code, co, w1, w2)
+	}
+	requireOneEach(t, remote, 3, co, w1, w2)
+	starts, _ := os.ReadFile(filepath.Join(mark, "starts.log"))
+	for id, want := range map[string]int{"S-1": 1, "S-2": 2, "S-3": 2} {
+		if n := strings.Count(string(starts), "start "+id+" "); n != want {
+			t.Fatalf("%s ran %d times (want %d)\n%s\n%s", id, n, want, starts, co)
+		}
+	}
+	if !strings.Contains(co.out.String(), "the agent changed check.sh, which the gates run; restored") {
+		t.Fatalf("the rewritten gate script was not caught:\n%s", co)
+	}
+	log, _ := os.ReadFile(filepath.Join(mark, "gates.log"))
+	onWorkers, here, merges := 0, 0, 0
+	for _, dir := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		switch {
+		case strings.Contains(dir, "/w/slot-"):
+			onWorkers++
+		case strings.HasPrefix(dir, filepath.Join(repo, ".ralph", "worktrees")+"/"):
+			here++
+		case dir == repo:
+			merges++
+		default:
+			t.Errorf("a gate ran in %s, neither on a worker nor in the coordinator's trees", dir)
+		}
+	}
+	// On workers: S-1, S-2 twice, S-3's second attempt (its first ran the
+	// agent's rewritten script, which logs nothing). Here: S-3's first
+	// attempt, on the restored script (the worker's results were not for
+	// that tree), and each merge's integrated tree.
+	if onWorkers != 4 || here != 1 || merges != 3 {
+		t.Fatalf("gates ran %d times on workers (want 4), %d on story trees here (want 1), %d on merged trees (want 3):\n%s\n%s", onWorkers, here, merges, log, co)
+	}
+	tr, _ := filepath.Glob(filepath.Join(repo, ".ralph", "transcripts", "*S-1.log"))
+	if len(tr) != 1 {
+		t.Fatalf("transcripts of S-1: %v", tr)
+	}
+	if b, _ := os.ReadFile(tr[0]); !strings.Contains(string(b), "passed on worker") {
+		t.Fatalf("S-1's transcript does not show its gates' results from the worker:\n%s", b)
 	}
 }

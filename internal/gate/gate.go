@@ -41,6 +41,10 @@ type Runner struct {
 	Proc    proc.Runner
 	Timeout time.Duration // per gate; 0 = 10 minutes
 	Env     []string
+	// Attested, when set, may answer for gates that ralph already ran on
+	// exactly this tree elsewhere (a worker of `ralph coordinator`): ok
+	// true returns its results instead of running the gates again.
+	Attested func(ctx context.Context, dir string, gates []Gate, log io.Writer) (results []Result, passed, ok bool)
 }
 
 // Run runs gates in order and stops at the first failure (later gates
@@ -48,6 +52,11 @@ type Runner struct {
 func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer) ([]Result, bool) {
 	if log == nil {
 		log = io.Discard
+	}
+	if r.Attested != nil {
+		if results, passed, ok := r.Attested(ctx, dir, gates, log); ok {
+			return results, passed
+		}
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
@@ -74,7 +83,7 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 				gr.Output += "\n[ralph] " + err.Error() + "\n"
 			}
 		}
-		fmt.Fprintf(log, "=== gate %s: %s (exit %d, %s)\n", g.Name, passWord(gr.Passed), gr.ExitCode, gr.Duration.Round(time.Millisecond))
+		fmt.Fprintf(log, "=== gate %s: %s (exit %d, %s)\n", g.Name, PassWord(gr.Passed), gr.ExitCode, gr.Duration.Round(time.Millisecond))
 		results = append(results, gr)
 		if !gr.Passed {
 			return results, false
@@ -134,7 +143,8 @@ func plainRune(r rune) bool {
 	return strings.ContainsRune(" \t_-.,:/=+@%", r)
 }
 
-func passWord(ok bool) string {
+// PassWord is how a gate result is written: "passed" or "FAILED".
+func PassWord(ok bool) string {
 	if ok {
 		return "passed"
 	}
@@ -148,7 +158,7 @@ func Summary(results []Result) string {
 	}
 	var parts []string
 	for _, r := range results {
-		parts = append(parts, r.Name+" "+passWord(r.Passed))
+		parts = append(parts, r.Name+" "+PassWord(r.Passed))
 	}
 	return strings.Join(parts, ", ")
 }

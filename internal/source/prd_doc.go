@@ -201,6 +201,13 @@ func (s *prdDoc) gatesOf(id string) ([]gate.Gate, bool) {
 	return s.gatesFor(id), allow
 }
 
+// GatesFor are the gates a story's tree must pass (the PRD's quality
+// checks, then the story's own checks).
+func (s *prdDoc) GatesFor(id string) []gate.Gate {
+	g, _ := s.gatesOf(id)
+	return g
+}
+
 // unclaimed is the verdict of an iteration that claimed nothing.
 func (s *prdDoc) unclaimed(a *engine.Attempt) engine.Verdict {
 	return engine.Verdict{Summary: "no completion claim",

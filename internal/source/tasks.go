@@ -401,17 +401,22 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = s.Store.Update(func(set *tasks.Set) error {
-		t, ok := set.Get(it.ID)
-		if !ok || t.Archived() {
-			return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
-		}
-		if t.Leaf && t.Status == tasks.StatusPending {
-			_, err := set.Claim(it.ID)
-			return err
-		}
-		return nil
-	})
+	// The claim in place when the file allows (one line rewritten, not
+	// the whole tree of tasks), else by a full update.
+	claimed, err := s.Store.ClaimFast(it.ID)
+	if err == nil && !claimed {
+		err = s.Store.Update(func(set *tasks.Set) error {
+			t, ok := set.Get(it.ID)
+			if !ok || t.Archived() {
+				return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
+			}
+			if t.Leaf && t.Status == tasks.StatusPending {
+				_, err := set.Claim(it.ID)
+				return err
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return "", err
 	}
@@ -748,20 +753,25 @@ func (s *Tasks) afterSplit(id string) error {
 
 // finish archives a merged task with its commit and drops its branch.
 func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
-	err := s.Store.Update(func(set *tasks.Set) error {
-		t, ok := set.Get(id)
-		if !ok || t.Archived() {
-			return nil
-		}
-		if !t.Leaf {
-			if t.Status == tasks.StatusActive {
-				t.Status = tasks.StatusPending
+	// In place when the file allows (the archive line appended, the task's
+	// line blanked), else by a full update.
+	_, archived, err := s.Store.ArchiveFast(id, sha, time.Now())
+	if err == nil && !archived {
+		err = s.Store.Update(func(set *tasks.Set) error {
+			t, ok := set.Get(id)
+			if !ok || t.Archived() {
+				return nil
 			}
-			return nil
-		}
-		_, err := set.Complete(id, sha, time.Now())
-		return err
-	})
+			if !t.Leaf {
+				if t.Status == tasks.StatusActive {
+					t.Status = tasks.StatusPending
+				}
+				return nil
+			}
+			_, err := set.Complete(id, sha, time.Now())
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}

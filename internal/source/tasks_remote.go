@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/tasks"
 )
@@ -73,3 +74,6 @@ func (s *Tasks) MergeShared(sent, got map[string][]byte) (notes []string, err er
 	})
 	return notes, err
 }
+
+// GatesFor are the gates every task's tree must pass.
+func (s *Tasks) GatesFor(string) []gate.Gate { return s.GateList }

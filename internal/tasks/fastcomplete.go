@@ -21,41 +21,37 @@ import (
 // A kill -9 between the two writes leaves the task in both files, which
 // Load already resolves in favour of the archive.
 func (s *Store) CompleteFast(id, commit string, now time.Time) (done []*Task, ok bool, err error) {
-	err = store.WithLock(s.LockPath, func() error {
-		if len(s.Held()) > 0 {
-			return nil
+	return s.completeFast(id, commit, now, false)
+}
+
+// ArchiveFast is CompleteFast for the loop that holds id (the hold file
+// names it, and no other task): the leaf may carry the agent's claim
+// ("status":"complete") or still be active. The hold stays; the loop
+// clears it.
+func (s *Store) ArchiveFast(id, commit string, now time.Time) (done []*Task, ok bool, err error) {
+	return s.completeFast(id, commit, now, true)
+}
+
+func (s *Store) completeFast(id, commit string, now time.Time, loop bool) (done []*Task, ok bool, err error) {
+	ok, err = s.inPlace(id, func(f *os.File, data []byte) (bool, error) {
+		held := s.Held()
+		if loop && held[id] {
+			delete(held, id)
 		}
-		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
-		if err != nil {
-			return nil
-		}
-		defer f.Close()
-		if !knownValid(s.ActivePath, f) {
-			return nil
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		data, release, err := mapFile(f, fi.Size())
-		if err != nil {
-			return err
-		}
-		defer release()
-		if archived, err := s.mentionedInDone(id); err != nil || archived {
-			return err
+		if len(held) > 0 {
+			return false, nil
 		}
 		type span struct{ start, end int }
 		var blank []span
 		leafStart, leafEnd, found := lineOf(data, id)
 		if !found {
-			return nil
+			return false, nil
 		}
 		var t Task
 		// Parsed tasks share their line's bytes: copy them off the mapping.
 		if parseLine(bytes.Clone(data[leafStart:leafEnd]), &t) != nil || fieldProblems(&t) != nil || t.flags&fLeafMissing != 0 ||
-			!t.Leaf || t.Status == StatusComplete {
-			return nil // the full path gives the precise error
+			!t.Leaf || t.Status == StatusComplete && !loop || loop && t.Status != StatusComplete && t.Status != StatusActive {
+			return false, nil // the full path gives the precise error
 		}
 		stamp := func(t *Task) {
 			t.Status = StatusComplete
@@ -89,7 +85,7 @@ func (s *Store) CompleteFast(id, commit string, now time.Time) (done []*Task, ok
 			}
 			var p Task
 			if parseLine(bytes.Clone(data[ps:pe]), &p) != nil || fieldProblems(&p) != nil || p.Status == StatusComplete {
-				return errFallback
+				return false, errFallback
 			}
 			stamp(&p)
 			done = append(done, &p)
@@ -103,20 +99,14 @@ func (s *Store) CompleteFast(id, commit string, now time.Time) (done []*Task, ok
 			buf = appendTask(buf, t)
 		}
 		if err := store.AppendLine(s.DonePath, buf); err != nil {
-			return err
+			return false, err
 		}
 		for _, b := range blank {
 			if _, err := f.WriteAt(bytes.Repeat([]byte{' '}, b.end-b.start), int64(b.start)); err != nil {
-				return err
+				return false, err
 			}
 		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
-		markSorted(s.ActivePath)
-		markValid(s.ActivePath)
-		ok = true
-		return nil
+		return true, nil
 	})
 	if errors.Is(err, errFallback) {
 		return nil, false, nil
@@ -125,6 +115,75 @@ func (s *Store) CompleteFast(id, commit string, now time.Time) (done []*Task, ok
 		done = nil
 	}
 	return done, ok, err
+}
+
+// ClaimFast marks pending leaf id active like Update(Set.Claim) but in
+// place: its line is rewritten where it stands ("active" is shorter than
+// "pending"; a space pads the line), so the file is never rewritten whole.
+// Like CompleteFast it applies only to a file this package wrote and
+// validated, as it still is; ok false means "use Update", and nothing was
+// changed.
+func (s *Store) ClaimFast(id string) (ok bool, err error) {
+	return s.inPlace(id, func(f *os.File, data []byte) (bool, error) {
+		start, end, found := lineOf(data, id)
+		if !found {
+			return false, nil
+		}
+		var t Task
+		if parseLine(bytes.Clone(data[start:end]), &t) != nil || fieldProblems(&t) != nil || t.flags&fLeafMissing != 0 ||
+			!t.Leaf || t.Status != StatusPending {
+			return false, nil
+		}
+		t.Status = StatusActive
+		line := appendTask(nil, &t)
+		if len(line) > end-start {
+			return false, nil
+		}
+		line = append(line, bytes.Repeat([]byte{' '}, end-start-len(line))...)
+		_, err := f.WriteAt(line, int64(start))
+		return err == nil, err
+	})
+}
+
+// inPlace runs edit on tasks.jsonl mapped read-only and open for writing,
+// under the store's lock, when the file is as this package wrote and
+// validated it and task id is not in the archive; edit reports whether it
+// wrote. What it wrote is synced and the file marked as ralph's again.
+// ok false (and no error) means "use Update": nothing was changed.
+func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, error)) (ok bool, err error) {
+	err = store.WithLock(s.LockPath, func() error {
+		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		if !knownValid(s.ActivePath, f) {
+			return nil
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		data, release, err := mapFile(f, fi.Size())
+		if err != nil {
+			return err
+		}
+		defer release()
+		if archived, err := s.mentionedInDone(id); err != nil || archived {
+			return err
+		}
+		if ok, err = edit(f, data); err != nil || !ok {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		markSorted(s.ActivePath)
+		markValid(s.ActivePath)
+		s.forget()
+		return nil
+	})
+	return ok, err
 }
 
 var errFallback = errors.New("fall back to the full update")

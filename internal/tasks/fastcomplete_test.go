@@ -113,3 +113,79 @@ func TestCompleteFastFallsBack(t *testing.T) {
 		t.Fatal("held claims must go through the full update")
 	}
 }
+
+// The loop's claim and archive in place leave the same model as the full
+// updates: a pending leaf claimed, then (held by the loop, with the
+// agent's claim in the file) archived with its commit.
+func TestClaimAndArchiveFastMatchUpdate(t *testing.T) {
+	now := time.Date(2026, 11, 23, 1, 2, 3, 0, time.UTC)
+	fast, slow := settled(t), settled(t)
+	for _, id := range []string{"A.1.2", "A.2"} {
+		ok, err := fast.ClaimFast(id)
+		if err != nil || !ok {
+			t.Fatalf("claim %s: ok=%v err=%v", id, ok, err)
+		}
+		if err := slow.Update(func(set *Set) error { _, err := set.Claim(id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := fast.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, _ := slow.Load()
+		if ft, _ := fs.Get(id); ft.Status != StatusActive || fs.Tree() != ss.Tree() {
+			t.Fatalf("after claiming %s: %s\n%s", id, fs.Tree(), ss.Tree())
+		}
+		// The agent claims it done; the loop holds it and archives it.
+		for _, s := range []*Store{fast, slow} {
+			s.SetHold(id)
+			if err := s.Update(func(set *Set) error { t, _ := set.Get(id); t.Status = StatusComplete; return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, ok, err := fast.ArchiveFast(id, "abc", now)
+		if err != nil || !ok {
+			t.Fatalf("archive %s: ok=%v err=%v", id, ok, err)
+		}
+		var want []*Task
+		if err := slow.Update(func(set *Set) (err error) { want, err = set.Complete(id, "abc", now); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || string(got[0].Encode()) != string(want[0].Encode()) {
+			t.Fatalf("archive %s: fast %v, full %v", id, got, want)
+		}
+		fast.SetHold()
+		slow.SetHold()
+	}
+	fs, err := fast.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, _ := slow.Load()
+	if fs.Tree() != ss.Tree() {
+		t.Fatalf("trees differ:\n%s\n%s", fs.Tree(), ss.Tree())
+	}
+	fd, _ := os.ReadFile(fast.DonePath)
+	sd, _ := os.ReadFile(slow.DonePath)
+	if string(fd) != string(sd) {
+		t.Fatalf("archives differ:\n%s\n---\n%s", fd, sd)
+	}
+	// Not pending, not a leaf, unknown, a hand-edited file: the full path.
+	for _, id := range []string{"A.1.1", "A", "Z"} {
+		if ok, err := fast.ClaimFast(id); ok || err != nil {
+			t.Fatalf("claim %s: ok=%v err=%v, want a silent fallback", id, ok, err)
+		}
+	}
+	f, _ := os.OpenFile(fast.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+	f.Close()
+	if ok, _ := fast.ClaimFast("B.1"); ok {
+		t.Fatal("a hand-edited file must go through the full update")
+	}
+	// Another task held: the archive goes the full way.
+	s2 := settled(t)
+	s2.SetHold("A.2", "B.1")
+	if _, ok, _ := s2.ArchiveFast("A.1.1", "abc", now); ok {
+		t.Fatal("another held claim must go through the full update")
+	}
+}
