@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -150,17 +151,23 @@ type Problem struct {
 func (p Problem) String() string { return p.File + ": " + p.Msg }
 
 // promptRules are the instructions seed 001 requires of PROMPT.md, each
-// with the phrasings that count as giving it.
-var promptRules = []struct {
+// with the phrasings that count as giving it. Compiled on first use: every
+// ralph command pays for package-level work at start-up, and only a lint
+// needs these.
+var promptRules = sync.OnceValue(func() []promptRule {
+	return []promptRule{
+		{"read-first instructions (\"read PRD.md, prd.json and progress.md first\")", regexp.MustCompile(`(?is)\bread\b.{0,200}\bfirst\b|\bfirst\b.{0,40}\bread\b|before you (start|begin|change)[^.]{0,80}\bread`)},
+		{"\"pick next story where passes=false\"", regexp.MustCompile(`(?is)(pick|select|choose|take)\b.{0,60}\bstor(y|ies)\b.{0,80}passes\W{0,4}\s*(=|:|is)?\s*\W?false`)},
+		{"\"implement + test + commit\"", regexp.MustCompile(`(?is)\bimplement.{0,200}\btest.{0,200}\bcommit`)},
+		{"\"set passes=true only when criteria met\"", regexp.MustCompile(`(?is)passes\W{0,4}\s*(=|:|to)?\s*\W?true\b.{0,80}\b(only|when|once|after)\b.{0,80}\b(criteria|criterion|met|pass)`)},
+		{"\"append progress entry\"", regexp.MustCompile(`(?is)\bappend\b.{0,80}\bprogress`)},
+		{"the completion promise tag (<promise>…</promise>)", regexp.MustCompile(`(?s)<promise>.{1,200}</promise>`)},
+	}
+})
+
+type promptRule struct {
 	what string
 	re   *regexp.Regexp
-}{
-	{"read-first instructions (\"read PRD.md, prd.json and progress.md first\")", regexp.MustCompile(`(?is)\bread\b.{0,200}\bfirst\b|\bfirst\b.{0,40}\bread\b|before you (start|begin|change)[^.]{0,80}\bread`)},
-	{"\"pick next story where passes=false\"", regexp.MustCompile(`(?is)(pick|select|choose|take)\b.{0,60}\bstor(y|ies)\b.{0,80}passes\W{0,4}\s*(=|:|is)?\s*\W?false`)},
-	{"\"implement + test + commit\"", regexp.MustCompile(`(?is)\bimplement.{0,200}\btest.{0,200}\bcommit`)},
-	{"\"set passes=true only when criteria met\"", regexp.MustCompile(`(?is)passes\W{0,4}\s*(=|:|to)?\s*\W?true\b.{0,80}\b(only|when|once|after)\b.{0,80}\b(criteria|criterion|met|pass)`)},
-	{"\"append progress entry\"", regexp.MustCompile(`(?is)\bappend\b.{0,80}\bprogress`)},
-	{"the completion promise tag (<promise>…</promise>)", regexp.MustCompile(`(?s)<promise>.{1,200}</promise>`)},
 }
 
 // Lint checks dir against seed 001's "Ralph-ready" rules: it is
@@ -216,7 +223,7 @@ func Lint(root, dir string) []Problem {
 				add(show(Prompt), "does not reference %s", f)
 			}
 		}
-		for _, r := range promptRules {
+		for _, r := range promptRules() {
 			if !r.re.MatchString(text) {
 				add(show(Prompt), "missing %s", r.what)
 			}
