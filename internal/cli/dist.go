@@ -129,6 +129,10 @@ split, add) are merged back into this repository's files by task id.`
   ralph coordinator --prd prd.json --remote /srv/git/app.git --listen 0.0.0.0:4222 --token s3cret
   ralph coordinator --prd prd.json --remote https://git.example/app.git --nats nats://nats.internal:4222 --creds ralph.creds`
 	fl := cmd.Flags()
+	if p := fl.Lookup("parallel"); p != nil {
+		p.Usage = "`N` iterations queued or running at once: about twice the workers' slots in all (a task tree runs one at a time)"
+		p.DefValue = "16"
+	}
 	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
 	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
 	fl.StringVar(&co.Listen, "listen", dist.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
