@@ -107,6 +107,9 @@ func (s *Store) completeFast(id, commit string, now time.Time, loop bool) (done 
 			}
 		}
 		return true, nil
+	}, func(set *Set) error {
+		_, err := set.Complete(id, commit, now)
+		return err
 	})
 	if errors.Is(err, errFallback) {
 		return nil, false, nil
@@ -142,6 +145,9 @@ func (s *Store) ClaimFast(id string) (ok bool, err error) {
 		line = append(line, bytes.Repeat([]byte{' '}, end-start-len(line))...)
 		_, err := f.WriteAt(line, int64(start))
 		return err == nil, err
+	}, func(set *Set) error {
+		_, err := set.Claim(id)
+		return err
 	})
 }
 
@@ -150,7 +156,12 @@ func (s *Store) ClaimFast(id string) (ok bool, err error) {
 // validated it and task id is not in the archive; edit reports whether it
 // wrote. What it wrote is synced and the file marked as ralph's again.
 // ok false (and no error) means "use Update": nothing was changed.
-func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, error)) (ok bool, err error) {
+//
+// apply, when given, is the same change as the full update's on a Set:
+// when the Store's last Load was of the files as they were before the
+// edit, the snapshot Load hands out is moved on by apply instead of being
+// dropped (patchCache), so the next Load needs no parse.
+func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
 	err = store.WithLock(s.LockPath, func() error {
 		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
 		if err != nil {
@@ -172,6 +183,10 @@ func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, err
 		if archived, err := s.mentionedInDone(id); err != nil || archived {
 			return err
 		}
+		var prev *loadCache
+		if apply != nil {
+			prev = s.cachedAs(data)
+		}
 		if ok, err = edit(f, data); err != nil || !ok {
 			return err
 		}
@@ -181,9 +196,94 @@ func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, err
 		markSorted(s.ActivePath)
 		markValid(s.ActivePath)
 		s.forget()
+		if prev != nil {
+			// The mapping shows what the edit wrote.
+			s.patchCache(prev, bytes.Clone(data), apply)
+		}
 		return nil
 	})
 	return ok, err
+}
+
+// cachedAs is the Store's last Load when it was of the files as they are
+// (tasks.jsonl holding active), else nil.
+func (s *Store) cachedAs(active []byte) *loadCache {
+	s.cacheMu.Lock()
+	c := s.cache
+	s.cacheMu.Unlock()
+	if c == nil || len(c.set.warnings) > 0 || len(c.set.shadowed) > 0 || !bytes.Equal(c.active, active) {
+		return nil
+	}
+	if done, err := readFile(s.DonePath); err != nil || !bytes.Equal(c.done, done) {
+		return nil
+	}
+	return c
+}
+
+// patchCache makes the snapshot of the files after an in-place edit from
+// prev, the snapshot of the files before it: apply makes on a copy of its
+// Set the change the edit made on disk. An in-place edit keeps every line
+// where it was (a rewritten line is padded, a removed one blanked) and
+// appends the archived tasks to tasks-done.jsonl, so each record's line
+// is found in the new bytes at the offset it had in the old. Anything
+// that does not fit leaves the cache empty: the next Load parses.
+func (s *Store) patchCache(prev *loadCache, active []byte, apply func(set *Set) error) {
+	done, err := readFile(s.DonePath)
+	if err != nil || !bytes.HasPrefix(done, prev.done) {
+		return
+	}
+	set := prev.set.forUpdate()
+	if apply(set) != nil || len(set.warnings) > 0 {
+		return
+	}
+	// rebase points e at its line in now, at its offset in was.
+	rebase := func(e *entry, was, now []byte) bool {
+		off := cap(was) - cap(e.raw)
+		if e.raw == nil || off < 0 || off+len(e.raw) > len(was) || !bytes.Equal(was[off:off+len(e.raw)], e.raw) {
+			return false
+		}
+		line := bytes.TrimRight(now[off:off+len(e.raw)], " ")
+		if e.t != nil { // changed by apply: its line was rewritten
+			e.status, e.leaf = canonStatus(e.t.Status), e.t.Leaf
+			e.flags &^= fLeafMissing | fStatusMissing
+			e.t = nil
+		} else if !bytes.Equal(line, e.raw) {
+			return false
+		}
+		e.raw = line
+		return true
+	}
+	for i := range set.active {
+		if !rebase(&set.active[i], prev.active, active) {
+			return
+		}
+	}
+	appended := bytes.Split(bytes.TrimSuffix(done[len(prev.done):], []byte{'\n'}), []byte{'\n'})
+	if len(done) == len(prev.done) {
+		appended = nil
+	}
+	n := len(set.archivedNow)
+	if len(appended) != n || len(set.done) < n {
+		return
+	}
+	old := set.done[:len(set.done)-n]
+	for i := range old {
+		if old[i].t != nil || !rebase(&old[i], prev.done, done) {
+			return
+		}
+	}
+	lastLine := bytes.Count(prev.done, []byte{'\n'})
+	for k, t := range set.archivedNow {
+		e := &set.done[len(set.done)-n+k]
+		if e.t != t || !bytes.Equal(appended[k], appendTask(nil, t)) {
+			return
+		}
+		e.raw, e.line, e.t = appended[k], int32(lastLine+k+1), nil
+	}
+	set.archivedNow, set.changed = nil, false
+	s.cacheMu.Lock()
+	s.cache = &loadCache{active: active, done: done, set: set}
+	s.cacheMu.Unlock()
 }
 
 var errFallback = errors.New("fall back to the full update")

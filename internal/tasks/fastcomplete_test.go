@@ -189,3 +189,76 @@ func TestClaimAndArchiveFastMatchUpdate(t *testing.T) {
 		t.Fatal("another held claim must go through the full update")
 	}
 }
+
+// After an in-place claim or archive, the next Load hands out a snapshot
+// moved on from the last one — no parse — that equals a parse of the
+// files; a Load of files changed by someone else parses as before.
+func TestInPlaceEditsKeepTheSnapshot(t *testing.T) {
+	now := time.Date(2026, 11, 23, 1, 2, 3, 0, time.UTC)
+	s := settled(t)
+	same := func(step string) {
+		t.Helper()
+		s.cacheMu.Lock()
+		cached := s.cache // as the edit left it
+		s.cacheMu.Unlock()
+		got, err := s.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cached == nil || cached.set != got {
+			t.Fatalf("%s: Load parsed the files again", step)
+		}
+		want, err := Open(s.ActivePath).Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, status := range []string{"", StatusComplete} {
+			g, w := got.List(status), want.List(status)
+			if len(g) != len(w) {
+				t.Fatalf("%s: %d tasks listed %q, a parse lists %d", step, len(g), status, len(w))
+			}
+			for i := range g {
+				if string(g[i].Encode()) != string(w[i].Encode()) {
+					t.Fatalf("%s: %s, a parse reads %s", step, g[i].Encode(), w[i].Encode())
+				}
+			}
+		}
+		if got.Tree() != want.Tree() {
+			t.Fatalf("%s:\n%s\na parse:\n%s", step, got.Tree(), want.Tree())
+		}
+	}
+	if _, err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"A.1.2", "A.2"} {
+		if ok, err := s.ClaimFast(id); err != nil || !ok {
+			t.Fatalf("claim %s: %v %v", id, ok, err)
+		}
+		same("claim " + id)
+		s.SetHold(id)
+		if _, ok, err := s.ArchiveFast(id, "abc", now); err != nil || !ok {
+			t.Fatalf("archive %s: %v %v", id, ok, err)
+		}
+		s.SetHold()
+		same("archive " + id)
+	}
+	// A.1.1 was active: archiving it completes A.1, then A (B remains).
+	s.SetHold("A.1.1")
+	if _, ok, err := s.ArchiveFast("A.1.1", "def", now); err != nil || !ok {
+		t.Fatalf("archive A.1.1: %v %v", ok, err)
+	}
+	s.SetHold()
+	same("archive A.1.1 and its parents")
+	// Someone else's write: parsed again, and right.
+	f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+	f.Close()
+	before := s.cache
+	set, err := s.Load()
+	if err != nil || before != nil && before.set == set {
+		t.Fatalf("a foreign write: %v (same snapshot: %v)", err, before != nil && before.set == set)
+	}
+	if _, ok := set.Get("C"); !ok {
+		t.Fatal("the foreign write's task is missing")
+	}
+}
