@@ -182,6 +182,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
 		return nil, engine.UsageError("--remote %s: git cannot reach it: %v", co.Remote, err)
 	}
+	co.paths = engine.PathsFor(root)
 	out := o.IO.IO.ErrOut
 	url := co.NATS
 	token := co.Token
@@ -192,8 +193,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			_, _ = rand.Read(b)
 			token = hex.EncodeToString(b)
 		}
-		dir := filepath.Join(root, ".ralph", "nats")
-		s, u, err := dist.StartServer(co.Listen, dir, token)
+		s, u, err := dist.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
 		if err != nil {
 			return nil, engine.UsageError("%v", err)
 		}
@@ -213,11 +213,10 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
 	}
 	if !o.Fresh {
-		if err := co.recoverState(ctx, root, repo, src); err != nil {
+		if err := co.recoverState(ctx, repo, src); err != nil {
 			return nil, err
 		}
 	}
-	co.paths = engine.PathsFor(root)
 	shown := url
 	if token != "" && co.Token == "" {
 		shown = withToken(url, token)
@@ -230,7 +229,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			return nil, engine.UsageError("--agent-cmd: %v", err)
 		}
 	}
-	go co.mirrorWorkers(ctx, engine.PathsFor(root).Dir)
+	go co.mirrorWorkers(ctx, co.paths.Dir)
 	go co.mirrorState(ctx)
 	ra := &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
 		GateTimeout: o.GateTimeout, Attest: co.attest}
@@ -388,8 +387,8 @@ func (co *coordinatorFlags) putState(ctx context.Context) {
 // recoverState starts from the state on NATS when this repository has
 // none: the run a coordinator elsewhere was running, with the feature
 // branch it pushed.
-func (co *coordinatorFlags) recoverState(ctx context.Context, root string, repo *git.Repo, src engine.Source) error {
-	p := engine.PathsFor(root)
+func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, src engine.Source) error {
+	p := co.paths
 	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
 		return nil // this repository's own state (or its error) rules
 	}

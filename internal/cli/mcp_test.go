@@ -7,13 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ralph-loop/ralph/internal/iostreams"
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
 // mcpSession connects a go-sdk client to the server over dir, in process.
@@ -170,7 +170,7 @@ func TestMCPTools(t *testing.T) {
 func TestMCPOverHTTP(t *testing.T) {
 	dir := gitRepo(t)
 	streams, _, _, _ := iostreams.Test()
-	errb := &syncBuffer{}
+	errb := &testenv.LockedBuffer{}
 	streams.ErrOut = errb
 	f := &Factory{IO: streams, Getwd: func() (string, error) { return dir, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,22 +202,4 @@ func TestMCPOverHTTP(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("runMCP: %v", err)
 	}
-}
-
-// syncBuffer is a buffer a server goroutine writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

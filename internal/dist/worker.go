@@ -44,6 +44,8 @@ type Worker struct {
 	cfg     RunConfig
 	run     jetstream.KeyValue
 	results jetstream.KeyValue
+	workers jetstream.KeyValue
+	files   jetstream.ObjectStore
 	mu      sync.Mutex
 	busy    map[int]string
 	clone   *git.Repo
@@ -104,11 +106,14 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 	said := false
 	for {
 		if run, err := w.js.KeyValue(ctx, BucketRun); err == nil {
+			// Setup makes every bucket before it publishes the config.
 			if e, err := run.Get(ctx, KeyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
 				results, rerr := w.js.KeyValue(ctx, BucketResults)
+				workers, werr := w.js.KeyValue(ctx, BucketWorkers)
+				files, ferr := w.js.ObjectStore(ctx, BucketFiles)
 				cons, cerr := w.js.Consumer(ctx, StreamJobs, ConsumerName)
-				if rerr == nil && cerr == nil {
-					w.run, w.results = run, results
+				if err := errors.Join(rerr, werr, ferr, cerr); err == nil {
+					w.run, w.results, w.workers, w.files = run, results, workers, files
 					return cons, nil
 				}
 			}
@@ -137,22 +142,18 @@ func (w *Worker) beat() time.Duration {
 func (w *Worker) heartbeat(ctx context.Context) {
 	every := w.beat()
 	for {
-		if kv, err := w.js.KeyValue(ctx, BucketWorkers); err == nil {
-			w.mu.Lock()
-			var items []string
-			for _, it := range w.busy {
-				items = append(items, it)
-			}
-			w.mu.Unlock()
-			sort.Strings(items)
-			b, _ := json.Marshal(WorkerInfo{ID: w.ID, Host: w.Host, Slots: w.Slots, Items: items, Agent: w.OverrideName, Seen: time.Now().UTC()})
-			_, _ = kv.Put(ctx, w.ID, b)
+		w.mu.Lock()
+		var items []string
+		for _, it := range w.busy {
+			items = append(items, it)
 		}
+		w.mu.Unlock()
+		sort.Strings(items)
+		b, _ := json.Marshal(WorkerInfo{ID: w.ID, Host: w.Host, Slots: w.Slots, Items: items, Agent: w.OverrideName, Seen: time.Now().UTC()})
+		_, _ = w.workers.Put(ctx, w.ID, b)
 		select {
 		case <-ctx.Done():
-			if kv, err := w.js.KeyValue(context.Background(), BucketWorkers); err == nil {
-				_ = kv.Delete(context.Background(), w.ID)
-			}
+			_ = w.workers.Delete(context.Background(), w.ID)
 			return
 		case <-time.After(every):
 		}
@@ -334,13 +335,6 @@ func jobEnv(job Job, dir, promptFile string) []string {
 // getShared puts the job's shared files into the tree as the coordinator
 // sent them.
 func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
-	if len(job.Shared) == 0 {
-		return nil
-	}
-	obs, err := w.js.ObjectStore(ctx, BucketFiles)
-	if err != nil {
-		return err
-	}
 	for p, present := range job.Shared {
 		path, err := inTree(dir, p)
 		if err != nil {
@@ -352,7 +346,7 @@ func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
 			}
 			continue
 		}
-		b, err := obs.GetBytes(ctx, sharedName(job.Key, "in", p))
+		b, err := w.files.GetBytes(ctx, sharedName(job.Key, "in", p))
 		if err != nil {
 			return fmt.Errorf("reading the job's %s: %w", p, err)
 		}
@@ -372,10 +366,6 @@ func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
 func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job Job) (map[string]bool, error) {
 	var out map[string]bool
 	if len(job.Shared) > 0 {
-		obs, err := w.js.ObjectStore(ctx, BucketFiles)
-		if err != nil {
-			return nil, err
-		}
 		out = map[string]bool{}
 		for p := range job.Shared {
 			path, err := inTree(tree.Dir, p)
@@ -390,7 +380,7 @@ func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, jo
 			if err != nil {
 				return nil, err
 			}
-			if _, err := obs.PutBytes(ctx, sharedName(job.Key, "out", p), b); err != nil {
+			if _, err := w.files.PutBytes(ctx, sharedName(job.Key, "out", p), b); err != nil {
 				return nil, fmt.Errorf("storing %s for the coordinator: %w", p, err)
 			}
 			out[p] = true

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
 // The distributed backend with real processes: a coordinator with its
@@ -36,24 +35,7 @@ echo '<promise>COMPLETE</promise>'
 // bgProc is a background ralph process with its output.
 type bgProc struct {
 	cmd *exec.Cmd
-	out *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out *testenv.LockedBuffer
 }
 
 func startBg(t *testing.T, dir string, env []string, bin string, args ...string) *bgProc {
@@ -64,7 +46,7 @@ func startBg(t *testing.T, dir string, env []string, bin string, args ...string)
 		"GIT_COMMITTER_NAME=ralph e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &bgProc{cmd: cmd, out: &lockedBuffer{}}
+	p := &bgProc{cmd: cmd, out: &testenv.LockedBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,10 @@ package secret
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
 func TestStringMasksEnvValuesAndKeyShapes(t *testing.T) {
@@ -73,7 +74,7 @@ func TestWriterBatchesSmallWrites(t *testing.T) {
 		t.Fatalf("masked stream differs: %d bytes, want %d; key left: %v", out.Len(), len(want), strings.Contains(out.String(), key))
 	}
 
-	slow := &lockedBuffer{}
+	slow := &testenv.LockedBuffer{}
 	w = FromEnv().Writer(slow)
 	w.Write([]byte(strings.Repeat("x", 600) + "\n"))
 	time.Sleep(flushEvery + 10*time.Millisecond)
@@ -88,7 +89,7 @@ func TestWriterBatchesSmallWrites(t *testing.T) {
 // nothing follows it (a live view reads the transcript); a secret that has
 // not all arrived is still held back.
 func TestWriterFlushesALoneLine(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	m := FromEnv("X_TOKEN=abcdefghijklmnop")
 	w := m.Writer(out)
 	w.Write([]byte("first\n"))
@@ -106,23 +107,4 @@ func TestWriterFlushesALoneLine(t *testing.T) {
 	if got := out.String(); strings.Contains(got, "abcdefgh") || !strings.Contains(got, "the token is "+Mask+" done\n") {
 		t.Fatalf("the split secret: %q", got)
 	}
-}
-
-// lockedBuffer is a buffer the writer's flush timer may write while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
