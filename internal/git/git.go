@@ -169,7 +169,12 @@ func (r *Repo) CreateBranch(ctx context.Context, name, start string) error {
 
 // Checkout switches to an existing branch.
 func (r *Repo) Checkout(ctx context.Context, name string) error {
+	clean := r.indexIsHEAD()
 	_, err := r.Run(ctx, "checkout", "--quiet", name, "--")
+	if err == nil && clean {
+		// Nothing was staged to carry over: the index is the new HEAD's.
+		r.noteHead()
+	}
 	return err
 }
 
@@ -186,6 +191,7 @@ func (r *Repo) StatusPorcelain(ctx context.Context, skip ...string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
+	r.noteStatus(out)
 	var paths []string
 	for _, e := range parseStatus(out, skip) {
 		paths = append(paths, e.Path)
@@ -211,6 +217,7 @@ func (r *Repo) Status(ctx context.Context, skip ...string) ([]StatusEntry, error
 	if err != nil {
 		return nil, err
 	}
+	r.noteStatus(out)
 	return parseStatus(out, skip), nil
 }
 
@@ -274,10 +281,17 @@ func (r *Repo) commit(ctx context.Context, msg string, allowEmpty bool, include 
 	if err != nil {
 		return "", err
 	}
-	if sha := summarySHA(out); sha != "" {
-		return sha, nil
+	sha := summarySHA(out)
+	if sha == "" {
+		if sha, err = r.Head(ctx); err != nil {
+			return "", err
+		}
 	}
-	return r.Head(ctx)
+	// The index now holds exactly sha's tree. (A post-commit hook that
+	// staged files would make the next StageAll's list of changed paths
+	// short; what it stages and commits is git's own either way.)
+	r.noteClean(sha)
+	return sha, nil
 }
 
 // runCommit runs the commit argv with msg on stdin, then --allow-empty and
@@ -325,6 +339,9 @@ func (r *Repo) Maintain(ctx context.Context) {
 // ResetHard moves the current branch to rev and resets the tree.
 func (r *Repo) ResetHard(ctx context.Context, rev string) error {
 	_, err := r.Run(ctx, "reset", "--quiet", "--hard", rev)
+	if err == nil {
+		r.noteHead()
+	}
 	return err
 }
 

@@ -144,7 +144,12 @@ func (r *Repo) IndexStamp() string {
 	if !ok {
 		return ""
 	}
-	fi, err := os.Stat(filepath.Join(dir, "index"))
+	return fileStamp(filepath.Join(dir, "index"))
+}
+
+// fileStamp is IndexStamp of any file: "" when it cannot be read.
+func fileStamp(path string) string {
+	fi, err := os.Stat(path)
 	if err != nil {
 		return ""
 	}

@@ -347,20 +347,33 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	if a.Result.Failed() || !claimed {
 		return judge(ctx, a, claimed, unclaimed, runner, gates), ""
 	}
-	before, err := snapshotTree(ctx, repo, preexisting)
+	staged, err := repo.StageAll(ctx, preexisting)
 	if err != nil {
 		return engine.Verdict{Claimed: true, Summary: "could not snapshot the tree", Failure: err.Error()}, ""
 	}
-	stamp := repo.IndexStamp()
 	v := judge(ctx, a, claimed, unclaimed, runner, gates)
 	if !v.Passed {
+		// The add named every changed path: the engine needs no `git
+		// status` for the iteration's files, and the index goes back to
+		// what the agent left.
+		if staged.Complete {
+			a.Files = staged.Files
+		}
+		staged.Restore()
 		return v, ""
+	}
+	// The tree the gates ran on is written only now that they passed.
+	before, untouched, err := staged.Tree(ctx)
+	staged.Drop()
+	if err != nil {
+		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "could not snapshot the tree", Failure: err.Error()}, ""
 	}
 	if recheckedAtCommit {
 		v.Tree = before
-		if repo.IndexStamp() != stamp {
-			stamp = "" // something wrote the index while the gates ran: the commit snapshots again
-		}
+		stamp := ""
+		if untouched {
+			stamp = repo.IndexStamp()
+		} // else something wrote the index while the gates ran: the commit snapshots again
 		return v, stamp
 	}
 	after, err := snapshotTree(ctx, repo, preexisting)
