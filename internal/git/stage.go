@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -172,7 +173,7 @@ func (s *Staged) Tree(ctx context.Context) (tree string, untouched bool, err err
 	if err != nil {
 		return "", false, err
 	}
-	if tree = trimNL(out); tree == "" {
+	if tree = strings.TrimSpace(out); tree == "" {
 		return "", false, errors.New("git write-tree printed no tree")
 	}
 	return tree, false, nil
@@ -197,11 +198,4 @@ func (s *Staged) Drop() {
 			*l = ""
 		}
 	}
-}
-
-func trimNL(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
