@@ -30,6 +30,17 @@ func settled(t *testing.T) *Store {
 	return s
 }
 
+// fullComplete completes id through the full update and returns what it
+// archived, to compare an in-place completion with.
+func fullComplete(t *testing.T, s *Store, id string, now time.Time) []*Task {
+	t.Helper()
+	var done []*Task
+	if err := s.Update(func(set *Set) (err error) { done, err = set.Complete(id, "abc", now); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
 func TestCompleteFastMatchesUpdate(t *testing.T) {
 	now := time.Date(2026, 11, 22, 1, 2, 3, 0, time.UTC)
 	fast, slow := settled(t), settled(t)
@@ -38,10 +49,7 @@ func TestCompleteFastMatchesUpdate(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s: ok=%v err=%v", id, ok, err)
 		}
-		var want []*Task
-		if err := slow.Update(func(set *Set) (err error) { want, err = set.Complete(id, "abc", now); return err }); err != nil {
-			t.Fatal(err)
-		}
+		want := fullComplete(t, slow, id, now)
 		if len(got) != len(want) {
 			t.Fatalf("%s: fast archived %d, full %d", id, len(got), len(want))
 		}
@@ -147,10 +155,7 @@ func TestClaimAndArchiveFastMatchUpdate(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("archive %s: ok=%v err=%v", id, ok, err)
 		}
-		var want []*Task
-		if err := slow.Update(func(set *Set) (err error) { want, err = set.Complete(id, "abc", now); return err }); err != nil {
-			t.Fatal(err)
-		}
+		want := fullComplete(t, slow, id, now)
 		if len(got) != len(want) || string(got[0].Encode()) != string(want[0].Encode()) {
 			t.Fatalf("archive %s: fast %v, full %v", id, got, want)
 		}
