@@ -1042,16 +1042,11 @@ func (s *Tasks) asidePath() string { return filepath.Join(s.Root, ".ralph", "tas
 func (s *Tasks) snapshot() (fileSnap, error) {
 	snap := fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath}
 	var err error
-	if snap.Active, err = os.ReadFile(s.File); err == nil {
-		snap.HasActive = true
-	} else if !errors.Is(err, os.ErrNotExist) {
+	// The Store's own bytes when the files are as it last read them.
+	if snap.Active, snap.Done, err = s.Store.ReadBoth(); err != nil {
 		return snap, err
 	}
-	if snap.Done, err = os.ReadFile(s.Store.DonePath); err == nil {
-		snap.HasDone = true
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return snap, err
-	}
+	snap.HasActive, snap.HasDone = snap.Active != nil, snap.Done != nil
 	return snap, nil
 }
 

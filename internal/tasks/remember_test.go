@@ -75,7 +75,7 @@ func TestRememberedSetMatchesParse(t *testing.T) {
 				if written != nil && got != written.set {
 					t.Fatalf("step %d: Load parsed the files the Update had just written", step)
 				}
-				data, done, _ := s.readBoth()
+				data, done, _ := s.ReadBoth()
 				want, err := s.parse(data, done)
 				if err != nil {
 					t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -108,9 +109,11 @@ func (s *Set) Warnings() []string { return s.warnings }
 // for byte as the Store's last Load found them returns that Set again
 // without parsing (a loop loads a 100,000-task tree several times per
 // iteration; reading and comparing the bytes costs a fraction of parsing
-// them, and no file time stamp can fool it).
+// them, and no file time stamp can fool it). When only a few lines of
+// tasks.jsonl changed (an agent's `ralph task complete`), only those are
+// parsed (see reparse).
 func (s *Store) Load() (*Set, error) {
-	data, doneData, err := s.readBoth()
+	data, doneData, err := s.ReadBoth()
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +129,15 @@ func (s *Store) LoadBytes(data, doneData []byte) (*Set, error) {
 	if c != nil && bytes.Equal(c.active, data) && bytes.Equal(c.done, doneData) {
 		return c.set, nil
 	}
-	set, err := s.parse(data, doneData)
-	if err != nil {
-		return nil, err
+	var set *Set
+	if c != nil {
+		set = s.reparse(c, data, doneData)
+	}
+	if set == nil {
+		var err error
+		if set, err = s.parse(data, doneData); err != nil {
+			return nil, err
+		}
 	}
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: data, done: doneData, set: set}
@@ -142,11 +151,23 @@ type loadCache struct {
 	set          *Set
 }
 
-func (s *Store) readBoth() (data, doneData []byte, err error) {
-	if data, err = readFile(s.ActivePath); err != nil {
+// ReadBoth reads tasks.jsonl and tasks-done.jsonl (nil for a missing
+// file). A file that still holds, byte for byte, what the Store's last
+// Load read is returned as those same bytes (which nobody changes): it is
+// compared through a small buffer, so a loop that reads an unchanged
+// 100,000-task file several times per iteration allocates nothing for it.
+func (s *Store) ReadBoth() (data, doneData []byte, err error) {
+	s.cacheMu.Lock()
+	c := s.cache
+	s.cacheMu.Unlock()
+	var wasActive, wasDone []byte
+	if c != nil {
+		wasActive, wasDone = c.active, c.done
+	}
+	if data, err = readUnlessSame(s.ActivePath, wasActive); err != nil {
 		return nil, nil, err
 	}
-	if doneData, err = readFile(s.DonePath); err != nil {
+	if doneData, err = readUnlessSame(s.DonePath, wasDone); err != nil {
 		return nil, nil, err
 	}
 	return data, doneData, nil
@@ -174,6 +195,49 @@ func readFile(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return b, err
+}
+
+// compareBuf is the buffer readUnlessSame compares through.
+var compareBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// readUnlessSame is readFile(path), or was itself when the file holds
+// exactly was (a non-nil was: nil stands for a missing file).
+func readUnlessSame(path string, was []byte) ([]byte, error) {
+	if was == nil {
+		return readFile(path)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(was)) {
+		return readFile(path)
+	}
+	bp := compareBuf.Get().(*[]byte)
+	defer compareBuf.Put(bp)
+	buf := *bp
+	off := 0
+	for {
+		n, err := f.Read(buf)
+		if off+n > len(was) || !bytes.Equal(buf[:n], was[off:off+n]) {
+			return readFile(path)
+		}
+		off += n
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if off != len(was) {
+		return readFile(path)
+	}
+	return was, nil
 }
 
 // lines calls fn for every non-blank line of data with its 1-based number

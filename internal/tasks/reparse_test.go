@@ -1,0 +1,138 @@
+package tasks
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReparseMatchesParse: after random edits of a few lines of
+// tasks.jsonl (a status, a title, a line added, removed, blanked, padded,
+// broken or put out of order, at the start, the middle or the end), the
+// Set made from the previous Load by parsing only the changed lines is
+// record for record what a parse of the whole file makes, and a file a
+// parse rejects or must sort is never handed out by reparse.
+func TestReparseMatchesParse(t *testing.T) {
+	reparsed, total := 0, 0
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		s := newStore(t, "", "{\"id\":\"Z\",\"title\":\"z\",\"status\":\"complete\",\"leaf\":true}\n")
+		lines := []string{
+			`{"id":"A","title":"a","status":"pending","leaf":false}`,
+			`{"id":"A.1","title":"a1","status":"pending","leaf":true,"owner":"me"}`,
+			`{"id":"A.2",  "title":"a2", "status":"active", "leaf":true}`,
+			`{"id":"\u0042","title":"escaped id","status":"pending","leaf":true}`,
+		}
+		used := map[int]bool{}
+		for i := 0; i < 30; i++ {
+			n := 10 + rng.IntN(900)
+			if !used[n] {
+				used[n] = true
+				lines = append(lines, taskLine(n, "pending", "t"))
+			}
+		}
+		slices.SortStableFunc(lines[4:], func(a, b string) int { return strings.Compare(a, b) })
+		join := func(ls []string) []byte {
+			out := strings.Join(ls, "\n")
+			if len(ls) > 0 && rng.IntN(8) > 0 {
+				out += "\n"
+			}
+			return []byte(out)
+		}
+		data := join(lines)
+		done := []byte("{\"id\":\"Z\",\"title\":\"z\",\"status\":\"complete\",\"leaf\":true}\n")
+		if _, err := s.LoadBytes(data, done); err != nil {
+			t.Fatal(err)
+		}
+		for step := 0; step < 60; step++ {
+			next := slices.Clone(lines)
+			for k := 1 + rng.IntN(3); k > 0; k-- {
+				next = editLines(rng, next, used)
+			}
+			nd := join(next)
+			prev := s.cache
+			got := s.reparse(prev, nd, done)
+			want, err := s.parse(nd, done)
+			total++
+			switch {
+			case err != nil || want.changed:
+				if got != nil {
+					t.Fatalf("seed %d step %d: reparse handed out a Set for a file a parse rejects or sorts (%v)\n%s", seed, step, err, nd)
+				}
+				continue // the next edit starts from the last good file
+			case got != nil:
+				reparsed++
+				if d := diffSets(got, want); d != "" {
+					t.Fatalf("seed %d step %d: reparse differs from a parse: %s\nbefore:\n%s\nafter:\n%s", seed, step, d, prev.active, nd)
+				}
+				for _, e := range got.active {
+					if _, ok := offsetIn(nd, e.raw); !ok {
+						t.Fatalf("seed %d step %d: task %s still points at the old bytes", seed, step, e.id)
+					}
+				}
+			default:
+				got = want
+			}
+			s.cache = &loadCache{active: nd, done: done, set: got}
+			lines = next
+		}
+	}
+	// The test means something only if reparse did most of the work.
+	t.Logf("reparse made %d of %d Sets", reparsed, total)
+	if reparsed < total/2 {
+		t.Fatalf("reparse made %d of %d Sets", reparsed, total)
+	}
+}
+
+func taskLine(n int, status, title string) string {
+	return fmt.Sprintf(`{"id":"T%04d","title":%q,"status":%q,"leaf":true}`, n, title, status)
+}
+
+// editLines makes one random edit of a task file's lines.
+func editLines(rng *rand.Rand, ls []string, used map[int]bool) []string {
+	i := rng.IntN(len(ls) + 1)
+	at := min(i, len(ls)-1)
+	switch rng.IntN(10) {
+	case 0, 1: // a status
+		if at >= 0 && strings.HasPrefix(ls[at], `{"id":"T`) {
+			var n int
+			fmt.Sscanf(ls[at], `{"id":"T%04d"`, &n)
+			ls[at] = taskLine(n, []string{"pending", "active", "blocked", "complete"}[rng.IntN(4)], strings.Repeat("x", rng.IntN(20)))
+		}
+	case 2, 3: // a new task in its place
+		n := 10 + rng.IntN(900)
+		if !used[n] {
+			used[n] = true
+			line := taskLine(n, "pending", "new")
+			j, _ := slices.BinarySearchFunc(ls[4:], line, strings.Compare)
+			ls = slices.Insert(ls, 4+j, line)
+		}
+	case 4: // a task removed
+		if at >= 4 {
+			ls = slices.Delete(ls, at, at+1)
+		}
+	case 5: // a blank or padded line
+		ls = slices.Insert(ls, i, strings.Repeat(" ", rng.IntN(3)))
+	case 6:
+		if at >= 0 {
+			ls[at] = "  " + ls[at] + " "
+		}
+	case 7: // a broken line
+		if at >= 0 && rng.IntN(3) == 0 {
+			ls[at] = ls[at][:len(ls[at])/2]
+		}
+	case 8: // out of order
+		if at >= 5 {
+			ls[at-1], ls[at] = ls[at], ls[at-1]
+		}
+	case 9: // a line at the end
+		n := 1000 + rng.IntN(9000)
+		if !used[n] {
+			used[n] = true
+			ls = append(ls, taskLine(n, "pending", "last"))
+		}
+	}
+	return ls
+}
