@@ -24,7 +24,7 @@ func ValidateChanges(before, after *Set) error {
 	}
 	wasShadowed := make(map[string]bool, len(before.shadowed))
 	for _, e := range before.shadowed {
-		wasShadowed[e.id] = true
+		wasShadowed[before.id(&e)] = true
 	}
 	// Both active lists are in id order and nearly the same: walk them
 	// side by side, one string comparison per task, to find the tasks
@@ -34,10 +34,10 @@ func ValidateChanges(before, after *Set) error {
 	var gone []*entry
 	for i, j := 0, 0; i < len(before.active) || j < len(after.active); {
 		switch {
-		case i < len(before.active) && j < len(after.active) && before.active[i].id == after.active[j].id:
+		case i < len(before.active) && j < len(after.active) && before.id(&before.active[i]) == after.id(&after.active[j]):
 			i++
 			j++
-		case j == len(after.active) || i < len(before.active) && CompareIDs(before.active[i].id, after.active[j].id) < 0:
+		case j == len(after.active) || i < len(before.active) && CompareIDs(before.id(&before.active[i]), after.id(&after.active[j])) < 0:
 			gone = append(gone, &before.active[i])
 			i++
 		default:
@@ -48,16 +48,16 @@ func ValidateChanges(before, after *Set) error {
 	// Lines with the id of an archived task are "shadowed" by Load; the
 	// agent may have added them.
 	for i := range after.shadowed {
-		if _, ok := before.find(after.shadowed[i].id); !ok {
+		if _, ok := before.find(after.id(&after.shadowed[i])); !ok {
 			added = append(added, &after.shadowed[i])
 		}
 	}
 	slices.SortStableFunc(added, func(a, b *entry) int { return int(a.line) - int(b.line) })
 	for _, e := range added {
-		if wasShadowed[e.id] {
+		if wasShadowed[after.id(e)] {
 			continue
 		}
-		t := e.task()
+		t := after.task(e)
 		if before.archivedTask(t.ID) != nil {
 			add(after.activeName, t, "id %s is already used by a completed task (in %s); pick a new id", t.ID, after.doneName)
 			continue
@@ -72,27 +72,29 @@ func ValidateChanges(before, after *Set) error {
 		}
 	}
 	for _, e := range gone {
-		if after.archived(e.id) != nil {
+		if after.archived(before.id(e)) != nil {
 			continue
 		}
-		probs = append(probs, Problem{File: after.activeName, ID: e.id,
+		probs = append(probs, Problem{File: after.activeName, ID: before.id(e),
 			Msg: fmt.Sprintf("was deleted without being completed (it was on line %d); mark it complete or blocked instead", e.line)})
 	}
 	// The archive is append-only: its old lines are normally the same
 	// lines in the same places, checked without building an index.
 	same := 0
-	for same < len(before.done) && same < len(after.done) && before.done[same].id == after.done[same].id && string(before.done[same].raw) == string(after.done[same].raw) {
+	for same < len(before.done) && same < len(after.done) && before.id(&before.done[same]) == after.id(&after.done[same]) &&
+		string(before.raw(&before.done[same])) == string(after.raw(&after.done[same])) {
 		same++
 	}
 	for i := same; i < len(before.done); i++ {
 		e := &before.done[i]
-		a := after.archived(e.id)
+		id := before.id(e)
+		a := after.archived(id)
 		switch {
 		case a == nil:
-			probs = append(probs, Problem{File: after.doneName, ID: e.id,
+			probs = append(probs, Problem{File: after.doneName, ID: id,
 				Msg: fmt.Sprintf("was removed from the archive, which is append-only (it was on line %d)", e.line)})
-		case before.archived(e.id) == e && a.raw != nil && e.raw != nil && string(a.raw) != string(e.raw):
-			probs = append(probs, Problem{File: after.doneName, Line: int(a.line), ID: a.id, Msg: "was changed in the archive, which is append-only"})
+		case before.archived(id) == e && a.n != 0 && e.n != 0 && string(after.raw(a)) != string(before.raw(e)):
+			probs = append(probs, Problem{File: after.doneName, Line: int(a.line), ID: id, Msg: "was changed in the archive, which is append-only"})
 		}
 	}
 	if len(probs) > 0 {

@@ -224,39 +224,40 @@ func (s *Store) cachedAs(active []byte) *loadCache {
 // prev, the snapshot of the files before it: apply makes on a copy of its
 // Set the change the edit made on disk. An in-place edit keeps every line
 // where it was (a rewritten line is padded, a removed one blanked) and
-// appends the archived tasks to tasks-done.jsonl, so each record's line
-// is found in the new bytes at the offset it had in the old. Anything
-// that does not fit leaves the cache empty: the next Load parses.
+// appends the archived tasks to tasks-done.jsonl, so every record keeps
+// its offsets. What the edit wrote is checked against what apply did: a
+// changed task's line must be its new encoding, every other line as it
+// was (compared only where the two versions differ), the appended lines
+// the archived tasks. Anything that does not fit leaves the cache empty:
+// the next Load parses.
 func (s *Store) patchCache(prev *loadCache, active []byte, apply func(set *Set) error) {
 	done, err := readFile(s.DonePath)
-	if err != nil || !bytes.HasPrefix(done, prev.done) {
+	if err != nil || !bytes.HasPrefix(done, prev.done) || len(active) != len(prev.active) || len(done) > 1<<32-1 {
 		return
 	}
 	set := prev.set.forUpdate()
 	if apply(set) != nil || len(set.warnings) > 0 {
 		return
 	}
-	// rebase points e at its line in now, at its offset in was.
-	rebase := func(e *entry, was, now []byte) bool {
-		off := cap(was) - cap(e.raw)
-		if e.raw == nil || off < 0 || off+len(e.raw) > len(was) || !bytes.Equal(was[off:off+len(e.raw)], e.raw) {
-			return false
-		}
-		line := bytes.TrimRight(now[off:off+len(e.raw)], " ")
-		if e.t != nil { // changed by apply: its line was rewritten
-			e.status, e.leaf = canonStatus(e.t.Status), e.t.Leaf
-			e.flags &^= fLeafMissing | fStatusMissing
-			e.t = nil
-		} else if !bytes.Equal(line, e.raw) {
-			return false
-		}
-		e.raw = line
-		return true
-	}
+	lo := commonPrefix(prev.active, active)
+	hi := len(active) - commonSuffix(prev.active[lo:], active[lo:])
 	for i := range set.active {
-		if !rebase(&set.active[i], prev.active, active) {
+		e := &set.active[i]
+		if e.n == 0 {
+			return // added by apply: not an edit in place
+		}
+		if e.t != nil && e.t.dirty() { // changed by apply: its line was rewritten
+			line := bytes.TrimRight(active[e.off:e.off+e.n], " ")
+			if !bytes.Equal(line, appendTask(nil, e.t)) {
+				return
+			}
+			e.n, e.status, e.leaf = uint32(len(line)), statusCode(e.t.Status), e.t.Leaf
+			e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(e.t.ID))
+			e.flags &^= fLeafMissing | fStatusMissing | fIDAside
+		} else if int(e.off+e.n) > lo && int(e.off) < hi && !bytes.Equal(prev.active[e.off:e.off+e.n], active[e.off:e.off+e.n]) {
 			return
 		}
+		e.t = nil
 	}
 	appended := bytes.Split(bytes.TrimSuffix(done[len(prev.done):], []byte{'\n'}), []byte{'\n'})
 	if len(done) == len(prev.done) {
@@ -266,20 +267,21 @@ func (s *Store) patchCache(prev *loadCache, active []byte, apply func(set *Set) 
 	if len(appended) != n || len(set.done) < n {
 		return
 	}
-	old := set.done[:len(set.done)-n]
-	for i := range old {
-		if old[i].t != nil || !rebase(&old[i], prev.done, done) {
-			return
-		}
+	for i := range set.done[:len(set.done)-n] {
+		set.done[i].t = nil
 	}
 	lastLine := bytes.Count(prev.done, []byte{'\n'})
+	off := len(prev.done)
 	for k, t := range set.archivedNow {
 		e := &set.done[len(set.done)-n+k]
 		if e.t != t || !bytes.Equal(appended[k], appendTask(nil, t)) {
 			return
 		}
-		e.raw, e.line, e.t = appended[k], int32(lastLine+k+1), nil
+		e.off, e.n, e.line, e.t = uint32(off), uint32(len(appended[k])), int32(lastLine+k+1), nil
+		e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(t.ID))
+		off += len(appended[k]) + 1
 	}
+	set.data, set.doneData = active, done
 	set.archivedNow, set.changed = nil, false
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}

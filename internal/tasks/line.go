@@ -439,6 +439,7 @@ const (
 	fLeafMissing                     // line had no "leaf": derived, rewritten
 	fStatusMissing                   // line had no "status": pending, rewritten
 	fHasExtra                        // line has fields beyond id,title,status,leaf
+	fIDAside                         // (records) the id is in Set.names, not the line's bytes
 )
 
 // fieldError is a problem with one field of an otherwise valid JSON line.

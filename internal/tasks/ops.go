@@ -13,7 +13,7 @@ import (
 // "complete" and Archived() true).
 func (s *Set) Get(id string) (*Task, bool) {
 	if i, ok := s.find(id); ok {
-		return s.active[i].task(), true
+		return s.task(&s.active[i]), true
 	}
 	if t := s.archivedTask(id); t != nil {
 		return t, true
@@ -30,15 +30,15 @@ func (s *Set) List(status string) []*Task {
 	var out []*Task
 	for i := range s.active {
 		if e := &s.active[i]; status == "" || e.Status() == status {
-			out = append(out, e.task())
+			out = append(out, s.task(e))
 		}
 	}
 	if status == StatusComplete {
 		seen := make(map[string]bool, len(s.done))
 		for i := range s.done {
-			if e := &s.done[i]; !seen[e.id] {
-				seen[e.id] = true
-				out = append(out, e.task())
+			if e := &s.done[i]; !seen[s.id(e)] {
+				seen[s.id(e)] = true
+				out = append(out, s.task(e))
 			}
 		}
 		slices.SortStableFunc(out, func(a, b *Task) int { return CompareIDs(a.ID, b.ID) })
@@ -53,7 +53,7 @@ func (s *Set) Open(status string) []*Task {
 	var out []*Task
 	for i := range s.active {
 		if e := &s.active[i]; e.Status() == status {
-			out = append(out, e.task())
+			out = append(out, s.task(e))
 		}
 	}
 	return out
@@ -86,17 +86,17 @@ func (s *Set) Next() *Task {
 	blocked := ""
 	for i := range s.active {
 		e := &s.active[i]
-		if blocked != "" && isAncestor(blocked, e.id) {
+		if blocked != "" && isAncestor(blocked, s.id(e)) {
 			continue
 		}
 		blocked = ""
 		leaf, status := e.Leaf(), e.Status()
 		if status == StatusBlocked && !leaf {
-			blocked = e.id
+			blocked = s.id(e)
 			continue
 		}
 		if leaf && status == StatusPending {
-			return e.task()
+			return s.task(e)
 		}
 	}
 	return nil
@@ -114,7 +114,7 @@ func (s *Set) notFound(id string) error {
 // is archived or unknown.
 func (s *Set) activeTask(id string) (*Task, error) {
 	if i, ok := s.find(id); ok {
-		return s.active[i].task(), nil
+		return s.task(&s.active[i]), nil
 	}
 	if t := s.archivedTask(id); t != nil {
 		return nil, fmt.Errorf("task %s is already complete%s", id, completedOn(t))
@@ -131,7 +131,7 @@ func completedOn(t *Task) string {
 
 func (s *Set) insert(t *Task) {
 	i, _ := s.find(t.ID)
-	s.active = slices.Insert(s.active, i, entry{id: t.ID, t: t})
+	s.active = slices.Insert(s.active, i, entry{t: t})
 	s.changed = true
 }
 
@@ -159,15 +159,16 @@ func (s *Set) nextChildNumber(parent string) int {
 		}
 	}
 	if i, ok := s.find(parent); ok {
-		for _, e := range s.active[i+1:] {
-			if !isAncestor(parent, e.id) {
+		for k := i + 1; k < len(s.active); k++ {
+			id := s.id(&s.active[k])
+			if !isAncestor(parent, id) {
 				break
 			}
-			consider(e.id)
+			consider(id)
 		}
 	}
 	for i := range s.done {
-		consider(s.done[i].id)
+		consider(s.id(&s.done[i]))
 	}
 	return max + 1
 }
@@ -193,10 +194,10 @@ func (s *Set) nextTopID() string {
 		}
 	}
 	for i := range s.active {
-		consider(s.active[i].id)
+		consider(s.id(&s.active[i]))
 	}
 	for i := range s.done {
-		consider(s.done[i].id)
+		consider(s.id(&s.done[i]))
 	}
 	var id string
 	switch {
@@ -380,10 +381,10 @@ func (s *Set) Complete(id, commit string, now time.Time) ([]*Task, error) {
 		if !ok {
 			break
 		}
-		if i+1 < len(s.active) && isAncestor(pid, s.active[i+1].id) {
+		if i+1 < len(s.active) && isAncestor(pid, s.id(&s.active[i+1])) {
 			break // still has unfinished subtasks
 		}
-		p := s.active[i].task()
+		p := s.task(&s.active[i])
 		p.Completed = ""
 		s.archive(p, commit, now)
 		out = append(out, p)
@@ -405,7 +406,7 @@ func (s *Set) archive(t *Task, commit string, now time.Time) {
 		t.Commit = commit
 	}
 	t.flags |= fArchived
-	s.done = append(s.done, entry{id: t.ID, t: t, status: StatusComplete, leaf: t.Leaf, flags: fArchived})
+	s.done = append(s.done, entry{t: t, status: codeComplete, leaf: t.Leaf, flags: fArchived})
 	if s.doneIdx != nil {
 		if _, dup := s.doneIdx[t.ID]; !dup {
 			s.doneIdx[t.ID] = len(s.done) - 1
@@ -460,13 +461,13 @@ func (s *Set) Release(id string) (*Task, error) {
 func (s *Set) Tree() string {
 	all := make([]*Task, 0, len(s.active)+len(s.done))
 	for i := range s.active {
-		all = append(all, s.active[i].task())
+		all = append(all, s.task(&s.active[i]))
 	}
 	seen := make(map[string]bool, len(s.done))
 	for i := range s.done {
-		if e := &s.done[i]; !seen[e.id] {
-			seen[e.id] = true
-			all = append(all, e.task())
+		if e := &s.done[i]; !seen[s.id(e)] {
+			seen[s.id(e)] = true
+			all = append(all, s.task(e))
 		}
 	}
 	slices.SortStableFunc(all, func(a, b *Task) int { return CompareIDs(a.ID, b.ID) })

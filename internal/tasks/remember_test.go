@@ -101,13 +101,13 @@ func diffSets(a, b *Set) string {
 			return fmt.Sprintf("%s: %d records, a parse has %d", l.name, len(l.x), len(l.y))
 		}
 		for i := range l.x {
-			x, y := l.x[i], l.y[i]
-			if x.id != y.id || string(x.raw) != string(y.raw) || x.status != y.status || x.line != y.line || x.leaf != y.leaf || x.flags != y.flags {
-				return fmt.Sprintf("%s record %d: %+v, a parse has %+v", l.name, i, x, y)
+			x, y := &l.x[i], &l.y[i]
+			if a.id(x) != b.id(y) || string(a.raw(x)) != string(b.raw(y)) || x.status != y.status || x.line != y.line || x.leaf != y.leaf || x.flags != y.flags {
+				return fmt.Sprintf("%s record %d: %s %q %+v, a parse has %s %q %+v", l.name, i, a.id(x), a.raw(x), *x, b.id(y), b.raw(y), *y)
 			}
-			tx, ty := (&l.x[i]).task(), (&l.y[i]).task()
+			tx, ty := a.task(x), b.task(y)
 			if tx.core() != ty.core() || tx.line != ty.line || tx.flags != ty.flags || tx.dirty() || ty.dirty() || !slices.Equal(tx.raw, ty.raw) {
-				return fmt.Sprintf("%s task %s: %+v, a parse has %+v", l.name, x.id, tx, ty)
+				return fmt.Sprintf("%s task %s: %+v, a parse has %+v", l.name, a.id(x), tx, ty)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"unsafe"
 )
@@ -37,59 +38,54 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
 	shift := len(data) - len(old)
 	b1 := a1 + shift
 
-	n := len(ps.active)
-	// Records are in file order, so their lines' offsets increase (checked
-	// as they are moved) and the span's records are found by bisection.
-	off := func(i int) int {
-		o, _ := offsetIn(old, ps.active[i].raw)
-		return o
+	if len(data) > 1<<32-1 {
+		return nil
 	}
-	i0 := sort.Search(n, func(i int) bool { return off(i) >= a0 }) // first record in the span
-	i1 := sort.Search(n, func(i int) bool { return off(i) >= a1 }) // first after it
+	n := len(ps.active)
+	// Records are in file order, so their offsets increase (checked as
+	// they are copied) and the span's records are found by bisection.
+	i0 := sort.Search(n, func(i int) bool { return int(ps.active[i].off) >= a0 }) // first record in the span
+	i1 := sort.Search(n, func(i int) bool { return int(ps.active[i].off) >= a1 }) // first after it
 	lineBase := bytes.Count(old[:a0], []byte{'\n'})
 	if i0 > 0 {
-		lineBase = int(ps.active[i0-1].line) - 1 + bytes.Count(old[off(i0-1):a0], []byte{'\n'})
+		lineBase = int(ps.active[i0-1].line) - 1 + bytes.Count(old[ps.active[i0-1].off:a0], []byte{'\n'})
 	}
 	c := &chunk{data: data[a0:b1], lineBase: lineBase, final: len(bytes.TrimSpace(data[b1:])) == 0}
-	set := &Set{activeName: ps.activeName, doneName: ps.doneName, now: ps.now, done: ps.done}
+	set := &Set{activeName: ps.activeName, doneName: ps.doneName, now: ps.now, data: data, doneData: ps.doneData,
+		names: slices.Clip(ps.names), done: ps.done}
 	set.parseChunk(c)
 	if len(c.probs) > 0 || len(c.warnings) > 0 || c.unsorted {
 		return nil
 	}
+	set.addNames(c)
 	lines := int32(bytes.Count(c.data, []byte{'\n'}) - bytes.Count(old[a0:a1], []byte{'\n'}))
 
 	set.active = make([]entry, 0, i0+len(c.entries)+n-i1)
-	last := -1
-	move := func(i, by int, lineBy int32) bool {
-		e := ps.active[i]
-		o, ok := offsetIn(old, e.raw)
-		if !ok || o <= last || e.flags&(fLeafMissing|fStatusMissing) != 0 {
-			return false
-		}
-		last = o
-		e.t = nil
-		e.raw = data[o+by : o+by+len(e.raw)]
-		if k, ok := offsetIn(ps.active[i].raw, unsafe.Slice(unsafe.StringData(e.id), len(e.id))); ok {
-			e.id = bstr(e.raw[k : k+len(e.id)])
-		}
-		e.line += lineBy
-		set.active = append(set.active, e)
-		return true
-	}
-	for i := 0; i < i0; i++ {
-		if !move(i, 0, 0) {
-			return nil
-		}
-	}
+	set.active = append(set.active, ps.active[:i0]...)
 	set.active = append(set.active, c.entries...)
-	for i := i1; i < n; i++ {
-		if !move(i, shift, lines) {
+	set.active = append(set.active, ps.active[i1:]...)
+	last := -1
+	for i := range set.active {
+		e := &set.active[i]
+		if i >= i0 && i < i0+len(c.entries) {
+			continue
+		}
+		if e.n == 0 || int(e.off) <= last || e.flags&(fLeafMissing|fStatusMissing) != 0 {
 			return nil
+		}
+		last = int(e.off)
+		e.t = nil
+		if i >= i0 {
+			e.off += uint32(shift)
+			if e.flags&fIDAside == 0 {
+				e.idOff += uint32(shift)
+			}
+			e.line += lines
 		}
 	}
 	// The span's records must fall in order between their neighbours.
 	for _, k := range []int{i0, i0 + len(c.entries)} {
-		if k > 0 && k < len(set.active) && CompareIDs(set.active[k-1].id, set.active[k].id) >= 0 {
+		if k > 0 && k < len(set.active) && CompareIDs(set.id(&set.active[k-1]), set.id(&set.active[k])) >= 0 {
 			return nil
 		}
 	}

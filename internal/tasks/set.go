@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -19,21 +20,51 @@ import (
 // entry is one line of a file. Lines are checked when read but turned into
 // a Task only when someone asks for it, so a 100,000-line file costs a
 // small record per line, and untouched lines are written back as read.
+// A record points at its line by offsets into its file's bytes (the Set's
+// data, or doneData for the archive) and holds one pointer, the Task once
+// read: a copy of 100,000 records is a few megabytes the garbage collector
+// barely looks at.
 type entry struct {
-	id     string // shares the file's bytes
-	raw    []byte // the line, nil for a task added since
 	t      *Task  // nil until needed
-	status string // as read (one of the constants when valid)
+	off, n uint32 // the line is buf[off:off+n]; n 0 for a task added since (t holds it)
+	idOff  uint32 // the id is buf[idOff:idOff+idLen], or Set.names[idOff] (fIDAside)
+	idLen  uint32
 	line   int32
+	status uint8 // as read: a statusCode
 	leaf   bool
 	flags  uint8
+}
+
+// Status codes of records.
+const (
+	codePending uint8 = iota
+	codeActive
+	codeBlocked
+	codeComplete
+	codeOther // an invalid status: the Set is never handed out
+)
+
+var statusOfCode = [...]string{StatusPending, StatusActive, StatusBlocked, StatusComplete, ""}
+
+func statusCode(s string) uint8 {
+	switch s {
+	case StatusPending:
+		return codePending
+	case StatusActive:
+		return codeActive
+	case StatusBlocked:
+		return codeBlocked
+	case StatusComplete:
+		return codeComplete
+	}
+	return codeOther
 }
 
 func (e *entry) Status() string {
 	if e.t != nil {
 		return e.t.Status
 	}
-	return e.status
+	return statusOfCode[e.status]
 }
 
 func (e *entry) Leaf() bool {
@@ -47,14 +78,41 @@ func (e *entry) needsWrite() bool {
 	if e.t != nil {
 		return e.t.dirty()
 	}
-	return e.raw == nil || e.flags&(fLeafMissing|fStatusMissing) != 0
+	return e.n == 0 || e.flags&(fLeafMissing|fStatusMissing) != 0
+}
+
+// buf is the file e's offsets are into.
+func (set *Set) buf(e *entry) []byte {
+	if e.flags&fArchived != 0 {
+		return set.doneData
+	}
+	return set.data
+}
+
+// raw is e's line as read, nil for a task added since.
+func (set *Set) raw(e *entry) []byte {
+	if e.n == 0 {
+		return nil
+	}
+	return set.buf(e)[e.off : e.off+e.n : e.off+e.n]
+}
+
+// id is e's id as read (a task added since: its Task's).
+func (set *Set) id(e *entry) string {
+	switch {
+	case e.flags&fIDAside != 0:
+		return set.names[e.idOff]
+	case e.n == 0:
+		return e.t.ID
+	}
+	return bstr(set.buf(e)[e.idOff : e.idOff+e.idLen])
 }
 
 // task materializes e.
-func (e *entry) task() *Task {
+func (set *Set) task(e *entry) *Task {
 	if e.t == nil {
 		t := new(Task)
-		_ = parseLine(e.raw, t) // checked when read
+		_ = parseLine(set.raw(e), t) // checked when read
 		t.line = e.line
 		t.flags |= e.flags & fArchived
 		t.Leaf = e.leaf // may be derived from the tree
@@ -66,24 +124,30 @@ func (e *entry) task() *Task {
 	return e.t
 }
 
-func canonStatus(s string) string {
-	switch s {
-	case StatusPending:
-		return StatusPending
-	case StatusActive:
-		return StatusActive
-	case StatusBlocked:
-		return StatusBlocked
-	case StatusComplete:
-		return StatusComplete
+// record makes the record of a line of buf (line and t.ID share its
+// bytes, or the id was unescaped: it goes to *names).
+func record(buf, line []byte, t *Task, ln int, flags uint8, names *[]string) (entry, bool) {
+	off, ok := offsetIn(buf, line)
+	if !ok || uint64(len(buf)) > 1<<32-1 {
+		return entry{}, false
 	}
-	return s
+	e := entry{off: uint32(off), n: uint32(len(line)), line: int32(ln), status: statusCode(t.Status), leaf: t.Leaf, flags: flags}
+	if k, ok := offsetIn(buf, unsafe.Slice(unsafe.StringData(t.ID), len(t.ID))); ok {
+		e.idOff, e.idLen = uint32(k), uint32(len(t.ID))
+	} else {
+		e.idOff, e.flags = uint32(len(*names)), e.flags|fIDAside
+		*names = append(*names, t.ID)
+	}
+	return e, true
 }
 
 // Set is the loaded content of both files. Use it inside Update to change
 // tasks; a Set from Load is a read-only snapshot.
 type Set struct {
 	activeName, doneName string
+	data                 []byte   // tasks.jsonl, which active and shadowed records point into
+	doneData             []byte   // tasks-done.jsonl, which archived records point into
+	names                []string // ids that are not as such in their line (escaped)
 
 	active   []entry // sorted by CompareIDs
 	done     []entry // archive, in file order
@@ -174,7 +238,7 @@ func (s *Store) ReadBoth() (data, doneData []byte, err error) {
 }
 
 func (s *Store) parse(data, doneData []byte) (*Set, error) {
-	set := &Set{activeName: s.ActivePath, doneName: s.DonePath, now: s.now}
+	set := &Set{activeName: s.ActivePath, doneName: s.DonePath, now: s.now, data: data, doneData: doneData}
 	var probs []Problem
 	probs = set.parseActive(data, probs)
 	probs = set.parseDone(doneData, probs)
@@ -275,6 +339,7 @@ type chunk struct {
 	lineBase int  // lines before the chunk
 	final    bool // holds the file's last line
 	entries  []entry
+	names    []string // ids aside (fIDAside), numbered from 0 in this chunk
 	probs    []Problem
 	warnings []string
 	unsorted bool
@@ -327,9 +392,27 @@ func (set *Set) parseChunk(c *chunk) {
 			c.unsorted = true // unsorted (or duplicate): rewrite sorted
 		}
 		prev = t.ID
-		c.entries = append(c.entries, entry{id: t.ID, raw: line, status: canonStatus(t.Status), line: int32(ln), leaf: t.Leaf,
-			flags: t.flags & (fLeafMissing | fStatusMissing)})
+		e, ok := record(set.data, line, &t, ln, t.flags&(fLeafMissing|fStatusMissing), &c.names)
+		if !ok {
+			c.probs = append(c.probs, Problem{File: set.activeName, Line: ln, Msg: "the file is larger than 4 GiB"})
+			return
+		}
+		c.entries = append(c.entries, e)
 	})
+}
+
+// addNames moves c's aside ids to set.names, renumbering its records.
+func (set *Set) addNames(c *chunk) {
+	if len(c.names) == 0 {
+		return
+	}
+	base := uint32(len(set.names))
+	set.names = append(set.names, c.names...)
+	for i := range c.entries {
+		if c.entries[i].flags&fIDAside != 0 {
+			c.entries[i].idOff += base
+		}
+	}
 }
 
 func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
@@ -366,7 +449,8 @@ func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
 	}
 	set.active = all[:0]
 	for _, c := range chunks {
-		if len(c.entries) > 0 && len(set.active) > 0 && CompareIDs(set.active[len(set.active)-1].id, c.entries[0].id) >= 0 {
+		set.addNames(c)
+		if len(c.entries) > 0 && len(set.active) > 0 && CompareIDs(set.id(&set.active[len(set.active)-1]), set.id(&c.entries[0])) >= 0 {
 			c.unsorted = true
 		}
 		set.active = append(set.active, c.entries...)
@@ -379,16 +463,16 @@ func (set *Set) parseActive(data []byte, probs []Problem) []Problem {
 		return probs
 	}
 	if set.changed {
-		slices.SortStableFunc(set.active, func(a, b entry) int { return CompareIDs(a.id, b.id) })
+		slices.SortStableFunc(set.active, func(a, b entry) int { return CompareIDs(set.id(&a), set.id(&b)) })
 	}
 	for i := 1; i < len(set.active); i++ {
 		a, b := &set.active[i-1], &set.active[i]
-		if a.id == b.id {
+		if id := set.id(a); id == set.id(b) {
 			first, second := a, b
 			if second.line < first.line {
 				first, second = second, first
 			}
-			probs = append(probs, Problem{File: set.activeName, Line: int(second.line), ID: a.id,
+			probs = append(probs, Problem{File: set.activeName, Line: int(second.line), ID: id,
 				Msg: fmt.Sprintf("duplicate id (also on line %d)", first.line)})
 		}
 	}
@@ -434,7 +518,13 @@ func (set *Set) parseDone(data []byte, probs []Problem) []Problem {
 			probs = append(probs, Problem{File: set.doneName, Line: ln, Msg: `missing "id"`})
 			return
 		}
-		set.done = append(set.done, entry{id: t.ID, raw: line, status: StatusComplete, line: int32(ln), leaf: t.Leaf, flags: fArchived})
+		t.Status = StatusComplete
+		e, ok := record(set.doneData, line, &t, ln, fArchived, &set.names)
+		if !ok {
+			probs = append(probs, Problem{File: set.doneName, Line: ln, Msg: "the file is larger than 4 GiB"})
+			return
+		}
+		set.done = append(set.done, e)
 	})
 	return probs
 }
@@ -443,8 +533,9 @@ func (set *Set) doneIndex() map[string]int {
 	if set.doneIdx == nil {
 		set.doneIdx = make(map[string]int, len(set.done))
 		for i := range set.done {
-			if _, dup := set.doneIdx[set.done[i].id]; !dup {
-				set.doneIdx[set.done[i].id] = i
+			id := set.id(&set.done[i])
+			if _, dup := set.doneIdx[id]; !dup {
+				set.doneIdx[id] = i
 			}
 		}
 	}
@@ -464,7 +555,7 @@ func (set *Set) archived(id string) *entry {
 
 func (set *Set) archivedTask(id string) *Task {
 	if e := set.archived(id); e != nil {
-		return e.task()
+		return set.task(e)
 	}
 	return nil
 }
@@ -476,7 +567,7 @@ func (set *Set) hasArchivedChild(id string) bool {
 	if set.doneKids == nil {
 		set.doneKids = make(map[string]bool)
 		for i := range set.done {
-			set.doneKids[ParentID(set.done[i].id)] = true
+			set.doneKids[ParentID(set.id(&set.done[i]))] = true
 		}
 	}
 	return set.doneKids[id]
@@ -491,7 +582,7 @@ func (set *Set) findShadowed() {
 	}
 	var drop map[string]bool
 	for i := range set.done {
-		id := set.done[i].id
+		id := set.id(&set.done[i])
 		if j, ok := set.find(id); ok && !drop[id] {
 			if drop == nil {
 				drop = make(map[string]bool)
@@ -504,14 +595,14 @@ func (set *Set) findShadowed() {
 		}
 	}
 	if drop != nil {
-		set.active = slices.DeleteFunc(set.active, func(e entry) bool { return drop[e.id] })
+		set.active = slices.DeleteFunc(set.active, func(e entry) bool { return drop[set.id(&e)] })
 		set.changed = true
 	}
 }
 
 // find locates id in the sorted active list.
 func (set *Set) find(id string) (int, bool) {
-	return slices.BinarySearchFunc(set.active, id, func(e entry, id string) int { return CompareIDs(e.id, id) })
+	return slices.BinarySearchFunc(set.active, id, func(e entry, id string) int { return CompareIDs(set.id(&e), id) })
 }
 
 // check validates the tree structure of the active tasks (and, for tasks
@@ -521,7 +612,7 @@ func (set *Set) find(id string) (int, bool) {
 func (set *Set) check(archivable []string) ([]Problem, []string) {
 	var probs []Problem
 	prob := func(e *entry, format string, args ...any) {
-		probs = append(probs, Problem{File: set.activeName, Line: int(e.line), ID: e.id, Msg: fmt.Sprintf(format, args...)})
+		probs = append(probs, Problem{File: set.activeName, Line: int(e.line), ID: set.id(e), Msg: fmt.Sprintf(format, args...)})
 	}
 	var stack []int
 	pop := func(end int) {
@@ -538,35 +629,36 @@ func (set *Set) check(archivable []string) ([]Problem, []string) {
 				}
 				break
 			}
-			prob(e, `is a leaf ("leaf":true) but has subtasks (%s); set "leaf":false`, set.active[i+1].id)
+			prob(e, `is a leaf ("leaf":true) but has subtasks (%s); set "leaf":false`, set.id(&set.active[i+1]))
 		case !leaf && desc == 0:
-			if status == StatusComplete || set.hasArchivedChild(e.id) {
-				archivable = append(archivable, e.id)
+			if status == StatusComplete || set.hasArchivedChild(set.id(e)) {
+				archivable = append(archivable, set.id(e))
 			} else {
 				prob(e, `is a container ("leaf":false) but has no subtasks; set "leaf":true or add subtasks`)
 			}
 		case leaf && status == StatusComplete:
-			archivable = append(archivable, e.id)
+			archivable = append(archivable, set.id(e))
 		case !leaf && status == StatusComplete:
 			next := &set.active[i+1]
-			prob(e, "is marked complete but its subtasks are not (%s is %s); complete them first", next.id, next.Status())
+			prob(e, "is marked complete but its subtasks are not (%s is %s); complete them first", set.id(next), next.Status())
 		}
 	}
 	for i := range set.active {
 		e := &set.active[i]
+		id := set.id(e)
 		if e.t != nil && (e.t.line == 0 || e.t.dirty()) {
 			for _, m := range fieldProblems(e.t) {
 				prob(e, "%s", m)
 			}
-			if e.t.ID != e.id {
+			if e.t.ID != id {
 				prob(e, "changing a task's id (to %q) is not supported", e.t.ID)
 			}
 		}
-		for len(stack) > 0 && !isAncestor(set.active[stack[len(stack)-1]].id, e.id) {
+		for len(stack) > 0 && !isAncestor(set.id(&set.active[stack[len(stack)-1]]), id) {
 			pop(i)
 		}
-		if pid := ParentID(e.id); pid != "" {
-			if len(stack) == 0 || set.active[stack[len(stack)-1]].id != pid {
+		if pid := ParentID(id); pid != "" {
+			if len(stack) == 0 || set.id(&set.active[stack[len(stack)-1]]) != pid {
 				if set.archived(pid) == nil {
 					prob(e, "parent %s does not exist", pid)
 				}
@@ -647,7 +739,7 @@ func (s *Store) write(set *Set) error {
 		}
 		for _, id := range ready {
 			if i, ok := set.find(id); ok {
-				t := set.active[i].task()
+				t := set.task(&set.active[i])
 				set.archive(t, t.Commit, now)
 			}
 		}
@@ -662,7 +754,7 @@ func (s *Store) write(set *Set) error {
 		if !changed && e.needsWrite() {
 			changed = true
 		}
-		size += len(e.raw) + 1
+		size += int(e.n) + 1
 	}
 	if !changed && len(set.archivedNow) == 0 {
 		return nil
@@ -689,9 +781,9 @@ func (s *Store) write(set *Set) error {
 	for i := range set.active {
 		e := &set.active[i]
 		if e.needsWrite() {
-			out = appendTask(out, e.task())
+			out = appendTask(out, set.task(e))
 		} else {
-			out = append(out, e.raw...)
+			out = append(out, set.raw(e)...)
 		}
 		ends[i] = len(out)
 		out = append(out, '\n')
@@ -723,17 +815,24 @@ func (s *Store) remember(set *Set, active []byte, ends []int) {
 		return
 	}
 	done, err := readFile(s.DonePath)
-	if err != nil {
+	// The archive was as loaded (under the lock) and then appended to.
+	if err != nil || !bytes.HasPrefix(done, set.doneData) || len(active) > 1<<32-1 || len(done) > 1<<32-1 {
 		return
 	}
 	start := 0
 	for i := range set.active {
 		e := &set.active[i]
-		if e.t != nil {
-			e.status, e.leaf = canonStatus(e.t.Status), e.t.Leaf
+		if e.needsWrite() { // written by appendTask: {"id":"…",…
+			e.status, e.leaf = statusCode(e.t.Status), e.t.Leaf
+			e.idOff, e.idLen = uint32(start+len(`{"id":"`)), uint32(len(e.t.ID))
+			e.flags &^= fLeafMissing | fStatusMissing | fIDAside
+		} else if e.flags&fIDAside == 0 {
+			if e.t != nil {
+				e.status, e.leaf = statusCode(e.t.Status), e.t.Leaf
+			}
+			e.idOff = uint32(start) + e.idOff - e.off // where it was in the line
 		}
-		e.raw, e.line, e.t = active[start:ends[i]], int32(i+1), nil
-		e.flags &^= fLeafMissing | fStatusMissing
+		e.off, e.n, e.line, e.t = uint32(start), uint32(ends[i]-start), int32(i+1), nil
 		start = ends[i] + 1
 	}
 	// The archived tasks were appended as the file's last lines.
@@ -745,11 +844,14 @@ func (s *Store) remember(set *Set, active []byte, ends []int) {
 		line := rest[bytes.LastIndexByte(rest, '\n')+1:]
 		rest = rest[:len(rest)-len(line)]
 		e := &set.done[len(set.done)-n+k]
-		e.raw, e.line, e.t = line, int32(lastLine-n+k+1), nil
+		e.off, e.n, e.line, e.t = uint32(len(rest)), uint32(len(line)), int32(lastLine-n+k+1), nil
+		e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(set.archivedNow[k].ID))
+		e.flags &^= fIDAside
 	}
 	for i := range set.done[:len(set.done)-n] {
 		set.done[i].t = nil
 	}
+	set.data, set.doneData = active, done
 	set.shadowed, set.archivedNow, set.changed = nil, nil, false
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}
