@@ -81,7 +81,8 @@ func benchFlat(tmp, bin, only string) {
 	check(err)
 	defer os.RemoveAll(root)
 	fmt.Println("\n## Flat in the number of items (issue 16)")
-	fmt.Print("\nSteady-state harness cost of one iteration (time between iteration starts minus the agent's run; median over 30 iterations), items that pass\n\n")
+	reps := envInt("BENCH_FLAT_REPS", 3)
+	fmt.Printf("\nSteady-state harness cost of one iteration (time between iteration starts minus the agent's run; median over 30 iterations of a run, then the median of %d runs per size, the sizes interleaved), items that pass\n\n", reps)
 	fmt.Println("| loop | items | per iteration | ratio to 10 | goal |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, loop := range []struct {
@@ -91,9 +92,15 @@ func benchFlat(tmp, bin, only string) {
 		if only != "" && !strings.HasPrefix(loop.name, only) {
 			continue
 		}
+		runs := make([][]time.Duration, len(loop.sizes))
+		for r := 0; r < reps; r++ {
+			for i, n := range loop.sizes {
+				runs[i] = append(runs[i], steadyCost(root, bin, loop.name, n, r))
+			}
+		}
 		var base time.Duration
 		for i, n := range loop.sizes {
-			per := steadyCost(root, bin, loop.name, n)
+			per := median(runs[i])
 			if i == 0 {
 				base = per
 			}
@@ -220,17 +227,17 @@ func forks() int {
 	return 0
 }
 
-// steadyCost is the median harness time of one iteration in a run over a
-// PRD of n stories: from one iteration's start to the next's, minus the
-// agent's run, over 30 iterations after the first.
-func steadyCost(root, bin, loop string, n int) time.Duration {
+// steadyCost is the median harness time of one iteration in run rep over
+// n items: from one iteration's start to the next's, minus the agent's
+// run, over 30 iterations after the first.
+func steadyCost(root, bin, loop string, n, rep int) time.Duration {
 	const iters = 31
 	args := []string{"run", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--max-iterations", strconv.Itoa(iters)}
 	var dir string
 	env := gitEnv
 	switch {
 	case strings.HasPrefix(loop, "tasks"):
-		dir = filepath.Join(root, fmt.Sprintf("flat-tasks-%d", n))
+		dir = filepath.Join(root, fmt.Sprintf("flat-tasks-%d-%d", n, rep))
 		var b strings.Builder
 		for i := 1; i <= n; i++ {
 			fmt.Fprintf(&b, `{"id":"T%06d","title":"task %d","status":"pending","leaf":true}`+"\n", i, i)
@@ -240,17 +247,19 @@ func steadyCost(root, bin, loop string, n int) time.Duration {
 		args = append(args, "--tasks", "tasks.jsonl", "--gate", "check=true")
 		env = append(append([]string{}, gitEnv...), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	case strings.HasPrefix(loop, "parallel"):
-		dir = loopRepo(root, n, "flat-parallel", "true", n)
+		dir = loopRepo(root, n*100+rep, "flat-parallel", "true", n)
 		args = append(args, "--prd", "prd.json", "--parallel", "2")
 	default:
-		dir = loopRepo(root, n, "flat", "true", n)
+		dir = loopRepo(root, n*100+rep, "flat", "true", n)
 		args = append(args, "--prd", "prd.json")
 	}
 	// It stops at --max-iterations (exit 3) with work left, as intended.
 	_, _ = runErr(dir, env, append([]string{bin}, args...)...)
 	var starts []time.Time
 	var agent []time.Duration
-	for _, ev := range events(dir) {
+	evs := events(dir)
+	os.RemoveAll(dir)
+	for _, ev := range evs {
 		switch ev["type"] {
 		case "iteration_started":
 			t, _ := time.Parse(time.RFC3339Nano, ev["time"].(string))

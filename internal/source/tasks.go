@@ -176,6 +176,9 @@ func (s *Tasks) reload() error {
 		}
 		return err
 	}
+	if set == s.set {
+		return nil // the same snapshot: its tasks are tracked already
+	}
 	s.set = set
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete, tasks.StatusBlocked} {
 		for _, t := range set.Open(status) {

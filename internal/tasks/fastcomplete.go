@@ -3,7 +3,9 @@ package tasks
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/store"
@@ -33,7 +35,7 @@ func (s *Store) ArchiveFast(id, commit string, now time.Time) (done []*Task, ok 
 }
 
 func (s *Store) completeFast(id, commit string, now time.Time, loop bool) (done []*Task, ok bool, err error) {
-	ok, err = s.inPlace(id, func(f *os.File, data []byte) (bool, error) {
+	ok, err = s.inPlace(id, func(f io.WriterAt, data []byte) (bool, error) {
 		held := s.Held()
 		if loop && held[id] {
 			delete(held, id)
@@ -127,7 +129,7 @@ func (s *Store) completeFast(id, commit string, now time.Time, loop bool) (done 
 // validated, as it still is; ok false means "use Update", and nothing was
 // changed.
 func (s *Store) ClaimFast(id string) (ok bool, err error) {
-	return s.inPlace(id, func(f *os.File, data []byte) (bool, error) {
+	return s.inPlace(id, func(f io.WriterAt, data []byte) (bool, error) {
 		start, end, found := lineOf(data, id)
 		if !found {
 			return false, nil
@@ -151,17 +153,20 @@ func (s *Store) ClaimFast(id string) (ok bool, err error) {
 	})
 }
 
-// inPlace runs edit on tasks.jsonl mapped read-only and open for writing,
-// under the store's lock, when the file is as this package wrote and
-// validated it and task id is not in the archive; edit reports whether it
-// wrote. What it wrote is synced and the file marked as ralph's again.
-// ok false (and no error) means "use Update": nothing was changed.
+// inPlace runs edit on tasks.jsonl under the store's lock, when the file
+// is as this package wrote and validated it and task id is not in the
+// archive; edit reads the file's bytes and writes its changes through f,
+// and reports whether it wrote. What it wrote is synced and the file
+// marked as ralph's again. ok false (and no error) means "use Update":
+// nothing was changed.
 //
 // apply, when given, is the same change as the full update's on a Set:
-// when the Store's last Load was of the files as they were before the
-// edit, the snapshot Load hands out is moved on by apply instead of being
-// dropped (patchCache), so the next Load needs no parse.
-func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
+// when the Store's last Load was of the files as they are, edit reads the
+// bytes of that Load (the file is compared with them through a small
+// buffer, not copied), and the snapshot Load hands out is moved on by
+// apply (patchCache) instead of being dropped, so the next Load needs no
+// parse. Otherwise edit reads the file mapped into memory.
+func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
 	err = store.WithLock(s.LockPath, func() error {
 		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
 		if err != nil {
@@ -171,23 +176,31 @@ func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, err
 		if !knownValid(s.ActivePath, f) {
 			return nil
 		}
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		data, release, err := mapFile(f, fi.Size())
-		if err != nil {
-			return err
-		}
-		defer release()
 		if archived, err := s.mentionedInDone(id); err != nil || archived {
 			return err
 		}
 		var prev *loadCache
 		if apply != nil {
-			prev = s.cachedAs(data)
+			if prev, err = s.cachedAs(f); err != nil {
+				return err
+			}
 		}
-		if ok, err = edit(f, data); err != nil || !ok {
+		var data []byte
+		if prev != nil {
+			data = prev.active
+		} else {
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			var release func()
+			if data, release, err = mapFile(f, fi.Size()); err != nil {
+				return err
+			}
+			defer release()
+		}
+		w := &writeLog{f: f}
+		if ok, err = edit(w, data); err != nil || !ok {
 			return err
 		}
 		if err := f.Sync(); err != nil {
@@ -197,67 +210,106 @@ func (s *Store) inPlace(id string, edit func(f *os.File, data []byte) (bool, err
 		markValid(s.ActivePath)
 		s.forget()
 		if prev != nil {
-			// The mapping shows what the edit wrote.
-			s.patchCache(prev, bytes.Clone(data), apply)
+			s.patchCache(prev, w.writes, apply)
 		}
 		return nil
 	})
 	return ok, err
 }
 
+// writeLog writes to f and keeps what it wrote where.
+type writeLog struct {
+	f      *os.File
+	writes []written
+}
+
+type written struct {
+	off int
+	b   []byte
+}
+
+func (w *writeLog) WriteAt(b []byte, off int64) (int, error) {
+	n, err := w.f.WriteAt(b, off)
+	w.writes = append(w.writes, written{int(off), bytes.Clone(b[:n])})
+	return n, err
+}
+
 // cachedAs is the Store's last Load when it was of the files as they are
-// (tasks.jsonl holding active), else nil.
-func (s *Store) cachedAs(active []byte) *loadCache {
+// (f, open on tasks.jsonl, holding its bytes), else nil.
+func (s *Store) cachedAs(f *os.File) (*loadCache, error) {
 	s.cacheMu.Lock()
 	c := s.cache
 	s.cacheMu.Unlock()
-	if c == nil || len(c.set.warnings) > 0 || len(c.set.shadowed) > 0 || !bytes.Equal(c.active, active) {
-		return nil
+	if c == nil || c.active == nil || len(c.set.warnings) > 0 || len(c.set.shadowed) > 0 {
+		return nil, nil
 	}
-	if done, err := readFile(s.DonePath); err != nil || !bytes.Equal(c.done, done) {
-		return nil
+	if same, err := sameAs(f, c.active); err != nil || !same {
+		return nil, err
 	}
-	return c
+	if done, err := readUnlessSame(s.DonePath, c.done); err != nil || !bytes.Equal(c.done, done) {
+		return nil, err
+	}
+	return c, nil
 }
 
 // patchCache makes the snapshot of the files after an in-place edit from
-// prev, the snapshot of the files before it: apply makes on a copy of its
-// Set the change the edit made on disk. An in-place edit keeps every line
-// where it was (a rewritten line is padded, a removed one blanked) and
-// appends the archived tasks to tasks-done.jsonl, so every record keeps
-// its offsets. What the edit wrote is checked against what apply did: a
-// changed task's line must be its new encoding, every other line as it
-// was (compared only where the two versions differ), the appended lines
-// the archived tasks. Anything that does not fit leaves the cache empty:
-// the next Load parses.
-func (s *Store) patchCache(prev *loadCache, active []byte, apply func(set *Set) error) {
+// prev, the snapshot of the files before it: writes are the edit's writes
+// to tasks.jsonl, and apply makes on a copy of prev's Set the change the
+// edit made on disk. An in-place edit keeps every line where it was (a
+// rewritten line is padded, a removed one blanked) and appends the
+// archived tasks to tasks-done.jsonl, so every record keeps its offsets.
+// What the edit wrote is checked against what apply did: a changed task's
+// line must be its new encoding, no other task's line written to, the
+// appended lines the archived tasks. Anything that does not fit leaves the
+// cache empty: the next Load parses.
+func (s *Store) patchCache(prev *loadCache, writes []written, apply func(set *Set) error) {
 	done, err := readFile(s.DonePath)
-	if err != nil || !bytes.HasPrefix(done, prev.done) || len(active) != len(prev.active) || len(done) > 1<<32-1 {
+	if err != nil || !bytes.HasPrefix(done, prev.done) || len(done) > 1<<32-1 {
 		return
+	}
+	active := bytes.Clone(prev.active)
+	for _, w := range writes {
+		if w.off+len(w.b) > len(active) {
+			return
+		}
+		copy(active[w.off:], w.b)
 	}
 	set := prev.set.forUpdate()
 	if apply(set) != nil || len(set.warnings) > 0 {
 		return
 	}
-	lo := commonPrefix(prev.active, active)
-	hi := len(active) - commonSuffix(prev.active[lo:], active[lo:])
 	for i := range set.active {
 		e := &set.active[i]
 		if e.n == 0 {
 			return // added by apply: not an edit in place
 		}
-		if e.t != nil && e.t.dirty() { // changed by apply: its line was rewritten
+		t := set.t(e)
+		if t == nil {
+			continue
+		}
+		if t.dirty() { // changed by apply: its line was rewritten
 			line := bytes.TrimRight(active[e.off:e.off+e.n], " ")
-			if !bytes.Equal(line, appendTask(nil, e.t)) {
+			if !bytes.Equal(line, appendTask(nil, t)) {
 				return
 			}
-			e.n, e.status, e.leaf = uint32(len(line)), statusCode(e.t.Status), e.t.Leaf
-			e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(e.t.ID))
+			e.n, e.status, e.leaf = uint32(len(line)), statusCode(t.Status), t.Leaf
+			e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(t.ID))
 			e.flags &^= fLeafMissing | fStatusMissing | fIDAside
-		} else if int(e.off+e.n) > lo && int(e.off) < hi && !bytes.Equal(prev.active[e.off:e.off+e.n], active[e.off:e.off+e.n]) {
-			return
+			e.flags |= fPatched
 		}
-		e.t = nil
+		e.tk = 0
+	}
+	// Every line written to is one apply changed (or removed).
+	for _, w := range writes {
+		i := sort.Search(len(set.active), func(i int) bool { return int(set.active[i].off+set.active[i].n) > w.off })
+		for ; i < len(set.active) && int(set.active[i].off) < w.off+len(w.b); i++ {
+			if set.active[i].flags&fPatched == 0 {
+				return
+			}
+		}
+	}
+	for i := range set.active {
+		set.active[i].flags &^= fPatched
 	}
 	appended := bytes.Split(bytes.TrimSuffix(done[len(prev.done):], []byte{'\n'}), []byte{'\n'})
 	if len(done) == len(prev.done) {
@@ -268,21 +320,23 @@ func (s *Store) patchCache(prev *loadCache, active []byte, apply func(set *Set) 
 		return
 	}
 	for i := range set.done[:len(set.done)-n] {
-		set.done[i].t = nil
+		set.done[i].tk = 0
 	}
 	lastLine := bytes.Count(prev.done, []byte{'\n'})
 	off := len(prev.done)
 	for k, t := range set.archivedNow {
 		e := &set.done[len(set.done)-n+k]
-		if e.t != t || !bytes.Equal(appended[k], appendTask(nil, t)) {
+		if set.t(e) != t || !bytes.Equal(appended[k], appendTask(nil, t)) {
 			return
 		}
-		e.off, e.n, e.line, e.t = uint32(off), uint32(len(appended[k])), int32(lastLine+k+1), nil
+		e.off, e.n, e.line, e.tk = uint32(off), uint32(len(appended[k])), int32(lastLine+k+1), 0
 		e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(t.ID))
 		off += len(appended[k]) + 1
 	}
 	set.data, set.doneData = active, done
 	set.archivedNow, set.changed = nil, false
+	set.changing, set.tasks = false, nil
+	set.gen, set.from = nextGen(), 0
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}
 	s.cacheMu.Unlock()

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,6 +232,9 @@ func TestInPlaceEditsKeepTheSnapshot(t *testing.T) {
 		if got.Tree() != want.Tree() {
 			t.Fatalf("%s:\n%s\na parse:\n%s", step, got.Tree(), want.Tree())
 		}
+		if d := diffSets(got, want); d != "" {
+			t.Fatalf("%s: the snapshot differs from a parse: %s", step, d)
+		}
 	}
 	if _, err := s.Load(); err != nil {
 		t.Fatal(err)
@@ -265,5 +269,33 @@ func TestInPlaceEditsKeepTheSnapshot(t *testing.T) {
 	}
 	if _, ok := set.Get("C"); !ok {
 		t.Fatal("the foreign write's task is missing")
+	}
+}
+
+// patchCache moves the snapshot on only when the edit's writes are the
+// change apply made: a write to a line apply did not change, or a changed
+// line that is not its task's encoding, leaves the cache empty.
+func TestPatchCacheChecksTheWrites(t *testing.T) {
+	s := settled(t)
+	set, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(set *Set) error { _, err := set.Claim("A.2"); return err }
+	i, _ := set.find("A.2")
+	e := set.active[i]
+	line := appendTask(nil, &Task{ID: "A.2", Title: set.task(&e).Title, Status: StatusActive, Leaf: true})
+	j, _ := set.find("B.1")
+	other := set.active[j]
+	for name, writes := range map[string][]written{
+		"the claim":               {{int(e.off), append(line, bytes.Repeat([]byte{' '}, int(e.n)-len(line))...)}},
+		"the claim and B.1 too":   {{int(e.off), append(line, bytes.Repeat([]byte{' '}, int(e.n)-len(line))...)}, {int(other.off), []byte("{")}},
+		"not the task's new line": {{int(e.off), bytes.Repeat([]byte{' '}, int(e.n))}},
+	} {
+		s.forget()
+		s.patchCache(&loadCache{active: set.data, done: set.doneData, set: set}, writes, claim)
+		if got := s.cache != nil; got != (name == "the claim") {
+			t.Errorf("%s: snapshot kept %v", name, got)
+		}
 	}
 }

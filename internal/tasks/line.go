@@ -440,6 +440,7 @@ const (
 	fStatusMissing                   // line had no "status": pending, rewritten
 	fHasExtra                        // line has fields beyond id,title,status,leaf
 	fIDAside                         // (records) the id is in Set.names, not the line's bytes
+	fPatched                         // (records, inside patchCache) line rewritten by the edit
 )
 
 // fieldError is a problem with one field of an otherwise valid JSON line.

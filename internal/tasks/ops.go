@@ -29,7 +29,7 @@ func (s *Set) Len() int { return len(s.active) }
 func (s *Set) List(status string) []*Task {
 	var out []*Task
 	for i := range s.active {
-		if e := &s.active[i]; status == "" || e.Status() == status {
+		if e := &s.active[i]; status == "" || s.status(e) == status {
 			out = append(out, s.task(e))
 		}
 	}
@@ -52,7 +52,7 @@ func (s *Set) List(status string) []*Task {
 func (s *Set) Open(status string) []*Task {
 	var out []*Task
 	for i := range s.active {
-		if e := &s.active[i]; e.Status() == status {
+		if e := &s.active[i]; s.status(e) == status {
 			out = append(out, s.task(e))
 		}
 	}
@@ -63,17 +63,17 @@ func (s *Set) Open(status string) []*Task {
 // line; ok is false for a container or a task not in the file.
 func (s *Set) OpenLeaf(id string) (status string, ok bool) {
 	i, found := s.find(id)
-	if !found || !s.active[i].Leaf() {
+	if !found || !s.leaf(&s.active[i]) {
 		return "", false
 	}
-	return s.active[i].Status(), true
+	return s.status(&s.active[i]), true
 }
 
 // CountOpenLeaves counts the leaves in tasks.jsonl with the given status.
 func (s *Set) CountOpenLeaves(status string) int {
 	n := 0
 	for i := range s.active {
-		if e := &s.active[i]; e.Leaf() && e.Status() == status {
+		if e := &s.active[i]; s.leaf(e) && s.status(e) == status {
 			n++
 		}
 	}
@@ -90,7 +90,7 @@ func (s *Set) Next() *Task {
 			continue
 		}
 		blocked = ""
-		leaf, status := e.Leaf(), e.Status()
+		leaf, status := s.leaf(e), s.status(e)
 		if status == StatusBlocked && !leaf {
 			blocked = s.id(e)
 			continue
@@ -131,7 +131,8 @@ func completedOn(t *Task) string {
 
 func (s *Set) insert(t *Task) {
 	i, _ := s.find(t.ID)
-	s.active = slices.Insert(s.active, i, entry{t: t})
+	s.active = slices.Insert(s.active, i, entry{})
+	s.keep(&s.active[i], t)
 	s.changed = true
 }
 
@@ -349,7 +350,7 @@ func (s *Set) Claim(id string) (*Task, error) {
 func (s *Set) noTaskError() error {
 	var active, blocked int
 	for i := range s.active {
-		switch s.active[i].Status() {
+		switch s.status(&s.active[i]) {
 		case StatusActive:
 			active++
 		case StatusBlocked:
@@ -395,7 +396,7 @@ func (s *Set) Complete(id, commit string, now time.Time) ([]*Task, error) {
 // archive moves t from the active list to the archive. A Completed time
 // already set (by an agent) is kept.
 func (s *Set) archive(t *Task, commit string, now time.Time) {
-	if i, ok := s.find(t.ID); ok && s.active[i].t == t {
+	if i, ok := s.find(t.ID); ok && s.t(&s.active[i]) == t {
 		s.active = slices.Delete(s.active, i, i+1)
 	}
 	t.Status = StatusComplete
@@ -406,7 +407,8 @@ func (s *Set) archive(t *Task, commit string, now time.Time) {
 		t.Commit = commit
 	}
 	t.flags |= fArchived
-	s.done = append(s.done, entry{t: t, status: codeComplete, leaf: t.Leaf, flags: fArchived})
+	s.done = append(s.done, entry{status: codeComplete, leaf: t.Leaf, flags: fArchived})
+	s.keep(&s.done[len(s.done)-1], t)
 	if s.doneIdx != nil {
 		if _, dup := s.doneIdx[t.ID]; !dup {
 			s.doneIdx[t.ID] = len(s.done) - 1

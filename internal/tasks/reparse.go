@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"strings"
 	"unsafe"
 )
 
@@ -74,7 +75,6 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
 			return nil
 		}
 		last = int(e.off)
-		e.t = nil
 		if i >= i0 {
 			e.off += uint32(shift)
 			if e.flags&fIDAside == 0 {
@@ -89,10 +89,28 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
 			return nil
 		}
 	}
-	set.findShadowed()
-	if probs, _ := set.check(nil); len(probs) > 0 || len(set.warnings) > 0 {
+	// Only the trees the span touches can have changed: from the top-level
+	// task at or before the record in front of it to the next top-level
+	// task after it. The rest was checked when prev was made.
+	j1 := i0 + len(c.entries)
+	lo := max(i0-1, 0)
+	for lo > 0 && strings.IndexByte(set.id(&set.active[lo]), '.') >= 0 {
+		lo--
+	}
+	hi := j1
+	for hi < len(set.active) && strings.IndexByte(set.id(&set.active[hi]), '.') >= 0 {
+		hi++
+	}
+	set.doneIdx, set.doneKids = ps.doneIdx, ps.doneKids // the same archive
+	for k := i0; k < j1; k++ {
+		if set.archived(set.id(&set.active[k])) != nil {
+			return nil // a line of an archived task: the full parse words it
+		}
+	}
+	if probs, _ := set.checkRange(lo, hi, nil); len(probs) > 0 {
 		return nil
 	}
+	set.gen, set.from, set.span = nextGen(), ps.gen, [3]int{i0, i1, j1}
 	return set
 }
 

@@ -67,6 +67,12 @@ func TestReparseMatchesParse(t *testing.T) {
 				if d := diffSets(got, want); d != "" {
 					t.Fatalf("seed %d step %d: reparse differs from a parse: %s\nbefore:\n%s\nafter:\n%s", seed, step, d, prev.active, nd)
 				}
+				if g, w := fmt.Sprint(ValidateChanges(prev.set, got)), fmt.Sprint(ValidateChanges(prev.set, want)); g != w {
+					t.Fatalf("seed %d step %d: the changes found by the span differ from a full walk:\n%s\nfull:\n%s", seed, step, g, w)
+				}
+				if got.from != prev.set.gen {
+					t.Fatalf("seed %d step %d: the reparsed Set does not name its origin", seed, step)
+				}
 				if &got.data[0] != &nd[0] {
 					t.Fatalf("seed %d step %d: the Set points at the old bytes", seed, step)
 				}
@@ -92,7 +98,7 @@ func taskLine(n int, status, title string) string {
 func editLines(rng *rand.Rand, ls []string, used map[int]bool) []string {
 	i := rng.IntN(len(ls) + 1)
 	at := min(i, len(ls)-1)
-	switch rng.IntN(10) {
+	switch rng.IntN(11) {
 	case 0, 1: // a status
 		if at >= 0 && strings.HasPrefix(ls[at], `{"id":"T`) {
 			var n int
@@ -107,8 +113,8 @@ func editLines(rng *rand.Rand, ls []string, used map[int]bool) []string {
 			j, _ := slices.BinarySearchFunc(ls[4:], line, strings.Compare)
 			ls = slices.Insert(ls, 4+j, line)
 		}
-	case 4: // a task removed
-		if at >= 4 {
+	case 4: // a task removed (a parent or a subtask too)
+		if at >= 0 {
 			ls = slices.Delete(ls, at, at+1)
 		}
 	case 5: // a blank or padded line
@@ -125,6 +131,11 @@ func editLines(rng *rand.Rand, ls []string, used map[int]bool) []string {
 		if at >= 5 {
 			ls[at-1], ls[at] = ls[at], ls[at-1]
 		}
+	case 10: // a subtask under a task that was a leaf
+		if at >= 0 && strings.HasPrefix(ls[at], `{"id":"T`) {
+			id := ls[at][len(`{"id":"`) : strings.IndexByte(ls[at][len(`{"id":"`):], '"')+len(`{"id":"`)]
+			ls = slices.Insert(ls, at+1, `{"id":"`+id+`.1","title":"sub","status":"pending","leaf":true}`)
+		}
 	case 9: // a line at the end
 		n := 1000 + rng.IntN(9000)
 		if !used[n] {
@@ -133,4 +144,30 @@ func editLines(rng *rand.Rand, ls []string, used map[int]bool) []string {
 		}
 	}
 	return ls
+}
+
+// The changed lines can break a task outside them: a container whose last
+// subtask is deleted, a leaf that gets a subtask. reparse checks the whole
+// trees the change touches and leaves such a file to the full parse.
+func TestReparseChecksTheTreesItTouches(t *testing.T) {
+	const base = `{"id":"A","title":"a","status":"pending","leaf":false}
+{"id":"A.1","title":"a1","status":"pending","leaf":true}
+{"id":"B","title":"b","status":"pending","leaf":true}
+{"id":"C","title":"c","status":"pending","leaf":true}
+`
+	for name, after := range map[string]string{
+		"the last subtask deleted": strings.Replace(base, `{"id":"A.1","title":"a1","status":"pending","leaf":true}`+"\n", "", 1),
+		"a subtask under a leaf":   strings.Replace(base, `{"id":"C"`, `{"id":"B.1","title":"b1","status":"pending","leaf":true}`+"\n"+`{"id":"C"`, 1),
+	} {
+		s := newStore(t, "", "")
+		if _, err := s.LoadBytes([]byte(base), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.parse([]byte(after), nil); err == nil {
+			t.Fatalf("%s: a parse accepts it", name)
+		}
+		if s.reparse(s.cache, []byte(after), nil) != nil {
+			t.Errorf("%s: reparse accepted a file a parse rejects", name)
+		}
+	}
 }

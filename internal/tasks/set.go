@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -25,10 +26,10 @@ import (
 // read: a copy of 100,000 records is a few megabytes the garbage collector
 // barely looks at.
 type entry struct {
-	t      *Task  // nil until needed
-	off, n uint32 // the line is buf[off:off+n]; n 0 for a task added since (t holds it)
+	off, n uint32 // the line is buf[off:off+n]; n 0 for a task added since (its Task holds it)
 	idOff  uint32 // the id is buf[idOff:idOff+idLen], or Set.names[idOff] (fIDAside)
 	idLen  uint32
+	tk     uint32 // in a Set being changed: 1 + index of its Task in Set.tasks, 0 until read
 	line   int32
 	status uint8 // as read: a statusCode
 	leaf   bool
@@ -60,23 +61,37 @@ func statusCode(s string) uint8 {
 	return codeOther
 }
 
-func (e *entry) Status() string {
-	if e.t != nil {
-		return e.t.Status
+// t is e's Task if read in a Set being changed, else nil.
+func (set *Set) t(e *entry) *Task {
+	if e.tk == 0 {
+		return nil
+	}
+	return set.tasks[e.tk-1]
+}
+
+// keep makes t e's Task in a Set being changed.
+func (set *Set) keep(e *entry, t *Task) {
+	set.tasks = append(set.tasks, t)
+	e.tk = uint32(len(set.tasks))
+}
+
+func (set *Set) status(e *entry) string {
+	if t := set.t(e); t != nil {
+		return t.Status
 	}
 	return statusOfCode[e.status]
 }
 
-func (e *entry) Leaf() bool {
-	if e.t != nil {
-		return e.t.Leaf
+func (set *Set) leaf(e *entry) bool {
+	if t := set.t(e); t != nil {
+		return t.Leaf
 	}
 	return e.leaf
 }
 
-func (e *entry) needsWrite() bool {
-	if e.t != nil {
-		return e.t.dirty()
+func (set *Set) needsWrite(e *entry) bool {
+	if t := set.t(e); t != nil {
+		return t.dirty()
 	}
 	return e.n == 0 || e.flags&(fLeafMissing|fStatusMissing) != 0
 }
@@ -103,25 +118,33 @@ func (set *Set) id(e *entry) string {
 	case e.flags&fIDAside != 0:
 		return set.names[e.idOff]
 	case e.n == 0:
-		return e.t.ID
+		return set.t(e).ID
 	}
 	return bstr(set.buf(e)[e.idOff : e.idOff+e.idLen])
 }
 
-// task materializes e.
+// task materializes e. The Task reads a copy of its line: its strings
+// share that copy, never the file's bytes, so a Task kept by a caller (an
+// item's id and title in the run's state) does not keep a 100,000-task
+// file in memory. A Set being changed (inside Update) keeps the Task, so
+// that changes to it are written; a snapshot, which many may read at
+// once, gives a new one each time and is never written to.
 func (set *Set) task(e *entry) *Task {
-	if e.t == nil {
-		t := new(Task)
-		_ = parseLine(set.raw(e), t) // checked when read
-		t.line = e.line
-		t.flags |= e.flags & fArchived
-		t.Leaf = e.leaf // may be derived from the tree
-		if e.flags&fArchived != 0 {
-			t.Status = StatusComplete // hand-written archive lines may have no status
-		}
-		e.t = t
+	if t := set.t(e); t != nil {
+		return t
 	}
-	return e.t
+	t := new(Task)
+	_ = parseLine(bytes.Clone(set.raw(e)), t) // checked when read
+	t.line = e.line
+	t.flags |= e.flags & fArchived
+	t.Leaf = e.leaf // may be derived from the tree
+	if e.flags&fArchived != 0 {
+		t.Status = StatusComplete // hand-written archive lines may have no status
+	}
+	if set.changing {
+		set.keep(e, t)
+	}
+	return t
 }
 
 // record makes the record of a line of buf (line and t.ID share its
@@ -148,6 +171,13 @@ type Set struct {
 	data                 []byte   // tasks.jsonl, which active and shadowed records point into
 	doneData             []byte   // tasks-done.jsonl, which archived records point into
 	names                []string // ids that are not as such in their line (escaped)
+	changing             bool     // a copy Update changes (see task)
+	tasks                []*Task  // the Tasks read while changing (entry.tk)
+	// gen tells Sets apart; a Set made by reparse from the Set of
+	// generation from changed its active[span[0]:span[1]] into
+	// active[span[0]:span[2]] (from 0: not so made).
+	gen, from uint64
+	span      [3]int
 
 	active   []entry // sorted by CompareIDs
 	done     []entry // archive, in file order
@@ -160,6 +190,10 @@ type Set struct {
 	warnings    []string
 	now         func() time.Time
 }
+
+var generations atomic.Uint64
+
+func nextGen() uint64 { return generations.Add(1) }
 
 // Warnings are things Load skipped or will repair on the next Update: a
 // torn last line, tasks left in both files by an interrupted completion.
@@ -238,7 +272,7 @@ func (s *Store) ReadBoth() (data, doneData []byte, err error) {
 }
 
 func (s *Store) parse(data, doneData []byte) (*Set, error) {
-	set := &Set{activeName: s.ActivePath, doneName: s.DonePath, now: s.now, data: data, doneData: doneData}
+	set := &Set{activeName: s.ActivePath, doneName: s.DonePath, now: s.now, data: data, doneData: doneData, gen: nextGen()}
 	var probs []Problem
 	probs = set.parseActive(data, probs)
 	probs = set.parseDone(doneData, probs)
@@ -278,30 +312,36 @@ func readUnlessSame(path string, was []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(was)) {
+	if same, err := sameAs(f, was); err != nil || !same {
 		return readFile(path)
+	}
+	return was, nil
+}
+
+// sameAs reports whether the file f holds exactly was, compared through a
+// small buffer.
+func sameAs(f *os.File, was []byte) (bool, error) {
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(was)) {
+		return false, err
 	}
 	bp := compareBuf.Get().(*[]byte)
 	defer compareBuf.Put(bp)
 	buf := *bp
 	off := 0
 	for {
-		n, err := f.Read(buf)
+		n, err := f.ReadAt(buf, int64(off))
 		if off+n > len(was) || !bytes.Equal(buf[:n], was[off:off+n]) {
-			return readFile(path)
+			return false, nil
 		}
 		off += n
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || n == 0 {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 	}
-	if off != len(was) {
-		return readFile(path)
-	}
-	return was, nil
+	return off == len(was), nil
 }
 
 // lines calls fn for every non-blank line of data with its 1-based number
@@ -610,6 +650,12 @@ func (set *Set) find(id string) (int, bool) {
 // of tasks that are ready to be archived: leaves marked complete, and
 // containers whose subtasks are all archived.
 func (set *Set) check(archivable []string) ([]Problem, []string) {
+	return set.checkRange(0, len(set.active), archivable)
+}
+
+// checkRange is check of the tasks active[lo:hi], which must be whole
+// trees under top-level tasks.
+func (set *Set) checkRange(lo, hi int, archivable []string) ([]Problem, []string) {
 	var probs []Problem
 	prob := func(e *entry, format string, args ...any) {
 		probs = append(probs, Problem{File: set.activeName, Line: int(e.line), ID: set.id(e), Msg: fmt.Sprintf(format, args...)})
@@ -619,13 +665,13 @@ func (set *Set) check(archivable []string) ([]Problem, []string) {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		e, desc := &set.active[i], end-i-1
-		leaf, status := e.Leaf(), e.Status()
+		leaf, status := set.leaf(e), set.status(e)
 		switch {
 		case leaf && desc > 0:
 			if e.flags&fLeafMissing != 0 {
 				e.leaf = false
-				if e.t != nil {
-					e.t.Leaf = false
+				if t := set.t(e); t != nil {
+					t.Leaf = false
 				}
 				break
 			}
@@ -640,18 +686,18 @@ func (set *Set) check(archivable []string) ([]Problem, []string) {
 			archivable = append(archivable, set.id(e))
 		case !leaf && status == StatusComplete:
 			next := &set.active[i+1]
-			prob(e, "is marked complete but its subtasks are not (%s is %s); complete them first", set.id(next), next.Status())
+			prob(e, "is marked complete but its subtasks are not (%s is %s); complete them first", set.id(next), set.status(next))
 		}
 	}
-	for i := range set.active {
+	for i := lo; i < hi; i++ {
 		e := &set.active[i]
 		id := set.id(e)
-		if e.t != nil && (e.t.line == 0 || e.t.dirty()) {
-			for _, m := range fieldProblems(e.t) {
+		if t := set.t(e); t != nil && (t.line == 0 || t.dirty()) {
+			for _, m := range fieldProblems(t) {
 				prob(e, "%s", m)
 			}
-			if e.t.ID != id {
-				prob(e, "changing a task's id (to %q) is not supported", e.t.ID)
+			if t.ID != id {
+				prob(e, "changing a task's id (to %q) is not supported", t.ID)
 			}
 		}
 		for len(stack) > 0 && !isAncestor(set.id(&set.active[stack[len(stack)-1]]), id) {
@@ -667,7 +713,7 @@ func (set *Set) check(archivable []string) ([]Problem, []string) {
 		stack = append(stack, i)
 	}
 	for len(stack) > 0 {
-		pop(len(set.active))
+		pop(hi)
 	}
 	return probs, archivable
 }
@@ -694,27 +740,19 @@ func (s *Store) Update(fn func(*Set) error) error {
 
 // forUpdate returns a copy of set (a snapshot from Load) that Update may
 // change without the change reaching the snapshot, which Load hands out
-// again while the files are unchanged. Entries are copied without their
-// materialised Tasks: a snapshot's entries all come from lines of the
-// files, and a Task is read again from its line when asked for. Copying
-// the records costs a fraction of parsing the files again.
+// again while the files are unchanged. A snapshot keeps no Tasks (see
+// task), so the records are copied as they are: a few megabytes without
+// a pointer for 100,000 tasks, a fraction of parsing the files again.
 func (set *Set) forUpdate() *Set {
 	c := *set
-	c.active = detached(set.active)
-	c.done = detached(set.done)
-	c.shadowed = detached(set.shadowed)
+	c.active = slices.Clone(set.active)
+	c.done = slices.Clone(set.done)
+	c.shadowed = slices.Clone(set.shadowed)
 	c.doneIdx, c.doneKids = nil, nil // rebuilt when needed
 	c.archivedNow = nil
 	c.warnings = slices.Clone(set.warnings)
+	c.changing, c.tasks = true, nil
 	return &c
-}
-
-func detached(es []entry) []entry {
-	out := slices.Clone(es)
-	for i := range out {
-		out[i].t = nil
-	}
-	return out
 }
 
 // crashAfterArchive is a test hook run between the two writes of Update.
@@ -732,7 +770,7 @@ func (s *Store) write(set *Set) error {
 				return false
 			}
 			i, ok := set.find(id)
-			return ok && set.active[i].Leaf()
+			return ok && set.leaf(&set.active[i])
 		})
 		if len(probs) > 0 || len(ready) == 0 {
 			break
@@ -751,7 +789,7 @@ func (s *Store) write(set *Set) error {
 	size := 0
 	for i := range set.active {
 		e := &set.active[i]
-		if !changed && e.needsWrite() {
+		if !changed && set.needsWrite(e) {
 			changed = true
 		}
 		size += int(e.n) + 1
@@ -780,7 +818,7 @@ func (s *Store) write(set *Set) error {
 	ends := make([]int, len(set.active)) // where each line ends in out
 	for i := range set.active {
 		e := &set.active[i]
-		if e.needsWrite() {
+		if set.needsWrite(e) {
 			out = appendTask(out, set.task(e))
 		} else {
 			out = append(out, set.raw(e)...)
@@ -822,17 +860,18 @@ func (s *Store) remember(set *Set, active []byte, ends []int) {
 	start := 0
 	for i := range set.active {
 		e := &set.active[i]
-		if e.needsWrite() { // written by appendTask: {"id":"…",…
-			e.status, e.leaf = statusCode(e.t.Status), e.t.Leaf
-			e.idOff, e.idLen = uint32(start+len(`{"id":"`)), uint32(len(e.t.ID))
+		t := set.t(e)
+		if set.needsWrite(e) { // written by appendTask: {"id":"…",…
+			e.status, e.leaf = statusCode(t.Status), t.Leaf
+			e.idOff, e.idLen = uint32(start+len(`{"id":"`)), uint32(len(t.ID))
 			e.flags &^= fLeafMissing | fStatusMissing | fIDAside
 		} else if e.flags&fIDAside == 0 {
-			if e.t != nil {
-				e.status, e.leaf = statusCode(e.t.Status), e.t.Leaf
+			if t != nil {
+				e.status, e.leaf = statusCode(t.Status), t.Leaf
 			}
 			e.idOff = uint32(start) + e.idOff - e.off // where it was in the line
 		}
-		e.off, e.n, e.line, e.t = uint32(start), uint32(ends[i]-start), int32(i+1), nil
+		e.off, e.n, e.line, e.tk = uint32(start), uint32(ends[i]-start), int32(i+1), 0
 		start = ends[i] + 1
 	}
 	// The archived tasks were appended as the file's last lines.
@@ -844,14 +883,16 @@ func (s *Store) remember(set *Set, active []byte, ends []int) {
 		line := rest[bytes.LastIndexByte(rest, '\n')+1:]
 		rest = rest[:len(rest)-len(line)]
 		e := &set.done[len(set.done)-n+k]
-		e.off, e.n, e.line, e.t = uint32(len(rest)), uint32(len(line)), int32(lastLine-n+k+1), nil
+		e.off, e.n, e.line, e.tk = uint32(len(rest)), uint32(len(line)), int32(lastLine-n+k+1), 0
 		e.idOff, e.idLen = e.off+uint32(len(`{"id":"`)), uint32(len(set.archivedNow[k].ID))
 		e.flags &^= fIDAside
 	}
 	for i := range set.done[:len(set.done)-n] {
-		set.done[i].t = nil
+		set.done[i].tk = 0
 	}
 	set.data, set.doneData = active, done
+	set.changing, set.tasks = false, nil
+	set.gen, set.from = nextGen(), 0
 	set.shadowed, set.archivedNow, set.changed = nil, nil, false
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}
