@@ -176,8 +176,14 @@ func (s *Tasks) reload() error {
 		}
 		return err
 	}
+	s.use(set)
+	return nil
+}
+
+// use makes set the tasks the run sees.
+func (s *Tasks) use(set *tasks.Set) {
 	if set == s.set {
-		return nil // the same snapshot: its tasks are tracked already
+		return // the same snapshot: its tasks are tracked already
 	}
 	s.set = set
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete, tasks.StatusBlocked} {
@@ -187,7 +193,6 @@ func (s *Tasks) reload() error {
 			}
 		}
 	}
-	return nil
 }
 
 // Items are the tracked leaves (see Sparse), archived ones included, in id
@@ -404,28 +409,6 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The claim in place when the file allows (one line rewritten, not
-	// the whole tree of tasks), else by a full update.
-	claimed, err := s.Store.ClaimFast(it.ID)
-	if err == nil && !claimed {
-		err = s.Store.Update(func(set *tasks.Set) error {
-			t, ok := set.Get(it.ID)
-			if !ok || t.Archived() {
-				return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
-			}
-			if t.Leaf && t.Status == tasks.StatusPending {
-				_, err := set.Claim(it.ID)
-				return err
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return "", err
-	}
-	if err := s.Store.SetHold(it.ID); err != nil {
-		return "", err
-	}
 	if s.baseTip == "" {
 		if s.baseTip, err = s.Git.RevParse(ctx, s.base); err != nil {
 			return "", err
@@ -435,15 +418,54 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if cur != branch {
-		if !s.Git.BranchExists(ctx, branch) {
-			if err := s.Git.CreateBranch(ctx, branch, s.base); err != nil {
-				return "", err
-			}
+	if cur != branch && !s.Git.BranchExists(ctx, branch) {
+		if err := s.Git.CreateBranch(ctx, branch, s.base); err != nil {
+			return "", err
 		}
-		if err := s.switchTo(ctx, branch, nil); err != nil {
+	}
+	// The claim, then the switch to the task's branch, under one hold of
+	// the task lock: the files are then as the claim left them, and the
+	// snapshot the agent's changes are judged against needs no reading of
+	// them (a tree of 100,000 tasks).
+	claim := func() error {
+		// In place when the file allows (one line rewritten, not the
+		// whole tree of tasks), else by a full update.
+		claimed, err := s.Store.ClaimFastLocked(it.ID)
+		if err == nil && !claimed {
+			err = s.Store.UpdateLocked(func(set *tasks.Set) error {
+				t, ok := set.Get(it.ID)
+				if !ok || t.Archived() {
+					return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
+				}
+				if t.Leaf && t.Status == tasks.StatusPending {
+					_, err := set.Claim(it.ID)
+					return err
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return err
+		}
+		s.before, s.beforeSet = fileSnap{}, nil
+		if set, active, done := s.Store.Latest(); set != nil {
+			s.before = fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath, Active: active, HasActive: active != nil, Done: done, HasDone: done != nil}
+			s.beforeSet = set
+		}
+		return nil
+	}
+	if cur != branch {
+		if err := s.switchTo(ctx, branch, claim); err != nil {
 			return "", fmt.Errorf("switching to %s: %w", branch, err)
 		}
+	} else if err := store.WithLock(s.Store.LockPath, claim); err != nil {
+		return "", err
+	}
+	if err := s.Store.SetHold(it.ID); err != nil {
+		return "", err
+	}
+	if s.beforeSet != nil {
+		return s.Git.Dir, nil
 	}
 	s.before, err = s.snapshot()
 	if err != nil {
@@ -785,6 +807,12 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 		if err := s.Git.DeleteBranch(ctx, branch); err != nil {
 			return err
 		}
+	}
+	// The files as the archive left them, without reading 100,000 tasks
+	// again: Next reads them before it picks the next task.
+	if set, _, _ := s.Store.Latest(); set != nil {
+		s.use(set)
+		return nil
 	}
 	return s.reload()
 }

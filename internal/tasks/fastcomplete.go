@@ -129,7 +129,17 @@ func (s *Store) completeFast(id, commit string, now time.Time, loop bool) (done 
 // validated, as it still is; ok false means "use Update", and nothing was
 // changed.
 func (s *Store) ClaimFast(id string) (ok bool, err error) {
-	return s.inPlace(id, func(f io.WriterAt, data []byte) (bool, error) {
+	err = store.WithLock(s.LockPath, func() (err error) {
+		ok, err = s.ClaimFastLocked(id)
+		return err
+	})
+	return ok, err
+}
+
+// ClaimFastLocked is ClaimFast for a caller that holds the store's lock
+// (LockPath), to claim together with other changes.
+func (s *Store) ClaimFastLocked(id string) (ok bool, err error) {
+	return s.inPlaceLocked(id, func(f io.WriterAt, data []byte) (bool, error) {
 		start, end, found := lineOf(data, id)
 		if !found {
 			return false, nil
@@ -167,7 +177,16 @@ func (s *Store) ClaimFast(id string) (ok bool, err error) {
 // apply (patchCache) instead of being dropped, so the next Load needs no
 // parse. Otherwise edit reads the file mapped into memory.
 func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
-	err = store.WithLock(s.LockPath, func() error {
+	err = store.WithLock(s.LockPath, func() (err error) {
+		ok, err = s.inPlaceLocked(id, edit, apply)
+		return err
+	})
+	return ok, err
+}
+
+// inPlaceLocked is inPlace for a caller that holds the store's lock.
+func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
+	err = func() error {
 		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
 		if err != nil {
 			return nil
@@ -180,8 +199,9 @@ func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, 
 			return err
 		}
 		var prev *loadCache
+		var copied []byte // the file's bytes read while comparing: the new snapshot's
 		if apply != nil {
-			if prev, err = s.cachedAs(f); err != nil {
+			if prev, copied, err = s.cachedAs(f); err != nil {
 				return err
 			}
 		}
@@ -210,10 +230,10 @@ func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, 
 		markValid(s.ActivePath)
 		s.forget()
 		if prev != nil {
-			s.patchCache(prev, w.writes, apply)
+			s.patchCache(prev, copied, w.writes, apply)
 		}
 		return nil
-	})
+	}()
 	return ok, err
 }
 
@@ -235,26 +255,29 @@ func (w *writeLog) WriteAt(b []byte, off int64) (int, error) {
 }
 
 // cachedAs is the Store's last Load when it was of the files as they are
-// (f, open on tasks.jsonl, holding its bytes), else nil.
-func (s *Store) cachedAs(f *os.File) (*loadCache, error) {
+// (f, open on tasks.jsonl, holding its bytes), else nil; copied is a copy
+// of those bytes, made by reading f into it while comparing (one pass over
+// the file, where comparing and then copying the cached bytes makes two).
+func (s *Store) cachedAs(f *os.File) (c *loadCache, copied []byte, err error) {
 	s.cacheMu.Lock()
-	c := s.cache
+	c = s.cache
 	s.cacheMu.Unlock()
 	if c == nil || c.active == nil || len(c.set.warnings) > 0 || len(c.set.shadowed) > 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	if same, err := sameAs(f, c.active); err != nil || !same {
-		return nil, err
+	if copied, err = readIfSame(f, c.active); err != nil || copied == nil {
+		return nil, nil, err
 	}
 	if done, err := readUnlessSame(s.DonePath, c.done); err != nil || !bytes.Equal(c.done, done) {
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, copied, nil
 }
 
 // patchCache makes the snapshot of the files after an in-place edit from
-// prev, the snapshot of the files before it: writes are the edit's writes
-// to tasks.jsonl, and apply makes on a copy of prev's Set the change the
+// prev, the snapshot of the files before it: active is a copy of prev's
+// bytes of tasks.jsonl, which the edit's writes are made to (it becomes
+// the snapshot's), and apply makes on a copy of prev's Set the change the
 // edit made on disk. An in-place edit keeps every line where it was (a
 // rewritten line is padded, a removed one blanked) and appends the
 // archived tasks to tasks-done.jsonl, so every record keeps its offsets.
@@ -262,12 +285,11 @@ func (s *Store) cachedAs(f *os.File) (*loadCache, error) {
 // line must be its new encoding, no other task's line written to, the
 // appended lines the archived tasks. Anything that does not fit leaves the
 // cache empty: the next Load parses.
-func (s *Store) patchCache(prev *loadCache, writes []written, apply func(set *Set) error) {
+func (s *Store) patchCache(prev *loadCache, active []byte, writes []written, apply func(set *Set) error) {
 	done, err := readFile(s.DonePath)
-	if err != nil || !bytes.HasPrefix(done, prev.done) || len(done) > 1<<32-1 {
+	if err != nil || !bytes.HasPrefix(done, prev.done) || len(done) > 1<<32-1 || len(active) != len(prev.active) {
 		return
 	}
-	active := bytes.Clone(prev.active)
 	for _, w := range writes {
 		if w.off+len(w.b) > len(active) {
 			return
@@ -337,6 +359,7 @@ func (s *Store) patchCache(prev *loadCache, writes []written, apply func(set *Se
 	set.archivedNow, set.changed = nil, false
 	set.changing, set.tasks = false, nil
 	set.gen, set.from = nextGen(), 0
+	set.index()
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}
 	s.cacheMu.Unlock()

@@ -293,7 +293,7 @@ func TestPatchCacheChecksTheWrites(t *testing.T) {
 		"not the task's new line": {{int(e.off), bytes.Repeat([]byte{' '}, int(e.n))}},
 	} {
 		s.forget()
-		s.patchCache(&loadCache{active: set.data, done: set.doneData, set: set}, writes, claim)
+		s.patchCache(&loadCache{active: set.data, done: set.doneData, set: set}, bytes.Clone(set.data), writes, claim)
 		if got := s.cache != nil; got != (name == "the claim") {
 			t.Errorf("%s: snapshot kept %v", name, got)
 		}

@@ -51,6 +51,14 @@ func (s *Set) List(status string) []*Task {
 // claimed or blocked tasks among 100,000 on every iteration.
 func (s *Set) Open(status string) []*Task {
 	var out []*Task
+	if s.indexed && status != StatusPending {
+		for _, i := range s.notPending {
+			if e := &s.active[i]; s.status(e) == status {
+				out = append(out, s.task(e))
+			}
+		}
+		return out
+	}
 	for i := range s.active {
 		if e := &s.active[i]; s.status(e) == status {
 			out = append(out, s.task(e))
@@ -72,6 +80,17 @@ func (s *Set) OpenLeaf(id string) (status string, ok bool) {
 // CountOpenLeaves counts the leaves in tasks.jsonl with the given status.
 func (s *Set) CountOpenLeaves(status string) int {
 	n := 0
+	if s.indexed {
+		if status == StatusPending {
+			return s.pendingLeaves
+		}
+		for _, i := range s.notPending {
+			if e := &s.active[i]; s.leaf(e) && s.status(e) == status {
+				n++
+			}
+		}
+		return n
+	}
 	for i := range s.active {
 		if e := &s.active[i]; s.leaf(e) && s.status(e) == status {
 			n++

@@ -93,6 +93,9 @@ func diffSets(a, b *Set) string {
 	if len(a.warnings) != len(b.warnings) || a.changed != b.changed || len(a.shadowed) != len(b.shadowed) {
 		return fmt.Sprintf("warnings %q/%q changed %v/%v shadowed %d/%d", a.warnings, b.warnings, a.changed, b.changed, len(a.shadowed), len(b.shadowed))
 	}
+	if !a.indexed || !b.indexed || !slices.Equal(a.notPending, b.notPending) || a.pendingLeaves != b.pendingLeaves {
+		return fmt.Sprintf("index: %v %v %d, a parse has %v %v %d", a.indexed, a.notPending, a.pendingLeaves, b.indexed, b.notPending, b.pendingLeaves)
+	}
 	for _, l := range []struct {
 		name string
 		x, y []entry

@@ -19,7 +19,7 @@ import (
 // nil means "parse it all": prev is not a plain snapshot of a sorted file
 // in file order, or the changed lines have a problem (which the full parse
 // reports with all the others), or they break the order.
-func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
+func (s *Store) reparse(prev *loadCache, data, doneData []byte, sh *shared) *Set {
 	old, ps := prev.active, prev.set
 	if len(old) == 0 || len(data) == 0 || ps.changed || len(ps.warnings) > 0 || len(ps.shadowed) > 0 ||
 		len(ps.archivedNow) > 0 || !bytes.Equal(prev.done, doneData) {
@@ -27,8 +27,14 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
 	}
 	// The changed span, widened to whole lines: old[a0:a1] became
 	// data[a0:b1] (a1 and b1 at a newline or the end of the file).
-	p := commonPrefix(old, data)
-	sfx := commonSuffix(old[p:], data[p:])
+	var p, sfx int
+	if sh != nil && sh.was == &old[0] && sh.data == &data[0] { // found while reading data
+		p = min(sh.prefix, len(old), len(data))
+		sfx = min(sh.suffix, len(old)-p, len(data)-p)
+	} else {
+		p = commonPrefix(old, data)
+		sfx = commonSuffix(old[p:], data[p:])
+	}
 	a0 := bytes.LastIndexByte(old[:p], '\n') + 1
 	a1 := len(old) - sfx
 	if i := bytes.IndexByte(old[a1:], '\n'); i >= 0 {
@@ -111,6 +117,7 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte) *Set {
 		return nil
 	}
 	set.gen, set.from, set.span = nextGen(), ps.gen, [3]int{i0, i1, j1}
+	set.index()
 	return set
 }
 

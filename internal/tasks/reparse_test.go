@@ -1,8 +1,11 @@
 package tasks
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +56,16 @@ func TestReparseMatchesParse(t *testing.T) {
 			}
 			nd := join(next)
 			prev := s.cache
-			got := s.reparse(prev, nd, done)
+			// Read as Load reads it: with the prefix and suffix shared
+			// with the last Load's bytes, found while reading.
+			if err := os.WriteFile(s.ActivePath, nd, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			nd, sh, err := readChanged(s.ActivePath, prev.active)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := s.reparse(prev, nd, done, sh)
 			want, err := s.parse(nd, done)
 			total++
 			switch {
@@ -166,8 +178,57 @@ func TestReparseChecksTheTreesItTouches(t *testing.T) {
 		if _, err := s.parse([]byte(after), nil); err == nil {
 			t.Fatalf("%s: a parse accepts it", name)
 		}
-		if s.reparse(s.cache, []byte(after), nil) != nil {
+		if s.reparse(s.cache, []byte(after), nil, nil) != nil {
 			t.Errorf("%s: reparse accepted a file a parse rejects", name)
+		}
+	}
+}
+
+// readChanged returns a changed file's bytes and the prefix and suffix
+// they share with the old ones, found while reading, the same as comparing
+// afterwards; an unchanged file reads as the old bytes themselves.
+func TestReadChangedFindsWhatIsShared(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	path := filepath.Join(t.TempDir(), "f")
+	for step := 0; step < 300; step++ {
+		n := rng.IntN(3 << 20)
+		if step%3 == 0 {
+			n = rng.IntN(2000)
+		}
+		was := make([]byte, n)
+		for i := range was {
+			was[i] = byte('a' + rng.IntN(3))
+		}
+		data := slices.Clone(was)
+		for k := rng.IntN(4); k > 0 && len(data) > 0; k-- {
+			at := rng.IntN(len(data))
+			switch rng.IntN(3) {
+			case 0:
+				data[at] = 'z'
+			case 1:
+				data = slices.Insert(data, at, bytes.Repeat([]byte{'y'}, 1+rng.IntN(300))...)
+			case 2:
+				data = slices.Delete(data, at, min(len(data), at+1+rng.IntN(300)))
+			}
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, sh, err := readChanged(path, was)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("step %d: read %d bytes (%v), the file has %d", step, len(got), err, len(data))
+		}
+		if bytes.Equal(was, data) {
+			if len(was) > 0 && &got[0] != &was[0] {
+				t.Fatalf("step %d: an unchanged file was read into new bytes", step)
+			}
+			continue
+		}
+		if sh == nil {
+			t.Fatalf("step %d: no prefix and suffix for a changed file", step)
+		}
+		if p, s := commonPrefix(was, data), commonSuffix(was, data); sh.prefix != p || sh.suffix != s {
+			t.Fatalf("step %d (%d → %d bytes): prefix %d suffix %d, comparing gives %d and %d", step, len(was), len(data), sh.prefix, sh.suffix, p, s)
 		}
 	}
 }

@@ -178,6 +178,11 @@ type Set struct {
 	// active[span[0]:span[2]] (from 0: not so made).
 	gen, from uint64
 	span      [3]int
+	// A snapshot lists its records that are not pending, and counts its
+	// pending leaves (see index).
+	indexed       bool
+	notPending    []int32
+	pendingLeaves int
 
 	active   []entry // sorted by CompareIDs
 	done     []entry // archive, in file order
@@ -211,16 +216,22 @@ func (s *Set) Warnings() []string { return s.warnings }
 // tasks.jsonl changed (an agent's `ralph task complete`), only those are
 // parsed (see reparse).
 func (s *Store) Load() (*Set, error) {
-	data, doneData, err := s.ReadBoth()
+	data, doneData, sh, err := s.readBoth()
 	if err != nil {
 		return nil, err
 	}
-	return s.LoadBytes(data, doneData)
+	return s.loadBytes(data, doneData, sh)
 }
 
 // LoadBytes is Load of contents the caller has read (nil: a missing file),
 // for a caller that keeps the bytes too.
 func (s *Store) LoadBytes(data, doneData []byte) (*Set, error) {
+	return s.loadBytes(data, doneData, nil)
+}
+
+// loadBytes is LoadBytes with what readBoth found data shares with the
+// last Load's bytes (nil: unknown).
+func (s *Store) loadBytes(data, doneData []byte, sh *shared) (*Set, error) {
 	s.cacheMu.Lock()
 	c := s.cache
 	s.cacheMu.Unlock()
@@ -229,7 +240,7 @@ func (s *Store) LoadBytes(data, doneData []byte) (*Set, error) {
 	}
 	var set *Set
 	if c != nil {
-		set = s.reparse(c, data, doneData)
+		set = s.reparse(c, data, doneData, sh)
 	}
 	if set == nil {
 		var err error
@@ -241,6 +252,20 @@ func (s *Store) LoadBytes(data, doneData []byte) (*Set, error) {
 	s.cache = &loadCache{active: data, done: doneData, set: set}
 	s.cacheMu.Unlock()
 	return set, nil
+}
+
+// Latest is the snapshot of the files as this Store last read or wrote
+// them, with their bytes (nil for a missing file), without reading them
+// again (set nil when there is none): for a caller that has just changed
+// them through the Store and either holds the store's lock since or reads
+// them again before it relies on them.
+func (s *Store) Latest() (set *Set, active, done []byte) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.cache == nil {
+		return nil, nil, nil
+	}
+	return s.cache.set, s.cache.active, s.cache.done
 }
 
 // loadCache is the last Load: the files' bytes and their Set.
@@ -255,6 +280,13 @@ type loadCache struct {
 // compared through a small buffer, so a loop that reads an unchanged
 // 100,000-task file several times per iteration allocates nothing for it.
 func (s *Store) ReadBoth() (data, doneData []byte, err error) {
+	data, doneData, _, err = s.readBoth()
+	return data, doneData, err
+}
+
+// readBoth is ReadBoth that also tells, when tasks.jsonl changed, what
+// the new bytes share with the last Load's (found while reading them).
+func (s *Store) readBoth() (data, doneData []byte, sh *shared, err error) {
 	s.cacheMu.Lock()
 	c := s.cache
 	s.cacheMu.Unlock()
@@ -262,13 +294,122 @@ func (s *Store) ReadBoth() (data, doneData []byte, err error) {
 	if c != nil {
 		wasActive, wasDone = c.active, c.done
 	}
-	if data, err = readUnlessSame(s.ActivePath, wasActive); err != nil {
-		return nil, nil, err
+	if data, sh, err = readChanged(s.ActivePath, wasActive); err != nil {
+		return nil, nil, nil, err
 	}
 	if doneData, err = readUnlessSame(s.DonePath, wasDone); err != nil {
+		return nil, nil, nil, err
+	}
+	return data, doneData, sh, nil
+}
+
+// shared is what data, a new reading of a file, has in common with was,
+// the bytes of an earlier one: the lengths of their longest common prefix
+// and suffix.
+type shared struct {
+	was, data      *byte // the first bytes, to recognise the two
+	prefix, suffix int
+}
+
+// readChanged is readUnlessSame for a large file that changes a little:
+// it compares through a small buffer while the file is as was, and reads
+// the rest of a changed file into the new bytes, finding as it goes the
+// prefix and suffix they share with was (which a partial parse needs, see
+// reparse), so the file is read once and each part compared while it is
+// fresh in the processor's cache.
+func readChanged(path string, was []byte) ([]byte, *shared, error) {
+	if was == nil {
+		data, err := readFile(path)
+		return data, nil, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
 		return nil, nil, err
 	}
-	return data, doneData, nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	size := fi.Size()
+	if size > 1<<40 {
+		data, err := readFile(path)
+		return data, nil, err
+	}
+	off := 0
+	if int(size) == len(was) {
+		bp := compareBuf.Get().(*[]byte)
+		buf := *bp
+		for off < len(was) {
+			n, err := f.ReadAt(buf[:min(len(buf), len(was)-off)], int64(off))
+			if n == 0 || !bytes.Equal(buf[:n], was[off:off+n]) {
+				break
+			}
+			off += n
+			if err != nil && !errors.Is(err, io.EOF) {
+				compareBuf.Put(bp)
+				return nil, nil, err
+			}
+		}
+		compareBuf.Put(bp)
+		if off == len(was) && !longer(f, int64(len(was))) {
+			return was, nil, nil
+		}
+	}
+	data := make([]byte, size)
+	copy(data, was[:off]) // compared equal
+	sh := &shared{prefix: off}
+	prefixDone := false
+	delta := len(data) - len(was) // data[i] stands against was[i-delta] in a common suffix
+	lastDiff := -1                // the last byte of data read so far that differs there
+	const part = 256 << 10
+	for off < len(data) {
+		n, err := f.ReadAt(data[off:min(off+part, len(data))], int64(off))
+		if n == 0 {
+			data, err := readFile(path) // cut short meanwhile
+			return data, nil, err
+		}
+		chunk := data[off : off+n]
+		if !prefixDone {
+			k := 0
+			if off < len(was) {
+				k = commonPrefix(chunk, was[off:])
+			}
+			sh.prefix = off + k
+			prefixDone = k < n
+		}
+		lo, hi := max(off, delta), off+n
+		if lo > off {
+			lastDiff = lo - 1 // no counterpart in was
+		}
+		if lo < hi {
+			if k := commonSuffix(data[lo:hi], was[lo-delta:hi-delta]); k < hi-lo {
+				lastDiff = hi - k - 1
+			}
+		}
+		off += n
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, err
+		}
+	}
+	if longer(f, int64(len(data))) {
+		data, err := readFile(path) // grown meanwhile
+		return data, nil, err
+	}
+	sh.suffix = len(data) - 1 - lastDiff
+	if len(was) > 0 && len(data) > 0 {
+		sh.was, sh.data = &was[0], &data[0]
+	}
+	return data, sh, nil
+}
+
+// longer reports whether f has a byte at offset size.
+func longer(f *os.File, size int64) bool {
+	n, _ := f.ReadAt(make([]byte, 1), size)
+	return n != 0
 }
 
 func (s *Store) parse(data, doneData []byte) (*Set, error) {
@@ -284,7 +425,25 @@ func (s *Store) parse(data, doneData []byte) (*Set, error) {
 	if len(probs) > 0 {
 		return nil, &ValidationError{probs}
 	}
+	set.index()
 	return set, nil
+}
+
+// index makes a snapshot's list of the records that are not pending and
+// its count of pending leaves: a run asks for the few claimed, blocked or
+// completed tasks among 100,000 several times per iteration.
+func (set *Set) index() {
+	set.notPending, set.pendingLeaves = nil, 0
+	for i := range set.active {
+		e := &set.active[i] // a snapshot's record has no Task: its codes say it all
+		switch {
+		case e.status != codePending || e.n == 0:
+			set.notPending = append(set.notPending, int32(i))
+		case e.leaf:
+			set.pendingLeaves++
+		}
+	}
+	set.indexed = true
 }
 
 func readFile(path string) ([]byte, error) {
@@ -316,6 +475,31 @@ func readUnlessSame(path string, was []byte) ([]byte, error) {
 		return readFile(path)
 	}
 	return was, nil
+}
+
+// readIfSame reads the file f into a new buffer, comparing each part with
+// was as it arrives; nil means the file does not hold exactly was.
+func readIfSame(f *os.File, was []byte) ([]byte, error) {
+	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(was)) {
+		return nil, err
+	}
+	buf := make([]byte, len(was))
+	const part = 256 << 10
+	for off := 0; off < len(buf); {
+		n, err := f.ReadAt(buf[off:min(off+part, len(buf))], int64(off))
+		if n == 0 || !bytes.Equal(buf[off:off+n], was[off:off+n]) {
+			return nil, nil
+		}
+		off += n
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	}
+	// Not longer either: one byte past the end reads nothing.
+	if n, _ := f.ReadAt(make([]byte, 1), int64(len(buf))); n != 0 {
+		return nil, nil
+	}
+	return buf, nil
 }
 
 // sameAs reports whether the file f holds exactly was, compared through a
@@ -725,17 +909,21 @@ func (set *Set) checkRange(lo, hi int, archivable []string) ([]Problem, []string
 // Tasks marked "complete" by hand, and containers whose subtasks are all
 // archived, are archived too. If fn or validation fails nothing is written.
 func (s *Store) Update(fn func(*Set) error) error {
-	return store.WithLock(s.LockPath, func() error {
-		snap, err := s.Load()
-		if err != nil {
-			return err
-		}
-		set := snap.forUpdate()
-		if err := fn(set); err != nil {
-			return err
-		}
-		return s.write(set)
-	})
+	return store.WithLock(s.LockPath, func() error { return s.UpdateLocked(fn) })
+}
+
+// UpdateLocked is Update for a caller that holds the store's lock
+// (LockPath), to make the change together with others.
+func (s *Store) UpdateLocked(fn func(*Set) error) error {
+	snap, err := s.Load()
+	if err != nil {
+		return err
+	}
+	set := snap.forUpdate()
+	if err := fn(set); err != nil {
+		return err
+	}
+	return s.write(set)
 }
 
 // forUpdate returns a copy of set (a snapshot from Load) that Update may
@@ -745,6 +933,7 @@ func (s *Store) Update(fn func(*Set) error) error {
 // a pointer for 100,000 tasks, a fraction of parsing the files again.
 func (set *Set) forUpdate() *Set {
 	c := *set
+	c.indexed, c.notPending = false, nil // statuses may change
 	c.active = slices.Clone(set.active)
 	c.done = slices.Clone(set.done)
 	c.shadowed = slices.Clone(set.shadowed)
@@ -893,6 +1082,7 @@ func (s *Store) remember(set *Set, active []byte, ends []int) {
 	set.data, set.doneData = active, done
 	set.changing, set.tasks = false, nil
 	set.gen, set.from = nextGen(), 0
+	set.index()
 	set.shadowed, set.archivedNow, set.changed = nil, nil, false
 	s.cacheMu.Lock()
 	s.cache = &loadCache{active: active, done: done, set: set}
