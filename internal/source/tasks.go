@@ -106,6 +106,15 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 	}
 	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
 		tracked: map[string]bool{}, split: map[string]splitInfo{}}
+	// The loop reads the task files before every decision: the watch spares
+	// reading a tree of 100,000 tasks while nothing has touched it.
+	s.Store.Watch()
+	opened := false
+	defer func() {
+		if !opened {
+			s.Store.Close()
+		}
+	}()
 	if err := s.restoreAside(); err != nil {
 		return nil, err
 	}
@@ -127,6 +136,7 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 			return nil, err
 		}
 	}
+	opened = true
 	return s, nil
 }
 
@@ -1283,7 +1293,10 @@ func (s *Tasks) carries(ctx context.Context, rev string) bool {
 
 // Close has nothing to tidy: task branches are merged or parked as the
 // run goes.
-func (s *Tasks) Close(*engine.State) error { return nil }
+func (s *Tasks) Close(*engine.State) error {
+	s.Store.Close()
+	return nil
+}
 
 // gateCommands are the commands of a gate list.
 func gateCommands(gs []gate.Gate) []string {

@@ -201,7 +201,9 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		var prev *loadCache
 		var copied []byte // the file's bytes read while comparing: the new snapshot's
 		if apply != nil {
-			if prev, copied, err = s.cachedAs(f); err != nil {
+			if prev = s.untouched(); prev != nil && len(prev.set.warnings) == 0 && len(prev.set.shadowed) == 0 {
+				copied = bytes.Clone(prev.active) // the files are as read: no need to read them
+			} else if prev, copied, err = s.cachedAs(f); err != nil {
 				return err
 			}
 		}
@@ -231,6 +233,7 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		s.forget()
 		if prev != nil {
 			s.patchCache(prev, copied, w.writes, apply)
+			s.ownWrites()
 		}
 		return nil
 	}()

@@ -216,11 +216,81 @@ func (s *Set) Warnings() []string { return s.warnings }
 // tasks.jsonl changed (an agent's `ralph task complete`), only those are
 // parsed (see reparse).
 func (s *Store) Load() (*Set, error) {
+	if c := s.untouched(); c != nil {
+		return c.set, nil
+	}
 	data, doneData, sh, err := s.readBoth()
 	if err != nil {
 		return nil, err
 	}
-	return s.loadBytes(data, doneData, sh)
+	set, err := s.loadBytes(data, doneData, sh)
+	if err == nil {
+		s.cacheMu.Lock()
+		s.fresh = s.watch != nil && s.cache != nil && s.cache.set == set // as read after the watch was asked
+		s.cacheMu.Unlock()
+	}
+	return set, err
+}
+
+// Watch makes the Store watch the files, for a process that reads them
+// often (a loop): while the kernel reports nothing touching them, Load
+// hands out its last snapshot and an in-place edit starts from its bytes
+// without reading the files again. Only on Linux, on a local file system;
+// elsewhere (or with no inotify instance left) the files are compared as
+// before. Close ends the watch.
+func (s *Store) Watch() {
+	w := newWatcher(s.ActivePath, s.DonePath)
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.watch == nil {
+		s.watch, s.fresh = w, false
+	} else {
+		w.close()
+	}
+}
+
+// Close ends Watch.
+func (s *Store) Close() {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	s.watch.close()
+	s.watch, s.fresh = nil, false
+}
+
+// untouched is the last Load when the watch has seen nothing touch the
+// files since it was made as they were (nil: read them). Asking the watch
+// drains its queue: events from now on are seen by the next call.
+func (s *Store) untouched() *loadCache {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.watch == nil {
+		return nil
+	}
+	if s.watch.touched() {
+		s.fresh = false
+	}
+	if !s.fresh || s.cache == nil {
+		// Read next: the files now there are watched from before that.
+		s.watch.watchFiles()
+		return nil
+	}
+	return s.cache
+}
+
+// ownWrites is called under the store's lock right after this Store wrote
+// the files and made its cache of what it wrote: the events queued are its
+// own (no writer of these files writes without the lock, and one that does
+// is no more covered here than between an in-place edit's comparison and
+// its write), so the cache is as the files are.
+func (s *Store) ownWrites() {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.watch == nil {
+		return
+	}
+	s.watch.watchFiles() // a rename put a new file in place
+	s.watch.touched()
+	s.fresh = s.cache != nil
 }
 
 // LoadBytes is Load of contents the caller has read (nil: a missing file),
@@ -249,7 +319,7 @@ func (s *Store) loadBytes(data, doneData []byte, sh *shared) (*Set, error) {
 		}
 	}
 	s.cacheMu.Lock()
-	s.cache = &loadCache{active: data, done: doneData, set: set}
+	s.cache, s.fresh = &loadCache{active: data, done: doneData, set: set}, false
 	s.cacheMu.Unlock()
 	return set, nil
 }
@@ -454,27 +524,14 @@ func readFile(path string) ([]byte, error) {
 	return b, err
 }
 
-// compareBuf is the buffer readUnlessSame compares through.
+// compareBuf is the buffer readChanged compares an unchanged file through.
 var compareBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // readUnlessSame is readFile(path), or was itself when the file holds
 // exactly was (a non-nil was: nil stands for a missing file).
 func readUnlessSame(path string, was []byte) ([]byte, error) {
-	if was == nil {
-		return readFile(path)
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if same, err := sameAs(f, was); err != nil || !same {
-		return readFile(path)
-	}
-	return was, nil
+	data, _, err := readChanged(path, was)
+	return data, err
 }
 
 // readIfSame reads the file f into a new buffer, comparing each part with
@@ -500,32 +557,6 @@ func readIfSame(f *os.File, was []byte) ([]byte, error) {
 		return nil, nil
 	}
 	return buf, nil
-}
-
-// sameAs reports whether the file f holds exactly was, compared through a
-// small buffer.
-func sameAs(f *os.File, was []byte) (bool, error) {
-	if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(was)) {
-		return false, err
-	}
-	bp := compareBuf.Get().(*[]byte)
-	defer compareBuf.Put(bp)
-	buf := *bp
-	off := 0
-	for {
-		n, err := f.ReadAt(buf, int64(off))
-		if off+n > len(was) || !bytes.Equal(buf[:n], was[off:off+n]) {
-			return false, nil
-		}
-		off += n
-		if errors.Is(err, io.EOF) || n == 0 {
-			break
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-	return off == len(was), nil
 }
 
 // lines calls fn for every non-blank line of data with its 1-based number
@@ -1022,12 +1053,13 @@ func (s *Store) write(set *Set) error {
 	markSorted(s.ActivePath)
 	markValid(s.ActivePath)
 	s.remember(set, out, ends)
+	s.ownWrites()
 	return nil
 }
 
 func (s *Store) forget() {
 	s.cacheMu.Lock()
-	s.cache = nil
+	s.cache, s.fresh = nil, false
 	s.cacheMu.Unlock()
 }
 

@@ -152,6 +152,10 @@ type Store struct {
 	Now     func() time.Time
 	cacheMu sync.Mutex
 	cache   *loadCache // the last Load (see Load)
+	// watch, once Watch is called, tells whether anything touched the
+	// files since fresh was set: the cache was then as the files were.
+	watch *watcher
+	fresh bool
 }
 
 // Open returns the Store for activePath ("…/tasks.jsonl"). The archive is

@@ -1,0 +1,116 @@
+package tasks
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// With Watch, every write by someone else is seen by the next Load (in
+// place, appended, renamed onto the file, truncated, to the archive),
+// while the Store's own claims and archives keep its snapshot without
+// reading the files: after each step Load equals a parse of the files.
+func TestWatchSeesEveryWrite(t *testing.T) {
+	now := time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC)
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		s := settled(t)
+		s.Watch()
+		if s.watch == nil {
+			t.Skip("no inotify watch on this file system")
+		}
+		defer s.Close()
+		foreign := []func(){
+			func() { // the same size, in place
+				f, _ := os.OpenFile(s.ActivePath, os.O_WRONLY, 0)
+				f.WriteAt([]byte("x"), int64(len(`{"id":"A","title":"a`)))
+				f.Close()
+			},
+			func() { // appended
+				f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+				fmt.Fprintf(f, "{\"id\":\"N%d\",\"title\":\"new\",\"status\":\"pending\",\"leaf\":true}\n", rng.IntN(1e6))
+				f.Close()
+			},
+			func() { // renamed onto it, as an editor saves
+				data, _ := os.ReadFile(s.ActivePath)
+				os.WriteFile(s.ActivePath+".tmp", fmt.Appendf(data, "{\"id\":\"R%d\",\"title\":\"r\",\"status\":\"pending\",\"leaf\":true}\n", rng.IntN(1e6)), 0o644)
+				os.Rename(s.ActivePath+".tmp", s.ActivePath)
+			},
+			func() { // in place through a link in another folder
+				other := filepath.Join(t.TempDir(), "link")
+				if os.Link(s.ActivePath, other) == nil {
+					f, _ := os.OpenFile(other, os.O_WRONLY, 0)
+					f.WriteAt([]byte("y"), int64(len(`{"id":"A","title":"a`)))
+					f.Close()
+				}
+			},
+			func() { // the archive
+				f, _ := os.OpenFile(s.DonePath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				fmt.Fprintf(f, "{\"id\":\"Z%d\",\"title\":\"z\",\"status\":\"complete\",\"leaf\":true}\n", rng.IntN(1e6))
+				f.Close()
+			},
+		}
+		for step := 0; step < 30; step++ {
+			set, err := s.Load()
+			if err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+			want, err := Open(s.ActivePath).Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := diffSets(set, want); d != "" {
+				t.Fatalf("seed %d step %d: Load differs from a parse: %s", seed, step, d)
+			}
+			switch rng.IntN(3) {
+			case 0:
+				foreign[rng.IntN(len(foreign))]()
+			case 1:
+				if t := set.Next(); t != nil {
+					s.ClaimFast(t.ID)
+				}
+			case 2:
+				if open := set.Open(StatusActive); len(open) > 0 && open[0].Leaf {
+					s.SetHold(open[0].ID)
+					s.ArchiveFast(open[0].ID, "c", now)
+					s.SetHold()
+				}
+			}
+		}
+	}
+}
+
+// The watch is what keeps Load from reading: a write the kernel reports to
+// no one (through a shared mapping) is not seen until something else
+// touches the files. That blind spot is why only a loop's Store watches.
+func TestWatchSparesTheReading(t *testing.T) {
+	s := settled(t)
+	s.Watch()
+	if s.watch == nil {
+		t.Skip("no inotify watch on this file system")
+	}
+	defer s.Close()
+	before, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
+	fi, _ := f.Stat()
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m[len(`{"id":"A","title":"`):], "X")
+	syscall.Munmap(m)
+	if got, _ := s.Load(); got != before {
+		t.Fatal("Load read the files though nothing reported a write")
+	}
+	f.Close() // closing a file open for writing is reported
+	if got, _ := s.Load(); got == before {
+		t.Fatal("Load did not read the files after a reported write")
+	}
+}
