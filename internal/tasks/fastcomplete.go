@@ -186,6 +186,7 @@ func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, 
 
 // inPlaceLocked is inPlace for a caller that holds the store's lock.
 func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
+	patched := false
 	err = func() error {
 		f, err := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
 		if err != nil {
@@ -233,10 +234,13 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		s.forget()
 		if prev != nil {
 			s.patchCache(prev, copied, w.writes, apply)
-			s.ownWrites()
+			patched = true
 		}
 		return nil
 	}()
+	if patched {
+		s.ownWrites() // after the file is closed: its closing is reported too
+	}
 	return ok, err
 }
 
