@@ -551,10 +551,14 @@ func (b *stateBox) snapshot() *State {
 	defer b.mu.Unlock()
 	c := *b.st
 	c.dirty, c.orderChanged = nil, false
+	// One array for the copies: a PRD of 1,000 stories is snapshotted
+	// several times per iteration, and a thousand small objects cost more
+	// to make and to collect than one.
 	c.Items = make(map[string]*ItemState, len(b.st.Items))
+	copies := make([]ItemState, 0, len(b.st.Items))
 	for k, v := range b.st.Items {
-		vv := *v
-		c.Items[k] = &vv
+		copies = append(copies, *v)
+		c.Items[k] = &copies[len(copies)-1]
 	}
 	c.Order = append([]string(nil), b.st.Order...)
 	c.Current = nil
