@@ -35,6 +35,7 @@ func newTaskRepo(t *testing.T) (string, *git.Repo, *Tasks) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { src.Close(nil) }) // its watch of the task files
 	return dir, repo, src
 }
 
@@ -249,6 +250,7 @@ func TestTasksSourceRecoverHalfMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer src2.Close(nil)
 	if set, _ := src2.Store.Load(); set != nil {
 		if a1, _ := set.Get("A.1"); a1.Status != tasks.StatusComplete {
 			t.Fatalf("aside files not restored: %s", a1.Status)
@@ -270,6 +272,7 @@ func TestTasksSourceRecoverHalfMerge(t *testing.T) {
 	}
 	// a crash after the commit: Recover sees the trailer and archives
 	src3, _ := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList)
+	defer src3.Close(nil)
 	got, done, err := src3.Recover(ctx, it, st)
 	if err != nil || !done || got != sha {
 		t.Fatal(got, done, err)
@@ -308,8 +311,10 @@ func TestTasksAsideMarkerAndCopies(t *testing.T) {
 
 	// copies without a marker
 	os.WriteFile(aside+".active", []byte("not what the file holds\n"), 0o600)
-	if _, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
+	if s, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
 		t.Fatal(err)
+	} else {
+		s.Close(nil)
 	}
 	if b, _ := os.ReadFile(src.File); string(b) != string(orig) {
 		t.Fatalf("tasks file changed by a copy without its marker:\n%s", b)
@@ -323,8 +328,10 @@ func TestTasksAsideMarkerAndCopies(t *testing.T) {
 	b, _ := json.Marshal(old)
 	os.WriteFile(aside, b, 0o600)
 	os.WriteFile(src.File, []byte("{\"id\":\"Z\",\"title\":\"other branch\",\"status\":\"pending\",\"leaf\":true}\n"), 0o644)
-	if _, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
+	if s, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList); err != nil {
 		t.Fatal(err)
+	} else {
+		s.Close(nil)
 	}
 	if b, _ := os.ReadFile(src.File); string(b) != string(orig) {
 		t.Fatalf("older marker not restored:\n%s", b)
