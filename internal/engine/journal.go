@@ -51,10 +51,28 @@ const journalCompactMin = 256 << 10
 // it did not get from Item: the journal writes the records marked since
 // the last write (and those of the iterations under way).
 func (st *State) Touch(id string) {
+	if st.frozen {
+		// A snapshot's records are shared with other snapshots: the one
+		// about to change is copied first. Ralph's own code never does
+		// this (its tests fail if it does): a source copies what it
+		// changes (State.Clone).
+		if journalChecked {
+			panic("state snapshot changed: record " + id + " (a snapshot is read-only; copy it with State.Clone)")
+		}
+		if is, ok := st.Items[id]; ok {
+			c := *is
+			st.Items[id] = &c
+		}
+		return
+	}
 	if st.dirty == nil {
 		st.dirty = map[string]bool{}
 	}
 	st.dirty[id] = true
+	if st.fresh == nil {
+		st.fresh = map[string]bool{}
+	}
+	st.fresh[id] = true
 }
 
 // setOrder replaces the item order when it differs, and marks it changed.

@@ -85,6 +85,10 @@ type State struct {
 	// written, for the journal (journal.go).
 	dirty        map[string]bool
 	orderChanged bool
+	// fresh marks the records changed since the last snapshot, whose
+	// copies the next one makes (stateBox.snapshot); a snapshot is frozen.
+	fresh  map[string]bool
+	frozen bool
 }
 
 // ItemState is the harness's record of one story/task/stage.
@@ -287,6 +291,9 @@ type stateBox struct {
 	// mode only (journalChecked).
 	shadow      map[string][]byte
 	shadowOrder []string
+	// copies are the records as the last snapshot copied them, which
+	// snapshots share: none of them is ever changed (under mu).
+	copies map[string]*ItemState
 
 	wmu     sync.Mutex
 	written uint64 // newest version on disk (under wmu)
@@ -545,21 +552,36 @@ func (st *State) Total() int { return len(st.Order) + st.Untracked }
 func (st *State) Counted() int { return st.Iteration - st.Refunds }
 
 // snapshot copies the state deeply enough for a source to read while
-// workers keep updating the original.
+// workers keep updating the original. A snapshot is read-only: the copies
+// of the records are shared by the snapshots made while the record did not
+// change, so a PRD of 1,000 stories, snapshotted several times per
+// iteration, costs a copy of the few records that changed, not of all of
+// them. A source that changes what it is given copies it first (Clone).
 func (b *stateBox) snapshot() *State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	c := *b.st
-	c.dirty, c.orderChanged = nil, false
-	// One array for the copies: a PRD of 1,000 stories is snapshotted
-	// several times per iteration, and a thousand small objects cost more
-	// to make and to collect than one.
-	c.Items = make(map[string]*ItemState, len(b.st.Items))
-	copies := make([]ItemState, 0, len(b.st.Items))
-	for k, v := range b.st.Items {
-		copies = append(copies, *v)
-		c.Items[k] = &copies[len(copies)-1]
+	if b.copies == nil || len(b.copies) > len(b.st.Items) {
+		b.copies = make(map[string]*ItemState, len(b.st.Items))
+		copies := make([]ItemState, 0, len(b.st.Items))
+		for k, v := range b.st.Items {
+			copies = append(copies, *v)
+			b.copies[k] = &copies[len(copies)-1]
+		}
+	} else {
+		for id := range b.st.fresh {
+			if v, ok := b.st.Items[id]; ok {
+				vv := *v
+				b.copies[id] = &vv
+			}
+		}
 	}
+	clear(b.st.fresh)
+	if journalChecked {
+		b.checkCopies()
+	}
+	c := *b.st
+	c.dirty, c.fresh, c.orderChanged, c.frozen = nil, nil, false, true
+	c.Items = maps.Clone(b.copies)
 	c.Order = append([]string(nil), b.st.Order...)
 	c.Current = nil
 	for _, cur := range b.st.Current {
@@ -568,6 +590,40 @@ func (b *stateBox) snapshot() *State {
 	}
 	c.Preexisting = append([]string(nil), b.st.Preexisting...)
 	c.RoleLast = maps.Clone(b.st.RoleLast)
+	return &c
+}
+
+// checkCopies panics, in ralph's own tests (journalChecked), when a record
+// changed without a mark since the last snapshot, which would then show it
+// as it was. Called with mu held.
+func (b *stateBox) checkCopies() {
+	for id, is := range b.st.Items {
+		want, _ := json.Marshal(is)
+		got, _ := json.Marshal(b.copies[id])
+		if string(got) != string(want) {
+			panic(fmt.Sprintf("state snapshot: record %s changed without a mark (use State.Item or State.Touch):\n%s\n%s", id, got, want))
+		}
+	}
+}
+
+// Clone copies a state deeply enough to change it: a snapshot is
+// read-only.
+func (st *State) Clone() *State {
+	c := *st
+	c.dirty, c.fresh, c.frozen = nil, nil, false
+	c.Items = make(map[string]*ItemState, len(st.Items))
+	for k, v := range st.Items {
+		vv := *v
+		c.Items[k] = &vv
+	}
+	c.Order = append([]string(nil), st.Order...)
+	c.Current = nil
+	for _, cur := range st.Current {
+		cc := *cur
+		c.Current = append(c.Current, &cc)
+	}
+	c.Preexisting = append([]string(nil), st.Preexisting...)
+	c.RoleLast = maps.Clone(st.RoleLast)
 	return &c
 }
 

@@ -379,6 +379,7 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
+	st = st.Clone() // a snapshot is read-only; sync corrects this copy (it holds only the tasks touched)
 	s.sync(st)
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete} {
 		for _, t := range s.set.Open(status) {
