@@ -193,7 +193,7 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 			return nil
 		}
 		defer f.Close()
-		if !knownValid(s.ActivePath, f) {
+		if !knownValid(s.ActivePath, f) && !s.validate(f) {
 			return nil
 		}
 		if archived, err := s.mentionedInDone(id); err != nil || archived {
@@ -242,6 +242,43 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		s.ownWrites() // after the file is closed: its closing is reported too
 	}
 	return ok, err
+}
+
+// validate reads and checks tasks.jsonl (open as f), when no stamp says
+// it is as this package left it (someone else wrote it), and stamps it
+// when it is valid and already as a full write would write it (sorted, no
+// field to fill in, nothing to repair): then the in-place edit applies,
+// and the first change after someone else's edit does not rewrite
+// 100,000 lines. Called under the store's lock.
+func (s *Store) validate(f *os.File) bool {
+	before, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	s.cacheMu.Lock()
+	had := s.cache != nil
+	s.cacheMu.Unlock()
+	if !had {
+		// A one-off command (nothing read before): the snapshot made here
+		// would only be kept up to date for no later reader.
+		defer s.forget()
+	}
+	set, err := s.Load()
+	if err != nil || len(set.warnings) > 0 || len(set.shadowed) > 0 || set.changed {
+		return false
+	}
+	for i := range set.active {
+		if set.needsWrite(&set.active[i]) {
+			return false
+		}
+	}
+	now, err := os.Stat(s.ActivePath)
+	if err != nil || sortedStamp(now) != sortedStamp(before) {
+		return false // changed while it was read
+	}
+	markSortedAs(s.ActivePath, before)
+	markValid(s.ActivePath)
+	return knownValid(s.ActivePath, f)
 }
 
 // writeLog writes to f and keeps what it wrote where.

@@ -108,12 +108,13 @@ func TestCompleteFastFallsBack(t *testing.T) {
 			t.Fatalf("%s: ok=%v err=%v, want a silent fallback", id, ok, err)
 		}
 	}
-	// A file someone else wrote carries no valid mark.
+	// A file someone else wrote carries no valid mark: one a full write
+	// would change (here a line without "leaf") goes the full way.
 	f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+	f.WriteString(`{"id":"C","title":"by hand","status":"pending"}` + "\n")
 	f.Close()
 	if _, ok, _ := s.CompleteFast("B.1", "", now); ok {
-		t.Fatal("a hand-edited file must go through the full update")
+		t.Fatal("a hand-edited file that needs rewriting must go through the full update")
 	}
 	// A held claim in flight also goes the full way.
 	s2 := settled(t)
@@ -183,10 +184,10 @@ func TestClaimAndArchiveFastMatchUpdate(t *testing.T) {
 		}
 	}
 	f, _ := os.OpenFile(fast.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+	f.WriteString(`{"id":"0","title":"by hand, out of order","status":"pending","leaf":true}` + "\n")
 	f.Close()
 	if ok, _ := fast.ClaimFast("B.1"); ok {
-		t.Fatal("a hand-edited file must go through the full update")
+		t.Fatal("a hand-edited file that needs rewriting must go through the full update")
 	}
 	// Another task held: the archive goes the full way.
 	s2 := settled(t)
@@ -297,5 +298,35 @@ func TestPatchCacheChecksTheWrites(t *testing.T) {
 		if got := s.cache != nil; got != (name == "the claim") {
 			t.Errorf("%s: snapshot kept %v", name, got)
 		}
+	}
+}
+
+// A file someone else wrote that is valid and as a full write would write
+// it is checked once, stamped, and then completed in place, with the same
+// result as the full update.
+func TestCompleteFastAfterAForeignWrite(t *testing.T) {
+	now := time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC)
+	fast, slow := settled(t), settled(t)
+	for _, s := range []*Store{fast, slow} {
+		f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(`{"id":"C","title":"by hand","status":"pending","leaf":true}` + "\n")
+		f.Close()
+	}
+	fi, _ := os.Stat(fast.ActivePath)
+	done, ok, err := fast.CompleteFast("A.2", "abc", now)
+	if err != nil || !ok {
+		t.Fatalf("ok=%v err=%v: a valid file someone else wrote is completed in place", ok, err)
+	}
+	if after, _ := os.Stat(fast.ActivePath); !os.SameFile(fi, after) || after.Size() != fi.Size() {
+		t.Fatal("the file was rewritten")
+	}
+	want := fullComplete(t, slow, "A.2", now)
+	if len(done) != len(want) || string(done[0].Encode()) != string(want[0].Encode()) {
+		t.Fatalf("in place %v, full %v", done, want)
+	}
+	a, _ := Open(fast.ActivePath).Load()
+	b, _ := Open(slow.ActivePath).Load()
+	if a.Tree() != b.Tree() {
+		t.Fatalf("in place:\n%s\nfull:\n%s", a.Tree(), b.Tree())
 	}
 }

@@ -13,6 +13,8 @@ func knownSorted(string, *os.File) bool { return false }
 
 func unmarkSorted(string) {}
 
+func sortedStamp(os.FileInfo) string { return "" }
+
 func markValid(string)                 {}
 func knownValid(string, *os.File) bool { return false }
 

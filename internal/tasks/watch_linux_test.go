@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -25,10 +26,13 @@ func TestWatchSeesEveryWrite(t *testing.T) {
 		}
 		defer s.Close()
 		foreign := []func(){
-			func() { // the same size, in place
-				f, _ := os.OpenFile(s.ActivePath, os.O_WRONLY, 0)
-				f.WriteAt([]byte("x"), int64(len(`{"id":"A","title":"a`)))
-				f.Close()
+			func() { // the same size, in place: a letter of a title
+				data, _ := os.ReadFile(s.ActivePath)
+				if i := bytes.Index(data, []byte(`"title":"`)); i >= 0 {
+					f, _ := os.OpenFile(s.ActivePath, os.O_WRONLY, 0)
+					f.WriteAt([]byte("x"), int64(i+len(`"title":"`)))
+					f.Close()
+				}
 			},
 			func() { // appended
 				f, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
@@ -42,9 +46,10 @@ func TestWatchSeesEveryWrite(t *testing.T) {
 			},
 			func() { // in place through a link in another folder
 				other := filepath.Join(t.TempDir(), "link")
-				if os.Link(s.ActivePath, other) == nil {
+				data, _ := os.ReadFile(s.ActivePath)
+				if i := bytes.LastIndex(data, []byte(`"title":"`)); i >= 0 && os.Link(s.ActivePath, other) == nil {
 					f, _ := os.OpenFile(other, os.O_WRONLY, 0)
-					f.WriteAt([]byte("y"), int64(len(`{"id":"A","title":"a`)))
+					f.WriteAt([]byte("y"), int64(i+len(`"title":"`)))
 					f.Close()
 				}
 			},
