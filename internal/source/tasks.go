@@ -1292,8 +1292,8 @@ func (s *Tasks) carries(ctx context.Context, rev string) bool {
 	return len(rel) == 0 || s.Git.IndexMatches(ctx, rev, rel...)
 }
 
-// Close has nothing to tidy: task branches are merged or parked as the
-// run goes.
+// Close ends the watch of the task files; task branches are merged or
+// parked as the run goes.
 func (s *Tasks) Close(*engine.State) error {
 	s.Store.Close()
 	return nil

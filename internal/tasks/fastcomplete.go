@@ -172,8 +172,9 @@ func (s *Store) ClaimFastLocked(id string) (ok bool, err error) {
 //
 // apply, when given, is the same change as the full update's on a Set:
 // when the Store's last Load was of the files as they are, edit reads the
-// bytes of that Load (the file is compared with them through a small
-// buffer, not copied), and the snapshot Load hands out is moved on by
+// bytes of that Load (the file is read into the new snapshot's bytes while
+// it is compared with them, or not read at all while the Store's watch has
+// seen nothing touch it), and the snapshot Load hands out is moved on by
 // apply (patchCache) instead of being dropped, so the next Load needs no
 // parse. Otherwise edit reads the file mapped into memory.
 func (s *Store) inPlace(id string, edit func(f io.WriterAt, data []byte) (bool, error), apply func(set *Set) error) (ok bool, err error) {
