@@ -249,8 +249,12 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 // it is as this package left it (someone else wrote it), and stamps it
 // when it is valid and already as a full write would write it (sorted, no
 // field to fill in, nothing to repair): then the in-place edit applies,
-// and the first change after someone else's edit does not rewrite
-// 100,000 lines. Called under the store's lock.
+// and a one-off command's first change after someone else's edit does not
+// rewrite 100,000 lines. Only for a Store that has read nothing before (a
+// one-off command): a loop rewrites the file the first time instead, so
+// that it no longer has the size git recorded for it (a file tracked by
+// git that keeps its size while it changes is read whole by every git
+// status that looks at it). Called under the store's lock.
 func (s *Store) validate(f *os.File) bool {
 	before, err := f.Stat()
 	if err != nil {
@@ -259,11 +263,11 @@ func (s *Store) validate(f *os.File) bool {
 	s.cacheMu.Lock()
 	had := s.cache != nil
 	s.cacheMu.Unlock()
-	if !had {
-		// A one-off command (nothing read before): the snapshot made here
-		// would only be kept up to date for no later reader.
-		defer s.forget()
+	if had {
+		return false
 	}
+	// The snapshot made here would be kept up to date for no later reader.
+	defer s.forget()
 	set, err := s.Load()
 	if err != nil || len(set.warnings) > 0 || len(set.shadowed) > 0 || set.changed {
 		return false
