@@ -561,12 +561,7 @@ func (b *stateBox) snapshot() *State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.copies == nil || len(b.copies) > len(b.st.Items) {
-		b.copies = make(map[string]*ItemState, len(b.st.Items))
-		copies := make([]ItemState, 0, len(b.st.Items))
-		for k, v := range b.st.Items {
-			copies = append(copies, *v)
-			b.copies[k] = &copies[len(copies)-1]
-		}
+		b.copies = copyItems(b.st.Items)
 	} else {
 		for id := range b.st.fresh {
 			if v, ok := b.st.Items[id]; ok {
@@ -579,17 +574,37 @@ func (b *stateBox) snapshot() *State {
 	if journalChecked {
 		b.checkCopies()
 	}
-	c := *b.st
-	c.dirty, c.fresh, c.orderChanged, c.frozen = nil, nil, false, true
-	c.Items = maps.Clone(b.copies)
-	c.Order = append([]string(nil), b.st.Order...)
+	c := b.st.copyWith(maps.Clone(b.copies))
+	c.frozen = true
+	return c
+}
+
+// copyItems copies records into one array (one object to make and to
+// collect, not one per record).
+func copyItems(items map[string]*ItemState) map[string]*ItemState {
+	out := make(map[string]*ItemState, len(items))
+	copies := make([]ItemState, 0, len(items))
+	for k, v := range items {
+		copies = append(copies, *v)
+		out[k] = &copies[len(copies)-1]
+	}
+	return out
+}
+
+// copyWith is a copy of st with the records items, deep enough that
+// changing it leaves st as it was.
+func (st *State) copyWith(items map[string]*ItemState) *State {
+	c := *st
+	c.dirty, c.fresh, c.orderChanged, c.frozen = nil, nil, false, false
+	c.Items = items
+	c.Order = append([]string(nil), st.Order...)
 	c.Current = nil
-	for _, cur := range b.st.Current {
+	for _, cur := range st.Current {
 		cc := *cur
 		c.Current = append(c.Current, &cc)
 	}
-	c.Preexisting = append([]string(nil), b.st.Preexisting...)
-	c.RoleLast = maps.Clone(b.st.RoleLast)
+	c.Preexisting = append([]string(nil), st.Preexisting...)
+	c.RoleLast = maps.Clone(st.RoleLast)
 	return &c
 }
 
@@ -608,24 +623,7 @@ func (b *stateBox) checkCopies() {
 
 // Clone copies a state deeply enough to change it: a snapshot is
 // read-only.
-func (st *State) Clone() *State {
-	c := *st
-	c.dirty, c.fresh, c.frozen = nil, nil, false
-	c.Items = make(map[string]*ItemState, len(st.Items))
-	for k, v := range st.Items {
-		vv := *v
-		c.Items[k] = &vv
-	}
-	c.Order = append([]string(nil), st.Order...)
-	c.Current = nil
-	for _, cur := range st.Current {
-		cc := *cur
-		c.Current = append(c.Current, &cc)
-	}
-	c.Preexisting = append([]string(nil), st.Preexisting...)
-	c.RoleLast = maps.Clone(st.RoleLast)
-	return &c
-}
+func (st *State) Clone() *State { return st.copyWith(copyItems(st.Items)) }
 
 // ActiveRun reports whether a ralph process holds the run lock in p, and
 // who, without taking the lock (read-only commands never do).
