@@ -552,8 +552,7 @@ func readIfSame(f *os.File, was []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Not longer either: one byte past the end reads nothing.
-	if n, _ := f.ReadAt(make([]byte, 1), int64(len(buf))); n != 0 {
+	if longer(f, int64(len(buf))) {
 		return nil, nil
 	}
 	return buf, nil
