@@ -2,8 +2,11 @@ package tasks
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +337,45 @@ func TestCompleteFastAfterAForeignWrite(t *testing.T) {
 	b, _ := Open(slow.ActivePath).Load()
 	if a.Tree() != b.Tree() {
 		t.Fatalf("in place:\n%s\nfull:\n%s", a.Tree(), b.Tree())
+	}
+}
+
+// TestLineOfBisects checks the bisection against a plain search on sorted
+// files with blanked lines (as in-place archiving leaves them), for every
+// id in the file and for ids between, before and after them.
+func TestLineOfBisects(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := 0; trial < 300; trial++ {
+		var ids []string
+		for p := 0; p < 1+rng.IntN(6); p++ {
+			parent := fmt.Sprint(p + 1)
+			ids = append(ids, parent)
+			for l := 0; l < rng.IntN(12); l++ {
+				ids = append(ids, fmt.Sprintf("%s.%d", parent, l+1))
+			}
+		}
+		slices.SortFunc(ids, CompareIDs)
+		var data []byte
+		present := map[string]bool{}
+		for _, id := range ids {
+			line := appendTask(nil, &Task{ID: id, Title: "t " + id, Status: StatusPending, Leaf: true})
+			if rng.IntN(3) == 0 { // archived in place
+				line = bytes.Repeat([]byte{' '}, len(line))
+			} else {
+				present[id] = true
+			}
+			data = append(append(data, line...), '\n')
+		}
+		if rng.IntN(2) == 0 && len(data) > 0 {
+			data = data[:len(data)-1] // no final newline
+		}
+		probes := append(slices.Clone(ids), "0", "9", "1.0", "1.99", "3.5.1", "A")
+		for _, id := range probes {
+			s, e, ok := lineOf(data, id)
+			ws, we, wok := lineOfScan(data, id)
+			if ok != present[id] || ok != wok || s != ws || e != we {
+				t.Fatalf("trial %d: lineOf(%q) = %d,%d,%v; the scan finds %d,%d,%v; in the file: %v\n%s", trial, id, s, e, ok, ws, we, wok, present[id], data)
+			}
+		}
 	}
 }
