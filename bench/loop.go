@@ -88,7 +88,7 @@ func benchFlat(tmp, bin, only string) {
 	for _, loop := range []struct {
 		name  string
 		sizes []int
-	}{{"sequential PRD", []int{10, 200, 1000}}, {"parallel PRD (--parallel 2)", []int{10, 200, 1000}}, {"tasks", []int{10, 1000, 100000}}} {
+	}{{"sequential PRD", []int{10, 200, 1000}}, {"parallel PRD (--parallel 2)", []int{10, 200, 1000}}, {"tasks", []int{10, 1000, 100000}}, {"tasks, half archived", []int{10, 1000, 100000}}} {
 		if only != "" && !strings.HasPrefix(loop.name, only) {
 			continue
 		}
@@ -237,13 +237,27 @@ func steadyCost(root, bin, loop string, n, rep int) time.Duration {
 	env := gitEnv
 	switch {
 	case strings.HasPrefix(loop, "tasks"):
-		dir = filepath.Join(root, fmt.Sprintf("flat-tasks-%d-%d", n, rep))
-		var b strings.Builder
+		// "half archived": the first half of the tree is in the archive,
+		// as in a run that is half way through.
+		archived := 0
+		if strings.Contains(loop, "archived") {
+			archived = n / 2
+		}
+		dir = filepath.Join(root, fmt.Sprintf("flat-tasks-%d-%d-%d", n, archived, rep))
+		var b, done strings.Builder
 		for i := 1; i <= n; i++ {
+			if i <= archived {
+				fmt.Fprintf(&done, `{"id":"T%06d","title":"task %d","status":"complete","leaf":true,"completed":"2026-01-02T03:04:05Z","commit":"0123456789abcdef0123456789abcdef01234567"}`+"\n", i, i)
+				continue
+			}
 			fmt.Fprintf(&b, `{"id":"T%06d","title":"task %d","status":"pending","leaf":true}`+"\n", i, i)
 		}
-		newRepo(dir, map[string]string{"tasks.jsonl": b.String(),
-			"agent.sh": benchAgent + "ralph task complete \"$RALPH_ITEM_ID\" > /dev/null\n"})
+		files := map[string]string{"tasks.jsonl": b.String(),
+			"agent.sh": benchAgent + "ralph task complete \"$RALPH_ITEM_ID\" > /dev/null\n"}
+		if archived > 0 {
+			files["tasks-done.jsonl"] = done.String()
+		}
+		newRepo(dir, files)
 		args = append(args, "--tasks", "tasks.jsonl", "--gate", "check=true")
 		env = append(append([]string{}, gitEnv...), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 	case strings.HasPrefix(loop, "parallel"):

@@ -197,9 +197,6 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		if !knownValid(s.ActivePath, f) && !s.validate(f) {
 			return nil
 		}
-		if archived, err := s.mentionedInDone(id); err != nil || archived {
-			return err
-		}
 		var prev *loadCache
 		var copied []byte // the file's bytes read while comparing: the new snapshot's
 		if apply != nil {
@@ -208,6 +205,13 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 			} else if prev, copied, err = s.cachedAs(f); err != nil {
 				return err
 			}
+		}
+		if prev != nil { // a snapshot of both files as they are: its archive index knows
+			if prev.set.archived(id) != nil {
+				return nil
+			}
+		} else if archived, err := s.mentionedInDone(id); err != nil || archived {
+			return err
 		}
 		var data []byte
 		if prev != nil {
@@ -317,6 +321,9 @@ func (s *Store) cachedAs(f *os.File) (c *loadCache, copied []byte, err error) {
 	if copied, err = readIfSame(f, c.active); err != nil || copied == nil {
 		return nil, nil, err
 	}
+	if done, ok := s.doneAsCached(c); ok && sameBytes(done, c.done) {
+		return c, copied, nil // the watch saw nothing touch the archive
+	}
 	if done, err := readUnlessSame(s.DonePath, c.done); err != nil || !bytes.Equal(c.done, done) {
 		return nil, nil, err
 	}
@@ -335,8 +342,8 @@ func (s *Store) cachedAs(f *os.File) (c *loadCache, copied []byte, err error) {
 // appended lines the archived tasks. Anything that does not fit leaves the
 // cache empty: the next Load parses.
 func (s *Store) patchCache(prev *loadCache, active []byte, writes []written, apply func(set *Set) error) {
-	done, err := readFile(s.DonePath)
-	if err != nil || !bytes.HasPrefix(done, prev.done) || len(done) > 1<<32-1 || len(active) != len(prev.active) {
+	done, err := readAppended(s.DonePath, prev.done)
+	if err != nil || done == nil || len(done) > 1<<32-1 || len(active) != len(prev.active) {
 		return
 	}
 	for _, w := range writes {

@@ -428,14 +428,6 @@ func (s *Set) archive(t *Task, commit string, now time.Time) {
 	t.flags |= fArchived
 	s.done = append(s.done, entry{status: codeComplete, leaf: t.Leaf, flags: fArchived})
 	s.keep(&s.done[len(s.done)-1], t)
-	if s.doneIdx != nil {
-		if _, dup := s.doneIdx[t.ID]; !dup {
-			s.doneIdx[t.ID] = len(s.done) - 1
-		}
-	}
-	if s.doneKids != nil {
-		s.doneKids[ParentID(t.ID)] = true
-	}
 	s.archivedNow = append(s.archivedNow, t)
 	s.changed = true
 }

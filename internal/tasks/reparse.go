@@ -107,7 +107,7 @@ func (s *Store) reparse(prev *loadCache, data, doneData []byte, sh *shared) *Set
 	for hi < len(set.active) && strings.IndexByte(set.id(&set.active[hi]), '.') >= 0 {
 		hi++
 	}
-	set.doneIdx, set.doneKids = ps.doneIdx, ps.doneKids // the same archive
+	set.archIdx = ps.archIdx // the same archive
 	for k := i0; k < j1; k++ {
 		if set.archived(set.id(&set.active[k])) != nil {
 			return nil // a line of an archived task: the full parse words it

@@ -184,10 +184,9 @@ type Set struct {
 	notPending    []int32
 	pendingLeaves int
 
-	active   []entry // sorted by CompareIDs
-	done     []entry // archive, in file order
-	doneIdx  map[string]int
-	doneKids map[string]bool // ids with an archived child
+	active  []entry       // sorted by CompareIDs
+	done    []entry       // archive, in file order
+	archIdx *archiveIndex // finds done[:archIdx.len()] by id (see archived)
 
 	shadowed    []entry // active lines whose task is already archived
 	archivedNow []*Task // archived by this Update, to append
@@ -226,7 +225,10 @@ func (s *Store) Load() (*Set, error) {
 	set, err := s.loadBytes(data, doneData, sh)
 	if err == nil {
 		s.cacheMu.Lock()
-		s.fresh = s.watch != nil && s.cache != nil && s.cache.set == set // as read after the watch was asked
+		s.fresh = 0
+		if s.watch != nil && s.cache != nil && s.cache.set == set { // as read after the watch was asked
+			s.fresh = bothFiles
+		}
 		s.cacheMu.Unlock()
 	}
 	return set, err
@@ -243,7 +245,7 @@ func (s *Store) Watch() {
 	s.cacheMu.Lock()
 	defer s.cacheMu.Unlock()
 	if s.watch == nil {
-		s.watch, s.fresh = w, false
+		s.watch, s.fresh = w, 0
 	} else {
 		w.close()
 	}
@@ -254,7 +256,7 @@ func (s *Store) Close() {
 	s.cacheMu.Lock()
 	defer s.cacheMu.Unlock()
 	s.watch.close()
-	s.watch, s.fresh = nil, false
+	s.watch, s.fresh = nil, 0
 }
 
 // untouched is the last Load when the watch has seen nothing touch the
@@ -266,10 +268,8 @@ func (s *Store) untouched() *loadCache {
 	if s.watch == nil {
 		return nil
 	}
-	if s.watch.touched() {
-		s.fresh = false
-	}
-	if !s.fresh || s.cache == nil {
+	s.fresh &^= s.watch.touched()
+	if s.fresh != bothFiles || s.cache == nil {
 		// Read next: the files now there are watched from before that.
 		s.watch.watchFiles()
 		return nil
@@ -290,7 +290,26 @@ func (s *Store) ownWrites() {
 	}
 	s.watch.watchFiles() // a rename put a new file in place
 	s.watch.touched()
-	s.fresh = s.cache != nil
+	s.fresh = 0
+	if s.cache != nil {
+		s.fresh = bothFiles
+	}
+}
+
+// doneAsCached is the archive's bytes in c, the last Load, when the watch
+// has seen nothing touch tasks-done.jsonl since (ok false: read it). Like
+// untouched, it drains the watch's queue.
+func (s *Store) doneAsCached(c *loadCache) (done []byte, ok bool) {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.watch == nil || s.cache == nil || s.cache != c {
+		return nil, false
+	}
+	s.fresh &^= s.watch.touched()
+	if s.fresh&doneFile == 0 {
+		return nil, false
+	}
+	return s.cache.done, true
 }
 
 // LoadBytes is Load of contents the caller has read (nil: a missing file),
@@ -319,7 +338,7 @@ func (s *Store) loadBytes(data, doneData []byte, sh *shared) (*Set, error) {
 		}
 	}
 	s.cacheMu.Lock()
-	s.cache, s.fresh = &loadCache{active: data, done: doneData, set: set}, false
+	s.cache, s.fresh = &loadCache{active: data, done: doneData, set: set}, 0
 	s.cacheMu.Unlock()
 	return set, nil
 }
@@ -366,6 +385,9 @@ func (s *Store) readBoth() (data, doneData []byte, sh *shared, err error) {
 	}
 	if data, sh, err = readChanged(s.ActivePath, wasActive); err != nil {
 		return nil, nil, nil, err
+	}
+	if done, ok := s.doneAsCached(c); ok {
+		return data, done, sh, nil // the agent wrote tasks.jsonl only: the archive is as read
 	}
 	if doneData, err = readUnlessSame(s.DonePath, wasDone); err != nil {
 		return nil, nil, nil, err
@@ -513,6 +535,7 @@ func (set *Set) index() {
 			set.pendingLeaves++
 		}
 	}
+	set.archIdx = indexArchive(set, set.archIdx)
 	set.indexed = true
 }
 
@@ -522,6 +545,48 @@ func readFile(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return b, err
+}
+
+// readAppended is the file at path when it is was with bytes appended: was
+// itself, extended by the bytes after it (nil when the file is shorter).
+// Only the appended bytes are read; that the rest is still was is the
+// caller's knowledge (see patchCache). The bytes go into was's spare
+// capacity when it has some, as the archive's bytes grow by appends: only
+// the one successor of a snapshot extends them, and a slice of the
+// snapshot's length never sees what lies beyond it.
+func readAppended(path string, was []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if len(was) == 0 {
+			return []byte{}, nil
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	n := fi.Size() - int64(len(was))
+	if n < 0 || n > 1<<32 {
+		return nil, nil
+	}
+	out := slices.Grow(was, int(n))[:len(was)+int(n)]
+	if got, err := f.ReadAt(out[len(was):], int64(len(was))); got < int(n) {
+		if errors.Is(err, io.EOF) {
+			err = nil // it shrank meanwhile
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// sameBytes reports whether a and b are the same slice of the same array.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // compareBuf is the buffer readChanged compares an unchanged file through.
@@ -783,28 +848,33 @@ func (set *Set) parseDone(data []byte, probs []Problem) []Problem {
 	return probs
 }
 
-func (set *Set) doneIndex() map[string]int {
-	if set.doneIdx == nil {
-		set.doneIdx = make(map[string]int, len(set.done))
-		for i := range set.done {
-			id := set.id(&set.done[i])
-			if _, dup := set.doneIdx[id]; !dup {
-				set.doneIdx[id] = i
-			}
-		}
-	}
-	return set.doneIdx
-}
-
-// archived finds id in the archive.
+// archived finds id in the archive (its first record there).
 func (set *Set) archived(id string) *entry {
 	if len(set.done) == 0 {
 		return nil
 	}
-	if i, ok := set.doneIndex()[id]; ok {
+	x := set.archiveIndex()
+	if i, ok := x.find(id); ok {
 		return &set.done[i]
 	}
+	for i := x.len(); i < len(set.done); i++ {
+		if set.id(&set.done[i]) == id {
+			return &set.done[i]
+		}
+	}
 	return nil
+}
+
+// archiveIndex is the Set's index of its archive. A snapshot's is made
+// with it (see index) and never changed, as other goroutines may read the
+// snapshot; a Set not yet handed out (being parsed, or changed inside
+// Update) extends its own when more than a few records are missing from
+// it, and searches those few.
+func (set *Set) archiveIndex() *archiveIndex {
+	if (!set.indexed || set.changing) && len(set.done)-set.archIdx.len() > 32 {
+		set.archIdx = indexArchive(set, set.archIdx)
+	}
+	return set.archIdx
 }
 
 func (set *Set) archivedTask(id string) *Task {
@@ -818,13 +888,16 @@ func (set *Set) hasArchivedChild(id string) bool {
 	if len(set.done) == 0 {
 		return false
 	}
-	if set.doneKids == nil {
-		set.doneKids = make(map[string]bool)
-		for i := range set.done {
-			set.doneKids[ParentID(set.id(&set.done[i]))] = true
+	x := set.archiveIndex()
+	if x.hasChild(id) {
+		return true
+	}
+	for i := x.len(); i < len(set.done); i++ {
+		if ParentID(set.id(&set.done[i])) == id {
+			return true
 		}
 	}
-	return set.doneKids[id]
+	return false
 }
 
 // findShadowed drops active lines whose task is already in the archive (a
@@ -967,7 +1040,8 @@ func (set *Set) forUpdate() *Set {
 	c.active = slices.Clone(set.active)
 	c.done = slices.Clone(set.done)
 	c.shadowed = slices.Clone(set.shadowed)
-	c.doneIdx, c.doneKids = nil, nil // rebuilt when needed
+	// c.archIdx stays: c.done starts as the same records, and c extends
+	// its own copy of the index (see archiveIndex).
 	c.archivedNow = nil
 	c.warnings = slices.Clone(set.warnings)
 	c.changing, c.tasks = true, nil
@@ -1058,7 +1132,7 @@ func (s *Store) write(set *Set) error {
 
 func (s *Store) forget() {
 	s.cacheMu.Lock()
-	s.cache, s.fresh = nil, false
+	s.cache, s.fresh = nil, 0
 	s.cacheMu.Unlock()
 }
 

@@ -152,11 +152,21 @@ type Store struct {
 	Now     func() time.Time
 	cacheMu sync.Mutex
 	cache   *loadCache // the last Load (see Load)
-	// watch, once Watch is called, tells whether anything touched the
-	// files since fresh was set: the cache was then as the files were.
+	// watch, once Watch is called, tells what touched the files since
+	// fresh was set: the files whose bits it holds were then as the cache
+	// holds them.
 	watch *watcher
-	fresh bool
+	fresh uint
 }
+
+// The files' bits in Store.fresh and watcher.touched (the order the Store
+// gives the watcher its paths).
+const (
+	activeFile uint = 1 << iota
+	doneFile
+	bothFiles = activeFile | doneFile
+	allFiles  = ^uint(0)
+)
 
 // Open returns the Store for activePath ("…/tasks.jsonl"). The archive is
 // the file beside it with "-done" added ("tasks-done.jsonl"), the lock file

@@ -18,9 +18,9 @@ import (
 type watcher struct {
 	fd    int
 	dir   int32           // the folder's watch: renames onto the files, removals
-	names map[string]bool // the files' names in it
+	names map[string]uint // the files' names in it: the file's bit
 	paths []string
-	files map[int32]bool // the files' own watches: a write through any link to them
+	files map[int32]uint // the files' own watches (a write through any link to them): the file's bit
 	buf   []byte
 }
 
@@ -52,9 +52,9 @@ func newWatcher(paths ...string) *watcher {
 		syscall.Close(fd)
 		return nil
 	}
-	w := &watcher{fd: fd, dir: int32(wd), names: map[string]bool{}, paths: paths, buf: make([]byte, 64<<10)}
-	for _, p := range paths {
-		w.names[filepath.Base(p)] = true
+	w := &watcher{fd: fd, dir: int32(wd), names: map[string]uint{}, paths: paths, buf: make([]byte, 64<<10)}
+	for i, p := range paths {
+		w.names[filepath.Base(p)] |= 1 << i
 	}
 	w.watchFiles()
 	return w
@@ -64,30 +64,30 @@ func newWatcher(paths ...string) *watcher {
 // file in their place): a write reaches a file's own watch through any
 // link to it, the folder's only through the folder.
 func (w *watcher) watchFiles() {
-	w.files = map[int32]bool{}
-	for _, p := range w.paths {
+	w.files = map[int32]uint{}
+	for i, p := range w.paths {
 		if wd, err := syscall.InotifyAddWatch(w.fd, p, watchMask|syscall.IN_DONT_FOLLOW); err == nil {
-			w.files[int32(wd)] = true
+			w.files[int32(wd)] |= 1 << i // one file under two names: both bits
 		}
 	}
 }
 
-// touched reads the events queued since the last call and reports whether
-// any could have changed the files (an overflowed queue, a watch gone, a
-// read error included). A nil watcher has seen nothing, so it always says
-// yes.
-func (w *watcher) touched() bool {
+// touched reads the events queued since the last call and reports which
+// of the files they could have changed: bit i for paths[i]. An overflowed
+// queue, a watch gone or a read error mark them all; so does a nil
+// watcher, which has seen nothing.
+func (w *watcher) touched() uint {
 	if w == nil {
-		return true
+		return allFiles
 	}
-	hit := false
+	var hit uint
 	for {
 		n, err := syscall.Read(w.fd, w.buf)
 		if err == syscall.EAGAIN {
 			return hit
 		}
 		if err != nil || n <= 0 {
-			return true
+			return allFiles
 		}
 		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
 			wd := int32(binary.NativeEndian.Uint32(w.buf[off:]))
@@ -98,10 +98,15 @@ func (w *watcher) touched() bool {
 				name = name[:i]
 			}
 			switch {
-			case mask&syscall.IN_Q_OVERFLOW != 0, w.files[wd]:
-				hit = true
+			case mask&syscall.IN_Q_OVERFLOW != 0:
+				hit = allFiles
+			case w.files[wd] != 0:
+				hit |= w.files[wd]
 			case wd == w.dir:
-				hit = hit || w.names[string(name)] || mask&(syscall.IN_IGNORED|syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF) != 0
+				hit |= w.names[string(name)]
+				if mask&(syscall.IN_IGNORED|syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF) != 0 {
+					hit = allFiles
+				}
 			}
 			off += syscall.SizeofInotifyEvent + size
 		}

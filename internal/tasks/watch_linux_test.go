@@ -44,19 +44,17 @@ func TestWatchSeesEveryWrite(t *testing.T) {
 				os.WriteFile(s.ActivePath+".tmp", fmt.Appendf(data, "{\"id\":\"R%d\",\"title\":\"r\",\"status\":\"pending\",\"leaf\":true}\n", rng.IntN(1e6)), 0o644)
 				os.Rename(s.ActivePath+".tmp", s.ActivePath)
 			},
-			func() { // in place through a link in another folder
-				other := filepath.Join(t.TempDir(), "link")
-				data, _ := os.ReadFile(s.ActivePath)
-				if i := bytes.LastIndex(data, []byte(`"title":"`)); i >= 0 && os.Link(s.ActivePath, other) == nil {
-					f, _ := os.OpenFile(other, os.O_WRONLY, 0)
-					f.WriteAt([]byte("y"), int64(i+len(`"title":"`)))
-					f.Close()
-				}
-			},
+			func() { writeThroughLink(t, s.ActivePath, "y") },
 			func() { // the archive
 				f, _ := os.OpenFile(s.DonePath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 				fmt.Fprintf(f, "{\"id\":\"Z%d\",\"title\":\"z\",\"status\":\"complete\",\"leaf\":true}\n", rng.IntN(1e6))
 				f.Close()
+			},
+			func() { writeThroughLink(t, s.DonePath, "w") },
+			func() { // the archive renamed onto, as an editor saves
+				data, _ := os.ReadFile(s.DonePath)
+				os.WriteFile(s.DonePath+".tmp", fmt.Appendf(data, "{\"id\":\"Y%d\",\"title\":\"y\",\"status\":\"complete\",\"leaf\":true}\n", rng.IntN(1e6)), 0o644)
+				os.Rename(s.DonePath+".tmp", s.DonePath)
 			},
 		}
 		for step := 0; step < 30; step++ {
@@ -93,12 +91,7 @@ func TestWatchSeesEveryWrite(t *testing.T) {
 // no one (through a shared mapping) is not seen until something else
 // touches the files. That blind spot is why only a loop's Store watches.
 func TestWatchSparesTheReading(t *testing.T) {
-	s := settled(t)
-	s.Watch()
-	if s.watch == nil {
-		t.Skip("no inotify watch on this file system")
-	}
-	defer s.Close()
+	s := watched(t)
 	before, err := s.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -111,19 +104,92 @@ func TestWatchSparesTheReading(t *testing.T) {
 	if claimed == before {
 		t.Fatal("the claim did not move the snapshot on")
 	}
-	f, _ := os.OpenFile(s.ActivePath, os.O_RDWR, 0)
-	fi, _ := f.Stat()
-	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(m[len(`{"id":"A","title":"`):], "X")
-	syscall.Munmap(m)
+	f := writeUnreported(t, s.ActivePath, len(`{"id":"A","title":"`), "X")
 	if got, _ := s.Load(); got != claimed {
 		t.Fatal("Load read the files though nothing reported a write")
 	}
 	f.Close() // closing a file open for writing is reported
 	if got, _ := s.Load(); got == claimed {
 		t.Fatal("Load did not read the files after a reported write")
+	}
+}
+
+// A write to tasks.jsonl alone (what an agent's `ralph task complete`
+// does) leaves the archive as the snapshot read it: the next Load reads
+// tasks.jsonl and not the archive (shown by a change to the archive that
+// no one reports, through a shared mapping), and a reported write to the
+// archive is read.
+func TestWatchSparesTheArchive(t *testing.T) {
+	s := watched(t)
+	if err := os.WriteFile(s.DonePath, []byte(`{"id":"C","title":"c","status":"complete","leaf":true}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	f := writeUnreported(t, s.DonePath, len(`{"id":"`), "E") // C becomes E
+	a, _ := os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
+	a.WriteString(`{"id":"D","title":"d","status":"pending","leaf":true}` + "\n")
+	a.Close()
+	after, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := after.Get("D"); !ok {
+		t.Fatal("Load did not read tasks.jsonl after a reported write")
+	}
+	if _, ok := after.Get("E"); ok {
+		t.Fatal("Load read the archive though only tasks.jsonl was written")
+	}
+	f.Close() // closing a file open for writing is reported
+	got, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Get("E"); !ok {
+		t.Fatal("Load did not read the archive after a reported write")
+	}
+}
+
+// watched is a settled Store that watches its files.
+func watched(t *testing.T) *Store {
+	t.Helper()
+	s := settled(t)
+	s.Watch()
+	if s.watch == nil {
+		t.Skip("no inotify watch on this file system")
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// writeUnreported writes b at off in the file through a shared mapping,
+// which the kernel reports to no watch; closing the file it returns (open
+// for writing) is reported.
+func writeUnreported(t *testing.T, path string, off int, b string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m[off:], b)
+	syscall.Munmap(m)
+	return f
+}
+
+// writeThroughLink changes the last title's first letter in the file at
+// path to b, in place, through a hard link in another folder.
+func writeThroughLink(t *testing.T, path, b string) {
+	other := filepath.Join(t.TempDir(), "link")
+	data, _ := os.ReadFile(path)
+	if i := bytes.LastIndex(data, []byte(`"title":"`)); i >= 0 && os.Link(path, other) == nil {
+		f, _ := os.OpenFile(other, os.O_WRONLY, 0)
+		f.WriteAt([]byte(b), int64(i+len(`"title":"`)))
+		f.Close()
 	}
 }

@@ -8,7 +8,7 @@ type watcher struct{}
 
 func newWatcher(...string) *watcher { return nil }
 
-func (w *watcher) touched() bool { return true }
+func (w *watcher) touched() uint { return allFiles }
 
 func (w *watcher) watchFiles() {}
 
