@@ -206,12 +206,19 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 				return err
 			}
 		}
-		if prev != nil { // a snapshot of both files as they are: its archive index knows
+		// Is the task already in the archive (an interrupted completion)?
+		// A snapshot of both files as they are knows; so does the archive's
+		// mark, while it says no task of this file is archived (then the
+		// edit keeps that so, and renews the mark); else read the archive.
+		agree := prev == nil && archiveAsMarked(s.ActivePath, s.DonePath)
+		if prev != nil {
 			if prev.set.archived(id) != nil {
 				return nil
 			}
-		} else if archived, err := s.mentionedInDone(id); err != nil || archived {
-			return err
+		} else if !agree {
+			if archived, err := s.mentionedInDone(id); err != nil || archived {
+				return err
+			}
 		}
 		var data []byte
 		if prev != nil {
@@ -236,6 +243,9 @@ func (s *Store) inPlaceLocked(id string, edit func(f io.WriterAt, data []byte) (
 		}
 		markSorted(s.ActivePath)
 		markValid(s.ActivePath)
+		if agree || prev != nil {
+			markArchive(s.ActivePath, s.DonePath)
+		}
 		s.forget()
 		if prev != nil {
 			s.patchCache(prev, copied, w.writes, apply)
@@ -272,6 +282,7 @@ func (s *Store) validate(f *os.File) bool {
 	}
 	// The snapshot made here would be kept up to date for no later reader.
 	defer s.forget()
+	archive := archiveStamp(s.DonePath)
 	set, err := s.Load()
 	if err != nil || len(set.warnings) > 0 || len(set.shadowed) > 0 || set.changed {
 		return false
@@ -287,6 +298,9 @@ func (s *Store) validate(f *os.File) bool {
 	}
 	markSortedAs(s.ActivePath, before)
 	markValid(s.ActivePath)
+	if archive != "" && archiveStamp(s.DonePath) == archive { // the archive read with it, as it still is
+		markArchive(s.ActivePath, s.DonePath)
+	}
 	return knownValid(s.ActivePath, f)
 }
 

@@ -340,6 +340,44 @@ func TestCompleteFastAfterAForeignWrite(t *testing.T) {
 	}
 }
 
+// A one-off completion reads the archive (to see that its task is not
+// already there) only when the archive changed since the two files were
+// last known to agree; an archive someone else appended to is read, and a
+// task found in it is not completed in place.
+func TestCompleteFastTrustsTheArchiveOnlyAsMarked(t *testing.T) {
+	if archiveStamp("/") == "" {
+		t.Skip("no archive mark on this system")
+	}
+	now := time.Date(2026, 11, 24, 1, 2, 3, 0, time.UTC)
+	s := settled(t)
+	if !archiveAsMarked(s.ActivePath, s.DonePath) {
+		t.Fatal("a full write leaves the archive unmarked")
+	}
+	if _, ok, err := Open(s.ActivePath).CompleteFast("A.1.1", "abc", now); !ok || err != nil {
+		t.Fatalf("complete: %v %v", ok, err)
+	}
+	if !archiveAsMarked(s.ActivePath, s.DonePath) {
+		t.Fatal("an in-place completion leaves the archive unmarked: the next one reads it")
+	}
+	// An interrupted completion by someone else: A.2 archived, its line still there.
+	f, _ := os.OpenFile(s.DonePath, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"A.2","title":"login","status":"complete","leaf":true,"completed":"2026-11-24T01:02:03Z"}` + "\n")
+	f.Close()
+	if archiveAsMarked(s.ActivePath, s.DonePath) {
+		t.Fatal("the mark matches an archive someone else appended to")
+	}
+	if _, ok, err := Open(s.ActivePath).CompleteFast("A.2", "abc", now); ok || err != nil {
+		t.Fatalf("completed in place a task already in the archive: %v %v", ok, err)
+	}
+	// Nor does the completion of another task mark the archive as agreeing.
+	if _, ok, err := Open(s.ActivePath).CompleteFast("B.1", "abc", now); !ok || err != nil {
+		t.Fatalf("complete B.1: %v %v", ok, err)
+	}
+	if archiveAsMarked(s.ActivePath, s.DonePath) {
+		t.Fatal("the archive was marked as agreeing though A.2 is in both files")
+	}
+}
+
 // TestLineOfBisects checks the bisection against a plain search on sorted
 // files with blanked lines (as in-place archiving leaves them), for every
 // id in the file and for ids between, before and after them.

@@ -1125,6 +1125,7 @@ func (s *Store) write(set *Set) error {
 	}
 	markSorted(s.ActivePath)
 	markValid(s.ActivePath)
+	markArchive(s.ActivePath, s.DonePath) // both just checked together
 	s.remember(set, out, ends)
 	s.ownWrites()
 	return nil

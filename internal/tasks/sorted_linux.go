@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -73,6 +74,44 @@ func knownValid(path string, f *os.File) bool {
 		return false
 	}
 	return string(buf[:n]) == sortedStamp(fi)
+}
+
+// doneAttr, on tasks.jsonl, is the stamp of tasks-done.jsonl ("none" when
+// it does not exist) from when the two files were last known to agree: no
+// task of tasks.jsonl in the archive. While the archive still matches it
+// and tasks.jsonl its valid mark, that still holds, and a one-off `ralph
+// task complete` need not read an archive that grows through the whole
+// run to see that its task is not in it.
+const doneAttr = "user.ralph.done"
+
+func archiveStamp(done string) string {
+	fi, err := os.Stat(done)
+	if errors.Is(err, os.ErrNotExist) {
+		return "none"
+	}
+	if err != nil {
+		return ""
+	}
+	return sortedStamp(fi)
+}
+
+// markArchive records that the archive at done, as it is now, agrees with
+// tasks.jsonl at active.
+func markArchive(active, done string) {
+	if st := archiveStamp(done); st != "" {
+		_ = syscall.Setxattr(active, doneAttr, []byte(st), 0)
+	}
+}
+
+// archiveAsMarked reports whether the archive is as markArchive last saw it.
+func archiveAsMarked(active, done string) bool {
+	buf := make([]byte, 96)
+	n, err := syscall.Getxattr(active, doneAttr, buf)
+	if err != nil || n <= 0 || n > len(buf) {
+		return false
+	}
+	st := archiveStamp(done)
+	return st != "" && string(buf[:n]) == st
 }
 
 // mapFile maps f read-only (no copy of a large file into the heap); writes
