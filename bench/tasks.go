@@ -49,14 +49,28 @@ func benchTasks(tmp, bin string) {
 		d, rss := timeCmd(oursDir, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
 		oursTotal += d
 		rssComplete = max(rssComplete, rss)
-		recipe := fmt.Sprintf(`TASK=$(grep '"id":"%s"' tasks.jsonl)
-DONE=$(echo "$TASK" | jq -c '. + {completed:"2024-01-21",commit:"abc123"}')
-echo "$DONE" >> tasks-done.jsonl
-grep -v '"id":"%s"' tasks.jsonl > tmp && mv tmp tasks.jsonl`, id, id)
-		d2, _ := timeCmd(shellDir, nil, 1, "bash", "-c", recipe)
+		d2, _ := timeCmd(shellDir, nil, 1, "bash", "-c", completeRecipe(id))
 		shellTotal += d2
 	}
 	completeOurs, completeShell := oursTotal/reps, shellTotal/reps
+
+	// The same with 50,000 tasks already archived (a run half way through):
+	// the archive grows through a run, and neither side should read it.
+	bigOurs, bigShell := filepath.Join(tmp, "tasks-ours-archived"), filepath.Join(tmp, "tasks-shell-archived")
+	for _, d := range []string{bigOurs, bigShell} {
+		check(os.MkdirAll(d, 0o755))
+		copyFile(active, filepath.Join(d, "tasks.jsonl"))
+		writeArchive(filepath.Join(d, "tasks-done.jsonl"), 50000)
+	}
+	timeCmd(bigOurs, nil, 1, bin, "task", "complete", "P0999.98", "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
+	oursTotal, shellTotal = 0, 0
+	for _, id := range ids {
+		d, _ := timeCmd(bigOurs, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
+		oursTotal += d
+		d2, _ := timeCmd(bigShell, nil, 1, "bash", "-c", completeRecipe(id))
+		shellTotal += d2
+	}
+	archivedOurs, archivedShell := oursTotal/reps, shellTotal/reps
 
 	fmt.Println("\n## Task store on 100,000 tasks (issue 4)")
 	fmt.Println("\n1,000 parents × 99 leaves; whole commands, mean of 5 runs each, same machine, same run.")
@@ -66,10 +80,31 @@ grep -v '"id":"%s"' tasks.jsonl > tmp && mv tmp tasks.jsonl`, id, id)
 	fmt.Printf("| next | %s | %s | %.2f× | %.1f MB |\n", ms(nextOurs), ms(nextShell), float64(nextShell)/float64(nextOurs), float64(rssNext)/1024)
 	fmt.Printf("| complete (file as ralph left it) | %s | %s | %.2f× | %.1f MB |\n", ms(completeOurs), ms(completeShell), float64(completeShell)/float64(completeOurs), float64(rssComplete)/1024)
 	fmt.Printf("| complete (first after a foreign write: the whole file checked first) | %s | %s | %.2f× | |\n", ms(first), ms(completeShell), float64(completeShell)/float64(first))
+	fmt.Printf("| complete (file as ralph left it, 50,000 tasks already archived) | %s | %s | %.2f× | |\n", ms(archivedOurs), ms(archivedShell), float64(archivedShell)/float64(archivedOurs))
 	_, rssVersion := timeCmd(dir, nil, 3, bin, "--version")
 	startup, _ := timeCmd(dir, nil, 10, bin, "--version")
 	fmt.Printf("| `ralph --version` (process start-up alone) | %s | | | %.1f MB |\n", ms(startup), float64(rssVersion)/1024)
 	fmt.Println("\nGoals: complete ≥ 5× faster than the recipe, next no slower, peak memory under 64 MB.")
+}
+
+// completeRecipe is the seed's shell recipe for completing task id.
+func completeRecipe(id string) string {
+	return fmt.Sprintf(`TASK=$(grep '"id":"%s"' tasks.jsonl)
+DONE=$(echo "$TASK" | jq -c '. + {completed:"2024-01-21",commit:"abc123"}')
+echo "$DONE" >> tasks-done.jsonl
+grep -v '"id":"%s"' tasks.jsonl > tmp && mv tmp tasks.jsonl`, id, id)
+}
+
+// writeArchive writes n archived tasks (ids Q00000…, apart from the tree's).
+func writeArchive(path string, n int) {
+	f, err := os.Create(path)
+	check(err)
+	w := bufio.NewWriterSize(f, 1<<20)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(w, `{"id":"Q%05d","title":"archived %d","status":"complete","leaf":true,"completed":"2026-01-02T03:04:05Z","commit":"0123456789abcdef0123456789abcdef01234567"}`+"\n", i, i)
+	}
+	check(w.Flush())
+	check(f.Close())
 }
 
 func write100k(path string) {
