@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +74,9 @@ type Factory struct {
 	IO     *iostreams.IOStreams
 	Getwd  func() (string, error)
 	Runner proc.Runner // nil: real processes (proc.Exec)
+	// tops holds each working directory's repository top level: one
+	// command asks for it several times, and each answer is a git process.
+	tops sync.Map
 }
 
 func (f *Factory) runner() proc.Runner {
@@ -98,10 +102,14 @@ func (f *Factory) Repo(ctx context.Context) (root string, repo *git.Repo, err er
 	if err != nil {
 		return "", nil, err
 	}
+	if top, ok := f.tops.Load(wd); ok {
+		return top.(string), f.GitAt(top.(string)), nil
+	}
 	top, err := f.GitAt(wd).Toplevel(ctx)
 	if err != nil {
 		return "", nil, engine.UsageError("%s is not inside a git repository (run `git init` and make a first commit)", wd)
 	}
+	f.tops.Store(wd, top)
 	return top, f.GitAt(top), nil
 }
 

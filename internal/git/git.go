@@ -101,14 +101,25 @@ func (r *Repo) Toplevel(ctx context.Context) (string, error) {
 	return out, nil
 }
 
-// CommonDir returns the absolute .git directory (the common one for worktrees).
+// CommonDir returns the absolute .git directory (the common one for
+// worktrees): from the files when Dir is a work tree's top level in the
+// plain layout (see gitDirs), else asked of git.
 func (r *Repo) CommonDir(ctx context.Context) (string, error) {
+	if _, common, ok := r.gitDirs(); ok && filepath.IsAbs(common) {
+		return common, nil
+	}
 	out, err := r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	return out, err
 }
 
 // CurrentBranch returns the checked-out branch ("" when detached).
 func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
+	if branch, _, ok := r.readWhere(); ok {
+		if branch == "HEAD" {
+			return "", nil // detached
+		}
+		return branch, nil
+	}
 	out, err := r.Run(ctx, "symbolic-ref", "--quiet", "--short", "HEAD")
 	if err != nil {
 		var ee *proc.ExitError
@@ -141,11 +152,19 @@ func (r *Repo) Where(ctx context.Context) (branch, head string, err error) {
 
 // HasCommits reports whether HEAD points at a commit.
 func (r *Repo) HasCommits(ctx context.Context) bool {
+	if _, head, ok := r.readWhere(); ok {
+		return head != ""
+	}
 	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 }
 
 // Head returns the full SHA of HEAD.
-func (r *Repo) Head(ctx context.Context) (string, error) { return r.Run(ctx, "rev-parse", "HEAD") }
+func (r *Repo) Head(ctx context.Context) (string, error) {
+	if _, head, ok := r.readWhere(); ok && head != "" {
+		return head, nil
+	}
+	return r.Run(ctx, "rev-parse", "HEAD")
+}
 
 // RevParse resolves a revision to a SHA.
 func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
@@ -154,6 +173,11 @@ func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
 
 // BranchExists reports whether refs/heads/name exists.
 func (r *Repo) BranchExists(ctx context.Context, name string) bool {
+	if _, common, ok := r.gitDirs(); ok && BranchNameProblem(name) == "" {
+		if _, found, ok := readRef(common, "refs/heads/"+name); ok {
+			return found
+		}
+	}
 	return r.ok(ctx, "show-ref", "--verify", "--quiet", "refs/heads/"+name)
 }
 
@@ -483,12 +507,50 @@ func Slug(s string, max int) string {
 	return s
 }
 
-// CheckRefName asks git whether name is a valid branch name.
+// CheckRefName checks name against git's rules for branch names (see
+// BranchNameProblem), without starting git.
 func (r *Repo) CheckRefName(ctx context.Context, name string) error {
-	if !r.ok(ctx, "check-ref-format", "--branch", name) {
-		return fmt.Errorf("%q is not a valid git branch name", name)
+	if why := BranchNameProblem(name); why != "" {
+		return fmt.Errorf("%q is not a valid git branch name: %s", name, why)
 	}
 	return nil
+}
+
+// BranchNameProblem applies git's rules for branch names (git
+// check-ref-format --branch) and says which one name breaks, or "".
+func BranchNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "it must not be empty"
+	case strings.HasPrefix(name, "refs/"):
+		return "give the branch's short name, without refs/heads/ (ralph creates refs/heads/<name> itself)"
+	case strings.HasPrefix(name, "-"):
+		return "it must not begin with '-'"
+	case name == "@":
+		return "it must not be '@'"
+	case strings.Contains(name, ".."):
+		return "it must not contain '..'"
+	case strings.Contains(name, "@{"):
+		return "it must not contain '@{'"
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
+		return "it must not begin or end with '/' or contain '//'"
+	case strings.HasSuffix(name, "."):
+		return "it must not end with '.'"
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r)
+	}); i >= 0 {
+		return fmt.Sprintf("it must not contain %q (spaces, control characters and ~ ^ : ? * [ \\ are not allowed)", name[i:i+1])
+	}
+	for _, c := range strings.Split(name, "/") {
+		if strings.HasPrefix(c, ".") {
+			return fmt.Sprintf("no part may begin with '.' (%q)", c)
+		}
+		if strings.HasSuffix(c, ".lock") {
+			return fmt.Sprintf("no part may end with '.lock' (%q)", c)
+		}
+	}
+	return ""
 }
 
 // AddAllExcept stages everything except the given paths (files the user

@@ -3,6 +3,8 @@ package prd
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ralph-loop/ralph/internal/git"
 )
 
 // Validation rules, as found in Problem.Rule. They are stable strings so
@@ -86,7 +88,7 @@ func (p *PRD) Validate() error {
 		add("", RuleNoStories, "%s is empty; there is nothing to work on", storiesKey)
 	}
 	if p.BranchName != "" {
-		if why := checkBranchName(p.BranchName); why != "" {
+		if why := git.BranchNameProblem(p.BranchName); why != "" {
 			add("", RuleBranchName, "%s %q is not a valid git branch name: %s", topSpec.name(tBranch, f), p.BranchName, why)
 		}
 	}
@@ -208,39 +210,4 @@ func (p *PRD) cycles(index map[string]int) [][]string {
 		}
 	}
 	return found
-}
-
-// checkBranchName applies git's rules for branch names (git
-// check-ref-format --branch) and says which one name breaks, or "".
-func checkBranchName(name string) string {
-	switch {
-	case strings.HasPrefix(name, "refs/"):
-		return "give the branch's short name, without refs/heads/ (ralph creates refs/heads/<name> itself)"
-	case strings.HasPrefix(name, "-"):
-		return "it must not begin with '-'"
-	case name == "@":
-		return "it must not be '@'"
-	case strings.Contains(name, ".."):
-		return "it must not contain '..'"
-	case strings.Contains(name, "@{"):
-		return "it must not contain '@{'"
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//"):
-		return "it must not begin or end with '/' or contain '//'"
-	case strings.HasSuffix(name, "."):
-		return "it must not end with '.'"
-	}
-	if i := strings.IndexFunc(name, func(r rune) bool {
-		return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r)
-	}); i >= 0 {
-		return fmt.Sprintf("it must not contain %q (spaces, control characters and ~ ^ : ? * [ \\ are not allowed)", name[i:i+1])
-	}
-	for _, c := range strings.Split(name, "/") {
-		if strings.HasPrefix(c, ".") {
-			return fmt.Sprintf("no part may begin with '.' (%q)", c)
-		}
-		if strings.HasSuffix(c, ".lock") {
-			return fmt.Sprintf("no part may end with '.lock' (%q)", c)
-		}
-	}
-	return ""
 }

@@ -138,31 +138,6 @@ func TestValidateReturnsUntypedNil(t *testing.T) {
 	}
 }
 
-func TestBranchNameRules(t *testing.T) {
-	for name, want := range map[string]string{
-		"ralph/login":        "",
-		"feature/x-1.2":      "",
-		"refs/heads/feature": "without refs/heads/",
-		"feature/../x":       "'..'",
-		"-x":                 "begin with '-'",
-		"a..b":               "'..'",
-		"x@{1}":              "'@{'",
-		"x.lock":             "'.lock'",
-		"a/.hidden":          "begin with '.'",
-		"a b":                `" "`,
-		"a:b":                `":"`,
-		"tab\there":          `"\t"`,
-		"x/":                 "'/'",
-		"x.":                 "end with '.'",
-		"@":                  "'@'",
-	} {
-		got := checkBranchName(name)
-		if want == "" && got != "" || want != "" && !strings.Contains(got, want) {
-			t.Errorf("checkBranchName(%q) = %q, want %q", name, got, want)
-		}
-	}
-}
-
 func TestValidateBranchNameAndControlIDs(t *testing.T) {
 	p, err := Parse("p.json", []byte(`{"branch_name": "feature/../x", "user_stories": [{"id": "A\nRalph-Story: B", "title": "t"}]}`))
 	if err != nil {
