@@ -219,6 +219,13 @@ type Engine struct {
 	notes      []Event
 	stateNote  string // how a corrupt state.json was dealt with
 	mem        *memory
+	// itemsSynced is the ItemsVersion (see ItemsVersioned) the state's
+	// items were last synced at, and how many there were then.
+	itemsSynced struct {
+		ok      bool
+		version uint64
+		n       int
+	}
 }
 
 // New validates cfg.
@@ -566,11 +573,20 @@ func (e *Engine) syncState(st *State, why SyncReason) error {
 	if err := e.cfg.Source.Sync(st, why); err != nil {
 		return err
 	}
-	e.syncItems(st)
+	e.syncItems(st, why)
 	return nil
 }
 
-func (e *Engine) syncItems(st *State) {
+func (e *Engine) syncItems(st *State, why SyncReason) {
+	if v, ok := e.cfg.Source.(ItemsVersioned); ok {
+		version := v.ItemsVersion()
+		steady := why == SyncIteration || why == SyncPoll // the same state as at the last sync
+		if steady && e.itemsSynced.ok && e.itemsSynced.version == version && e.itemsSynced.n == len(st.Order) {
+			syncUntracked(st, e.cfg.Source)
+			return
+		}
+		defer func() { e.itemsSynced.ok, e.itemsSynced.version, e.itemsSynced.n = true, version, len(st.Order) }()
+	}
 	items := e.cfg.Source.Items()
 	order := make([]string, len(items))
 	for i, it := range items {
@@ -580,8 +596,12 @@ func (e *Engine) syncItems(st *State) {
 		}
 	}
 	st.setOrder(order)
+	syncUntracked(st, e.cfg.Source)
+}
+
+func syncUntracked(st *State, src Source) {
 	st.Untracked = 0
-	if sp, ok := e.cfg.Source.(Sparse); ok {
+	if sp, ok := src.(Sparse); ok {
 		st.Untracked = sp.Untracked()
 	}
 }

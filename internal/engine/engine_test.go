@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -521,5 +522,77 @@ func TestStepConcludesLikeRun(t *testing.T) {
 	}
 	if r.Reason != "no story can start: 1 passed, 1 blocked, 0 waiting on blocked dependencies" {
 		t.Fatalf("hook's blocked message %q differs from the run's", r.Reason)
+	}
+}
+
+// versionedSource is a fakeSource whose Items change only with its version.
+type versionedSource struct {
+	*fakeSource
+	version  uint64
+	listed   int         // Items calls
+	onListed func(n int) // called by Items after the n-th call
+}
+
+func (s *versionedSource) ItemsVersion() uint64 { return s.version }
+func (s *versionedSource) Items() []Item {
+	s.listed++
+	if s.onListed != nil {
+		s.onListed(s.listed)
+	}
+	return s.fakeSource.Items()
+}
+
+// A source with a version is asked for its items only when the version
+// moved on; when it does, the state learns the new items.
+func TestItemsAskedOnlyWhenTheirVersionMoves(t *testing.T) {
+	items := []Item{{ID: "S-1", Title: "one"}, {ID: "S-2", Title: "two"}, {ID: "S-3", Title: "three"}}
+	src := &versionedSource{fakeSource: &fakeSource{items: items}, version: 1}
+	e, _ := newTestEngine(t, src, &funcAgent{reply: promising}, nil)
+	out, err := e.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusComplete {
+		t.Fatalf("status %s: %s", out.Status, out.Reason)
+	}
+	steady := src.listed
+	if steady > 2 {
+		t.Fatalf("Items was asked %d times over 3 iterations at one version", steady)
+	}
+
+	// A new version (a steering renamed a story and added one) is synced
+	// into the state; the same version again is not asked for.
+	st := &State{Items: map[string]*ItemState{}}
+	e.syncItems(st, SyncIteration)
+	src.items = []Item{{ID: "S-1", Title: "one"}, {ID: "S-2", Title: "renamed"}, {ID: "S-3", Title: "three"}, {ID: "S-4", Title: "four"}}
+	src.version = 2
+	before := src.listed
+	e.syncItems(st, SyncIteration)
+	if src.listed != before+1 || st.Items["S-2"].Title != "renamed" || len(st.Order) != 4 {
+		t.Fatalf("after a new version: %d more Items calls, S-2 %q, order %v", src.listed-before, st.Items["S-2"].Title, st.Order)
+	}
+	e.syncItems(st, SyncIteration)
+	if src.listed != before+1 {
+		t.Fatal("Items asked again at the same version")
+	}
+
+	// A new version mid-run reaches the state.
+	src2 := &versionedSource{fakeSource: &fakeSource{items: items[:1]}, version: 1}
+	src2.onListed = func(n int) {
+		if n == 2 {
+			src2.items = append(slices.Clone(items[:1]), Item{ID: "S-9", Title: "added"})
+			src2.version = 2
+		}
+	}
+	e2, _ := newTestEngine(t, src2, &funcAgent{reply: promising}, nil)
+	out, err = e2.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != StatusComplete {
+		t.Fatalf("status %s: %s", out.Status, out.Reason)
+	}
+	if is := out.State.Items["S-9"]; is == nil || is.Status != ItemPassed {
+		t.Fatalf("the item of the new version was not worked on: %+v", out.State.Items)
 	}
 }

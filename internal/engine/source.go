@@ -183,6 +183,14 @@ type Sparse interface {
 	Untracked() int
 }
 
+// ItemsVersioned is a Source whose Items can change only when ItemsVersion
+// does: between two iterations with the same version the engine does not
+// ask for the list again (a PRD of 1,000 stories would be copied into
+// 1,000 items each iteration for nothing).
+type ItemsVersioned interface {
+	ItemsVersion() uint64
+}
+
 // Scheduled is a Source that also serves items of its own making, not
 // among Items (a run folder's reviews and steering iterations): Lookup
 // finds one by id, so an iteration on it that a crash interrupted is

@@ -175,11 +175,37 @@ func (p *PRD) Story(id string) *Story {
 // exclude lets a scheduler skip stories that are already claimed by another
 // worker or have used up their attempts.
 func (p *PRD) NextStory(passed, exclude map[string]bool) *Story {
-	ready := p.ReadyStories(passed, exclude)
-	if len(ready) == 0 {
-		return nil
+	return p.NextStoryBy(func(id string) bool { return passed[id] }, func(id string) bool { return exclude[id] })
+}
+
+// NextStoryBy is NextStory asking passed and excluded story by story. It
+// is ReadyStories' first, found in one pass without listing and sorting
+// every ready story: the highest priority, the first in the file among
+// equals. A loop asks once per iteration, over 1,000 stories, so a story
+// that could not come before the best one found so far is not asked about
+// (the answers may cost a lookup in a state of 1,000 records each).
+func (p *PRD) NextStoryBy(passed, excluded func(id string) bool) *Story {
+	var best *Story
+	for i := range p.Stories {
+		s := &p.Stories[i]
+		if best != nil && priorityKey(s.Priority) >= priorityKey(best.Priority) {
+			continue
+		}
+		if passed(s.ID) || excluded(s.ID) {
+			continue
+		}
+		ok := true
+		for _, d := range s.DependsOn {
+			if !passed(d) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			best = s
+		}
 	}
-	return ready[0]
+	return best
 }
 
 // ReadyStories lists every story that could be started now, best first.
@@ -200,25 +226,28 @@ func (p *PRD) ReadyStoriesUnblockingFirst(passed, exclude map[string]bool, waiti
 }
 
 func (p *PRD) readyStories(passed, exclude map[string]bool, waiting map[string]int) []*Story {
-	var ready []*Story
+	var out []*Story
 	for i := range p.Stories {
-		s := &p.Stories[i]
-		if passed[s.ID] || exclude[s.ID] {
-			continue
-		}
-		ok := true
-		for _, d := range s.DependsOn {
-			if !passed[d] {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			ready = append(ready, s)
+		if s := &p.Stories[i]; ready(s, passed, exclude) {
+			out = append(out, s)
 		}
 	}
-	sortSelection(ready, waiting)
-	return ready
+	sortSelection(out, waiting)
+	return out
+}
+
+// ready tells whether s could be started now: not passed, not excluded,
+// every dependency passed.
+func ready(s *Story, passed, exclude map[string]bool) bool {
+	if passed[s.ID] || exclude[s.ID] {
+		return false
+	}
+	for _, d := range s.DependsOn {
+		if !passed[d] {
+			return false
+		}
+	}
+	return true
 }
 
 // sortSelection orders by priority (given ones first, 1 highest), then by

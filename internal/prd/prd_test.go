@@ -2,6 +2,8 @@ package prd
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -551,6 +553,35 @@ func TestStoryEqual(t *testing.T) {
 		}
 		if a.Equal(&b) {
 			t.Errorf("Story.equal does not compare %s", f.Name)
+		}
+	}
+}
+
+// NextStory is the first of ReadyStories, found without sorting them all.
+func TestNextStoryIsTheFirstReady(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for trial := 0; trial < 500; trial++ {
+		p := &PRD{}
+		n := 1 + rng.IntN(12)
+		for i := 0; i < n; i++ {
+			s := Story{ID: fmt.Sprintf("S-%d", i), Title: "t", Priority: rng.IntN(4)}
+			if i > 0 && rng.IntN(3) == 0 {
+				s.DependsOn = []string{fmt.Sprintf("S-%d", rng.IntN(i))}
+			}
+			p.Stories = append(p.Stories, s)
+		}
+		passed, exclude := map[string]bool{}, map[string]bool{}
+		for i := 0; i < n; i++ {
+			switch rng.IntN(4) {
+			case 0:
+				passed[fmt.Sprintf("S-%d", i)] = true
+			case 1:
+				exclude[fmt.Sprintf("S-%d", i)] = true
+			}
+		}
+		ready, next := p.ReadyStories(passed, exclude), p.NextStory(passed, exclude)
+		if len(ready) == 0 && next != nil || len(ready) > 0 && next != ready[0] {
+			t.Fatalf("trial %d: NextStory = %v, ReadyStories starts %v", trial, next, ready)
 		}
 	}
 }

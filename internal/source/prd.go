@@ -29,7 +29,13 @@ func OpenPRD(path string, repo *git.Repo, gates gate.Runner) (*PRD, error) {
 func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	story := s.Doc.NextStory(st.Passed(), excluded(st, busy))
+	story := s.Doc.NextStoryBy(func(id string) bool {
+		is := st.Items[id]
+		return is != nil && is.Status == engine.ItemPassed
+	}, func(id string) bool {
+		is := st.Items[id]
+		return busy[id] || is != nil && is.Status == engine.ItemBlocked
+	})
 	if story == nil {
 		return nil, nil
 	}

@@ -49,6 +49,11 @@ type prdDoc struct {
 	// commands are the PRD's gate commands and its stories' checks, each
 	// once (computed when opened; steering may not change the gates).
 	commands []string
+	// itemsDoc is the Doc itemsVersion was last counted for: Items change
+	// only with the Doc (adopting a steering's PRD replaces it; nothing
+	// edits a story's fields that Items copies in place). Under mu.
+	itemsDoc     *prd.PRD
+	itemsVersion uint64
 }
 
 // openPRDDoc loads and validates path.
@@ -95,6 +100,18 @@ func (s *prdDoc) Items() []engine.Item {
 		out = append(out, s.item(st))
 	}
 	return out
+}
+
+// ItemsVersion is engine.ItemsVersioned: it moves on when the Doc is
+// replaced.
+func (s *prdDoc) ItemsVersion() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Doc != s.itemsDoc {
+		s.itemsDoc = s.Doc
+		s.itemsVersion++
+	}
+	return s.itemsVersion
 }
 
 func (s *prdDoc) item(st prd.Story) engine.Item {

@@ -11,6 +11,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -134,5 +135,32 @@ func TestRecoverBeforeCommitLanded(t *testing.T) {
 	log, _ := repo.Log(ctx, "main..ralph/t", "%s")
 	if strings.Join(log, "|") != "feat(S-2): two|feat(S-1): one" {
 		t.Fatalf("history %q", log)
+	}
+}
+
+// The PRD's items change only with its Doc (a steering's PRD adopted), so
+// the version moves on exactly then.
+func TestPRDItemsVersionMovesWithTheDoc(t *testing.T) {
+	dir, repo := newRepo(t)
+	src, err := OpenPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := src.ItemsVersion()
+	if err := src.setPassed("S-1", true); err != nil {
+		t.Fatal(err)
+	}
+	if src.ItemsVersion() != v {
+		t.Fatal("the version moved though only a verdict changed")
+	}
+	src.mu.Lock()
+	disk, err := prd.Parse(src.File, []byte(twoStories))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Doc = disk
+	src.mu.Unlock()
+	if src.ItemsVersion() == v {
+		t.Fatal("the version stayed when the Doc was replaced")
 	}
 }
