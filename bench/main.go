@@ -23,7 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/scratch"
@@ -104,6 +106,43 @@ func command(dir string, env []string, argv ...string) (*exec.Cmd, *bytes.Buffer
 	cmd.Stdout = &b
 	cmd.Stderr = &b
 	return cmd, &b
+}
+
+// peakRSS runs argv once, untimed, and returns its peak memory in KiB.
+// The kernel's peak for a direct child of this program includes this
+// program's own (the child begins in this process's memory, and exec keeps
+// the higher mark), which after the flat runs exceeds ralph's; so the run
+// goes through GNU time, whose small process takes that inheritance, when
+// it is installed. Without it the child's rusage figure is returned: an
+// upper bound.
+func peakRSS(dir string, env []string, argv ...string) int64 {
+	var out string
+	if _, err := os.Stat("/usr/bin/time"); err == nil {
+		f, err := os.CreateTemp("", "bench-rss-")
+		check(err)
+		f.Close()
+		defer os.Remove(f.Name())
+		out = f.Name()
+		argv = append([]string{"/usr/bin/time", "-f", "%M", "-o", out, "--"}, argv...)
+	}
+	cmd, b := command(dir, env, argv...)
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %s: %v\n%s", strings.Join(argv, " "), err, b.String())
+		os.Exit(1)
+	}
+	if out != "" {
+		text, _ := os.ReadFile(out)
+		lines := strings.Fields(string(text))
+		if len(lines) > 0 {
+			if kb, err := strconv.ParseInt(lines[len(lines)-1], 10, 64); err == nil {
+				return kb
+			}
+		}
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss
+	}
+	return 0
 }
 
 var gitEnv = []string{"GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=b@example.com"}

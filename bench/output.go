@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -25,20 +24,12 @@ func benchOutput(tmp, bin string) {
 	run(dir, nil, "sh", "base.sh")
 	base := time.Since(start)
 
-	cmd, out := command(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--no-gates")
-	if err := cmd.Run(); err != nil {
-		fmt.Printf("bench: output run failed: %v\n%s", err, out)
-		return
-	}
+	rss := peakRSS(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh", "--no-gates") / 1024 // KiB → MiB
 	var agent time.Duration
 	for _, ev := range events(dir) {
 		if ev["type"] == "agent_finished" {
 			agent = time.Duration(ev["data"].(map[string]any)["duration_ms"].(float64) * float64(time.Millisecond))
 		}
-	}
-	rss := int64(0)
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss / 1024 // KiB → MiB
 	}
 	tr, _ := filepathGlob(filepath.Join(dir, ".ralph", "transcripts", "*.log"))
 	mbps := func(d time.Duration) float64 { return float64(total) / 1e6 / d.Seconds() }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -24,8 +23,9 @@ func benchTasks(tmp, bin string) {
 	env := []string{"RALPH_TASKS_FILE=" + active}
 
 	// next
-	nextOurs, rssNext := timeCmd(dir, env, reps, bin, "task", "next", "--file", active)
-	nextShell, _ := timeCmd(dir, nil, reps, "bash", "-c", `grep '"leaf":true' tasks.jsonl | grep '"status":"pending"' | head -1`)
+	nextOurs := timeCmd(dir, env, reps, bin, "task", "next", "--file", active)
+	rssNext := peakRSS(dir, env, bin, "task", "next", "--file", active)
+	nextShell := timeCmd(dir, nil, reps, "bash", "-c", `grep '"leaf":true' tasks.jsonl | grep '"status":"pending"' | head -1`)
 
 	// complete: each rep completes a different leaf (fresh files per side).
 	ids := make([]string, reps)
@@ -33,7 +33,6 @@ func benchTasks(tmp, bin string) {
 		ids[i] = fmt.Sprintf("P%04d.%d", 500+i, 7)
 	}
 	var oursTotal, shellTotal time.Duration
-	var rssComplete int64
 	oursDir := filepath.Join(tmp, "tasks-ours")
 	shellDir := filepath.Join(tmp, "tasks-shell")
 	for _, d := range []string{oursDir, shellDir} {
@@ -44,15 +43,14 @@ func benchTasks(tmp, bin string) {
 	// checks the whole file first (and rewrites it when it is not in
 	// ralph's own form; the generated file is); it is timed on its own.
 	// Later ones find the file as ralph left it.
-	first, _ := timeCmd(oursDir, nil, 1, bin, "task", "complete", "P0999.98", "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
+	first := timeCmd(oursDir, nil, 1, bin, "task", "complete", "P0999.98", "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
 	for _, id := range ids {
-		d, rss := timeCmd(oursDir, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
-		oursTotal += d
-		rssComplete = max(rssComplete, rss)
-		d2, _ := timeCmd(shellDir, nil, 1, "bash", "-c", completeRecipe(id))
+		oursTotal += timeCmd(oursDir, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
+		d2 := timeCmd(shellDir, nil, 1, "bash", "-c", completeRecipe(id))
 		shellTotal += d2
 	}
 	completeOurs, completeShell := oursTotal/reps, shellTotal/reps
+	rssComplete := peakRSS(oursDir, nil, bin, "task", "complete", "P0700.7", "--commit", "abc123", "--file", filepath.Join(oursDir, "tasks.jsonl"))
 
 	// The same with 50,000 tasks already archived (a run half way through):
 	// the archive grows through a run, and neither side should read it.
@@ -62,12 +60,11 @@ func benchTasks(tmp, bin string) {
 		copyFile(active, filepath.Join(d, "tasks.jsonl"))
 		writeArchive(filepath.Join(d, "tasks-done.jsonl"), 50000)
 	}
-	timeCmd(bigOurs, nil, 1, bin, "task", "complete", "P0999.98", "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
+	_ = timeCmd(bigOurs, nil, 1, bin, "task", "complete", "P0999.98", "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
 	oursTotal, shellTotal = 0, 0
 	for _, id := range ids {
-		d, _ := timeCmd(bigOurs, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
-		oursTotal += d
-		d2, _ := timeCmd(bigShell, nil, 1, "bash", "-c", completeRecipe(id))
+		oursTotal += timeCmd(bigOurs, nil, 1, bin, "task", "complete", id, "--commit", "abc123", "--file", filepath.Join(bigOurs, "tasks.jsonl"))
+		d2 := timeCmd(bigShell, nil, 1, "bash", "-c", completeRecipe(id))
 		shellTotal += d2
 	}
 	archivedOurs, archivedShell := oursTotal/reps, shellTotal/reps
@@ -81,8 +78,8 @@ func benchTasks(tmp, bin string) {
 	fmt.Printf("| complete (file as ralph left it) | %s | %s | %.2f× | %.1f MB |\n", ms(completeOurs), ms(completeShell), float64(completeShell)/float64(completeOurs), float64(rssComplete)/1024)
 	fmt.Printf("| complete (first after a foreign write: the whole file checked first) | %s | %s | %.2f× | |\n", ms(first), ms(completeShell), float64(completeShell)/float64(first))
 	fmt.Printf("| complete (file as ralph left it, 50,000 tasks already archived) | %s | %s | %.2f× | |\n", ms(archivedOurs), ms(archivedShell), float64(archivedShell)/float64(archivedOurs))
-	_, rssVersion := timeCmd(dir, nil, 3, bin, "--version")
-	startup, _ := timeCmd(dir, nil, 10, bin, "--version")
+	rssVersion := peakRSS(dir, nil, bin, "--version")
+	startup := timeCmd(dir, nil, 10, bin, "--version")
 	fmt.Printf("| `ralph --version` (process start-up alone) | %s | | | %.1f MB |\n", ms(startup), float64(rssVersion)/1024)
 	fmt.Println("\nGoals: complete ≥ 5× faster than the recipe, next no slower, peak memory under 64 MB.")
 }
@@ -134,11 +131,10 @@ func copyFile(src, dst string) {
 	check(os.WriteFile(dst, b, 0o644))
 }
 
-// timeCmd runs argv reps times and returns the mean wall time and the max
-// RSS (KB) of the child.
-func timeCmd(dir string, env []string, reps int, argv ...string) (time.Duration, int64) {
+// timeCmd runs argv reps times and returns the mean wall time (peak
+// memory is measured on its own: see peakRSS).
+func timeCmd(dir string, env []string, reps int, argv ...string) time.Duration {
 	var total time.Duration
-	var rss int64
 	for i := 0; i < reps; i++ {
 		cmd, out := command(dir, env, argv...)
 		start := time.Now()
@@ -147,9 +143,6 @@ func timeCmd(dir string, env []string, reps int, argv ...string) (time.Duration,
 			os.Exit(1)
 		}
 		total += time.Since(start)
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss)
-		}
 	}
-	return total / time.Duration(reps), rss
+	return total / time.Duration(reps)
 }
