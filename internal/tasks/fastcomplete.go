@@ -335,7 +335,7 @@ func (s *Store) cachedAs(f *os.File) (c *loadCache, copied []byte, err error) {
 	if copied, err = readIfSame(f, c.active); err != nil || copied == nil {
 		return nil, nil, err
 	}
-	if done, ok := s.doneAsCached(c); ok && sameBytes(done, c.done) {
+	if _, ok := s.doneAsCached(c); ok {
 		return c, copied, nil // the watch saw nothing touch the archive
 	}
 	if done, err := readUnlessSame(s.DonePath, c.done); err != nil || !bytes.Equal(c.done, done) {

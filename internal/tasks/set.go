@@ -584,11 +584,6 @@ func readAppended(path string, was []byte) ([]byte, error) {
 	return out, nil
 }
 
-// sameBytes reports whether a and b are the same slice of the same array.
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
 // compareBuf is the buffer readChanged compares an unchanged file through.
 var compareBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
