@@ -812,7 +812,7 @@ func (c *Cadence) Recover(ctx context.Context, it *engine.Item, st *engine.State
 		key = SteeringTrailer
 	}
 	if sha := committedIn(ctx, c.Git, "HEAD", key, it.ID, st.RunID); sha != "" {
-		c.guard.recordTip(sha)
+		c.recovered(ctx, sha)
 		if it.Kind == KindSteering {
 			if err := c.adopt(); err != nil {
 				return "", false, err

@@ -144,10 +144,24 @@ func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, s
 // Recover reports whether a story's commit landed before a crash.
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, "HEAD", StoryTrailer, it.ID, st.RunID); sha != "" {
-		s.guard.recordTip(sha)
+		s.recovered(ctx, sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	return "", false, s.setPassed(it.ID, false)
+}
+
+// recovered moves the branch's known tip to sha, a commit of this run
+// that landed before the crash, after the newest one the saved state
+// knew: also for the run's first Prepare, which starts the guard from
+// resumedTip and would otherwise take sha for an agent's commit and reset
+// the branch without it.
+func (s *PRD) recovered(ctx context.Context, sha string) {
+	s.mu.Lock()
+	if s.resumedTip == "" || s.Git.IsAncestor(ctx, s.resumedTip, sha) {
+		s.resumedTip = sha
+	}
+	s.mu.Unlock()
+	s.guard.recordTip(sha)
 }
 
 // Block keeps the story's unfinished work on a side branch for a person
