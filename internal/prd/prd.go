@@ -191,17 +191,7 @@ func (p *PRD) NextStoryBy(passed, excluded func(id string) bool) *Story {
 		if best != nil && priorityKey(s.Priority) >= priorityKey(best.Priority) {
 			continue
 		}
-		if passed(s.ID) || excluded(s.ID) {
-			continue
-		}
-		ok := true
-		for _, d := range s.DependsOn {
-			if !passed(d) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if ready(s, passed, excluded) {
 			best = s
 		}
 	}
@@ -227,8 +217,9 @@ func (p *PRD) ReadyStoriesUnblockingFirst(passed, exclude map[string]bool, waiti
 
 func (p *PRD) readyStories(passed, exclude map[string]bool, waiting map[string]int) []*Story {
 	var out []*Story
+	isPassed, isExcluded := func(id string) bool { return passed[id] }, func(id string) bool { return exclude[id] }
 	for i := range p.Stories {
-		if s := &p.Stories[i]; ready(s, passed, exclude) {
+		if s := &p.Stories[i]; ready(s, isPassed, isExcluded) {
 			out = append(out, s)
 		}
 	}
@@ -238,12 +229,12 @@ func (p *PRD) readyStories(passed, exclude map[string]bool, waiting map[string]i
 
 // ready tells whether s could be started now: not passed, not excluded,
 // every dependency passed.
-func ready(s *Story, passed, exclude map[string]bool) bool {
-	if passed[s.ID] || exclude[s.ID] {
+func ready(s *Story, passed, excluded func(id string) bool) bool {
+	if passed(s.ID) || excluded(s.ID) {
 		return false
 	}
 	for _, d := range s.DependsOn {
-		if !passed[d] {
+		if !passed(d) {
 			return false
 		}
 	}

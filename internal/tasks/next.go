@@ -3,8 +3,6 @@ package tasks
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"os"
 	"slices"
 )
 
@@ -34,18 +32,11 @@ func (s *Store) Next() (*Task, error) {
 // are checked for order by their id alone, which proves no smaller id
 // follows, and the file is then marked as sorted for the next call.
 func (s *Store) scanNext() (*Task, bool, error) {
-	f, err := os.Open(s.ActivePath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
+	f, fi, err := openIfExists(s.ActivePath)
+	if f == nil || err != nil {
 		return nil, false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false, err
-	}
 	sorted := knownSorted(s.ActivePath, f)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 256*1024), 64<<20)

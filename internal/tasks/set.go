@@ -414,18 +414,11 @@ func readChanged(path string, was []byte) ([]byte, *shared, error) {
 		data, err := readFile(path)
 		return data, nil, err
 	}
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	f, fi, err := openIfExists(path)
+	if f == nil || err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
 	size := fi.Size()
 	if size > 1<<40 {
 		data, err := readFile(path)
@@ -547,6 +540,23 @@ func readFile(path string) ([]byte, error) {
 	return b, err
 }
 
+// openIfExists opens path and reads its info; f is nil, with no error,
+// when there is no such file.
+func openIfExists(path string) (f *os.File, fi os.FileInfo, err error) {
+	f, err = os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // readAppended is the file at path when it is was with bytes appended: was
 // itself, extended by the bytes after it (nil when the file is shorter).
 // Only the appended bytes are read; that the rest is still was is the
@@ -555,21 +565,17 @@ func readFile(path string) ([]byte, error) {
 // the one successor of a snapshot extends them, and a slice of the
 // snapshot's length never sees what lies beyond it.
 func readAppended(path string, was []byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	f, fi, err := openIfExists(path)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil { // missing: as it was only if it was empty
 		if len(was) == 0 {
 			return []byte{}, nil
 		}
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	n := fi.Size() - int64(len(was))
 	if n < 0 || n > 1<<32 {
 		return nil, nil
