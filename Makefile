@@ -6,9 +6,6 @@ export GOFLAGS ?= -buildvcs=false
 # exit); the testscripts start the race-enabled ralph hundreds of times
 # (cmd/ralph passes GORACE on to them).
 export GORACE ?= atexit_sleep_ms=0
-# Every test run checks, at each state write, that the state journal missed
-# no changed record (internal/engine/journal.go); users never pay for it.
-export RALPH_CHECK_JOURNAL = 1
 
 .PHONY: check deps agents vet test torture torture-short stress bench fuzz build demo
 

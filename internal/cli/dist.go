@@ -430,7 +430,6 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return err
 	}
-	_ = os.Remove(engine.JournalPath(p.State))
 	if err := store.WriteFile(p.State, b, 0o644); err != nil {
 		return err
 	}

@@ -323,7 +323,7 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		return nil, false, err
 	}
 	e.box = newStateBox(st, cfg.Paths.State, cfg.Clock.Now)
-	// The first write folds a journal a crash left into the document.
+	removeOldJournal(cfg.Paths.State)
 	if err := e.box.update(func(st *State) {
 		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.TranscriptMax
 	}); err != nil {
@@ -344,8 +344,8 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	return lock, resumed, nil
 }
 
-// release folds the state's journal into state.json and gives the run
-// lock up: every driver ends here.
+// release writes the state (fsynced) and gives the run lock up: every
+// driver ends here.
 func (e *Engine) release(lock *store.RunLock) {
 	if err := e.box.close(); err != nil {
 		e.emit(Event{Type: "source_error", Message: "saving the run's state: " + err.Error()})
@@ -500,8 +500,8 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, false, err
 		}
-		// The old run's document with its journal applied; then its files
-		// go (a crash in between archives it again).
+		// The old run's state; then its files go (a crash in between
+		// archives it again).
 		data, err := json.MarshalIndent(old, "", "  ")
 		if err != nil {
 			return nil, false, err
@@ -595,7 +595,7 @@ func (e *Engine) syncItems(st *State, why SyncReason) {
 			st.Item(it.ID).Title = it.Title
 		}
 	}
-	st.setOrder(order)
+	st.Order = order
 	syncUntracked(st, e.cfg.Source)
 }
 

@@ -215,7 +215,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	}
 	req := e.request(x.s, x.ws.Dir, x.s.Prompt, x.s.Role, e.runID())
 	req.Transcript = x.att.Log
-	req.Started = func(pid int) { _ = e.box.updateLight(func(st *State) { x.cur.AgentPID = pid }) }
+	req.Started = func(pid int) { _ = e.box.update(func(st *State) { x.cur.AgentPID = pid }) }
 	res, err := x.s.Agent.Agent.Run(ctx, req)
 	if ctx.Err() != nil {
 		fmt.Fprintf(x.att.Log, "\n[ralph] interrupted\n")

@@ -139,7 +139,6 @@ func (e *Engine) applyDecisions(st *State) []Event {
 		if d.Rev != is.PlanRev || d.Item != id {
 			continue
 		}
-		st.Touch(id)
 		plan := relTo(e.cfg.Paths.Root, PlanFile(e.cfg.Paths, id))
 		if d.Approve {
 			is.Plan = PlanApproved

@@ -182,9 +182,5 @@ func setAsideCorrupt(path string, now time.Time) (string, error) {
 	if err := os.Rename(path, aside); err != nil {
 		return "", err
 	}
-	// Its journal extends a document that is gone.
-	if err := os.Remove(JournalPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
 	return aside, nil
 }

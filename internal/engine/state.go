@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,8 +67,8 @@ type State struct {
 	Items         map[string]*ItemState `json:"items"`
 	// Untracked counts the source's items that have no record yet: pending
 	// and never started. A task tree of 100,000 tasks keeps only the tasks
-	// a run touched in Order and Items, so that saving the state costs the
-	// same at any size (see Sparse).
+	// a run touched in Order and Items, so that saving the state costs
+	// what the run did, not what the tree holds (see Sparse).
 	Untracked int `json:"untracked,omitempty"`
 	// RoleLast is the iteration at which each role last served.
 	RoleLast      map[string]int `json:"role_last,omitempty"`
@@ -80,15 +81,6 @@ type State struct {
 	// Preexisting lists paths that were dirty when the run started with
 	// --allow-dirty: they are the user's, and ralph never commits them.
 	Preexisting []string `json:"preexisting,omitempty"`
-
-	// dirty and orderChanged mark what changed since the state was last
-	// written, for the journal (journal.go).
-	dirty        map[string]bool
-	orderChanged bool
-	// fresh marks the records changed since the last snapshot, whose
-	// copies the next one makes (stateBox.snapshot); a snapshot is frozen.
-	fresh  map[string]bool
-	frozen bool
 }
 
 // ItemState is the harness's record of one story/task/stage.
@@ -213,57 +205,27 @@ func PathsFor(root string) Paths {
 	}
 }
 
-// LoadState reads state.json and applies its journal (see journal.go);
-// (nil, nil) when there is none. A file that is not a run's state is a
-// *CorruptStateError (see RebuildState).
+// LoadState reads state.json; (nil, nil) when there is none. A file that
+// is not a run's state is a *CorruptStateError (see RebuildState).
 func LoadState(path string) (*State, error) {
-	for try := 0; ; try++ {
-		st, again, err := loadState(path)
-		if !again || try == 9 {
-			return st, err
-		}
-	}
-}
-
-// loadState reads the document and the journal once; again reports that
-// the document was replaced while it read (a compaction): the journal it
-// read may belong to the new document.
-func loadState(path string) (st *State, again bool, err error) {
-	before, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading run state: %w", err)
-	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, true, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("reading run state: %w", err)
+		return nil, fmt.Errorf("reading run state: %w", err)
 	}
-	journal, err := readJournal(path)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading run state: %w", err)
-	}
-	if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
-		return nil, true, nil
-	}
-	st = &State{}
+	st := &State{}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, false, &CorruptStateError{Path: path, Err: err}
+		return nil, &CorruptStateError{Path: path, Err: err}
+	}
+	if st.RunID == "" || st.Source == "" {
+		return nil, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
 	}
 	if st.Items == nil {
 		st.Items = map[string]*ItemState{}
 	}
-	if err := applyJournal(st, JournalPath(path), journal); err != nil {
-		return nil, false, err
-	}
-	if st.RunID == "" || st.Source == "" {
-		return nil, false, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
-	}
-	return st, false, nil
+	return st, nil
 }
 
 // LoadOrRebuildState is LoadState, with a corrupt state.json rebuilt from
@@ -272,195 +234,67 @@ func LoadOrRebuildState(p Paths) (st *State, note string, err error) {
 	return loadOrRebuild(p)
 }
 
-// stateBox serialises state changes from concurrent workers and writes
-// every change: one line appended to the journal (journal.go), the whole
-// document only when the journal is folded into it. Writes are group
-// commits: a change is marshalled under mu, and one write (under wmu)
-// covers every change made before it, so workers do not queue behind each
-// other's writes.
-type stateBox struct {
-	mu      sync.Mutex
-	st      *State
-	path    string
-	now     func() time.Time
-	version uint64 // bumped by every change (under mu)
-	// running are the items of the iterations under way at the last
-	// write: their records go into the next line too (under mu).
-	running map[string]bool
-	// shadow and shadowOrder are the records as last written, in check
-	// mode only (journalChecked).
-	shadow      map[string][]byte
-	shadowOrder []string
-	// copies are the records as the last snapshot copied them, which
-	// snapshots share: none of them is ever changed (under mu).
-	copies map[string]*ItemState
+// removeOldJournal removes state.journal.jsonl, the change log that older
+// versions of ralph kept beside state.json while a run went on, when a run
+// opens. It is never read: what it held beyond the document is at most
+// work redone, as after any crash (a resume believes the state only where
+// the repository agrees). A file that cannot go is harmless.
+func removeOldJournal(statePath string) {
+	_ = os.Remove(filepath.Join(filepath.Dir(statePath), "state.journal.jsonl"))
+}
 
-	wmu     sync.Mutex
-	written uint64 // newest version on disk (under wmu)
-	synced  uint64 // newest version on disk and fsynced (under wmu)
-	journal *os.File
-	jsize   int64 // bytes in the journal
-	docSize int64 // bytes of the document at the last compaction
+// removeState removes a state file, if there is one.
+func removeState(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// stateBox holds a run's state for concurrent workers: every change is
+// made under one lock and written whole before the lock is released, so
+// the file on disk is always a state the run was in.
+type stateBox struct {
+	mu   sync.Mutex
+	st   *State
+	path string
+	now  func() time.Time
 }
 
 func newStateBox(st *State, path string, now func() time.Time) *stateBox {
-	return &stateBox{st: st, path: path, now: now, running: map[string]bool{}}
+	return &stateBox{st: st, path: path, now: now}
 }
 
-// update applies fn and records the change (a line appended to the
-// journal, or the whole document written atomically) without an fsync. A
-// kill -9 of ralph never tears what a reader sees: a torn journal line is
-// ignored. The state is a record of the run, not its proof: what passed is
+// update applies fn and writes the whole state atomically (temp file and
+// rename) without an fsync: a kill -9 of ralph never tears what a reader
+// sees. The state is a record of the run, not its proof: what passed is
 // proven by commits on the branch, and a resume believes the state only
 // where the repository agrees. So a power cut that loses the last writes
-// costs at most work redone, never a wrong "passed" — and each iteration
-// saves the fsyncs a disk makes it wait for.
-func (b *stateBox) update(fn func(st *State)) error {
-	return b.change(fn, false)
-}
-
-// updateLight is update (kept for the facts that were always cheap to
-// lose, such as the agent's pid).
-func (b *stateBox) updateLight(fn func(st *State)) error {
-	return b.change(fn, false)
-}
+// costs at most work redone, never a wrong "passed".
+func (b *stateBox) update(fn func(st *State)) error { return b.write(fn, false) }
 
 // updateDurable is update with an fsync, for a fact that must survive a
-// power cut (the commit phase is under way).
-func (b *stateBox) updateDurable(fn func(st *State)) error {
-	return b.change(fn, true)
-}
+// power cut: the commit phase is under way, the run stopped.
+func (b *stateBox) updateDurable(fn func(st *State)) error { return b.write(fn, true) }
 
-func (b *stateBox) change(fn func(st *State), sync bool) error {
+func (b *stateBox) write(fn func(st *State), sync bool) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	fn(b.st)
 	b.st.UpdatedAt = b.now().UTC()
-	b.version++
-	v := b.version
-	b.mu.Unlock()
-
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	if b.synced >= v || !sync && b.written >= v {
-		return nil // a write made after this change covered it
-	}
-	if b.journal == nil {
-		return b.compactLocked(sync)
-	}
-	var line []byte
-	var err error
-	cur := b.locked(func() { line, err = b.delta() })
+	data, err := json.MarshalIndent(b.st, "", "  ")
 	if err != nil {
 		return err
-	}
-	if _, err := b.journal.Write(line); err != nil {
-		return err
-	}
-	b.jsize += int64(len(line))
-	if sync {
-		if err := b.journal.Sync(); err != nil {
-			return err
-		}
-	}
-	b.written = cur
-	if sync {
-		b.synced = cur
-	}
-	if b.jsize > max(journalCompactMin, 4*b.docSize) {
-		return b.compactLocked(false)
-	}
-	return nil
-}
-
-// compact folds the journal into the document: the whole state written
-// atomically, fsynced when sync (the run's last word), and an empty
-// journal. Every run opens and stops with one.
-func (b *stateBox) compact(sync bool) error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	return b.compactLocked(sync)
-}
-
-func (b *stateBox) compactLocked(sync bool) error {
-	var line, data []byte
-	var err error
-	cur := b.locked(func() {
-		if b.journal != nil {
-			line, err = b.delta() // the journal first holds what the document will
-		}
-		if err == nil {
-			data, err = json.MarshalIndent(b.st, "", "  ")
-		}
-		clear(b.st.dirty)
-		b.st.orderChanged = false
-		b.noteRunning()
-		b.resetShadow()
-	})
-	if err != nil {
-		return err
-	}
-	if line != nil {
-		if _, err := b.journal.Write(line); err != nil {
-			return err
-		}
 	}
 	data = append(data, '\n')
 	if sync {
-		err = store.WriteFile(b.path, data, 0o600)
-	} else {
-		err = store.WriteFileNoSync(b.path, data, 0o600)
+		return store.WriteFile(b.path, data, 0o600)
 	}
-	if err != nil {
-		return err
-	}
-	// The document holds everything: a new, empty journal replaces the old
-	// one (a rename, so that a reader holding the old one reads all of it).
-	jpath := JournalPath(b.path)
-	if betweenCompactionRenames != nil {
-		betweenCompactionRenames(jpath)
-	}
-	if err := store.WriteFileNoSync(jpath, nil, 0o600); err != nil {
-		return err
-	}
-	if b.journal != nil {
-		b.journal.Close()
-	}
-	if b.journal, err = os.OpenFile(jpath, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
-		b.journal = nil // the next change writes the document
-		return err
-	}
-	b.jsize, b.docSize = 0, int64(len(data))
-	b.written = cur
-	if sync {
-		b.synced = cur
-	}
-	return nil
+	return store.WriteFileNoSync(b.path, data, 0o600)
 }
 
-// betweenCompactionRenames is a test hook: a crash between the document's
-// rename and the journal's.
-var betweenCompactionRenames func(journal string)
-
-// locked runs fn with mu held (released even if fn panics) and returns
-// the version fn saw.
-func (b *stateBox) locked(fn func()) uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fn()
-	return b.version
-}
-
-// close folds the journal into the document (fsynced) and closes it.
-func (b *stateBox) close() error {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	err := b.compactLocked(true)
-	if b.journal != nil {
-		b.journal.Close()
-		b.journal = nil
-	}
-	return err
-}
+// close writes the state one last time, fsynced: the run's last word.
+func (b *stateBox) close() error { return b.updateDurable(func(*State) {}) }
 
 // mutate changes the state in memory only; the next update writes it.
 func (b *stateBox) mutate(fn func(st *State)) {
@@ -475,11 +309,17 @@ func (b *stateBox) read(fn func(st *State)) {
 	fn(b.st)
 }
 
+// snapshot is a copy of the state for a source to read (or change) while
+// workers keep updating the original.
+func (b *stateBox) snapshot() *State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st.Clone()
+}
+
 // Item returns the record of item id, creating a pending one when there is
-// none yet, and marks it changed (see Touch): a caller that only reads a
-// record uses st.Items.
+// none yet.
 func (st *State) Item(id string) *ItemState {
-	st.Touch(id)
 	is, ok := st.Items[id]
 	if !ok {
 		is = &ItemState{ID: id, Status: ItemPending}
@@ -551,79 +391,36 @@ func (st *State) Total() int { return len(st.Order) + st.Untracked }
 // Counted is the number of iterations that count against the limit.
 func (st *State) Counted() int { return st.Iteration - st.Refunds }
 
-// snapshot copies the state deeply enough for a source to read while
-// workers keep updating the original. A snapshot is read-only: the copies
-// of the records are shared by the snapshots made while the record did not
-// change, so a PRD of 1,000 stories, snapshotted several times per
-// iteration, costs a copy of the few records that changed, not of all of
-// them. A source that changes what it is given copies it first (Clone).
-func (b *stateBox) snapshot() *State {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.copies == nil || len(b.copies) > len(b.st.Items) {
-		b.copies = copyItems(b.st.Items)
-	} else {
-		for id := range b.st.fresh {
-			if v, ok := b.st.Items[id]; ok {
-				vv := *v
-				b.copies[id] = &vv
-			}
-		}
-	}
-	clear(b.st.fresh)
-	if journalChecked {
-		b.checkCopies()
-	}
-	c := b.st.copyWith(maps.Clone(b.copies))
-	c.frozen = true
-	return c
-}
-
-// copyItems copies records into one array (one object to make and to
-// collect, not one per record).
-func copyItems(items map[string]*ItemState) map[string]*ItemState {
-	out := make(map[string]*ItemState, len(items))
-	copies := make([]ItemState, 0, len(items))
-	for k, v := range items {
-		copies = append(copies, *v)
-		out[k] = &copies[len(copies)-1]
-	}
-	return out
-}
-
-// copyWith is a copy of st with the records items, deep enough that
-// changing it leaves st as it was.
-func (st *State) copyWith(items map[string]*ItemState) *State {
+// Clone is a deep copy of st: changing either leaves the other as it was.
+func (st *State) Clone() *State {
 	c := *st
-	c.dirty, c.fresh, c.orderChanged, c.frozen = nil, nil, false, false
-	c.Items = items
-	c.Order = append([]string(nil), st.Order...)
+	c.Order = slices.Clone(st.Order)
+	c.Items = make(map[string]*ItemState, len(st.Items))
+	for id, is := range st.Items {
+		ic := *is
+		ic.Iterations = slices.Clone(is.Iterations)
+		ic.FailedGates = slices.Clone(is.FailedGates)
+		ic.PassedAt = clonePtr(is.PassedAt)
+		ic.Usage = clonePtr(is.Usage)
+		c.Items[id] = &ic
+	}
+	c.RoleLast = maps.Clone(st.RoleLast)
 	c.Current = nil
 	for _, cur := range st.Current {
-		cc := *cur
-		c.Current = append(c.Current, &cc)
+		c.Current = append(c.Current, clonePtr(cur))
 	}
-	c.Preexisting = append([]string(nil), st.Preexisting...)
-	c.RoleLast = maps.Clone(st.RoleLast)
+	c.RateLimitedAt = clonePtr(st.RateLimitedAt)
+	c.Preexisting = slices.Clone(st.Preexisting)
 	return &c
 }
 
-// checkCopies panics, in ralph's own tests (journalChecked), when a record
-// changed without a mark since the last snapshot, which would then show it
-// as it was. Called with mu held.
-func (b *stateBox) checkCopies() {
-	for id, is := range b.st.Items {
-		want, _ := json.Marshal(is)
-		got, _ := json.Marshal(b.copies[id])
-		if string(got) != string(want) {
-			panic(fmt.Sprintf("state snapshot: record %s changed without a mark (use State.Item or State.Touch):\n%s\n%s", id, got, want))
-		}
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
+	c := *p
+	return &c
 }
-
-// Clone copies a state deeply enough to change it: a snapshot is
-// read-only.
-func (st *State) Clone() *State { return st.copyWith(copyItems(st.Items)) }
 
 // ActiveRun reports whether a ralph process holds the run lock in p, and
 // who, without taking the lock (read-only commands never do).

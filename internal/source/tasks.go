@@ -334,9 +334,6 @@ func (s *Tasks) sync(st *engine.State) {
 		if !ok {
 			continue
 		}
-		if t.Archived() != (is.Status == engine.ItemPassed) || t.Leaf && (t.Status == tasks.StatusBlocked) != (is.Status == engine.ItemBlocked) {
-			st.Touch(id) // the switch below may change it
-		}
 		switch {
 		case !t.Archived() && is.Status == engine.ItemPassed:
 			// The archive is the record of a completed task: a state
@@ -379,7 +376,7 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
-	st = st.Clone() // a snapshot is read-only; sync corrects this copy (it holds only the tasks touched)
+	st = st.Clone() // Next leaves what it is given as it was; sync corrects this copy (it holds only the tasks touched)
 	s.sync(st)
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete} {
 		for _, t := range s.set.Open(status) {
