@@ -1,15 +1,19 @@
 package prd
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
 // FuzzParse: Parse never panics, and every file that parses and validates
-// survives a write-back: Marshal -> Parse gives the same model and format,
-// and a second Marshal is byte-identical (write-back is idempotent).
+// survives a write-back: untouched, it is the file itself; after a story
+// passes, only that story's object changes, Marshal -> Parse gives the same
+// model and format, and a second Marshal is byte-identical (write-back is
+// idempotent).
 func FuzzParse(f *testing.F) {
 	for _, name := range []string{"prd-snake.json", "prd-camel.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
@@ -23,6 +27,7 @@ func FuzzParse(f *testing.F) {
 		`{"user_stories": [{"id": "A", "title": "a", "priority": null, "depends_on": null}], "quality_checks": {"test": "t", "q": 1}}`,
 		`{"user_stories": [{"id": "A", "title": "a", "priority": 2.0e0, "passes": true}, {"id": "B", "title": "b", "dependsOn": ["A"]}]}`,
 		"\xef\xbb\xbf{\"userStories\": [{\"id\": \"\\u00e9\", \"title\": \"\xff\"}]}",
+		"{\r\n\t\"userStories\": [\r\n\t\t{\"id\": \"A\", \"title\": \"t\"},\r\n\t\t{\"id\": \"B\", \"title\": \"u\", \"passes\": false}\r\n\t]\r\n}\r\n",
 		`{"user_stories": [}`,
 		`[]`,
 	} {
@@ -42,13 +47,24 @@ func FuzzParse(f *testing.F) {
 		if p.Validate() != nil {
 			return
 		}
-		// The write-back after a story passes edits the file in place.
-		if len(p.Stories) > 0 {
-			p.MarkPassed(p.Stories[len(p.Stories)-1].ID)
+		// An untouched write-back is the file as it was.
+		if same, _ := p.Marshal(); string(same) != string(bytes.TrimPrefix(data, bom)) {
+			t.Fatalf("untouched write-back differs:\n%s", same)
+		}
+		// The write-back after a story passes edits the file in place:
+		// nothing before or after that story's object changes.
+		var before, after string
+		if n := len(p.Stories); n > 0 {
+			s := &p.Stories[n-1]
+			before, after = p.src.doc[:s.src.obj.Index], p.src.doc[end(s.src.obj):]
+			p.MarkPassed(s.ID)
 		}
 		out, err := p.Marshal()
 		if err != nil {
 			t.Fatalf("Marshal: %v", err)
+		}
+		if !strings.HasPrefix(string(out), before) || !strings.HasSuffix(string(out), after) {
+			t.Fatalf("passing the last story changed more than that story:\n%s", out)
 		}
 		q, err := Parse("prd.json", out)
 		if err != nil {

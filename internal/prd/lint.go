@@ -44,8 +44,8 @@ func (p *PRD) Lint() []string {
 // always carries ("passes" among them) — for a PRD written by a program,
 // such as an agent's draft, that ralph writes out as its own file.
 func (p *PRD) Canonical() {
-	p.top, p.quality, p.src = nil, nil, nil
+	p.src = nil
 	for i := range p.Stories {
-		p.Stories[i].lay = nil
+		p.Stories[i].src = nil
 	}
 }

@@ -58,16 +58,18 @@ type PRD struct {
 
 	// name is what Parse was given, so Validate can name the file.
 	name string
-	// top and quality remember the parsed objects' keys (known and unknown,
-	// in file order) so Marshal can reproduce them; nil means "never parsed",
-	// and Marshal then writes the format's canonical layout.
-	top     *layout
-	quality *layout
-	// src is the parsed file (without a byte order mark) and storyCount
-	// the stories array's length in it: Marshal edits src in place while
-	// the stories are still the parsed ones, in their order.
-	src        []byte
-	storyCount int
+	// src is the parsed file (without a byte order mark), which Marshal
+	// edits; nil means "never parsed", and Marshal then writes the
+	// format's canonical layout.
+	src *source[PRD]
+}
+
+// format is the PRD's format, a zero or unknown one read as snake_case.
+func (p *PRD) format() Format {
+	if p.Format == FormatCamel {
+		return FormatCamel
+	}
+	return FormatSnake
 }
 
 // Story is one user story.
@@ -104,7 +106,9 @@ type Story struct {
 	// write 0 usually mean "highest") apart from an absent field.
 	priorityGiven   bool
 	complexityGiven bool
-	lay             *layout
+	// src is the story's object in the parsed file, which Marshal edits;
+	// nil for a story not read from a file.
+	src *source[Story]
 }
 
 // QualityChecks are the gate commands. Empty means "no such gate". Kept
@@ -412,17 +416,7 @@ func (p *PRD) PassedInFile() map[string]bool {
 func (p *PRD) WithoutPasses() []string {
 	var out []string
 	for _, s := range p.Stories {
-		if s.lay == nil {
-			continue
-		}
-		found := false
-		for _, m := range s.lay.members {
-			if m.id == sPasses {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if s.src != nil && s.src.key("passes") == "" {
 			out = append(out, s.ID)
 		}
 	}

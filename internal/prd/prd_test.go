@@ -423,10 +423,10 @@ func TestLoadInvalid(t *testing.T) {
 // caller can see.
 func public(p *PRD) PRD {
 	c := *p
-	c.name, c.top, c.quality, c.src, c.storyCount = "", nil, nil, nil, 0
+	c.name, c.src = "", nil
 	c.Stories = nil
 	for _, s := range p.Stories {
-		s.lay = nil
+		s.src = nil
 		s.priorityGiven, s.complexityGiven = false, false
 		c.Stories = append(c.Stories, s)
 	}
@@ -525,18 +525,19 @@ func TestWriteBackKeepsTheFilesLayout(t *testing.T) {
 	}
 }
 
-// equal (the write-back's "is this story as the file has it") looks at
-// every field of a story but its layout: changing any one of them, by
-// reflection, makes the copy unequal.
+// Equal (the write-back's "is this story as the file has it") looks at
+// every field of a story but its source, and storyObject reads and writes
+// every one: changing any of them, by reflection, makes the copy unequal
+// and changes a field of storyObject.
 func TestStoryEqual(t *testing.T) {
 	typ := reflect.TypeOf(Story{})
 	for i := 0; i < typ.NumField(); i++ {
 		f := typ.Field(i)
-		if f.Name == "lay" {
+		if f.Name == "src" {
 			continue
 		}
 		a := Story{ID: "S-1", AcceptanceCriteria: []string{"a"}}
-		b := *a.clone()
+		b := a.clone()
 		v := reflect.ValueOf(&b).Elem().Field(i)
 		v = reflect.NewAt(v.Type(), v.Addr().UnsafePointer()).Elem() // unexported fields too
 		switch v.Kind() {
@@ -549,10 +550,17 @@ func TestStoryEqual(t *testing.T) {
 		case reflect.Slice:
 			v.Set(reflect.ValueOf([]string{"changed"}))
 		default:
-			t.Fatalf("field %s of kind %s: teach this test (and Story.equal) about it", f.Name, v.Kind())
+			t.Fatalf("field %s of kind %s: teach this test (and storyObject) about it", f.Name, v.Kind())
 		}
 		if a.Equal(&b) {
-			t.Errorf("Story.equal does not compare %s", f.Name)
+			t.Errorf("Story.Equal does not compare %s", f.Name)
+		}
+		inFile := false
+		for _, fd := range storyObject.fields {
+			inFile = inFile || !same(fd.val(&a), fd.val(&b))
+		}
+		if !inFile {
+			t.Errorf("storyObject has no field for %s: it would be neither read nor written", f.Name)
 		}
 	}
 }
@@ -582,6 +590,30 @@ func TestNextStoryIsTheFirstReady(t *testing.T) {
 		ready, next := p.ReadyStories(passed, exclude), p.NextStory(passed, exclude)
 		if len(ready) == 0 && next != nil || len(ready) > 0 && next != ready[0] {
 			t.Fatalf("trial %d: NextStory = %v, ReadyStories starts %v", trial, next, ready)
+		}
+	}
+}
+
+// A PRD built in Go, every field set, is written in each format's
+// canonical layout and read back as the same model: each layout names
+// every field.
+func TestCanonicalRoundTrip(t *testing.T) {
+	for _, f := range []Format{FormatSnake, FormatCamel} {
+		p := &PRD{Format: f, Project: "p", Feature: "f", BranchName: "b", Version: "1", Description: "d",
+			TechnicalRequirements: []string{"go"}, QualityChecks: QualityChecks{"t", "l", "x", "b"}, CreatedAt: "c", UpdatedAt: "u",
+			Stories: []Story{{ID: "A", Title: "a", Description: "d", AcceptanceCriteria: []string{"x", "[1, 2]"}, Passes: true,
+				Priority: 1, DependsOn: []string{"B"}, Complexity: 2, Notes: "n", Checks: []string{"c"}, AllowGateChanges: true,
+				Agent: "ag", Model: "m", Critical: true}, {ID: "B", Title: "b"}}}
+		out, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := mustParse(t, string(out))
+		if q.Format != f || !reflect.DeepEqual(public(p), public(q)) {
+			t.Errorf("%v: round trip changed the model:\n%s", f, out)
+		}
+		if !strings.Contains(string(out), `"acceptance`) || !strings.Contains(string(out), `["x", "[1, 2]"]`) {
+			t.Errorf("%v: lists not on one line:\n%s", f, out)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package prd
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -72,14 +73,8 @@ func (p *PRD) Validate() error {
 	if name == "" {
 		name = "prd.json"
 	}
-	f := p.Format
-	if f != FormatCamel {
-		f = FormatSnake
-	}
-	storiesKey := topSpec.name(tStories, f)
-	if k, ok := p.top.key(tStories); ok {
-		storiesKey = k
-	}
+	f := p.format()
+	storiesKey := cmp.Or(p.src.key("user_stories"), topObject.name("user_stories", f))
 	var probs []Problem
 	add := func(id, rule, format string, args ...any) {
 		probs = append(probs, Problem{StoryID: id, Rule: rule, Message: fmt.Sprintf(format, args...)})
@@ -89,7 +84,7 @@ func (p *PRD) Validate() error {
 	}
 	if p.BranchName != "" {
 		if why := git.BranchNameProblem(p.BranchName); why != "" {
-			add("", RuleBranchName, "%s %q is not a valid git branch name: %s", topSpec.name(tBranch, f), p.BranchName, why)
+			add("", RuleBranchName, "%s %q is not a valid git branch name: %s", topObject.name("branch_name", f), p.BranchName, why)
 		}
 	}
 
@@ -115,10 +110,7 @@ func (p *PRD) Validate() error {
 		if strings.TrimSpace(s.Title) == "" {
 			add(label, RuleMissingTitle, "%smissing title", where)
 		}
-		depsKey := storySpec.name(sDeps, f)
-		if k, ok := s.lay.key(sDeps); ok {
-			depsKey = k
-		}
+		depsKey := cmp.Or(s.src.key("depends_on"), storyObject.name("depends_on", f))
 		for _, d := range s.DependsOn {
 			switch {
 			case d == s.ID:
