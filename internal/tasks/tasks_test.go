@@ -704,7 +704,7 @@ func TestConcurrentUpdates(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			s := Open(path) // a Store of its own, as another process would
-			for i := 0; i < 100; i++ {
+			for i := 0; i < 50; i++ {
 				err := s.Update(func(set *Set) error {
 					_, err := set.Add(fmt.Sprintf("W%d_%d", w, i), "task", "")
 					return err
@@ -721,8 +721,8 @@ func TestConcurrentUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.Len() != 800 {
-		t.Fatalf("got %d tasks, want 800", set.Len())
+	if set.Len() != 400 {
+		t.Fatalf("got %d tasks, want 400", set.Len())
 	}
 }
 
