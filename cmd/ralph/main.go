@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/ralph-loop/ralph/internal/cli"
-	_ "github.com/ralph-loop/ralph/internal/early" // before everything else: see its doc
 )
 
 func main() { os.Exit(cli.Main()) }

@@ -271,25 +271,13 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 		fmt.Fprintf(w, "ralph: task %s marked complete; the loop archives it after its gates pass and the branch is merged\n", o.ID)
 		return nil
 	}
-	st, err := o.store(ctx)
+	var done []*tasks.Task
+	err := o.update(ctx, func(set *tasks.Set) (err error) {
+		done, err = set.Complete(o.ID, o.Commit, time.Now())
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	// In place when the file is as ralph last wrote it; otherwise (or for
-	// any error, which the full path words precisely) a full update.
-	o.keepOutOfGit(ctx, st)
-	done, ok, err := st.CompleteFast(o.ID, o.Commit, time.Now())
-	if err != nil {
-		return err
-	}
-	if !ok {
-		err = o.update(ctx, func(set *tasks.Set) (err error) {
-			done, err = set.Complete(o.ID, o.Commit, time.Now())
-			return err
-		})
-		if err != nil {
-			return err
-		}
 	}
 	for _, t := range done {
 		fmt.Fprintf(o.IO.IO.Out, "%s\n", t.ID)
@@ -418,14 +406,11 @@ func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the task's line")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
-		st, err := o.store(ctx)
+		set, err := o.load(ctx)
 		if err != nil {
 			return err
 		}
-		t, err := st.Next()
-		if err != nil {
-			return inputErr(err)
-		}
+		t := set.Next()
 		if t == nil {
 			fmt.Fprintln(o.IO.IO.ErrOut, "ralph: no task ready: no pending leaf task")
 			return &exitError{code: ExitNoTask}

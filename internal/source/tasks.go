@@ -106,15 +106,6 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 	}
 	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
 		tracked: map[string]bool{}, split: map[string]splitInfo{}}
-	// The loop reads the task files before every decision: the watch spares
-	// reading a tree of 100,000 tasks while nothing has touched it.
-	s.Store.Watch()
-	opened := false
-	defer func() {
-		if !opened {
-			s.Store.Close()
-		}
-	}()
 	if err := s.restoreAside(); err != nil {
 		return nil, err
 	}
@@ -136,7 +127,6 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 			return nil, err
 		}
 	}
-	opened = true
 	return s, nil
 }
 
@@ -192,9 +182,6 @@ func (s *Tasks) reload() error {
 
 // use makes set the tasks the run sees.
 func (s *Tasks) use(set *tasks.Set) {
-	if set == s.set {
-		return // the same snapshot: its tasks are tracked already
-	}
 	s.set = set
 	for _, status := range []string{tasks.StatusActive, tasks.StatusComplete, tasks.StatusBlocked} {
 		for _, t := range set.Open(status) {
@@ -220,10 +207,10 @@ func (s *Tasks) Items() []engine.Item {
 
 // Untracked counts the pending leaves of tasks.jsonl that have no record.
 func (s *Tasks) Untracked() int {
-	n := s.set.CountOpenLeaves(tasks.StatusPending)
-	for id := range s.tracked {
-		if status, ok := s.set.OpenLeaf(id); ok && status == tasks.StatusPending {
-			n--
+	n := 0
+	for _, t := range s.set.Open(tasks.StatusPending) {
+		if t.Leaf && !s.tracked[t.ID] {
+			n++
 		}
 	}
 	return n
@@ -432,33 +419,29 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 		}
 	}
 	// The claim, then the switch to the task's branch, under one hold of
-	// the task lock: the files are then as the claim left them, and the
-	// snapshot the agent's changes are judged against needs no reading of
-	// them (a tree of 100,000 tasks).
+	// the task lock: the files the agent's changes are judged against are
+	// the ones the claim left.
 	claim := func() error {
-		// In place when the file allows (one line rewritten, not the
-		// whole tree of tasks), else by a full update.
-		claimed, err := s.Store.ClaimFastLocked(it.ID)
-		if err == nil && !claimed {
-			err = s.Store.UpdateLocked(func(set *tasks.Set) error {
-				t, ok := set.Get(it.ID)
-				if !ok || t.Archived() {
-					return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
-				}
-				if t.Leaf && t.Status == tasks.StatusPending {
-					_, err := set.Claim(it.ID)
-					return err
-				}
-				return nil
-			})
-		}
+		s.before, s.beforeSet = fileSnap{}, nil
+		err := s.Store.UpdateLocked(func(set *tasks.Set) error {
+			t, ok := set.Get(it.ID)
+			if !ok || t.Archived() {
+				return fmt.Errorf("task %s is no longer in %s", it.ID, filepath.Base(s.File))
+			}
+			if t.Leaf && t.Status == tasks.StatusPending {
+				_, err := set.Claim(it.ID)
+				return err
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		s.before, s.beforeSet = fileSnap{}, nil
-		if set, active, done := s.Store.Latest(); set != nil {
-			s.before = fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath, Active: active, HasActive: active != nil, Done: done, HasDone: done != nil}
-			s.beforeSet = set
+		if s.before, err = s.snapshot(); err != nil {
+			return err
+		}
+		if s.beforeSet, err = s.Store.LoadBytes(s.before.Active, s.before.Done); err != nil {
+			return &InputError{err}
 		}
 		return nil
 	}
@@ -471,17 +454,6 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	}
 	if err := s.Store.SetHold(it.ID); err != nil {
 		return "", err
-	}
-	if s.beforeSet != nil {
-		return s.Git.Dir, nil
-	}
-	s.before, err = s.snapshot()
-	if err != nil {
-		return "", err
-	}
-	s.beforeSet, err = s.Store.LoadBytes(s.before.Active, s.before.Done)
-	if err != nil {
-		return "", &InputError{err}
 	}
 	return s.Git.Dir, nil
 }
@@ -786,25 +758,20 @@ func (s *Tasks) afterSplit(id string) error {
 
 // finish archives a merged task with its commit and drops its branch.
 func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
-	// In place when the file allows (the archive line appended, the task's
-	// line blanked), else by a full update.
-	_, archived, err := s.Store.ArchiveFast(id, sha, time.Now())
-	if err == nil && !archived {
-		err = s.Store.Update(func(set *tasks.Set) error {
-			t, ok := set.Get(id)
-			if !ok || t.Archived() {
-				return nil
+	err := s.Store.Update(func(set *tasks.Set) error {
+		t, ok := set.Get(id)
+		if !ok || t.Archived() {
+			return nil
+		}
+		if !t.Leaf {
+			if t.Status == tasks.StatusActive {
+				t.Status = tasks.StatusPending
 			}
-			if !t.Leaf {
-				if t.Status == tasks.StatusActive {
-					t.Status = tasks.StatusPending
-				}
-				return nil
-			}
-			_, err := set.Complete(id, sha, time.Now())
-			return err
-		})
-	}
+			return nil
+		}
+		_, err := set.Complete(id, sha, time.Now())
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -815,12 +782,6 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 		if err := s.Git.DeleteBranch(ctx, branch); err != nil {
 			return err
 		}
-	}
-	// The files as the archive left them, without reading 100,000 tasks
-	// again: Next reads them before it picks the next task.
-	if set, _, _ := s.Store.Latest(); set != nil {
-		s.use(set)
-		return nil
 	}
 	return s.reload()
 }
@@ -1081,7 +1042,6 @@ func (s *Tasks) asidePath() string { return filepath.Join(s.Root, ".ralph", "tas
 func (s *Tasks) snapshot() (fileSnap, error) {
 	snap := fileSnap{ActivePath: s.File, DonePath: s.Store.DonePath}
 	var err error
-	// The Store's own bytes when the files are as it last read them.
 	if snap.Active, snap.Done, err = s.Store.ReadBoth(); err != nil {
 		return snap, err
 	}
@@ -1289,12 +1249,9 @@ func (s *Tasks) carries(ctx context.Context, rev string) bool {
 	return len(rel) == 0 || s.Git.IndexMatches(ctx, rev, rel...)
 }
 
-// Close ends the watch of the task files; task branches are merged or
-// parked as the run goes.
-func (s *Tasks) Close(*engine.State) error {
-	s.Store.Close()
-	return nil
-}
+// Close has nothing to do: task branches are merged or parked as the run
+// goes.
+func (s *Tasks) Close(*engine.State) error { return nil }
 
 // gateCommands are the commands of a gate list.
 func gateCommands(gs []gate.Gate) []string {

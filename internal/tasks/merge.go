@@ -91,19 +91,13 @@ func (k keyed) byKey() map[string][]byte {
 // keyedLines are data's non-blank lines with their keys.
 func keyedLines(data []byte) keyed {
 	var out keyed
-	lines(data, func(_ int, line []byte, _ bool) {
-		id, ok := quickID(line)
-		if !ok {
-			var v struct {
-				ID *string `json:"id"`
-			}
-			if json.Unmarshal(line, &v) == nil && v.ID != nil {
-				id, ok = *v.ID, true
-			}
+	eachLine(data, func(_ int, line []byte, _ bool) {
+		var v struct {
+			ID *string `json:"id"`
 		}
 		key := "line:" + string(line)
-		if ok {
-			key = "id:" + id
+		if json.Unmarshal(line, &v) == nil && v.ID != nil {
+			key = "id:" + *v.ID
 		}
 		out = append(out, keyedLine{key: key, text: line})
 	})

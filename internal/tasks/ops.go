@@ -13,12 +13,10 @@ import (
 // "complete" and Archived() true).
 func (s *Set) Get(id string) (*Task, bool) {
 	if i, ok := s.find(id); ok {
-		return s.task(&s.active[i]), true
+		return s.active[i], true
 	}
-	if t := s.archivedTask(id); t != nil {
-		return t, true
-	}
-	return nil, false
+	t, ok := s.archived[id]
+	return t, ok
 }
 
 // Len is the number of tasks in tasks.jsonl.
@@ -27,98 +25,58 @@ func (s *Set) Len() int { return len(s.active) }
 // List returns tasks in id order: all of tasks.jsonl for "", else those
 // with the given status; "complete" lists archived tasks too.
 func (s *Set) List(status string) []*Task {
-	var out []*Task
-	for i := range s.active {
-		if e := &s.active[i]; status == "" || s.status(e) == status {
-			out = append(out, s.task(e))
-		}
+	if status == "" {
+		return slices.Clone(s.active)
 	}
+	out := s.Open(status)
 	if status == StatusComplete {
-		seen := make(map[string]bool, len(s.done))
-		for i := range s.done {
-			if e := &s.done[i]; !seen[s.id(e)] {
-				seen[s.id(e)] = true
-				out = append(out, s.task(e))
-			}
-		}
-		slices.SortStableFunc(out, func(a, b *Task) int { return CompareIDs(a.ID, b.ID) })
+		out = append(out, s.archivedOnce()...)
+		slices.SortStableFunc(out, byID)
 	}
 	return out
 }
 
 // Open returns the tasks of tasks.jsonl (not the archive) with the given
-// status, in id order, reading only their lines: a run asks for the few
-// claimed or blocked tasks among 100,000 on every iteration.
+// status, in id order.
 func (s *Set) Open(status string) []*Task {
 	var out []*Task
-	if s.indexed && status != StatusPending {
-		for _, i := range s.notPending {
-			if e := &s.active[i]; s.status(e) == status {
-				out = append(out, s.task(e))
-			}
-		}
-		return out
-	}
-	for i := range s.active {
-		if e := &s.active[i]; s.status(e) == status {
-			out = append(out, s.task(e))
+	for _, t := range s.active {
+		if t.Status == status {
+			out = append(out, t)
 		}
 	}
 	return out
-}
-
-// OpenLeaf tells the status of a leaf in tasks.jsonl without reading its
-// line; ok is false for a container or a task not in the file.
-func (s *Set) OpenLeaf(id string) (status string, ok bool) {
-	i, found := s.find(id)
-	if !found || !s.leaf(&s.active[i]) {
-		return "", false
-	}
-	return s.status(&s.active[i]), true
-}
-
-// CountOpenLeaves counts the leaves in tasks.jsonl with the given status.
-func (s *Set) CountOpenLeaves(status string) int {
-	n := 0
-	if s.indexed {
-		if status == StatusPending {
-			return s.pendingLeaves
-		}
-		for _, i := range s.notPending {
-			if e := &s.active[i]; s.leaf(e) && s.status(e) == status {
-				n++
-			}
-		}
-		return n
-	}
-	for i := range s.active {
-		if e := &s.active[i]; s.leaf(e) && s.status(e) == status {
-			n++
-		}
-	}
-	return n
 }
 
 // Next is the first pending leaf in id order that is not inside a blocked
 // container, or nil.
 func (s *Set) Next() *Task {
 	blocked := ""
-	for i := range s.active {
-		e := &s.active[i]
-		if blocked != "" && isAncestor(blocked, s.id(e)) {
+	for _, t := range s.active {
+		if blocked != "" && isAncestor(blocked, t.ID) {
 			continue
 		}
 		blocked = ""
-		leaf, status := s.leaf(e), s.status(e)
-		if status == StatusBlocked && !leaf {
-			blocked = s.id(e)
+		if t.Status == StatusBlocked && !t.Leaf {
+			blocked = t.ID
 			continue
 		}
-		if leaf && status == StatusPending {
-			return s.task(e)
+		if t.Leaf && t.Status == StatusPending {
+			return t
 		}
 	}
 	return nil
+}
+
+// archivedOnce is the archive's tasks, each id once (its first line).
+func (s *Set) archivedOnce() []*Task {
+	var out []*Task
+	for _, t := range s.done {
+		if s.archived[t.ID] == t {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // notFound is the error for an id that is in neither file.
@@ -133,9 +91,9 @@ func (s *Set) notFound(id string) error {
 // is archived or unknown.
 func (s *Set) activeTask(id string) (*Task, error) {
 	if i, ok := s.find(id); ok {
-		return s.task(&s.active[i]), nil
+		return s.active[i], nil
 	}
-	if t := s.archivedTask(id); t != nil {
+	if t := s.archived[id]; t != nil {
 		return nil, fmt.Errorf("task %s is already complete%s", id, completedOn(t))
 	}
 	return nil, s.notFound(id)
@@ -150,8 +108,7 @@ func completedOn(t *Task) string {
 
 func (s *Set) insert(t *Task) {
 	i, _ := s.find(t.ID)
-	s.active = slices.Insert(s.active, i, entry{})
-	s.keep(&s.active[i], t)
+	s.active = slices.Insert(s.active, i, t)
 	s.changed = true
 }
 
@@ -178,17 +135,11 @@ func (s *Set) nextChildNumber(parent string) int {
 			}
 		}
 	}
-	if i, ok := s.find(parent); ok {
-		for k := i + 1; k < len(s.active); k++ {
-			id := s.id(&s.active[k])
-			if !isAncestor(parent, id) {
-				break
-			}
-			consider(id)
-		}
+	for _, t := range s.active {
+		consider(t.ID)
 	}
-	for i := range s.done {
-		consider(s.id(&s.done[i]))
+	for _, t := range s.done {
+		consider(t.ID)
 	}
 	return max + 1
 }
@@ -213,11 +164,11 @@ func (s *Set) nextTopID() string {
 			}
 		}
 	}
-	for i := range s.active {
-		consider(s.id(&s.active[i]))
+	for _, t := range s.active {
+		consider(t.ID)
 	}
-	for i := range s.done {
-		consider(s.id(&s.done[i]))
+	for _, t := range s.done {
+		consider(t.ID)
 	}
 	var id string
 	switch {
@@ -250,7 +201,7 @@ func cleanTitle(title string) (string, error) {
 func checkParent(s *Set, parent string) (*Task, error) {
 	p, err := s.activeTask(parent)
 	if err != nil {
-		if s.archivedTask(parent) != nil {
+		if s.archived[parent] != nil {
 			return nil, fmt.Errorf("cannot add subtasks to %s: it is already complete", parent)
 		}
 		if errors.Is(err, ErrNotFound) {
@@ -369,7 +320,7 @@ func (s *Set) Claim(id string) (*Task, error) {
 func (s *Set) noTaskError() error {
 	var active, blocked int
 	for i := range s.active {
-		switch s.status(&s.active[i]) {
+		switch s.active[i].Status {
 		case StatusActive:
 			active++
 		case StatusBlocked:
@@ -401,35 +352,15 @@ func (s *Set) Complete(id, commit string, now time.Time) ([]*Task, error) {
 		if !ok {
 			break
 		}
-		if i+1 < len(s.active) && isAncestor(pid, s.id(&s.active[i+1])) {
+		if i+1 < len(s.active) && isAncestor(pid, s.active[i+1].ID) {
 			break // still has unfinished subtasks
 		}
-		p := s.task(&s.active[i])
+		p := s.active[i]
 		p.Completed = ""
 		s.archive(p, commit, now)
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// archive moves t from the active list to the archive. A Completed time
-// already set (by an agent) is kept.
-func (s *Set) archive(t *Task, commit string, now time.Time) {
-	if i, ok := s.find(t.ID); ok && s.t(&s.active[i]) == t {
-		s.active = slices.Delete(s.active, i, i+1)
-	}
-	t.Status = StatusComplete
-	if t.Completed == "" {
-		t.Completed = now.UTC().Format(time.RFC3339)
-	}
-	if commit != "" {
-		t.Commit = commit
-	}
-	t.flags |= fArchived
-	s.done = append(s.done, entry{status: codeComplete, leaf: t.Leaf, flags: fArchived})
-	s.keep(&s.done[len(s.done)-1], t)
-	s.archivedNow = append(s.archivedNow, t)
-	s.changed = true
 }
 
 // Block marks task id blocked with a reason.
@@ -472,18 +403,8 @@ func (s *Set) Release(id string) (*Task, error) {
 //	  [>] A.2 add login endpoint
 //	  [!] A.3 deploy (blocked: no credentials)
 func (s *Set) Tree() string {
-	all := make([]*Task, 0, len(s.active)+len(s.done))
-	for i := range s.active {
-		all = append(all, s.task(&s.active[i]))
-	}
-	seen := make(map[string]bool, len(s.done))
-	for i := range s.done {
-		if e := &s.done[i]; !seen[s.id(e)] {
-			seen[s.id(e)] = true
-			all = append(all, s.task(e))
-		}
-	}
-	slices.SortStableFunc(all, func(a, b *Task) int { return CompareIDs(a.ID, b.ID) })
+	all := append(slices.Clone(s.active), s.archivedOnce()...)
+	slices.SortStableFunc(all, byID)
 	var b strings.Builder
 	for _, t := range all {
 		b.WriteString(strings.Repeat("  ", Depth(t.ID)))

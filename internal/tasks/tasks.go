@@ -9,13 +9,12 @@
 // Ids are dotted ("A.1.2" is a child of "A.1"); only leaf tasks are worked
 // on, and a parent completes by itself when all its subtasks are complete.
 //
-// All changes go through Store.Update: it takes a file lock, loads and
+// All changes go through Store.Update: under a file lock it reads and
 // validates both files, runs the caller's function on the Set, validates
-// again and then appends newly completed tasks to the archive before
-// replacing tasks.jsonl atomically. If it fails nothing is written. Lines
-// nobody changed are written back byte for byte, unknown fields included,
-// and tasks.jsonl is kept sorted by id so that finding the next task can
-// stop at the first match.
+// again, appends newly completed tasks to the archive and then replaces
+// tasks.jsonl atomically, sorted by id. If it fails nothing is written.
+// Lines nobody changed are written back byte for byte, unknown fields
+// included.
 package tasks
 
 import (
@@ -23,9 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -64,10 +61,16 @@ type Task struct {
 	Completed string
 	Commit    string
 
-	raw   []byte // the line as read, nil for a new task
-	orig  core   // the fields as read, to tell whether t changed
-	line  int32  // line number in its file, 0 for a new task
-	flags uint8
+	raw      []byte // the line as read, nil for a new task
+	orig     core   // the fields as read, to tell whether t changed
+	line     int    // line number in its file, 0 for a new task
+	archived bool
+	// The line had no "status" or "leaf": a write adds them. Without
+	// "leaf", a task is a leaf unless it has subtasks.
+	noStatus, noLeaf bool
+	// The task's own agent settings (see Settings).
+	agent, model string
+	critical     bool
 }
 
 type core struct {
@@ -79,26 +82,24 @@ func (t *Task) core() core {
 	return core{t.ID, t.Title, t.Status, t.Reason, t.Completed, t.Commit, t.Leaf}
 }
 
-func (t *Task) dirty() bool {
-	return t.raw == nil || t.flags&(fLeafMissing|fStatusMissing) != 0 || t.core() != t.orig
-}
+func (t *Task) dirty() bool { return t.raw == nil || t.noStatus || t.noLeaf || t.core() != t.orig }
 
 // Archived reports whether t is in tasks-done.jsonl (or is about to be
 // appended to it by the running Update).
-func (t *Task) Archived() bool { return t.flags&fArchived != 0 }
+func (t *Task) Archived() bool { return t.archived }
 
 // Parent is the id of t's parent, "" for a top-level task.
 func (t *Task) Parent() string { return ParentID(t.ID) }
 
 // LineNo is the line t was read from (0 for a task added since).
-func (t *Task) LineNo() int { return int(t.line) }
+func (t *Task) LineNo() int { return t.line }
 
 // Field returns the raw JSON value of any field of t's line as read,
 // including fields this package does not know.
 func (t *Task) Field(key string) (json.RawMessage, bool) {
 	for _, f := range fields(t.raw) {
 		if f.key == key {
-			return json.RawMessage(f.val), true
+			return f.val, true
 		}
 	}
 	return nil, false
@@ -107,20 +108,7 @@ func (t *Task) Field(key string) (json.RawMessage, bool) {
 // Settings are the task's own agent settings: its "agent", "model" and
 // "critical" fields (their types were checked when the line was read).
 func (t *Task) Settings() (agent, model string, critical bool) {
-	if t.flags&fHasExtra == 0 {
-		return "", "", false
-	}
-	for _, f := range fields(t.raw) {
-		switch f.key {
-		case "agent":
-			_ = json.Unmarshal(f.val, &agent)
-		case "model":
-			_ = json.Unmarshal(f.val, &model)
-		case "critical":
-			_ = json.Unmarshal(f.val, &critical)
-		}
-	}
-	return agent, model, critical
+	return t.agent, t.model, t.critical
 }
 
 // Encode returns t as its JSONL line (without the newline): unchanged
@@ -128,7 +116,7 @@ func (t *Task) Settings() (agent, model string, critical bool) {
 // fields in their original order.
 func (t *Task) Encode() []byte {
 	if !t.dirty() {
-		return slices.Clone(t.raw)
+		return append([]byte(nil), t.raw...)
 	}
 	return appendTask(nil, t)
 }
@@ -138,7 +126,6 @@ func (t *Task) MarshalJSON() ([]byte, error) { return t.Encode(), nil }
 
 // Store is a tasks.jsonl file with its archive and lock file.
 type Store struct {
-	Dir        string // folder holding tasks.jsonl
 	ActivePath string // tasks.jsonl
 	DonePath   string // tasks-done.jsonl, beside it
 	LockPath   string // tasks.jsonl.lock, taken by Update
@@ -149,24 +136,8 @@ type Store struct {
 	// nothing.
 	HoldPath string
 	// Now is the clock for completion times (time.Now when nil).
-	Now     func() time.Time
-	cacheMu sync.Mutex
-	cache   *loadCache // the last Load (see Load)
-	// watch, once Watch is called, tells what touched the files since
-	// fresh was set: the files whose bits it holds were then as the cache
-	// holds them.
-	watch *watcher
-	fresh uint
+	Now func() time.Time
 }
-
-// The files' bits in Store.fresh and watcher.touched (the order the Store
-// gives the watcher its paths).
-const (
-	activeFile uint = 1 << iota
-	doneFile
-	bothFiles = activeFile | doneFile
-	allFiles  = ^uint(0)
-)
 
 // Open returns the Store for activePath ("…/tasks.jsonl"). The archive is
 // the file beside it with "-done" added ("tasks-done.jsonl"), the lock file
@@ -176,7 +147,6 @@ func Open(activePath string) *Store {
 	base := filepath.Base(activePath)
 	ext := filepath.Ext(base)
 	return &Store{
-		Dir:        dir,
 		ActivePath: activePath,
 		DonePath:   filepath.Join(dir, strings.TrimSuffix(base, ext)+"-done"+ext),
 		LockPath:   activePath + ".lock",

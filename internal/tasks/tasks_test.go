@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 const seed = `{"id":"A","title":"implement auth","status":"pending","leaf":false}
@@ -79,7 +80,7 @@ func ids(ts []*Task) []string {
 
 func TestOpenPaths(t *testing.T) {
 	s := Open("/p/tasks.jsonl")
-	if s.Dir != "/p" || s.DonePath != "/p/tasks-done.jsonl" || s.LockPath != "/p/tasks.jsonl.lock" {
+	if s.DonePath != "/p/tasks-done.jsonl" || s.LockPath != "/p/tasks.jsonl.lock" {
 		t.Fatalf("%+v", s)
 	}
 }
@@ -134,9 +135,6 @@ func TestMissingFilesAreEmpty(t *testing.T) {
 	set := mustLoad(t, s)
 	if set.Len() != 0 || set.Next() != nil {
 		t.Fatal("not empty")
-	}
-	if n, err := s.Next(); n != nil || err != nil {
-		t.Fatal(n, err)
 	}
 	update(t, s, func(set *Set) error {
 		_, err := set.Add("", "first", "")
@@ -209,8 +207,8 @@ func TestUnsortedFileIsSortedOnWrite(t *testing.T) {
 {"id":"A.2","title":"two","status":"pending","leaf":true}
 `
 	s := newStore(t, in, "")
-	if n, err := s.Next(); err != nil || n.ID != "A.2" {
-		t.Fatal(n, err)
+	if n := mustLoad(t, s).Next(); n.ID != "A.2" {
+		t.Fatal(n)
 	}
 	update(t, s, func(*Set) error { return nil })
 	want := `{"id":"A","title":"a","status":"pending","leaf":false}
@@ -438,7 +436,7 @@ func TestHandMarkedCompleteIsArchivedOnNextUpdate(t *testing.T) {
 	if tk, _ := set.Get("A.1.1"); tk.Status != StatusComplete || tk.Archived() {
 		t.Fatal(tk)
 	}
-	if n, _ := s.Next(); n.ID != "A.2" {
+	if n := set.Next(); n.ID != "A.2" {
 		t.Fatal(n)
 	}
 	update(t, s, func(*Set) error { return nil })
@@ -461,9 +459,6 @@ func TestBlockRelease(t *testing.T) {
 	// Leaves inside a blocked container are not handed out.
 	set := mustLoad(t, s)
 	if n := set.Next(); n.ID != "A.2" {
-		t.Fatal(n)
-	}
-	if n, _ := s.Next(); n.ID != "A.2" {
 		t.Fatal(n)
 	}
 	if !strings.Contains(set.Tree(), "  [!] A.1 setup session store (blocked: upstream is down)\n") {
@@ -672,9 +667,6 @@ func TestCrashBetweenArchiveAndRewrite(t *testing.T) {
 	if n := set.Next(); n.ID != "A.1.2" {
 		t.Fatal(n)
 	}
-	if n, _ := s.Next(); n.ID != "A.1.2" {
-		t.Fatal(n)
-	}
 	// The next write removes the stale line without archiving it twice.
 	update(t, s, func(*Set) error { return nil })
 	if strings.Contains(read(t, s.ActivePath), `"A.1.1"`) {
@@ -683,9 +675,9 @@ func TestCrashBetweenArchiveAndRewrite(t *testing.T) {
 	if n := strings.Count(read(t, s.DonePath), `"A.1.1"`); n != 1 {
 		t.Fatal("archived", n, "times")
 	}
-	// Same with a pending line: the fast Next must not hand it out.
+	// Same with a pending line: Next must not hand it out.
 	s2 := newStore(t, seed, `{"id":"A.1.1","title":"choose session library","completed":"2024-01-21","commit":"abc"}`+"\n")
-	if n, _ := s2.Next(); n.ID != "A.1.2" {
+	if n := mustLoad(t, s2).Next(); n.ID != "A.1.2" {
 		t.Fatal(n)
 	}
 }
@@ -712,7 +704,7 @@ func TestConcurrentUpdates(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			s := Open(path) // a Store of its own, as another process would
-			for i := 0; i < 200; i++ {
+			for i := 0; i < 50; i++ {
 				err := s.Update(func(set *Set) error {
 					_, err := set.Add(fmt.Sprintf("W%d_%d", w, i), "task", "")
 					return err
@@ -729,8 +721,8 @@ func TestConcurrentUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.Len() != 1600 {
-		t.Fatalf("got %d tasks, want 1600", set.Len())
+	if set.Len() != 400 {
+		t.Fatalf("got %d tasks, want 400", set.Len())
 	}
 }
 
@@ -788,108 +780,26 @@ func TestTaskJSON(t *testing.T) {
 	}
 }
 
-// The line reader must agree with encoding/json on what is valid.
-func FuzzParseLine(f *testing.F) {
-	for _, s := range []string{
-		`{"id":"A","title":"t","status":"pending","leaf":true}`,
-		`{"id":"A","x":[1,2,{"a":-0.5e+3}],"y":null,"z":"\u00e9\n"}`,
-		`{"id":"A",}`, `{"id":01}`, `{"a":1.}`, `{"a":"\x"}`, `{"a":tru}`, `[1]`, `"s"`, `{} {}`, `{"a":"b"`,
-		`{"a":"` + "\x01" + `"}`, `{"a" : [ ] , "b" : { } }`, ` {"id" : "A" } `, `000`, `{"status":`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		var tk Task
-		err := parseLine(line, &tk)
-		var se *syntaxError
-		mine := !errors.As(err, &se)
-		if json.Valid(line) != mine {
-			t.Fatalf("%q: json.Valid=%v, parseLine err=%v", line, json.Valid(line), err)
-		}
-	})
-}
-
 // Encoded lines read back as the same task.
 func FuzzEncodeRoundTrip(f *testing.F) {
 	f.Add("A.1", "title \"q\" \\ <b> \x01\n", "why", "abc")
 	f.Fuzz(func(t *testing.T, id, title, reason, commit string) {
 		in := &Task{ID: id, Title: title, Status: StatusBlocked, Reason: reason, Commit: commit}
+		if !utf8.ValidString(id + title + reason + commit) {
+			t.Skip("encoding/json writes invalid UTF-8 as U+FFFD")
+		}
 		line := appendTask(nil, in)
 		if !json.Valid(line) {
 			t.Fatalf("invalid JSON %s", line)
 		}
-		var out Task
-		if err := parseLine(line, &out); err != nil {
+		out, err := parseLine(line)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if out.core() != in.core() {
 			t.Fatalf("%+v != %+v", out.core(), in.core())
 		}
 	})
-}
-
-func TestNextSeesHandAppendedLines(t *testing.T) {
-	s := newStore(t, seed, "")
-	update(t, s, func(set *Set) error { return set.Block("A.1.1", "x") }) // written, so marked sorted
-	f, _ := os.Open(s.ActivePath)
-	sorted := knownSorted(s.ActivePath, f)
-	f.Close()
-	if !sorted {
-		t.Log("no xattr support here: Next always reads the whole file")
-	}
-	if n, _ := s.Next(); n.ID != "A.1.2" {
-		t.Fatal(n)
-	}
-	// An agent appends a line that sorts first: the mark no longer matches.
-	f, _ = os.OpenFile(s.ActivePath, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"id":"A.0","title":"urgent","status":"pending","leaf":true}` + "\n")
-	f.Close()
-	if n, err := s.Next(); err != nil || n.ID != "A.0" {
-		t.Fatal(n, err)
-	}
-	// An in-place edit of the same size is noticed too (mtime changes).
-	time.Sleep(10 * time.Millisecond)
-	data := strings.Replace(read(t, s.ActivePath), `"id":"A.0","title":"urgent","status":"pending"`, `"id":"A.0","title":"urgent","status":"blocked"`, 1)
-	f, _ = os.OpenFile(s.ActivePath, os.O_WRONLY, 0)
-	f.WriteString(data)
-	f.Close()
-	if n, err := s.Next(); err != nil || n.ID != "A.1.2" {
-		t.Fatal(n, err)
-	}
-}
-
-// Files over 1 MB are parsed in parallel chunks: line numbers, the torn
-// last line and the order across chunk borders must come out the same.
-func TestLargeFileChunks(t *testing.T) {
-	var b strings.Builder
-	for i := 1; i <= 20000; i++ {
-		fmt.Fprintf(&b, `{"id":"%d","title":"task number %d with a longer title","status":"pending","leaf":true}`+"\n", i, i)
-	}
-	big := b.String()
-	s := newStore(t, big+`{"id":"20001","tit`, "")
-	if _, err := s.Load(); err == nil || !strings.Contains(err.Error(), "tasks.jsonl:20001: the last line is cut short") {
-		t.Fatal(err)
-	}
-	write(t, s.ActivePath, big)
-	if set := mustLoad(t, s); set.Len() != 20000 {
-		t.Fatal(set.Len())
-	}
-	lines := strings.SplitAfter(big, "\n")
-	lines[14999] = "oops\n"
-	lines[5] = lines[19990] // duplicate across chunks
-	write(t, s.ActivePath, strings.Join(lines, ""))
-	_, err := s.Load()
-	if err == nil || !strings.Contains(err.Error(), "tasks.jsonl:15000: invalid JSON") {
-		t.Fatal(err)
-	}
-	lines[14999] = lines[14998]
-	lines[14998] = `{"id":"14999","title":"t","status":"pending","leaf":true}` + "\n"
-	write(t, s.ActivePath, strings.Join(lines, ""))
-	_, err = s.Load()
-	if err == nil || !strings.Contains(err.Error(), "tasks.jsonl:19991: task 19991: duplicate id (also on line 6)") ||
-		!strings.Contains(err.Error(), "tasks.jsonl:15000: task 14999: duplicate id (also on line 14999)") {
-		t.Fatal(err)
-	}
 }
 
 // What a write normalises, as the README says: CRLF line ends become LF,
@@ -907,71 +817,5 @@ func TestWriteNormalisesLineEndsAndBlankLines(t *testing.T) {
 		"{\"id\":\"C\",\"title\":\"c\",\"status\":\"pending\",\"leaf\":true}\n"
 	if got := read(t, s.ActivePath); got != want {
 		t.Fatalf("got\n%q\nwant\n%q", got, want)
-	}
-}
-
-// TestLoadReusesUnchangedFiles: a Load that finds both files as the last
-// Load did returns the same read-only Set; any change — one of the same
-// size in place included, or an Update — is read anew, and an Update never
-// changes a Set a Load returned.
-func TestLoadReusesUnchangedFiles(t *testing.T) {
-	s := newStore(t, "{\"id\":\"A\",\"title\":\"aaaa\",\"status\":\"pending\",\"leaf\":true}\n", "")
-	first, err := s.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _ := s.Load()
-	if again != first {
-		t.Fatal("an unchanged file was parsed again")
-	}
-	write(t, s.ActivePath, "{\"id\":\"A\",\"title\":\"bbbb\",\"status\":\"pending\",\"leaf\":true}\n") // same size
-	edited, _ := s.Load()
-	if edited == first {
-		t.Fatal("a same-size edit returned the old Set")
-	}
-	if a, _ := edited.Get("A"); a.Title != "bbbb" {
-		t.Fatalf("title %q", a.Title)
-	}
-	if err := s.Update(func(set *Set) error { _, err := set.Claim("A"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if a, _ := edited.Get("A"); a.Status != StatusPending {
-		t.Fatalf("Update changed a loaded Set: %s", a.Status)
-	}
-	after, _ := s.Load()
-	if a, _ := after.Get("A"); a.Status != StatusActive {
-		t.Fatalf("after Update: %s", a.Status)
-	}
-	// Every task of the snapshot materialised, then an Update that
-	// completes (archives), splits and adds: the snapshot reads the same.
-	var before []string
-	for _, tk := range after.List("") {
-		before = append(before, string(tk.Encode()))
-	}
-	err = s.Update(func(set *Set) error {
-		if _, err := set.Complete("A", "abc", time.Now()); err != nil {
-			return err
-		}
-		if _, err := set.Add("D", "d", ""); err != nil {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var still []string
-	for _, tk := range after.List("") {
-		still = append(still, string(tk.Encode()))
-	}
-	if !slices.Equal(before, still) {
-		t.Fatalf("Update changed a loaded Set:\n%q\n%q", before, still)
-	}
-	final, _ := s.Load()
-	if a, _ := final.Get("A"); !a.Archived() || a.Commit != "abc" {
-		t.Fatalf("A after completion: %+v", a)
-	}
-	if _, ok := final.Get("D"); !ok {
-		t.Fatal("D not added")
 	}
 }
