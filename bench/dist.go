@@ -3,18 +3,15 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// benchDist measures the distributed backend (issue 17): 24 independent
+// benchDist measures the distributed backend: 24 independent
 // stories whose agent sleeps 2 s, a cheap gate; the makespan with 1, 2
 // and 4 worker processes of 2 slots each (a coordinator with its embedded
 // NATS server and a bare git remote, all on this machine), beside the
@@ -22,9 +19,7 @@ import (
 // ceil(24 / slots) × 2 s.
 func benchDist(tmp, bin string) {
 	const stories, secs = 24, 2.0
-	self, err := os.Executable()
-	check(err)
-	agentCmd := proc.QuoteArgv([]string{self, "sleep-agent"})
+	agentCmd := sleepAgentCmd()
 	repo := func(name string) string {
 		dir := filepath.Join(tmp, name)
 		files := map[string]string{}
@@ -37,7 +32,7 @@ func benchDist(tmp, bin string) {
 		newRepo(dir, files)
 		return dir
 	}
-	fmt.Println("\n## Many machines: coordinator and workers (issue 17)")
+	fmt.Println("\n## Many machines: coordinator and workers")
 	fmt.Printf("\n%d independent stories, agent sleeps %gs, gate `true`; workers of 2 slots on this machine over loopback\n\n", stories, secs)
 	fmt.Println("| run | slots | makespan | lower bound | makespan / bound | throughput vs single |")
 	fmt.Println("|---|---|---|---|---|---|")
@@ -52,29 +47,8 @@ func benchDist(tmp, bin string) {
 	var four time.Duration
 	for _, k := range []int{1, 2, 4} {
 		dir := repo(fmt.Sprintf("dist-%d", k))
-		remote := filepath.Join(tmp, fmt.Sprintf("dist-%d.git", k))
-		run(dir, gitEnv, "git", "init", "-q", "--bare", remote)
-		run(dir, gitEnv, "git", "push", "-q", remote, "main")
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		check(err)
-		addr := l.Addr().String()
-		l.Close()
-		var workers []*exec.Cmd
-		for i := 0; i < k; i++ {
-			c, _ := command(tmp, gitEnv, bin, "worker", "--nats", "nats://"+addr, "--dir", filepath.Join(tmp, fmt.Sprintf("dist-%d-w%d", k, i)), "--parallel", "2")
-			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			check(c.Start())
-			workers = append(workers, c)
-		}
-		start := time.Now()
 		// --parallel: twice the slots (and two), as the README advises.
-		run(dir, gitEnv, bin, "coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr, "--agent", "cmd", "--agent-cmd", agentCmd,
-			"--parallel", strconv.Itoa(4*k+2))
-		took := time.Since(start)
-		for _, c := range workers {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-			_ = c.Wait()
-		}
+		took := coordinate(tmp, bin, dir, k, 2, 4*k+2, agentCmd)
 		if k == 4 {
 			four = took
 		}
@@ -88,6 +62,39 @@ func benchDist(tmp, bin string) {
 	}
 	fmt.Printf("\nGoals: 4 workers ≥ 3.2× the single process's throughput: %.2f× (%s); makespan ≤ 1.2× the lower bound: %.2f× (%s).\n",
 		float64(single)/float64(four), verdict(float64(single)/float64(four) >= 3.2), float64(four)/float64(bound(8)), verdict(float64(four) <= 1.2*float64(bound(8))))
+}
+
+// coordinate runs `ralph coordinator` over the PRD in dir (with a bare
+// remote beside it) and the given number of `ralph worker` processes of
+// slots each, all on this machine over loopback, and returns the
+// coordinator's time to done; the workers are stopped after it.
+func coordinate(tmp, bin, dir string, workers, slots, parallel int, agentCmd string) time.Duration {
+	remote := dir + ".git"
+	run(dir, gitEnv, "git", "init", "-q", "--bare", remote)
+	run(dir, gitEnv, "git", "push", "-q", remote, "main")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	addr := l.Addr().String()
+	l.Close()
+	var procs []*exec.Cmd
+	for i := 0; i < workers; i++ {
+		c, _ := command(tmp, gitEnv, bin, "worker", "--nats", "nats://"+addr, "--dir", fmt.Sprintf("%s-w%d", dir, i), "--parallel", strconv.Itoa(slots))
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		check(c.Start())
+		procs = append(procs, c)
+	}
+	start := time.Now()
+	run(dir, gitEnv, bin, "coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr, "--agent", "cmd", "--agent-cmd", agentCmd,
+		"--parallel", strconv.Itoa(parallel))
+	took := time.Since(start)
+	// All stopped at once: each takes seconds to wind down.
+	for _, c := range procs {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	for _, c := range procs {
+		_ = c.Wait()
+	}
+	return took
 }
 
 func secs3(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }

@@ -1,19 +1,31 @@
-// Command bench prints ralph's benchmark tables. Every number is a ratio
-// against a baseline measured in the same run on the same machine:
+// Command bench prints ralph's benchmark tables. Every number is measured
+// beside a baseline in the same run on the same machine; a table with a
+// goal prints it beside its numbers:
 //
-//	loop      ralph per passing story and per failing iteration vs the
-//	          thinnest bash script doing the same work (issue 16)
-//	flat      per-iteration harness cost at 10, 200, 1,000 items (and
-//	          100,000 tasks) vs 10 (issue 16); flat:tasks runs one loop
-//	output    agent output throughput and peak memory (issue 16)
-//	parallel  makespan of random story DAGs vs the lower bound and vs a
-//	          dependency-level schedule (issue 5)
-//	tasks     `ralph task next|complete` on 100,000 tasks vs plain
-//	          grep/jq shell recipes over the same file (issue 4)
+//	loop      wall time per passing story vs the thinnest bash script
+//	          doing the same work (goal ≤ 1.3×), and per iteration that
+//	          does not pass vs a bash loop of agent and gate (goal ≤ 1.5×)
+//	flat      ralph's own cost of one iteration at 200 and 1,000 stories
+//	          and at 1,000 and 5,000 tasks vs at 10 (goal ≤ 1.3×);
+//	          flat:sequential, flat:parallel, flat:tasks run one loop
+//	output    agent output throughput vs `cat` (goal ≥ 300 MB/s) and
+//	          ralph's peak memory meanwhile (goal < 64 MB)
+//	parallel  makespan of random 50-story DAGs vs the lower bound (goal
+//	          ≤ 1.15× at 4 workers) and vs a dependency-level schedule
+//	schedule  time to done of a 12-story DAG, sequential and on 2 and 4
+//	          workers, vs the best schedule of the same DAG;
+//	          schedule:dist (not in the default set: about three minutes)
+//	          a 200-story DAG on a coordinator and 8 worker processes vs
+//	          its lower bound
+//	tasks     `ralph task next|complete` on 5,000 tasks beside `ralph
+//	          --version` (goal: complete < 50 ms, peak memory < 64 MB)
 //	memory    prompt bytes at iteration 200 vs 10 with the progress
-//	          memory, and an early learning still present (issue 13)
+//	          memory (goal ≤ 1.2×), an early learning still present
+//	dist      coordinator and 1, 2, 4 worker processes vs `ralph run
+//	          --parallel 2` and the lower bound (goals: 4 workers ≥ 3.2×
+//	          the throughput, makespan ≤ 1.2× the bound)
 //
-// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|tasks|memory]... (default: all)
+// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|schedule[:dist]|tasks|memory|dist]... (default: every table but schedule:dist)
 package main
 
 import (
@@ -38,7 +50,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "flat", "output", "parallel", "tasks", "memory", "dist"}
+		which = []string{"loop", "flat", "output", "parallel", "schedule", "tasks", "memory", "dist"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -56,6 +68,8 @@ func main() {
 			benchOutput(tmp, bin)
 		case "parallel":
 			benchParallel(tmp, bin)
+		case "schedule", "schedule:dist":
+			benchSchedule(tmp, bin, strings.TrimPrefix(strings.TrimPrefix(w, "schedule"), ":"))
 		case "tasks":
 			benchTasks(tmp, bin)
 		case "memory":
@@ -63,7 +77,7 @@ func main() {
 		case "dist":
 			benchDist(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, tasks, memory, dist)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, schedule[:dist], tasks, memory, dist)\n", w)
 			os.Exit(2)
 		}
 	}

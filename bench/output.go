@@ -33,7 +33,7 @@ func benchOutput(tmp, bin string) {
 	}
 	tr, _ := filepathGlob(filepath.Join(dir, ".ralph", "transcripts", "*.log"))
 	mbps := func(d time.Duration) float64 { return float64(total) / 1e6 / d.Seconds() }
-	fmt.Println("\n## Agent output at disk speed (issue 16)")
+	fmt.Println("\n## Agent output at disk speed")
 	fmt.Printf("\n100 MB in lines of 100 bytes\n\n")
 	fmt.Println("| reader | time | rate | goal |")
 	fmt.Println("|---|---|---|---|")

@@ -176,7 +176,7 @@ func benchParallel(tmp, bin string) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_DAGS")); err == nil && v > 0 {
 		dags = v
 	}
-	fmt.Println("\n## Parallel stories: makespan vs lower bound and vs the level schedule (issue 5)")
+	fmt.Println("\n## Parallel stories: makespan vs lower bound and vs the level schedule")
 	fmt.Println("\nRandom DAGs of 50 stories (layers of width 1–8); each story's agent sleeps 0.2–1 s and its work is committed.")
 	fmt.Println("Lower bound = max(critical path, total work / N), with the stories' nominal times and again with each agent's measured time. Level schedule = the stories run level by level (dependency levels), each level waiting for its slowest story, computed for the same DAG and N.")
 	fmt.Println()
@@ -196,7 +196,7 @@ func benchParallel(tmp, bin string) {
 			var results []result
 			for r := 0; r < runs; r++ {
 				dir := filepath.Join(tmp, fmt.Sprintf("dag%d-n%d-%d", k, n, r))
-				m, ms := runDAG(dir, bin, d, n)
+				m, ms := runDAG(dir, bin, d, n, "")
 				results = append(results, result{m, ms})
 				_ = os.RemoveAll(dir)
 			}
@@ -217,28 +217,13 @@ func benchParallel(tmp, bin string) {
 	fmt.Println("Goal: makespan within 1.15× of the lower bound at N = 4, and better than the level schedule on DAGs with uneven story times.")
 }
 
-// runDAG runs the DAG with ralph and returns the makespan and the DAG with
-// each story's measured agent time.
-func runDAG(dir, bin string, d []dagStory, n int) (time.Duration, []dagStory) {
-	type story struct {
-		ID        string   `json:"id"`
-		Title     string   `json:"title"`
-		Priority  int      `json:"priority"`
-		DependsOn []string `json:"depends_on"`
-	}
-	var stories []story
-	files := map[string]string{}
-	for _, s := range d {
-		stories = append(stories, story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)})
-		files["times/"+s.ID] = fmt.Sprintf("%.3f\n", s.Dur.Seconds())
-	}
-	b, _ := json.MarshalIndent(map[string]any{"project": "dag", "branch_name": "ralph/dag", "user_stories": stories}, "", "  ")
-	files["prd.json"] = string(b)
-	newRepo(dir, files)
+// runDAG runs the DAG with ralph on n workers, each story's agent taking
+// its time and then the gate command (none when gate is empty), and
+// returns the makespan and the DAG with each story's measured agent time.
+func runDAG(dir, bin string, d []dagStory, n int, gate string) (time.Duration, []dagStory) {
+	args := append([]string{bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", sleepAgentCmd(), "--parallel", strconv.Itoa(n)}, dagRepo(dir, d, gate)...)
 	start := time.Now()
-	self, err := os.Executable()
-	check(err)
-	run(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", proc.QuoteArgv([]string{self, "sleep-agent"}), "--parallel", strconv.Itoa(n), "--no-gates")
+	run(dir, gitEnv, args...)
 	took := time.Since(start)
 	measured := append([]dagStory(nil), d...)
 	byID := map[string]time.Duration{}
@@ -257,6 +242,41 @@ func runDAG(dir, bin string, d []dagStory, n int) (time.Duration, []dagStory) {
 		copyFile(filepath.Join(dir, "prd.json"), filepath.Join(keep, fmt.Sprintf("prd-n%d.json", n)))
 	}
 	return took, measured
+}
+
+// dagRepo makes a repository in dir with the DAG as prd.json (each story
+// with its time in times/<id> for the sleep agent) and gate as its quality
+// check; it returns the flags a run of it needs (--no-gates without one).
+func dagRepo(dir string, d []dagStory, gate string) []string {
+	type story struct {
+		ID        string   `json:"id"`
+		Title     string   `json:"title"`
+		Priority  int      `json:"priority"`
+		DependsOn []string `json:"depends_on"`
+	}
+	var stories []story
+	files := map[string]string{}
+	for _, s := range d {
+		stories = append(stories, story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)})
+		files["times/"+s.ID] = fmt.Sprintf("%.3f\n", s.Dur.Seconds())
+	}
+	doc := map[string]any{"project": "dag", "branch_name": "ralph/dag", "user_stories": stories}
+	args := []string{"--no-gates"}
+	if gate != "" {
+		doc["quality_checks"] = map[string]string{"test": gate}
+		args = nil
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	files["prd.json"] = string(b)
+	newRepo(dir, files)
+	return args
+}
+
+// sleepAgentCmd is the --agent-cmd that runs sleepAgent.
+func sleepAgentCmd() string {
+	self, err := os.Executable()
+	check(err)
+	return proc.QuoteArgv([]string{self, "sleep-agent"})
 }
 
 // sleepAgent is the stories' agent (`bench sleep-agent`, one process, so
