@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -360,8 +360,8 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	gates := f.GateRunner(o.GateTimeout)
 	if o.coord != nil {
 		// Gate results a worker reports for exactly the tree verified
-		// here stand for it (see dist.Attestations).
-		o.coord.attest = &dist.Attestations{Repo: repo}
+		// here stand for it (see cluster.Attestations).
+		o.coord.attest = &cluster.Attestations{Repo: repo}
 		gates.Attested = o.coord.attest.Lookup
 	}
 	src, err := o.openSource(ctx, root, repo, gates)

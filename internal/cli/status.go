@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 )
@@ -57,7 +57,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
-				if ws := dist.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
+				if ws := cluster.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
 					out["workers"] = ws
 				}
 				enc := json.NewEncoder(f.IO.Out)
@@ -66,7 +66,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			}
 			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
 			if active {
-				md += WorkersMarkdown(dist.ReadWorkersFile(p.Dir))
+				md += WorkersMarkdown(cluster.ReadWorkersFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
@@ -81,7 +81,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 
 // WorkersMarkdown lists a coordinator's remote workers (none for a local
 // run): host, slots and the items each is running.
-func WorkersMarkdown(ws []dist.WorkerInfo) string {
+func WorkersMarkdown(ws []cluster.WorkerInfo) string {
 	if len(ws) == 0 {
 		return ""
 	}
