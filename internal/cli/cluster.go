@@ -29,6 +29,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // coordinatorFlags are `ralph coordinator`'s own settings, on top of
@@ -146,10 +147,10 @@ split, add) are merged back into this repository's files by task id.`
 // --nats), sets the run up there and returns the agent that queues jobs.
 func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
 	if co.Remote == "" {
-		return nil, engine.UsageError("--remote is required: the git remote the coordinator and its workers exchange branches through")
+		return nil, usage.Errorf("--remote is required: the git remote the coordinator and its workers exchange branches through")
 	}
 	if o.Pipeline != "" {
-		return nil, engine.UsageError("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
+		return nil, usage.Errorf("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
 	}
 	var listing func(func() error) error
 	var shared cluster.Shared
@@ -159,7 +160,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		ListingWorktrees(func() error) error
 	}:
 		if o.Parallel < 2 {
-			return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
+			return nil, usage.Errorf("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
 		}
 		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
 	case interface {
@@ -173,14 +174,14 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 		co.feature, shared, co.userBranch = s.Base(), s, true
 	default:
-		return nil, engine.UsageError("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
+		return nil, usage.Errorf("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
 	}
 	if co.Lease < time.Second {
-		return nil, engine.UsageError("--lease must be at least 1s")
+		return nil, usage.Errorf("--lease must be at least 1s")
 	}
 	co.Remote = absRemote(co.Remote)
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
-		return nil, engine.UsageError("--remote %s: git cannot reach it: %v", co.Remote, err)
+		return nil, usage.Errorf("--remote %s: git cannot reach it: %v", co.Remote, err)
 	}
 	co.paths = engine.PathsFor(root)
 	out := o.IO.IO.ErrOut
@@ -195,7 +196,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
 		if err != nil {
-			return nil, engine.UsageError("%v", err)
+			return nil, usage.Errorf("%v", err)
 		}
 		co.srv, url = s, u
 	}
@@ -226,7 +227,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
 		if spec.Command, err = proc.SplitArgs(o.AgentCmd); err != nil {
-			return nil, engine.UsageError("--agent-cmd: %v", err)
+			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 	}
 	go co.mirrorWorkers(ctx, co.paths.Dir)
@@ -510,10 +511,10 @@ had go back to the queue.`,
 
 func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if o.NATS == "" {
-		return engine.UsageError("--nats is required: the URL the coordinator printed")
+		return usage.Errorf("--nats is required: the URL the coordinator printed")
 	}
 	if o.Parallel < 1 {
-		return engine.UsageError("--parallel must be at least 1")
+		return usage.Errorf("--parallel must be at least 1")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -525,7 +526,7 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if err != nil {
 		var held *store.ErrLocked
 		if errors.As(err, &held) {
-			return engine.UsageError("--dir %s is in use by another worker, %s: give each worker its own --dir", dir, held.Holder)
+			return usage.Errorf("--dir %s is in use by another worker, %s: give each worker its own --dir", dir, held.Holder)
 		}
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // MCPOptions are `ralph mcp`'s settings.
@@ -77,7 +78,7 @@ func runMCP(ctx context.Context, o *MCPOptions) error {
 	}
 	ln, err := net.Listen("tcp", o.HTTP)
 	if err != nil {
-		return engine.UsageError("--http %s: %v", o.HTTP, err)
+		return usage.Errorf("--http %s: %v", o.HTTP, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
@@ -124,7 +125,7 @@ func (r *ralphMCP) repo(arg string) (string, error) {
 		dir = filepath.Join(r.dir, dir)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", engine.UsageError("repo %q: not a folder", arg)
+		return "", usage.Errorf("repo %q: not a folder", arg)
 	}
 	return dir, nil
 }
@@ -663,7 +664,7 @@ func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
 	for _, a := range agents {
 		path, err := hook.MCPConfigPath(a, o.Scope, root, home)
 		if err != nil {
-			return engine.UsageError("%v", err)
+			return usage.Errorf("%v", err)
 		}
 		res, err := hook.InstallMCP(a, path, argv)
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // RunOptions are `ralph run`'s settings.
@@ -290,7 +291,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	promptPaths := []string{o.Prompt, filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}
 	if o.Prompt != "" {
 		if _, err := os.Stat(o.Prompt); err != nil {
-			return engine.UsageError("--prompt: %v", err)
+			return usage.Errorf("--prompt: %v", err)
 		}
 		promptPaths = []string{o.Prompt}
 	}
@@ -302,7 +303,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 			return err
 		}
 		if st, err := os.Stat(rd); err != nil || !st.IsDir() {
-			return engine.UsageError("run folder %s does not exist", o.RunDir)
+			return usage.Errorf("run folder %s does not exist", o.RunDir)
 		}
 		if !o.NoLint {
 			if problems := runfolder.Lint(root, rd); len(problems) > 0 {
@@ -310,7 +311,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 				for _, p := range problems {
 					lines = append(lines, "  "+p.String())
 				}
-				return engine.UsageError("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
+				return usage.Errorf("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
 			}
 		}
 		if o.PRD == "" {
@@ -330,14 +331,14 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		// 001's cadence); its control files are ralph's and a person's,
 		// never a story's work.
 		if orch, err = runfolder.ReadOrchestration(rd); err != nil {
-			return engine.UsageError("%v", err)
+			return usage.Errorf("%v", err)
 		}
 		if orch != nil {
 			if o.Parallel > 1 {
-				return engine.UsageError("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
+				return usage.Errorf("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
 			}
 			if o.Tasks != "" || o.Pipeline != "" {
-				return engine.UsageError("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
+				return usage.Errorf("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
 			}
 			excluded = append(excluded, filepath.Join(rd, runfolder.LoopState), filepath.Join(rd, runfolder.Control), filepath.Join(rd, filepath.Dir(runfolder.WorkerResult))+"/")
 		}
@@ -374,25 +375,25 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		}
 	}
 	if o.Parallel < 1 {
-		return engine.UsageError("--parallel must be at least 1")
+		return usage.Errorf("--parallel must be at least 1")
 	}
 	if o.Fresh && o.Resume {
-		return engine.UsageError("--fresh starts a new run and --resume continues the last one: give one of them")
+		return usage.Errorf("--fresh starts a new run and --resume continues the last one: give one of them")
 	}
 	switch {
 	case o.TestFix < 0:
-		return engine.UsageError("--test-fix must be 0 or more")
+		return usage.Errorf("--test-fix must be 0 or more")
 	case o.Council < 0:
-		return engine.UsageError("--council must be at least 1")
+		return usage.Errorf("--council must be at least 1")
 	case o.AutoApprove && !o.PlanApproval:
-		return engine.UsageError("--auto-approve approves the plans of --plan-approval: give both")
+		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
 	}
 	if o.Parallel > 1 {
 		if kind := src.Info().Kind; kind != "prd" {
-			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", kind)
+			return usage.Errorf("--parallel works with PRD runs; %s runs are sequential", kind)
 		}
 		if o.AllowDirty {
-			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
+			return usage.Errorf("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
 	}
 	if info := src.Info(); !info.Gated && !o.NoGates {
@@ -402,7 +403,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		}
 		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
 		if !o.DryRun {
-			return engine.UsageError("%s", msg)
+			return usage.Errorf("%s", msg)
 		}
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %s\n", msg)
 	}
@@ -414,7 +415,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return err
 	}
 	if o.ProgressBudget < 0 {
-		return engine.UsageError("--progress-budget must be positive")
+		return usage.Errorf("--progress-budget must be positive")
 	}
 	ags, err := o.runAgents()
 	if err != nil {
@@ -477,7 +478,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if len(o.Notify) > 0 || o.NotifyCommand != "" {
 		for _, u := range o.Notify {
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-				return engine.UsageError("--notify %q: want an http:// or https:// URL", u)
+				return usage.Errorf("--notify %q: want an http:// or https:// URL", u)
 			}
 		}
 		runner := f.Runner
@@ -525,12 +526,12 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 		}
 	}
 	if given > 1 {
-		return nil, engine.UsageError("give one of --prd, --tasks, --pipeline")
+		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline")
 	}
 	switch {
 	case o.Tasks != "":
 		if o.Interval <= 0 {
-			return nil, engine.UsageError("--interval must be positive")
+			return nil, usage.Errorf("--interval must be positive")
 		}
 		list, err := parseGates(o.Gates)
 		if err != nil {
@@ -544,7 +545,7 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	if p == "" {
 		p = filepath.Join(root, "prd.json")
 		if _, err := os.Stat(p); err != nil {
-			return nil, engine.UsageError("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
+			return nil, usage.Errorf("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
 		}
 	}
 	if o.Parallel > 1 {
@@ -660,11 +661,11 @@ func (o *RunOptions) summarizer(run agent.Agent) (agent.Agent, string, error) {
 	a := o.AgentFlags
 	a.Agent, a.AgentCmd, a.Model = o.Summarizer, o.SummarizerCmd, o.SummarizerModel
 	if a.Agent == "cmd" && a.AgentCmd == "" {
-		return nil, "", engine.UsageError("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
+		return nil, "", usage.Errorf("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
 	}
 	ag, err := a.build()
 	if err != nil {
-		return nil, "", engine.UsageError("--summarizer: %v", err)
+		return nil, "", usage.Errorf("--summarizer: %v", err)
 	}
 	return ag, a.Model, nil
 }

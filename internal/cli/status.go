@@ -13,6 +13,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // StatusOptions are `ralph status`'s settings.
@@ -51,7 +52,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				fmt.Fprintf(f.IO.ErrOut, "ralph status: %s (shown rebuilt; the next `ralph run` writes it back)\n", note)
 			}
 			if st == nil {
-				return engine.UsageError("no ralph run in %s yet (start one with `ralph run`)", root)
+				return usage.Errorf("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
 			active, _ := engine.ActiveRun(p)
 			if opts.JSON {

@@ -15,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/tasks"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // ExitNoTask is `ralph task claim` / `ralph task next` finding no pending
@@ -237,7 +238,7 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 	w := o.IO.IO.ErrOut
 	if cur := os.Getenv("RALPH_ITEM_ID"); cur != "" && os.Getenv("RALPH_RUN_ID") != "" {
 		if cur != o.ID {
-			return engine.UsageError("this ralph loop iteration works on task %s; only the loop completes other tasks (complete %s, or add/split tasks instead)", cur, cur)
+			return usage.Errorf("this ralph loop iteration works on task %s; only the loop completes other tasks (complete %s, or add/split tasks instead)", cur, cur)
 		}
 		st, err := o.store(ctx)
 		if err != nil {
@@ -358,7 +359,7 @@ container, title (and the reason of blocked ones). --status filters
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON lines")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
 		if o.Status != "" && !tasks.ValidStatus(o.Status) {
-			return engine.UsageError("--status %q: use one of %s", o.Status, strings.Join(tasks.Statuses, ", "))
+			return usage.Errorf("--status %q: use one of %s", o.Status, strings.Join(tasks.Statuses, ", "))
 		}
 		set, err := o.load(ctx)
 		if err != nil {
@@ -517,7 +518,7 @@ func (o *TaskOptions) resolveFile(ctx context.Context) error {
 		o.File = filepath.Join(wd, o.File)
 	}
 	if st, err := os.Stat(o.File); err == nil && st.IsDir() {
-		return engine.UsageError("%s is a folder, not a tasks file", o.File)
+		return usage.Errorf("%s is a folder, not a tasks file", o.File)
 	}
 	return nil
 }
@@ -646,7 +647,7 @@ func parseGates(specs []string) ([]gate.Gate, error) {
 		}
 		name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 		if name == "" || cmd == "" {
-			return nil, engine.UsageError("--gate %q: use NAME=COMMAND", s)
+			return nil, usage.Errorf("--gate %q: use NAME=COMMAND", s)
 		}
 		out = append(out, gate.Gate{Name: name, Command: cmd})
 	}
