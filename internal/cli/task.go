@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/tasks"
@@ -617,26 +616,6 @@ func (o *TaskOptions) printTasks(list ...*tasks.Task) {
 }
 
 // --- `ralph run --tasks` ---
-
-// applyTaskRunConfig sets the engine settings of the task loop (called
-// from runRun once cfg is built).
-func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
-	if o.Tasks == "" || cfg.Source == nil {
-		return
-	}
-	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
-	if o.Watch {
-		cfg.Watch = o.Interval
-		if cfg.Watch <= 0 {
-			cfg.Watch = 30 * time.Second
-		}
-		if cfg.MaxIterations <= 0 {
-			// Watching is open-ended: each task is still bounded by
-			// --max-attempts, the run by --max-cost / --max-tokens.
-			cfg.MaxIterations = engine.Unlimited
-		}
-	}
-}
 
 func parseGates(specs []string) ([]gate.Gate, error) {
 	var out []gate.Gate
