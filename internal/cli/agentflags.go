@@ -7,8 +7,8 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/config"
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // AgentFlags choose and build the agent of every command that runs one
@@ -64,13 +64,13 @@ func (a *AgentFlags) build() (agent.Agent, error) {
 	if a.Agent == "cmd" && a.AgentCmd != "" {
 		argv, err := proc.SplitArgs(a.AgentCmd)
 		if err != nil {
-			return nil, engine.UsageError("--agent-cmd: %v", err)
+			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 		ao.Command = argv
 	}
 	ag, err := agent.New(a.Agent, ao)
 	if err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
 	return ag, nil
 }

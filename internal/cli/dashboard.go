@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/dashboard"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/iostreams"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // runWithDashboard runs the engine with the live dashboard in front: the
@@ -160,7 +161,7 @@ func followEvents(ctx context.Context, p engine.Paths, pp *plainPrinter) error {
 		}
 		if !active {
 			if off == 0 {
-				return engine.UsageError("no run is active and none has written events in %s yet", p.Root)
+				return usage.Errorf("no run is active and none has written events in %s yet", p.Root)
 			}
 			return nil
 		}

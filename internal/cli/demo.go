@@ -14,6 +14,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // DemoOptions are `ralph demo`'s settings.
@@ -61,7 +62,7 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 		return err
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 && o.Dir != "" {
-		return engine.UsageError("--dir %s is not empty", dir)
+		return usage.Errorf("--dir %s is not empty", dir)
 	}
 	start := time.Now()
 	script, err := demo.Create(ctx, dir)

@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // preflightCheck is one thing a run needs: what was looked at, what was
@@ -104,7 +104,7 @@ func preflightError(checks []preflightCheck) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	return engine.UsageError("preflight: %d problem(s), nothing was started:\n%s\n(`ralph doctor` runs every check)", len(lines), strings.Join(lines, "\n"))
+	return usage.Errorf("preflight: %d problem(s), nothing was started:\n%s\n(`ralph doctor` runs every check)", len(lines), strings.Join(lines, "\n"))
 }
 
 // DoctorOptions are `ralph doctor`'s settings: a run's, whose flags it
@@ -203,7 +203,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 		}
 	}
 	if failed > 0 {
-		return engine.UsageError("%d check(s) failed", failed)
+		return usage.Errorf("%d check(s) failed", failed)
 	}
 	fmt.Fprintln(f.IO.ErrOut, "ralph: ready to run")
 	return nil

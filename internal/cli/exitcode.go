@@ -5,6 +5,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Exit codes: the one table. Every way ralph ends maps to one of these
@@ -66,11 +67,7 @@ func ExitCode(err error) int {
 	var ce *commandLineError
 	var pe *prd.ParseError
 	var ve *prd.ValidationError
-	if errors.As(err, &ce) || errors.Is(err, engine.ErrUsage) || errors.As(err, &pe) || errors.As(err, &ve) {
-		return ExitUsage
-	}
-	var ue interface{ UsageError() bool }
-	if errors.As(err, &ue) && ue.UsageError() {
+	if errors.As(err, &ce) || usage.Is(err) || errors.As(err, &pe) || errors.As(err, &ve) {
 		return ExitUsage
 	}
 	return ExitError

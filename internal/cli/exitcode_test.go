@@ -7,6 +7,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -22,8 +23,8 @@ func TestExitCodes(t *testing.T) {
 		{&statusError{status: engine.StatusInterrupted}, 130},
 		{&statusError{status: engine.StatusStopped}, 130},
 		{&statusError{status: engine.StatusError}, 1},
-		{engine.UsageError("bad"), 2},
-		{fmt.Errorf("wrapped: %w", engine.UsageError("bad")), 2},
+		{usage.Errorf("bad"), 2},
+		{fmt.Errorf("wrapped: %w", usage.Errorf("bad")), 2},
 		{&prd.ParseError{File: "p.json", Line: 1, Column: 2, Msg: "x"}, 2},
 		{&prd.ValidationError{File: "p.json"}, 2},
 		{&commandLineError{err: errors.New(`unknown flag: --nope`)}, 2},

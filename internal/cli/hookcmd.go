@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // NewCmdHook builds `ralph hook`.
@@ -150,7 +150,7 @@ func hookInstall(ctx context.Context, o *HookInstallOptions) error {
 	for _, a := range agents {
 		path, err := hook.SettingsPath(a, o.Scope, root, home)
 		if err != nil {
-			return engine.UsageError("%v", err)
+			return usage.Errorf("%v", err)
 		}
 		var res hook.Result
 		if o.Remove {

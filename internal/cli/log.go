@@ -14,6 +14,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // LogOptions are `ralph log`'s settings.
@@ -51,7 +52,7 @@ prints the file as it is.`,
 			if len(args) == 1 {
 				n, err := strconv.Atoi(args[0])
 				if err != nil || n < 1 {
-					return engine.UsageError("ITERATION must be a number from 1, not %q", args[0])
+					return usage.Errorf("ITERATION must be a number from 1, not %q", args[0])
 				}
 				opts.Iteration = n
 			}
@@ -78,7 +79,7 @@ func runLog(ctx context.Context, o *LogOptions) error {
 		return err
 	}
 	if newest == 0 {
-		return engine.UsageError("no iteration has started in %s yet (`ralph run` starts one)", root)
+		return usage.Errorf("no iteration has started in %s yet (`ralph run` starts one)", root)
 	}
 	n := o.Iteration
 	if n == 0 {
@@ -86,7 +87,7 @@ func runLog(ctx context.Context, o *LogOptions) error {
 	}
 	path, ok := byIter[n]
 	if !ok {
-		return engine.UsageError("no iteration %d in this run (it has 1 to %d)", n, newest)
+		return usage.Errorf("no iteration %d in this run (it has 1 to %d)", n, newest)
 	}
 	out := f.IO.Out
 	for {

@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // LoopStartOptions are `ralph loop start`'s settings.
@@ -115,7 +116,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC()}
 	switch {
 	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
-		return engine.UsageError("give one of PROMPT, --prd, --pipeline")
+		return usage.Errorf("give one of PROMPT, --prd, --pipeline")
 	case o.PRD != "":
 		a.Kind, a.Path = "prd", absFrom(o.IO, o.PRD)
 	case o.Pipeline != "":
@@ -127,13 +128,13 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 		a.Kind = "loop"
 		a.Prompt = o.Prompt
 	default:
-		return engine.UsageError("give the loop's PROMPT, or --prd FILE, or --pipeline FILE")
+		return usage.Errorf("give the loop's PROMPT, or --prd FILE, or --pipeline FILE")
 	}
 	if a.MaxIterations < 1 {
-		return engine.UsageError("--max-iterations must be at least 1")
+		return usage.Errorf("--max-iterations must be at least 1")
 	}
 	if old, _ := hook.LoadArmed(root); old != nil {
-		return engine.UsageError("%s is already armed in %s (since %s); `ralph loop cancel` first", loopName("a", old.Kind), root, old.ArmedAt.Format(time.RFC3339))
+		return usage.Errorf("%s is already armed in %s (since %s); `ralph loop cancel` first", loopName("a", old.Kind), root, old.ArmedAt.Format(time.RFC3339))
 	}
 	// The loop's state lives in .ralph/: never in the user's commits.
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {

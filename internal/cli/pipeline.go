@@ -15,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/pipeline"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // NewCmdPipeline builds `ralph pipeline`.
@@ -90,7 +91,7 @@ func pipelineBaseDir(ctx context.Context, f *Factory) (string, bool, error) {
 func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 	f := o.IO
 	if !pipeline.IsPreset(o.Preset) {
-		return engine.UsageError("no built-in pipeline %q (built in: %s)", o.Preset, strings.Join(pipeline.Presets(), ", "))
+		return usage.Errorf("no built-in pipeline %q (built in: %s)", o.Preset, strings.Join(pipeline.Presets(), ", "))
 	}
 	root, inRepo, err := pipelineBaseDir(ctx, f)
 	if err != nil {
@@ -124,7 +125,7 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 	}
 	files, err := pipeline.PresetFiles(o.Preset, prd)
 	if err != nil {
-		return engine.UsageError("%v", err)
+		return usage.Errorf("%v", err)
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -152,9 +153,9 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 	switch len(conflicts) {
 	case 0:
 	case 1:
-		return engine.UsageError("%s already exists and differs from the %s preset: kept (use --force to overwrite)", conflicts[0], o.Preset)
+		return usage.Errorf("%s already exists and differs from the %s preset: kept (use --force to overwrite)", conflicts[0], o.Preset)
 	default:
-		return engine.UsageError("%s already exist and differ from the %s preset: kept (use --force to overwrite)", strings.Join(conflicts, ", "), o.Preset)
+		return usage.Errorf("%s already exist and differ from the %s preset: kept (use --force to overwrite)", strings.Join(conflicts, ", "), o.Preset)
 	}
 	if inRepo && strings.HasPrefix(dir, filepath.Join(root, ".ralph")) {
 		if _, repo, err := f.Repo(ctx); err == nil {
@@ -219,7 +220,7 @@ func (o *PipelineFileOptions) load(ctx context.Context) (*pipeline.Pipeline, err
 		}
 		spec = filepath.Join(root, pipeline.DefaultFile)
 		if _, err := os.Stat(spec); err != nil {
-			return nil, engine.UsageError("no %s here: pass FILE (or create one with `ralph pipeline init pagent --prd FILE`)", pipeline.DefaultFile)
+			return nil, usage.Errorf("no %s here: pass FILE (or create one with `ralph pipeline init pagent --prd FILE`)", pipeline.DefaultFile)
 		}
 	}
 	if _, err := os.Stat(spec); err != nil && pipeline.IsPreset(spec) {

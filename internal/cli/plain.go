@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // DefaultHeartbeat is how long an agent runs before the plain output
@@ -121,7 +122,7 @@ func heartbeatInterval() (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, engine.UsageError("RALPH_HEARTBEAT=%q: want a positive duration such as 30s", v)
+		return 0, usage.Errorf("RALPH_HEARTBEAT=%q: want a positive duration such as 30s", v)
 	}
 	return d, nil
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // NewCmdPRD builds `ralph prd`.
@@ -57,7 +57,7 @@ func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 				return err
 			}
 			if _, err := os.Stat(opts.Output); err == nil && !opts.Force {
-				return engine.UsageError("%s already exists (use --force to overwrite)", opts.Output)
+				return usage.Errorf("%s already exists (use --force to overwrite)", opts.Output)
 			}
 			if err := store.WriteFile(opts.Output, b, 0o644); err != nil {
 				return err
@@ -104,7 +104,7 @@ complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
 			}
 			b, err := os.ReadFile(opts.File)
 			if err != nil {
-				return engine.UsageError("%v", err)
+				return usage.Errorf("%v", err)
 			}
 			// Every problem at once: the fields of the wrong type, then the
 			// rules between stories (checked on what could be read).

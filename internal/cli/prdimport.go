@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // importRetries is how many times the prep agent is asked again with the
@@ -80,16 +80,16 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	f := o.IO
 	spec, err := os.ReadFile(o.Input)
 	if err != nil {
-		return engine.UsageError("%v", err)
+		return usage.Errorf("%v", err)
 	}
 	if strings.TrimSpace(string(spec)) == "" {
-		return engine.UsageError("%s is empty: write the requirements first", o.Input)
+		return usage.Errorf("%s is empty: write the requirements first", o.Input)
 	}
 	if o.Output == "" {
 		o.Output = filepath.Join(filepath.Dir(o.Input), "prd.json")
 	}
 	if _, err := os.Stat(o.Output); err == nil && !o.Force && !o.DryRun {
-		return engine.UsageError("%s already exists (use --force to replace it, -o FILE to write elsewhere, or --dry-run)", o.Output)
+		return usage.Errorf("%s already exists (use --force to replace it, -o FILE to write elsewhere, or --dry-run)", o.Output)
 	}
 	// The agent works in the repository (it reads the code to shape the
 	// stories); outside one, in the current folder.

@@ -13,6 +13,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // RolesOptions are `ralph roles`' settings.
@@ -116,7 +117,7 @@ item passes.`,
 			}
 			r, ok := rs.Get(opts.Name)
 			if !ok {
-				return engine.UsageError("no role %q: the roles in force are %s", opts.Name, strings.Join(rs.Names(), ", "))
+				return usage.Errorf("no role %q: the roles in force are %s", opts.Name, strings.Join(rs.Names(), ", "))
 			}
 			fmt.Fprintf(f.IO.ErrOut, "ralph: role %s from %s\n", r.Name, relOr(root, r.From))
 			fmt.Fprint(f.IO.Out, strings.TrimRight(r.Text, "\n")+"\n")
@@ -140,7 +141,7 @@ func repoRoles(c *cobra.Command, f *Factory) (string, *roles.Set, error) {
 func loadRoles(root string) (*roles.Set, error) {
 	rs, err := roles.Load(root)
 	if err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
 	return rs, nil
 }
@@ -276,7 +277,7 @@ func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engin
 func checkItemAgents(src engine.Source) error {
 	for _, it := range src.Items() {
 		if it.Agent != "" && !slices.Contains(agent.Names(), it.Agent) {
-			return engine.UsageError("%s: %s %s: agent %q is not one ralph knows (%s)", src.Info().Path, it.Kind, it.ID, it.Agent, strings.Join(agent.Names(), ", "))
+			return usage.Errorf("%s: %s %s: agent %q is not one ralph knows (%s)", src.Info().Path, it.Kind, it.ID, it.Agent, strings.Join(agent.Names(), ", "))
 		}
 	}
 	return nil

@@ -19,11 +19,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/config"
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Version is set at build time (-ldflags "-X …/cli.Version=v1.2.3"); when
@@ -107,7 +107,7 @@ func (f *Factory) Repo(ctx context.Context) (root string, repo *git.Repo, err er
 	}
 	top, err := f.GitAt(wd).Toplevel(ctx)
 	if err != nil {
-		return "", nil, engine.UsageError("%s is not inside a git repository (run `git init` and make a first commit)", wd)
+		return "", nil, usage.Errorf("%s is not inside a git repository (run `git init` and make a first commit)", wd)
 	}
 	f.tops.Store(wd, top)
 	return top, f.GitAt(top), nil
@@ -117,7 +117,7 @@ func (f *Factory) Repo(ctx context.Context) (root string, repo *git.Repo, err er
 func (f *Factory) Config(root string) (*config.Config, error) {
 	c, err := config.Load(filepath.Join(root, ".ralph", "config.yaml"))
 	if err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
 	return c, nil
 }

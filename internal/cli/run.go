@@ -16,13 +16,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/source"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // RunOptions are `ralph run`'s settings.
@@ -76,7 +77,7 @@ type RunOptions struct {
 	// flagSet reports whether a flag was given on the command line (flags
 	// win over the config file).
 	flagSet func(name string) bool
-	root    string // the repository, once runRun found it
+	root    string // the repository, once openRun found it
 	// coord is set by `ralph coordinator`: the agent runs on workers.
 	coord *coordinatorFlags
 }
@@ -280,79 +281,70 @@ func sortedPairs(m map[string]string) []string {
 	return out
 }
 
+// runRun is `ralph run` (and `ralph coordinator`): the flags are checked
+// on their own, then the run is opened (everything the engine's Config
+// holds), then it runs.
 func runRun(ctx context.Context, o *RunOptions) error {
-	f := o.IO
-	root, repo, err := f.Repo(ctx)
+	if err := o.validate(); err != nil {
+		return err
+	}
+	r, err := openRun(ctx, o)
 	if err != nil {
 		return err
 	}
-	paths := engine.PathsFor(root)
-	promptPaths := []string{o.Prompt, filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}
+	return r.run(ctx)
+}
+
+// validate checks what the flags say on their own, before the repository
+// or the source is read.
+func (o *RunOptions) validate() error {
+	switch {
+	case o.Parallel < 1:
+		return usage.Errorf("--parallel must be at least 1")
+	case o.Fresh && o.Resume:
+		return usage.Errorf("--fresh starts a new run and --resume continues the last one: give one of them")
+	case o.TestFix < 0:
+		return usage.Errorf("--test-fix must be 0 or more")
+	case o.Council < 0:
+		return usage.Errorf("--council must be at least 1")
+	case o.AutoApprove && !o.PlanApproval:
+		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
+	case o.ProgressBudget < 0:
+		return usage.Errorf("--progress-budget must be positive")
+	}
 	if o.Prompt != "" {
 		if _, err := os.Stat(o.Prompt); err != nil {
-			return engine.UsageError("--prompt: %v", err)
+			return usage.Errorf("--prompt: %v", err)
 		}
-		promptPaths = []string{o.Prompt}
 	}
+	return nil
+}
+
+// openedRun is a run ready to start: the engine's settings and the
+// repository it runs in.
+type openedRun struct {
+	o    *RunOptions
+	repo *git.Repo
+	cfg  engine.Config
+}
+
+// openRun finds the repository, opens the source, the roles and the
+// agents (a coordinator's: started on NATS), checks that what the run
+// needs is there, and fills the engine's Config. Nothing of the run is
+// written yet.
+func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
+	f := o.IO
+	root, repo, err := f.Repo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paths := engine.PathsFor(root)
 	var orch *runfolder.OrchestrationFile
 	var runDir string
 	if o.RunDir != "" {
-		rd, err := filepath.Abs(o.RunDir)
-		if err != nil {
-			return err
+		if runDir, orch, err = o.openRunFolder(ctx, root, repo, &paths); err != nil {
+			return nil, err
 		}
-		if st, err := os.Stat(rd); err != nil || !st.IsDir() {
-			return engine.UsageError("run folder %s does not exist", o.RunDir)
-		}
-		if !o.NoLint {
-			if problems := runfolder.Lint(root, rd); len(problems) > 0 {
-				var lines []string
-				for _, p := range problems {
-					lines = append(lines, "  "+p.String())
-				}
-				return engine.UsageError("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
-			}
-		}
-		if o.PRD == "" {
-			o.PRD = filepath.Join(rd, runfolder.PRDJSON)
-		}
-		// The agent's progress.md is its work (committed with the story);
-		// ralph's log stays in .ralph. Transcripts and SUMMARY.md are
-		// ralph's, written after a story's commit: kept out of git, so a
-		// run never leaves them uncommitted in the tree.
-		paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
-		paths.Summary = filepath.Join(rd, runfolder.Summary)
-		excluded := []string{paths.Transcripts + "/", paths.Summary}
-		if o.Prompt == "" {
-			promptPaths = []string{filepath.Join(rd, runfolder.Prompt)}
-		}
-		// orchestration.json schedules reviews among the workers (seed
-		// 001's cadence); its control files are ralph's and a person's,
-		// never a story's work.
-		if orch, err = runfolder.ReadOrchestration(rd); err != nil {
-			return engine.UsageError("%v", err)
-		}
-		if orch != nil {
-			if o.Parallel > 1 {
-				return engine.UsageError("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
-			}
-			if o.Tasks != "" || o.Pipeline != "" {
-				return engine.UsageError("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
-			}
-			excluded = append(excluded, filepath.Join(rd, runfolder.LoopState), filepath.Join(rd, runfolder.Control), filepath.Join(rd, filepath.Dir(runfolder.WorkerResult))+"/")
-		}
-		for _, p := range excluded {
-			suffix := ""
-			if strings.HasSuffix(p, "/") {
-				p, suffix = strings.TrimSuffix(p, "/"), "/"
-			}
-			if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
-				if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+suffix); err != nil {
-					return fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
-				}
-			}
-		}
-		runDir = rd
 	}
 	// Git's auto-maintenance runs once when the run ends instead of after
 	// every commit.
@@ -360,72 +352,44 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	gates := f.GateRunner(o.GateTimeout)
 	if o.coord != nil {
 		// Gate results a worker reports for exactly the tree verified
-		// here stand for it (see dist.Attestations).
-		o.coord.attest = &dist.Attestations{Repo: repo}
+		// here stand for it (see cluster.Attestations).
+		o.coord.attest = &cluster.Attestations{Repo: repo}
 		gates.Attested = o.coord.attest.Lookup
 	}
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if orch != nil {
 		if src, err = source.OpenCadence(src.(*source.PRD), root, runDir, *orch); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if o.Parallel < 1 {
-		return engine.UsageError("--parallel must be at least 1")
-	}
-	if o.Fresh && o.Resume {
-		return engine.UsageError("--fresh starts a new run and --resume continues the last one: give one of them")
-	}
-	switch {
-	case o.TestFix < 0:
-		return engine.UsageError("--test-fix must be 0 or more")
-	case o.Council < 0:
-		return engine.UsageError("--council must be at least 1")
-	case o.AutoApprove && !o.PlanApproval:
-		return engine.UsageError("--auto-approve approves the plans of --plan-approval: give both")
-	}
-	if o.Parallel > 1 {
-		if kind := src.Info().Kind; kind != "prd" {
-			return engine.UsageError("--parallel works with PRD runs; %s runs are sequential", kind)
-		}
-		if o.AllowDirty {
-			return engine.UsageError("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
-		}
-	}
-	if info := src.Info(); !info.Gated && !o.NoGates {
-		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
-		if info.Kind == "tasks" {
-			what = "--gate (nor gates: in .ralph/config.yaml)"
-		}
-		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
-		if !o.DryRun {
-			return engine.UsageError("%s", msg)
-		}
-		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %s\n", msg)
+	if err := o.checkSource(root, src); err != nil {
+		return nil, err
 	}
 	if err := checkItemAgents(src); err != nil {
-		return err
+		return nil, err
 	}
 	rs, err := loadRoles(root)
 	if err != nil {
-		return err
-	}
-	if o.ProgressBudget < 0 {
-		return engine.UsageError("--progress-budget must be positive")
+		return nil, err
 	}
 	ags, err := o.runAgents()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ag, sum, sumModel := ags[0].agent, ags[len(ags)-1].agent, ags[len(ags)-1].model
 	if o.coord != nil {
+		// Stopped when the run ends, or here when it does not open.
+		defer func() {
+			if err != nil {
+				o.coord.stop(ctx, repo)
+			}
+		}()
 		remote, err := o.coord.start(ctx, o, root, repo, src)
-		defer o.coord.stop(ctx, repo)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The agent runs on the workers (not checked here); a summariser
 		// of progress memory stays on this machine.
@@ -436,23 +400,147 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	// needs is there, or every missing piece is named with its fix.
 	if err := preflightError(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands)); err != nil {
 		if !o.DryRun {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
 	o.root = root
-	out := f.IO
 	cfg := engine.Config{
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
-		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths, TranscriptMax: o.TranscriptMax,
+		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: o.promptPaths(root, runDir), TranscriptMax: o.TranscriptMax,
 		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
 		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
 		ProgressBudget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel,
 		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
 	}
-	applyTaskRunConfig(o, &cfg)
+	// The task loop's own: the agent finds the task tree, and --watch.
+	if o.Tasks != "" {
+		cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+src.Info().Path)
+		if o.Watch {
+			cfg.Watch = o.Interval
+			if cfg.Watch <= 0 {
+				cfg.Watch = 30 * time.Second
+			}
+			if cfg.MaxIterations <= 0 {
+				// Watching is open-ended: each task is still bounded by
+				// --max-attempts, the run by --max-cost / --max-tokens.
+				cfg.MaxIterations = engine.Unlimited
+			}
+		}
+	}
+	return &openedRun{o: o, repo: repo, cfg: cfg}, nil
+}
+
+// promptPaths are where the engine looks for the prompt template, first
+// found first: --prompt, else the run folder's PROMPT.md, else
+// .ralph/PROMPT.md then PROMPT.md (then its built-in one).
+func (o *RunOptions) promptPaths(root, runDir string) []string {
+	switch {
+	case o.Prompt != "":
+		return []string{o.Prompt}
+	case runDir != "":
+		return []string{filepath.Join(runDir, runfolder.Prompt)}
+	}
+	return []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}
+}
+
+// openRunFolder checks RUN_DIR is Ralph-ready, points the run's PRD,
+// transcripts and summary into it, reads its orchestration (seed 001's
+// cadence) and keeps ralph's files there out of git.
+func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.Repo, paths *engine.Paths) (string, *runfolder.OrchestrationFile, error) {
+	rd, err := filepath.Abs(o.RunDir)
+	if err != nil {
+		return "", nil, err
+	}
+	if st, err := os.Stat(rd); err != nil || !st.IsDir() {
+		return "", nil, usage.Errorf("run folder %s does not exist", o.RunDir)
+	}
+	if !o.NoLint {
+		if problems := runfolder.Lint(root, rd); len(problems) > 0 {
+			var lines []string
+			for _, p := range problems {
+				lines = append(lines, "  "+p.String())
+			}
+			return "", nil, usage.Errorf("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
+		}
+	}
+	if o.PRD == "" {
+		o.PRD = filepath.Join(rd, runfolder.PRDJSON)
+	}
+	// The agent's progress.md is its work (committed with the story);
+	// ralph's log stays in .ralph. Transcripts and SUMMARY.md are
+	// ralph's, written after a story's commit: kept out of git, so a
+	// run never leaves them uncommitted in the tree.
+	paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
+	paths.Summary = filepath.Join(rd, runfolder.Summary)
+	excluded := []string{paths.Transcripts + "/", paths.Summary}
+	// orchestration.json schedules reviews among the workers (seed
+	// 001's cadence); its control files are ralph's and a person's,
+	// never a story's work.
+	orch, err := runfolder.ReadOrchestration(rd)
+	if err != nil {
+		return "", nil, usage.Errorf("%v", err)
+	}
+	if orch != nil {
+		if o.Parallel > 1 {
+			return "", nil, usage.Errorf("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
+		}
+		if o.Tasks != "" || o.Pipeline != "" {
+			return "", nil, usage.Errorf("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
+		}
+		excluded = append(excluded, filepath.Join(rd, runfolder.LoopState), filepath.Join(rd, runfolder.Control), filepath.Join(rd, filepath.Dir(runfolder.WorkerResult))+"/")
+	}
+	for _, p := range excluded {
+		suffix := ""
+		if strings.HasSuffix(p, "/") {
+			p, suffix = strings.TrimSuffix(p, "/"), "/"
+		}
+		if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
+			if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+suffix); err != nil {
+				return "", nil, fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
+			}
+		}
+	}
+	return rd, orch, nil
+}
+
+// checkSource checks what the flags ask of the opened source: --parallel
+// runs a PRD in a clean tree, and a source with no gate runs only with
+// --no-gates (a dry run warns).
+func (o *RunOptions) checkSource(root string, src engine.Source) error {
+	info := src.Info()
+	if o.Parallel > 1 {
+		if info.Kind != "prd" {
+			return usage.Errorf("--parallel works with PRD runs; %s runs are sequential", info.Kind)
+		}
+		if o.AllowDirty {
+			return usage.Errorf("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
+		}
+	}
+	if !info.Gated && !o.NoGates {
+		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
+		if info.Kind == "tasks" {
+			what = "--gate (nor gates: in .ralph/config.yaml)"
+		}
+		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
+		if !o.DryRun {
+			return usage.Errorf("%s", msg)
+		}
+		fmt.Fprintf(o.IO.IO.ErrOut, "ralph: warning: %s\n", msg)
+	}
+	return nil
+}
+
+// run shows the run's events (JSON lines, the plain log or the
+// dashboard), sends its notifications, runs the engine and prints the
+// summary; a dry run prints the plan instead.
+func (r *openedRun) run(ctx context.Context) error {
+	o, cfg, out := r.o, r.cfg, r.o.IO.IO
+	if o.coord != nil {
+		defer o.coord.stop(ctx, r.repo)
+	}
 	if o.JSON {
 		enc := json.NewEncoder(out.Out)
 		cfg.OnEvent = func(ev engine.Event) { _ = enc.Encode(ev) }
@@ -468,24 +556,14 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		go pp.heartbeat(hctx, every)
 	}
 	if o.coord != nil {
-		o.coord.observe(ctx, repo, &cfg)
+		o.coord.observe(ctx, r.repo, &cfg)
 	}
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
-	var notify *notifier
-	if len(o.Notify) > 0 || o.NotifyCommand != "" {
-		for _, u := range o.Notify {
-			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-				return engine.UsageError("--notify %q: want an http:// or https:// URL", u)
-			}
-		}
-		runner := f.Runner
-		if runner == nil {
-			runner = proc.Exec{}
-		}
-		notify = &notifier{urls: o.Notify, command: o.NotifyCommand, repo: root, events: paths.Events, runner: runner,
-			client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(out.ErrOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}
+	notify, err := o.notifier(cfg.Paths)
+	if err != nil {
+		return err
 	}
 	defer notify.wait()
 	var outcome engine.Outcome
@@ -502,17 +580,37 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		}
 		outcome, err = eng.Run(ctx)
 	}
-	repo.Maintain(context.WithoutCancel(ctx))
+	r.repo.Maintain(context.WithoutCancel(ctx))
 	if err != nil && outcome.State == nil {
 		return err
 	}
 	if !o.JSON {
-		printSummary(out.ErrOut, outcome, paths)
+		printSummary(out.ErrOut, outcome, cfg.Paths)
 	}
 	if outcome.Status == engine.StatusComplete {
 		return nil
 	}
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
+}
+
+// notifier is what --notify and --notify-command ask for (nil for
+// neither).
+func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
+	if len(o.Notify) == 0 && o.NotifyCommand == "" {
+		return nil, nil
+	}
+	for _, u := range o.Notify {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, usage.Errorf("--notify %q: want an http:// or https:// URL", u)
+		}
+	}
+	runner := o.IO.Runner
+	if runner == nil {
+		runner = proc.Exec{}
+	}
+	errOut := o.IO.IO.ErrOut
+	return &notifier{urls: o.Notify, command: o.NotifyCommand, repo: o.root, events: paths.Events, runner: runner,
+		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
 }
 
 // openSource opens the work the flags name: a task tree, a pipeline, or
@@ -525,12 +623,12 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 		}
 	}
 	if given > 1 {
-		return nil, engine.UsageError("give one of --prd, --tasks, --pipeline")
+		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline")
 	}
 	switch {
 	case o.Tasks != "":
 		if o.Interval <= 0 {
-			return nil, engine.UsageError("--interval must be positive")
+			return nil, usage.Errorf("--interval must be positive")
 		}
 		list, err := parseGates(o.Gates)
 		if err != nil {
@@ -544,7 +642,7 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	if p == "" {
 		p = filepath.Join(root, "prd.json")
 		if _, err := os.Stat(p); err != nil {
-			return nil, engine.UsageError("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
+			return nil, usage.Errorf("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
 		}
 	}
 	if o.Parallel > 1 {
@@ -660,11 +758,11 @@ func (o *RunOptions) summarizer(run agent.Agent) (agent.Agent, string, error) {
 	a := o.AgentFlags
 	a.Agent, a.AgentCmd, a.Model = o.Summarizer, o.SummarizerCmd, o.SummarizerModel
 	if a.Agent == "cmd" && a.AgentCmd == "" {
-		return nil, "", engine.UsageError("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
+		return nil, "", usage.Errorf("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
 	}
 	ag, err := a.build()
 	if err != nil {
-		return nil, "", engine.UsageError("--summarizer: %v", err)
+		return nil, "", usage.Errorf("--summarizer: %v", err)
 	}
 	return ag, a.Model, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/runfolder"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // RunsOptions are `ralph runs`' settings.
@@ -114,13 +115,13 @@ func runsNew(c *cobra.Command, o *RunsOptions) error {
 		return err
 	}
 	if strings.TrimSpace(o.Name) == "" {
-		return engine.UsageError("ralph runs new: give the run a name")
+		return usage.Errorf("ralph runs new: give the run a name")
 	}
 	var prdMD string
 	if o.PRD != "" {
 		b, err := os.ReadFile(o.PRD)
 		if err != nil {
-			return engine.UsageError("--prd: %v", err)
+			return usage.Errorf("--prd: %v", err)
 		}
 		prdMD = string(b)
 	}
@@ -210,7 +211,7 @@ func runsLint(c *cobra.Command, o *RunsOptions) error {
 			return err
 		}
 		if len(runs) == 0 {
-			return engine.UsageError("no run folders in %s (`ralph runs new NAME` makes one)", runfolder.Parent)
+			return usage.Errorf("no run folders in %s (`ralph runs new NAME` makes one)", runfolder.Parent)
 		}
 		for _, r := range runs {
 			dirs = append(dirs, r.Dir)
@@ -229,7 +230,7 @@ func runsLint(c *cobra.Command, o *RunsOptions) error {
 		failed += len(problems)
 	}
 	if failed > 0 {
-		return engine.UsageError("%d Ralph-ready rule(s) broken", failed)
+		return usage.Errorf("%d Ralph-ready rule(s) broken", failed)
 	}
 	return nil
 }
@@ -246,5 +247,5 @@ func resolveRunFolder(root, arg string) (string, error) {
 			return filepath.Abs(cand)
 		}
 	}
-	return "", engine.UsageError("run folder %s does not exist (neither a folder nor a run id under %s)", arg, runfolder.Parent)
+	return "", usage.Errorf("run folder %s does not exist (neither a folder nor a run id under %s)", arg, runfolder.Parent)
 }

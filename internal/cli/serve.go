@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/usage"
 	"github.com/ralph-loop/ralph/internal/web"
 )
 
@@ -62,7 +63,7 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	}
 	host, _, err := net.SplitHostPort(o.Addr)
 	if err != nil {
-		return engine.UsageError("--addr %q: %v", o.Addr, err)
+		return usage.Errorf("--addr %q: %v", o.Addr, err)
 	}
 	token := o.Token
 	if token == "" && !loopback(host) {
@@ -74,7 +75,7 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		return engine.UsageError("--addr %s: %v", o.Addr, err)
+		return usage.Errorf("--addr %s: %v", o.Addr, err)
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	if token != "" {

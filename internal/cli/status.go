@@ -10,9 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // StatusOptions are `ralph status`'s settings.
@@ -51,13 +52,13 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				fmt.Fprintf(f.IO.ErrOut, "ralph status: %s (shown rebuilt; the next `ralph run` writes it back)\n", note)
 			}
 			if st == nil {
-				return engine.UsageError("no ralph run in %s yet (start one with `ralph run`)", root)
+				return usage.Errorf("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
 			active, _ := engine.ActiveRun(p)
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
-				if ws := dist.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
+				if ws := cluster.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
 					out["workers"] = ws
 				}
 				enc := json.NewEncoder(f.IO.Out)
@@ -66,7 +67,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			}
 			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
 			if active {
-				md += WorkersMarkdown(dist.ReadWorkersFile(p.Dir))
+				md += WorkersMarkdown(cluster.ReadWorkersFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
@@ -81,7 +82,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 
 // WorkersMarkdown lists a coordinator's remote workers (none for a local
 // run): host, slots and the items each is running.
-func WorkersMarkdown(ws []dist.WorkerInfo) string {
+func WorkersMarkdown(ws []cluster.WorkerInfo) string {
 	if len(ws) == 0 {
 		return ""
 	}

@@ -70,12 +70,6 @@ func setPause(p engine.Paths, on bool, by string) error {
 	return store.WriteFile(p.Pause, []byte("paused by "+by+"\n"), 0o644)
 }
 
-// paused reports whether the pause file exists.
-func paused(p engine.Paths) bool {
-	_, err := os.Stat(p.Pause)
-	return err == nil
-}
-
 // NewCmdPause builds `ralph pause` and `ralph resume`.
 func NewCmdPause(f *Factory, resume bool) *cobra.Command {
 	use, short := "pause", "Let the active run finish its current iterations, then start no new one until ralph resume"

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/tasks"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // ExitNoTask is `ralph task claim` / `ralph task next` finding no pending
@@ -237,7 +237,7 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 	w := o.IO.IO.ErrOut
 	if cur := os.Getenv("RALPH_ITEM_ID"); cur != "" && os.Getenv("RALPH_RUN_ID") != "" {
 		if cur != o.ID {
-			return engine.UsageError("this ralph loop iteration works on task %s; only the loop completes other tasks (complete %s, or add/split tasks instead)", cur, cur)
+			return usage.Errorf("this ralph loop iteration works on task %s; only the loop completes other tasks (complete %s, or add/split tasks instead)", cur, cur)
 		}
 		st, err := o.store(ctx)
 		if err != nil {
@@ -346,7 +346,7 @@ container, title (and the reason of blocked ones). --status filters
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON lines")
 	return taskCommand(f, opts, cmd, runF, func(ctx context.Context, o *TaskOptions) error {
 		if o.Status != "" && !tasks.ValidStatus(o.Status) {
-			return engine.UsageError("--status %q: use one of %s", o.Status, strings.Join(tasks.Statuses, ", "))
+			return usage.Errorf("--status %q: use one of %s", o.Status, strings.Join(tasks.Statuses, ", "))
 		}
 		set, err := o.load(ctx)
 		if err != nil {
@@ -502,7 +502,7 @@ func (o *TaskOptions) resolveFile(ctx context.Context) error {
 		o.File = filepath.Join(wd, o.File)
 	}
 	if st, err := os.Stat(o.File); err == nil && st.IsDir() {
-		return engine.UsageError("%s is a folder, not a tasks file", o.File)
+		return usage.Errorf("%s is a folder, not a tasks file", o.File)
 	}
 	return nil
 }
@@ -602,26 +602,6 @@ func (o *TaskOptions) printTasks(list ...*tasks.Task) {
 
 // --- `ralph run --tasks` ---
 
-// applyTaskRunConfig sets the engine settings of the task loop (called
-// from runRun once cfg is built).
-func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
-	if o.Tasks == "" || cfg.Source == nil {
-		return
-	}
-	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
-	if o.Watch {
-		cfg.Watch = o.Interval
-		if cfg.Watch <= 0 {
-			cfg.Watch = 30 * time.Second
-		}
-		if cfg.MaxIterations <= 0 {
-			// Watching is open-ended: each task is still bounded by
-			// --max-attempts, the run by --max-cost / --max-tokens.
-			cfg.MaxIterations = engine.Unlimited
-		}
-	}
-}
-
 func parseGates(specs []string) ([]gate.Gate, error) {
 	var out []gate.Gate
 	for i, s := range specs {
@@ -631,7 +611,7 @@ func parseGates(specs []string) ([]gate.Gate, error) {
 		}
 		name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
 		if name == "" || cmd == "" {
-			return nil, engine.UsageError("--gate %q: use NAME=COMMAND", s)
+			return nil, usage.Errorf("--gate %q: use NAME=COMMAND", s)
 		}
 		out = append(out, gate.Gate{Name: name, Command: cmd})
 	}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 )
@@ -40,7 +40,7 @@ type Snapshot struct {
 	Deps   map[string]string
 	// Remote are a coordinator's workers on other machines (none for a
 	// local run), while the run is active.
-	Remote []dist.WorkerInfo
+	Remote []cluster.WorkerInfo
 	Err    error
 }
 
@@ -78,7 +78,7 @@ func (f *Feed) Poll() Snapshot {
 	_, perr := os.Stat(f.Paths.Pause)
 	s.Paused = perr == nil
 	if s.Active {
-		s.Remote = dist.ReadWorkersFile(f.Paths.Dir)
+		s.Remote = cluster.ReadWorkersFile(f.Paths.Dir)
 	}
 	f.readEvents()
 	if st != nil {

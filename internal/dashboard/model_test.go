@@ -12,7 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -127,9 +127,9 @@ func TestModelShowsRemoteWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
-	ws := []dist.WorkerInfo{{ID: "build-7-4242", Host: "build-7", Slots: 2, Items: []string{"S-1"}, Seen: now},
+	ws := []cluster.WorkerInfo{{ID: "build-7-4242", Host: "build-7", Slots: 2, Items: []string{"S-1"}, Seen: now},
 		{ID: "gpu-1-77", Host: "gpu-1", Slots: 4, Items: []string{"S-2"}, Agent: "codex", Seen: now}}
-	if err := dist.WriteWorkersFile(p.Dir, ws); err != nil {
+	if err := cluster.WriteWorkersFile(p.Dir, ws); err != nil {
 		t.Fatal(err)
 	}
 	m := New(NewFeed(p), Controls{})
@@ -144,7 +144,7 @@ func TestModelShowsRemoteWorkers(t *testing.T) {
 		t.Errorf("S-2's gates run here, not on a worker:\n%s", out)
 	}
 	old := now.Add(-time.Minute)
-	os.Chtimes(filepath.Join(p.Dir, dist.WorkersFile), old, old)
+	os.Chtimes(filepath.Join(p.Dir, cluster.WorkersFile), old, old)
 	m.snap = m.feed.Poll()
 	if out := m.Render(); strings.Contains(out, "Remote workers") {
 		t.Errorf("a stale workers file is shown:\n%s", out)

@@ -27,6 +27,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Clock is time, replaceable in tests.
@@ -183,21 +184,8 @@ type Outcome struct {
 	State  *State
 }
 
-// ErrUsage marks errors in what the user asked for (exit 2): match it with
-// errors.Is.
-var ErrUsage = errors.New("usage error")
-
-// usageError is a message about the user's input; it is ErrUsage for
-// errors.Is but reads as the message alone.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string        { return e.msg }
-func (e *usageError) Is(target error) bool { return target == ErrUsage }
-
-// UsageError formats a message as a usage error.
-func UsageError(format string, a ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, a...)}
-}
+// UsageError formats a message as invalid input (exit 2): usage.Errorf.
+func UsageError(format string, a ...any) error { return usage.Errorf(format, a...) }
 
 // Engine runs a loop.
 type Engine struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Remote operations for runs spread over machines (internal/dist): work
+// Remote operations for runs spread over machines (internal/cluster): work
 // goes out and comes back through an ordinary git remote.
 
 // Clone clones url into dir (which must not exist) and returns the Repo.

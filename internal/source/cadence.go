@@ -20,6 +20,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Trailers of the commits a cadence records.
@@ -70,13 +71,13 @@ type Cadence struct {
 func OpenCadence(p *PRD, root, dir string, o runfolder.OrchestrationFile) (*Cadence, error) {
 	for _, st := range p.Doc.Stories {
 		if reservedID(st.ID) {
-			return nil, engine.UsageError("%s: story id %q: ids starting with %q or %q are the cadence's own (reviews and steering)", p.File, st.ID, reviewID, steeringID)
+			return nil, usage.Errorf("%s: story id %q: ids starting with %q or %q are the cadence's own (reviews and steering)", p.File, st.ID, reviewID, steeringID)
 		}
 	}
 	c := &Cadence{PRD: p, Dir: dir, Root: root, Orch: o}
 	ok, err := runfolder.ReadJSON(c.path(runfolder.LoopState), &c.ls)
 	if err != nil {
-		return nil, engine.UsageError("%v (ralph writes this file: delete it to start the cadence afresh)", err)
+		return nil, usage.Errorf("%v (ralph writes this file: delete it to start the cadence afresh)", err)
 	}
 	if !ok {
 		c.ls = runfolder.LoopStateFile{Phase: "worker"}
@@ -84,10 +85,10 @@ func OpenCadence(p *PRD, root, dir string, o runfolder.OrchestrationFile) (*Cade
 	// The files a person or a worker writes are checked before anything
 	// starts (Next reads them again before every iteration).
 	if _, err := runfolder.ReadJSON(c.path(runfolder.Control), &runfolder.ControlFile{}); err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
 	if _, err := runfolder.ReadJSON(c.path(runfolder.WorkerResult), &runfolder.WorkerResultFile{}); err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
 	c.ls.Scheme = o.Scheme
 	return c, nil
@@ -128,13 +129,13 @@ func (c *Cadence) Next(st *engine.State, busy map[string]bool) (*engine.Item, er
 	}
 	var ctl runfolder.ControlFile
 	if ok, err := runfolder.ReadJSON(c.path(runfolder.Control), &ctl); err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	} else if ok && ctl.ReviewRequested {
 		return c.reviewItem(ls.Reviews+1, ModeAdhoc), nil
 	}
 	var wr runfolder.WorkerResultFile
 	if ok, err := runfolder.ReadJSON(c.path(runfolder.WorkerResult), &wr); err != nil {
-		return nil, engine.UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	} else if ok && wr.Complete {
 		return c.reviewItem(ls.Reviews+1, ModeFinal), nil
 	}

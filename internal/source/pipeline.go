@@ -14,6 +14,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/pipeline"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Pipeline runs the stages of a pipeline file in order on the current
@@ -52,7 +53,7 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 		}
 		file = p.File
 		if _, serr := os.Stat(filepath.Join(root, p.PRD)); serr != nil {
-			return nil, engine.UsageError("the built-in %s pipeline reads its PRD from %s, which does not exist: write the pipeline out with `ralph pipeline init %s --prd YOUR-PRD.md`, then run it with --pipeline .ralph/pipeline.yaml", spec, p.PRD, spec)
+			return nil, usage.Errorf("the built-in %s pipeline reads its PRD from %s, which does not exist: write the pipeline out with `ralph pipeline init %s --prd YOUR-PRD.md`, then run it with --pipeline .ralph/pipeline.yaml", spec, p.PRD, spec)
 		}
 	} else {
 		file, err = filepath.Abs(spec)
@@ -60,7 +61,7 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 			return nil, err
 		}
 		if _, serr := os.Stat(file); serr != nil {
-			return nil, engine.UsageError("pipeline file %s does not exist (create one with `ralph pipeline init pagent --prd FILE`; built in: %s)", spec, strings.Join(pipeline.Presets(), ", "))
+			return nil, usage.Errorf("pipeline file %s does not exist (create one with `ralph pipeline init pagent --prd FILE`; built in: %s)", spec, strings.Join(pipeline.Presets(), ", "))
 		}
 		p, err = pipeline.Load(file)
 	}
@@ -75,7 +76,7 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 			s.PRDPath = filepath.Join(root, p.PRD)
 		}
 		if _, err := os.Stat(s.PRDPath); err != nil {
-			return nil, engine.UsageError("pipeline %s: prd %s does not exist (paths are relative to the repository root %s)", p.Name, p.PRD, root)
+			return nil, usage.Errorf("pipeline %s: prd %s does not exist (paths are relative to the repository root %s)", p.Name, p.PRD, root)
 		}
 	}
 	return s, nil
@@ -157,7 +158,7 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 			return engine.Workspace{}, err
 		}
 		if cur == "" {
-			return engine.Workspace{}, engine.UsageError("the tree is on a detached HEAD: check out the branch the pipeline's commits should go on")
+			return engine.Workspace{}, usage.Errorf("the tree is on a detached HEAD: check out the branch the pipeline's commits should go on")
 		}
 		head, err := s.Git.Head(ctx)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // PRD runs the stories of a prd.json one at a time in the main work tree,
@@ -76,11 +77,11 @@ func (s *prdDoc) toBranch(ctx context.Context) error {
 	}
 	if cur != s.Branch {
 		if !s.Git.HasCommits(ctx) {
-			return engine.UsageError("the repository has no commits yet: make a first commit so ralph can branch %s from it", s.Branch)
+			return usage.Errorf("the repository has no commits yet: make a first commit so ralph can branch %s from it", s.Branch)
 		}
 		if !s.Git.BranchExists(ctx, s.Branch) {
 			if err := s.Git.CheckRefName(ctx, s.Branch); err != nil {
-				return engine.UsageError("branch_name in %s: %v", s.File, err)
+				return usage.Errorf("branch_name in %s: %v", s.File, err)
 			}
 			if err := s.Git.CreateBranch(ctx, s.Branch, ""); err != nil {
 				return err

@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/tasks"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // PauseBeforeMergeCommitEnv is for tests only: when it names a path, the
@@ -102,7 +103,7 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 		return nil, err
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return nil, engine.UsageError("tasks file %s: %v (create it with `ralph task add ID TITLE`)", path, errors.Unwrap(err))
+		return nil, usage.Errorf("tasks file %s: %v (create it with `ralph task add ID TITLE`)", path, errors.Unwrap(err))
 	}
 	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
 		tracked: map[string]bool{}, split: map[string]splitInfo{}}
@@ -144,7 +145,7 @@ func (s *Tasks) loadBase(ctx context.Context) error {
 	}
 	if strings.HasPrefix(cur, "task/") {
 		if err := store.ReadJSON(p, &rec); err != nil || rec.Base == "" {
-			return engine.UsageError("%s is a task branch: check out the branch tasks should be merged into (e.g. main) and run again", cur)
+			return usage.Errorf("%s is a task branch: check out the branch tasks should be merged into (e.g. main) and run again", cur)
 		}
 		s.base = rec.Base
 		return nil
@@ -395,10 +396,10 @@ func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) 
 
 func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	if s.base == "" || !s.Git.HasCommits(ctx) {
-		return "", engine.UsageError("the repository has no commits yet: make a first commit so ralph can branch tasks from it")
+		return "", usage.Errorf("the repository has no commits yet: make a first commit so ralph can branch tasks from it")
 	}
 	if strings.HasPrefix(s.base, "task/") {
-		return "", engine.UsageError("the run started on %s, a task branch: check out the branch tasks should be merged into (e.g. main) and run again", s.base)
+		return "", usage.Errorf("the run started on %s, a task branch: check out the branch tasks should be merged into (e.g. main) and run again", s.base)
 	}
 	branch, err := s.branch(ctx, it)
 	if err != nil {

@@ -23,12 +23,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // coordinatorFlags are `ralph coordinator`'s own settings, on top of
@@ -53,7 +54,7 @@ type coordinatorFlags struct {
 	pushDone   chan struct{}
 	pushed     string // the tip last pushed (pushes are one at a time)
 	paths      engine.Paths
-	attest     *dist.Attestations // set by runRun before the source opens
+	attest     *cluster.Attestations // set by runRun before the source opens
 	stateMu    sync.Mutex
 	stateSent  []byte // the state last put into NATS (under stateMu)
 }
@@ -71,8 +72,8 @@ func (n *natsFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&n.Key, "tls-key", "", "client key `FILE` for mutual TLS")
 }
 
-func (n natsFlags) options(token, name string) dist.ConnOptions {
-	return dist.ConnOptions{Token: token, Creds: n.Creds, CA: n.CA, Cert: n.Cert, Key: n.Key, Name: name}
+func (n natsFlags) options(token, name string) cluster.ConnOptions {
+	return cluster.ConnOptions{Token: token, Creds: n.Creds, CA: n.CA, Cert: n.Cert, Key: n.Key, Name: name}
 }
 
 // NewCmdCoordinator builds `ralph coordinator`: `ralph run` over a PRD
@@ -135,9 +136,9 @@ split, add) are merged back into this repository's files by task id.`
 	}
 	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
 	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
-	fl.StringVar(&co.Listen, "listen", dist.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
+	fl.StringVar(&co.Listen, "listen", cluster.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
 	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (generated when --listen is not loopback)")
-	fl.DurationVar(&co.Lease, "lease", dist.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
+	fl.DurationVar(&co.Lease, "lease", cluster.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
 	co.conn.register(cmd)
 	return cmd
 }
@@ -146,25 +147,25 @@ split, add) are merged back into this repository's files by task id.`
 // --nats), sets the run up there and returns the agent that queues jobs.
 func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
 	if co.Remote == "" {
-		return nil, engine.UsageError("--remote is required: the git remote the coordinator and its workers exchange branches through")
+		return nil, usage.Errorf("--remote is required: the git remote the coordinator and its workers exchange branches through")
 	}
 	if o.Pipeline != "" {
-		return nil, engine.UsageError("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
+		return nil, usage.Errorf("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
 	}
 	var listing func(func() error) error
-	var shared dist.Shared
+	var shared cluster.Shared
 	switch s := src.(type) {
 	case interface {
 		FeatureBranch() string
 		ListingWorktrees(func() error) error
 	}:
 		if o.Parallel < 2 {
-			return nil, engine.UsageError("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
+			return nil, usage.Errorf("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
 		}
 		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
 	case interface {
 		Base() string
-		dist.Shared
+		cluster.Shared
 	}:
 		// One task at a time, as `ralph run --tasks` works them; the
 		// agent's edits of the task files travel with the job.
@@ -173,14 +174,14 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 		co.feature, shared, co.userBranch = s.Base(), s, true
 	default:
-		return nil, engine.UsageError("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
+		return nil, usage.Errorf("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
 	}
 	if co.Lease < time.Second {
-		return nil, engine.UsageError("--lease must be at least 1s")
+		return nil, usage.Errorf("--lease must be at least 1s")
 	}
 	co.Remote = absRemote(co.Remote)
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
-		return nil, engine.UsageError("--remote %s: git cannot reach it: %v", co.Remote, err)
+		return nil, usage.Errorf("--remote %s: git cannot reach it: %v", co.Remote, err)
 	}
 	co.paths = engine.PathsFor(root)
 	out := o.IO.IO.ErrOut
@@ -188,18 +189,18 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	token := co.Token
 	if url == "" {
 		host, _, _ := strings.Cut(co.Listen, ":")
-		if token == "" && !dist.Loopback(host) {
+		if token == "" && !cluster.Loopback(host) {
 			b := make([]byte, 16)
 			_, _ = rand.Read(b)
 			token = hex.EncodeToString(b)
 		}
-		s, u, err := dist.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
+		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
 		if err != nil {
-			return nil, engine.UsageError("%v", err)
+			return nil, usage.Errorf("%v", err)
 		}
 		co.srv, url = s, u
 	}
-	nc, err := dist.Connect(url, co.conn.options(token, "ralph coordinator"))
+	nc, err := cluster.Connect(url, co.conn.options(token, "ralph coordinator"))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
@@ -209,7 +210,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := dist.Setup(sctx, co.js, dist.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
+	if err := cluster.Setup(sctx, co.js, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
 		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
 	}
 	if !o.Fresh {
@@ -223,15 +224,15 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		fmt.Fprintf(out, "ralph: NATS token (generated): %s\n", token)
 	}
 	fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s\n", url, shown)
-	spec := dist.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
+	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
 		if spec.Command, err = proc.SplitArgs(o.AgentCmd); err != nil {
-			return nil, engine.UsageError("--agent-cmd: %v", err)
+			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 	}
 	go co.mirrorWorkers(ctx, co.paths.Dir)
 	go co.mirrorState(ctx)
-	ra := &dist.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
+	ra := &cluster.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
 		GateTimeout: o.GateTimeout, Attest: co.attest}
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
@@ -375,11 +376,11 @@ func (co *coordinatorFlags) putState(ctx context.Context) {
 	if err != nil || bytes.Equal(b, co.stateSent) {
 		return
 	}
-	kv, err := co.js.KeyValue(ctx, dist.BucketRun)
+	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
 	if err != nil {
 		return
 	}
-	if _, err := kv.Put(ctx, dist.KeyState, b); err == nil {
+	if _, err := kv.Put(ctx, cluster.KeyState, b); err == nil {
 		co.stateSent = b
 	}
 }
@@ -392,18 +393,18 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
 		return nil // this repository's own state (or its error) rules
 	}
-	kv, err := co.js.KeyValue(ctx, dist.BucketRun)
+	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
 	if err != nil {
 		return nil
 	}
-	e, err := kv.Get(ctx, dist.KeyState)
+	e, err := kv.Get(ctx, cluster.KeyState)
 	if err != nil {
 		return nil
 	}
 	st := &engine.State{}
 	info := src.Info()
 	if err := json.Unmarshal(e.Value(), st); err != nil || st.RunID == "" {
-		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", dist.BucketRun, dist.KeyState, err)
+		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", cluster.BucketRun, cluster.KeyState, err)
 	}
 	if st.Source != info.Kind || filepath.Base(st.SourcePath) != filepath.Base(info.Path) {
 		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
@@ -441,10 +442,10 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 // mirrorWorkers writes the live workers to .ralph/workers.json every
 // second while the run lasts.
 func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
-	defer dist.RemoveWorkersFile(dir)
+	defer cluster.RemoveWorkersFile(dir)
 	for {
-		if ws, err := dist.Workers(ctx, co.js); err == nil {
-			_ = dist.WriteWorkersFile(dir, ws)
+		if ws, err := cluster.Workers(ctx, co.js); err == nil {
+			_ = cluster.WriteWorkersFile(dir, ws)
 		}
 		select {
 		case <-ctx.Done():
@@ -509,10 +510,10 @@ had go back to the queue.`,
 
 func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if o.NATS == "" {
-		return engine.UsageError("--nats is required: the URL the coordinator printed")
+		return usage.Errorf("--nats is required: the URL the coordinator printed")
 	}
 	if o.Parallel < 1 {
-		return engine.UsageError("--parallel must be at least 1")
+		return usage.Errorf("--parallel must be at least 1")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -524,21 +525,21 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if err != nil {
 		var held *store.ErrLocked
 		if errors.As(err, &held) {
-			return engine.UsageError("--dir %s is in use by another worker, %s: give each worker its own --dir", dir, held.Holder)
+			return usage.Errorf("--dir %s is in use by another worker, %s: give each worker its own --dir", dir, held.Holder)
 		}
 		return err
 	}
 	defer lock.Unlock()
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
-	w := &dist.Worker{Dir: dir, Slots: o.Parallel, ID: dist.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	w := &cluster.Worker{Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
 	if o.flagSet("agent") {
 		if w.Override, err = o.AgentFlags.build(); err != nil {
 			return err
 		}
 		w.OverrideName = o.Agent
 	}
-	nc, err := dist.Connect(o.NATS, o.conn.options(o.Token, "ralph worker "+id))
+	nc, err := cluster.Connect(o.NATS, o.conn.options(o.Token, "ralph worker "+id))
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ralph-loop/ralph/internal/dist"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
@@ -23,9 +23,9 @@ import (
 // embedded NATS server, worker processes, a bare git remote in a temp
 // folder, all on loopback, and a shell agent.
 
-// distAgent writes its story's file and claims; $MARK is a folder outside
+// clusterAgent writes its story's file and claims; $MARK is a folder outside
 // every repository where it leaves what the test looks at.
-const distAgent = `cat > /dev/null
+const clusterAgent = `cat > /dev/null
 echo "start $RALPH_ITEM_ID $(date +%s%N) $PPID" >> "$MARK/starts.log"
 if [ -f "$MARK/hook.sh" ]; then . "$MARK/hook.sh"; fi
 echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
@@ -88,15 +88,15 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// distSetup makes the repository (on main, pushed to a bare remote) with
+// clusterSetup makes the repository (on main, pushed to a bare remote) with
 // prd and the agent, and returns it, the remote, the mark folder and the
 // NATS URL to use.
-func distSetup(t *testing.T, prd string) (repo, remote, mark, url string) {
-	return distRepo(t, map[string]string{"prd.json": prd, "agent.sh": distAgent})
+func clusterSetup(t *testing.T, prd string) (repo, remote, mark, url string) {
+	return clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": clusterAgent})
 }
 
-// distRepo is distSetup with the repository's files given.
-func distRepo(t *testing.T, files map[string]string) (repo, remote, mark, url string) {
+// clusterRepo is clusterSetup with the repository's files given.
+func clusterRepo(t *testing.T, files map[string]string) (repo, remote, mark, url string) {
 	repo = newRepo(t, files)
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	git(t, repo, "init", "-q", "--bare", remote)
@@ -155,9 +155,9 @@ func (p *bgProc) String() string { return strings.Join(p.cmd.Args, " ") + ":\n" 
 
 // Three workers finish an 8-story diamond: one feat commit per story, on
 // the remote. The first worker starts before the coordinator and waits.
-func TestDistDiamondThreeWorkers(t *testing.T) {
+func TestClusterDiamondThreeWorkers(t *testing.T) {
 	bin := buildRalph(t)
-	repo, remote, mark, url := distSetup(t, diamond(8))
+	repo, remote, mark, url := clusterSetup(t, diamond(8))
 	env := []string{"MARK=" + mark}
 	w1dir := t.TempDir()
 	w1 := startBg(t, w1dir, env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
@@ -188,9 +188,9 @@ func TestDistDiamondThreeWorkers(t *testing.T) {
 
 // A worker killed with SIGKILL in the middle of a story: its job goes to
 // another worker when the lease runs out, and the story is committed once.
-func TestDistWorkerKilled(t *testing.T) {
+func TestClusterWorkerKilled(t *testing.T) {
 	bin := buildRalph(t)
-	repo, remote, mark, url := distSetup(t, diamond(4))
+	repo, remote, mark, url := clusterSetup(t, diamond(4))
 	// The first run of S-2 says where it is and hangs.
 	hook := `if [ "$RALPH_ITEM_ID" = S-2 ] && [ ! -f "$MARK/s2.pid" ]; then echo "$PPID $$" > "$MARK/s2.tmp"; mv "$MARK/s2.tmp" "$MARK/s2.pid"; sleep 60; fi` + "\n"
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
@@ -224,9 +224,9 @@ func TestDistWorkerKilled(t *testing.T) {
 // The coordinator killed with SIGKILL mid-run and started again: the run
 // resumes (its state on disk, the stream and buckets in the embedded
 // server's store) and finishes with nothing merged twice.
-func TestDistCoordinatorRestarted(t *testing.T) {
+func TestClusterCoordinatorRestarted(t *testing.T) {
 	bin := buildRalph(t)
-	repo, remote, mark, url := distSetup(t, diamond(6))
+	repo, remote, mark, url := clusterSetup(t, diamond(6))
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
 	env := []string{"MARK=" + mark}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
@@ -256,10 +256,10 @@ func TestDistCoordinatorRestarted(t *testing.T) {
 // a fresh clone of the remote and the same NATS server (a standalone one
 // here). It takes the run's state from NATS and the feature branch from
 // the remote, and finishes without running a merged story again.
-func TestDistCoordinatorMoves(t *testing.T) {
+func TestClusterCoordinatorMoves(t *testing.T) {
 	bin := buildRalph(t)
-	repo, remote, mark, _ := distSetup(t, diamond(6))
-	srv, url, err := dist.StartServer("127.0.0.1:0", t.TempDir(), "")
+	repo, remote, mark, _ := clusterSetup(t, diamond(6))
+	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestDistCoordinatorMoves(t *testing.T) {
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	// Two stories merged, pushed, and in the state on NATS.
-	nc, err := dist.Connect(url, dist.ConnOptions{Name: "test"})
+	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +280,11 @@ func TestDistCoordinatorMoves(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var merged []string
 	waitFor(t, func() bool {
-		kv, err := js.KeyValue(t.Context(), dist.BucketRun)
+		kv, err := js.KeyValue(t.Context(), cluster.BucketRun)
 		if err != nil {
 			return false
 		}
-		e, err := kv.Get(t.Context(), dist.KeyState)
+		e, err := kv.Get(t.Context(), cluster.KeyState)
 		if err != nil {
 			return false
 		}
@@ -342,7 +342,7 @@ func featCommitsQuiet(remote string) []string {
 // agents' starts and the workers.
 func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limited int64, starts string, w1, w2 *bgProc) {
 	t.Helper()
-	repo, remote, mark, url := distSetup(t, prd)
+	repo, remote, mark, url := clusterSetup(t, prd)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
 	env := []string{"MARK=" + mark, "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, append(args, "--rate-limit-backoff", "3s")...)...)
@@ -360,7 +360,7 @@ func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limite
 
 // A rate limit one worker's agent meets pauses the other worker's next
 // agent start until the reset.
-func TestDistRateLimitPausesEveryWorker(t *testing.T) {
+func TestClusterRateLimitPausesEveryWorker(t *testing.T) {
 	bin := buildRalph(t)
 	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},
@@ -395,7 +395,7 @@ if [ "$RALPH_ITEM_ID" = S-2 ]; then sleep 1; fi` + "\n"
 // independent stories are queued at once for two workers of one slot; the
 // first agent meets the limit once all four are queued, the other takes a
 // second, so both workers' next jobs are already in the queue.
-func TestDistRateLimitHoldsQueuedJobs(t *testing.T) {
+func TestClusterRateLimitHoldsQueuedJobs(t *testing.T) {
 	bin := buildRalph(t)
 	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},
@@ -431,7 +431,7 @@ fi
 // task complete` in the worker's copy of tasks.jsonl, and their edits come
 // back merged with a task a person added on the coordinator meanwhile.
 // Every leaf ends as one squash commit on the remote's main, archived here.
-func TestDistTasks(t *testing.T) {
+func TestClusterTasks(t *testing.T) {
 	bin := buildRalph(t)
 	const agentSh = `cat > /dev/null
 echo "start $RALPH_ITEM_ID" >> "$MARK/starts.log"
@@ -445,7 +445,7 @@ A.1) ralph task split A.1 "part one" "part two" ;;
 	ralph task complete "$RALPH_ITEM_ID" ;;
 esac
 `
-	repo, remote, mark, url := distRepo(t, map[string]string{"agent.sh": agentSh, "tasks.jsonl": `{"id":"A","title":"auth","status":"pending","leaf":false}
+	repo, remote, mark, url := clusterRepo(t, map[string]string{"agent.sh": agentSh, "tasks.jsonl": `{"id":"A","title":"auth","status":"pending","leaf":false}
 {"id":"A.1","title":"session store","status":"pending","leaf":true}
 {"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
 {"id":"B","title":"docs","status":"pending","leaf":true}
@@ -517,7 +517,7 @@ esac
 // worker sends the story back with its output; an agent that rewrites the
 // gate script so it passes is caught by the coordinator's check of the
 // gates' files all the same.
-func TestDistGatesOnWorkers(t *testing.T) {
+func TestClusterGatesOnWorkers(t *testing.T) {
 	bin := buildRalph(t)
 	const agentSh = `cat > /dev/null
 echo "start $RALPH_ITEM_ID $(date +%s%N) $PPID" >> "$MARK/starts.log"
@@ -538,7 +538,7 @@ echo '<promise>COMPLETE</promise>'
 	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},{"id":"S-3","title":"c","priority":1}],
 "quality_checks":{"test":"sh check.sh"}}` + "\n"
-	repo, remote, mark, url := distRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
+	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
 	env := []string{"MARK=" + mark}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")

@@ -1,4 +1,4 @@
-// Package dist spreads a run's agent iterations over worker processes on
+// Package cluster spreads a run's agent iterations over worker processes on
 // many machines. The coordinator is an ordinary `ralph run` over a PRD in
 // parallel mode — its engine schedules, verifies, merges and keeps the
 // state exactly as a local run does — whose agent is remote: each
@@ -18,7 +18,7 @@
 // a worker's lease runs out), the results (a key-value bucket, one key per
 // job, written once: a duplicate delivery cannot report twice), the run's
 // settings, the shared rate-limit pause and the workers' heartbeats.
-package dist
+package cluster
 
 import (
 	"context"

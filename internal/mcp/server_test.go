@@ -1,0 +1,168 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ralph-loop/ralph/internal/cli"
+	"github.com/ralph-loop/ralph/internal/iostreams"
+	"github.com/ralph-loop/ralph/internal/mcp"
+)
+
+// mcpSession connects a go-sdk client to the server over dir, in process,
+// with the command line's own commands behind its tools.
+func mcpSession(t *testing.T, dir string) *sdk.ClientSession {
+	t.Helper()
+	streams, _, _, _ := iostreams.Test()
+	srv := mcp.NewServer(cli.MCPServerOptions(&cli.Factory{IO: streams, Getwd: func() (string, error) { return dir, nil }}, dir))
+	ct, st := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := srv.Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "init"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// call calls a tool and returns its text and whether it was an error.
+func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) (string, map[string]any, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	var structured map[string]any
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &structured)
+	}
+	return text.String(), structured, res.IsError
+}
+
+// Every tool but run (its process is tested end to end) and every
+// resource, with the go-sdk client: the CLI's results, and its errors as
+// tool errors with the CLI's message and exit code, nothing written.
+func TestMCPTools(t *testing.T) {
+	dir := gitRepo(t)
+	cs := mcpSession(t, dir)
+
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+		if tool.InputSchema == nil {
+			t.Errorf("%s has no input schema", tool.Name)
+		}
+	}
+	for _, want := range []string{"run", "status", "create_prd", "validate_prd", "stop", "approve", "task_add", "task_next", "task_complete", "task_list", "tail"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("no tool %s (have %v)", want, names)
+		}
+	}
+
+	// create_prd, then validate_prd.
+	text, _, isErr := call(t, cs, "create_prd", map[string]any{"project": "todo", "feature": "Priorities"})
+	if isErr {
+		t.Fatalf("create_prd: %s", text)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "prd.json")); err != nil {
+		t.Fatal("create_prd wrote nothing")
+	}
+	text, _, isErr = call(t, cs, "create_prd", map[string]any{"project": "todo", "feature": "Priorities"})
+	if !isErr || !strings.Contains(text, "already exists (use --force to overwrite)") || !strings.Contains(text, "exit code 2") {
+		t.Errorf("a second create_prd: %v %s", isErr, text)
+	}
+	text, _, isErr = call(t, cs, "validate_prd", map[string]any{})
+	if isErr || !strings.Contains(text, "prd.json: valid") {
+		t.Errorf("validate_prd: %v %s", isErr, text)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"project":"p","user_stories":[{"id":"A","title":"a","depends_on":["A"]}]}`), 0o644)
+	text, _, isErr = call(t, cs, "validate_prd", map[string]any{"path": "bad.json"})
+	if !isErr || !strings.Contains(text, "depends on itself") || !strings.Contains(text, "exit code 2") {
+		t.Errorf("validate_prd of a cycle: %v %s", isErr, text)
+	}
+
+	// Bad arguments: a clear error, nothing written.
+	if text, _, isErr := call(t, cs, "create_prd", map[string]any{"project": "x", "feature": "y", "path": "sub/dir/p.json", "repo": "nowhere"}); !isErr || !strings.Contains(text, `repo "nowhere": not a folder`) {
+		t.Errorf("a missing repo: %v %s", isErr, text)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub")); err == nil {
+		t.Error("a failed call wrote something")
+	}
+	if text, _, isErr := call(t, cs, "tail", map[string]any{"n": "many"}); !isErr {
+		t.Errorf("tail with a string n: %s", text)
+	}
+
+	// No run yet.
+	if text, _, isErr := call(t, cs, "status", map[string]any{}); !isErr || !strings.Contains(text, "no ralph run") {
+		t.Errorf("status without a run: %v %s", isErr, text)
+	}
+	if text, _, isErr := call(t, cs, "stop", map[string]any{}); !isErr || !strings.Contains(text, "no run is active") {
+		t.Errorf("stop without a run: %v %s", isErr, text)
+	}
+	if text, _, isErr := call(t, cs, "approve", map[string]any{"id": "US-001"}); !isErr {
+		t.Errorf("approve without a plan: %s", text)
+	}
+
+	// The task tools.
+	if text, _, isErr := call(t, cs, "task_add", map[string]any{"title": "Parse the config"}); isErr || !strings.Contains(text, "A") {
+		t.Fatalf("task_add: %v %s", isErr, text)
+	}
+	call(t, cs, "task_add", map[string]any{"title": "Check the ports"})
+	if _, out, isErr := call(t, cs, "task_next", map[string]any{}); isErr || !strings.Contains(out["text"].(string), `"id":"A"`) {
+		t.Errorf("task_next: %v %v", isErr, out)
+	}
+	if text, _, isErr := call(t, cs, "task_complete", map[string]any{"id": "A"}); isErr {
+		t.Errorf("task_complete: %s", text)
+	}
+	if _, out, isErr := call(t, cs, "task_list", map[string]any{"status": "pending"}); isErr || strings.Contains(out["text"].(string), `"id":"A"`) || !strings.Contains(out["text"].(string), `"id":"B"`) {
+		t.Errorf("task_list pending: %v %v", isErr, out)
+	}
+	if text, _, isErr := call(t, cs, "task_complete", map[string]any{"id": "Z"}); !isErr || !strings.Contains(text, "Z") {
+		t.Errorf("task_complete of no task: %v %s", isErr, text)
+	}
+
+	// Resources: none yet; then the progress a run would write.
+	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "ralph://progress"}); err == nil {
+		t.Error("ralph://progress without a run")
+	}
+	os.MkdirAll(filepath.Join(dir, ".ralph"), 0o700)
+	os.WriteFile(filepath.Join(dir, ".ralph", "progress.md"), []byte("## entry\n"), 0o644)
+	res, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "ralph://progress"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "## entry\n" {
+		t.Errorf("ralph://progress: %v %+v", err, res)
+	}
+	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "ralph://transcript/9"}); err == nil {
+		t.Error("a transcript that does not exist")
+	}
+}
