@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -209,6 +210,9 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 		return nil, err
 	}
 	cfg.Roles = rs
+	if cfg.Deciders, err = decide.Rules(decide.Options{Paths: cfg.Paths, Roles: rs}); err != nil {
+		return nil, err
+	}
 	return engine.New(cfg)
 }
 

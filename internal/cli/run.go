@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/dist"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -442,6 +443,11 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	}
 	o.root = root
 	out := f.IO
+	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
+		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
+	if err != nil {
+		return err
+	}
 	cfg := engine.Config{
 		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
 		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
@@ -450,7 +456,7 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
 		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
 		ProgressBudget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel,
-		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
+		Deciders: rules,
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

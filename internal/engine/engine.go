@@ -3,8 +3,10 @@
 // depends on interfaces only (Source, agent.Agent, gate runner, VCS,
 // Clock).
 //
-// One iteration: select → prompt → agent → signals → verify → decide →
-// persist. Sequential mode is the scheduler with one worker.
+// One iteration (iteration.go): select → setup → prepare → prompt → agent →
+// signals → verify → decide → persist; the decide step asks the run's
+// deciders (internal/decide). Sequential mode is the scheduler with one
+// worker.
 package engine
 
 import (
@@ -83,20 +85,10 @@ type Config struct {
 	// MaxItemIterations bounds the iterations on one item, work in
 	// progress included (0 = DefaultMaxItemIterations).
 	MaxItemIterations int
-	// TestFix re-runs the agent up to N times within one attempt when a
-	// claim fails the gate named "test", each re-run an iteration of its
-	// own with role TestFixRole ("" = debugger) and the failing output.
-	TestFix     int
-	TestFixRole string
-	// PlanApproval: an item's first iteration writes a plan and changes no
-	// code; the item waits until the plan is approved (ralph approve) or
-	// at once with AutoApprove.
-	PlanApproval bool
-	AutoApprove  bool
-	// Council is how many reviewer agents vote on a critical item (its
-	// critical field, or a council rule in roles.yaml) once its gates
-	// pass; 0 = DefaultCouncil. A majority must approve.
-	Council          int
+	// Deciders are the rules with a say in an item's iterations besides
+	// the gates, in the order they are asked (internal/decide: plan
+	// approval, reviews, the council, test-fix re-runs).
+	Deciders         []Decider
 	AllowDirty       bool
 	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
 	RateLimitMaxWait time.Duration // cap; 0 = 30 min
@@ -151,16 +143,7 @@ func (c *Config) defaults() {
 	if c.RetryContextMax <= 0 {
 		c.RetryContextMax = 4 << 10
 	}
-	if c.TestFixRole == "" {
-		c.TestFixRole = "debugger"
-	}
-	if c.Council <= 0 {
-		c.Council = DefaultCouncil
-	}
 }
-
-// DefaultCouncil is --council's default.
-const DefaultCouncil = 3
 
 // VCS is what the engine needs from version control (internal/git's Repo
 // implements it); sources do their own branching and committing.
@@ -243,11 +226,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if err := CheckTemplate(from, text); err != nil {
 		return nil, UsageError("%v", err)
-	}
-	if cfg.TestFix > 0 {
-		if _, ok := cfg.Roles.Get(cfg.TestFixRole); cfg.Roles == nil || !ok {
-			return nil, UsageError("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole)
-		}
 	}
 	mask := secret.FromEnv(cfg.AgentEnv...)
 	if cfg.NoMask {
