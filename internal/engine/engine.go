@@ -737,11 +737,3 @@ func (e *Engine) runID() string {
 	e.box.read(func(st *State) { id = st.RunID })
 	return id
 }
-
-// maxAttempts is the attempt cap of one item.
-func (e *Engine) maxAttempts(it *Item) int {
-	if it.MaxAttempts > 0 {
-		return it.MaxAttempts
-	}
-	return e.cfg.MaxAttempts
-}

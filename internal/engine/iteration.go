@@ -618,6 +618,14 @@ func (f itemFacts) record(is *ItemState) {
 	is.FailedGates = f.failedGates
 }
 
+// maxAttempts is the attempt cap of one item.
+func (e *Engine) maxAttempts(it *Item) int {
+	if it.MaxAttempts > 0 {
+		return it.MaxAttempts
+	}
+	return e.cfg.MaxAttempts
+}
+
 // maxItemIterations bounds the iterations on one item.
 func (e *Engine) maxItemIterations() int {
 	if e.cfg.MaxItemIterations > 0 {

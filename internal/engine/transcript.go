@@ -77,9 +77,9 @@ func safeFileName(s string) string {
 }
 
 // TranscriptReader reads a transcript as ralph writes it (openTranscript,
-// begin): a header naming the agent and the work folder, the prompt, the
-// agent's output, then ralph's gate and verdict lines. `ralph log` and the
-// dashboard show it through this one reader.
+// the prompt step): a header naming the agent and the work folder, the
+// prompt, the agent's output, then ralph's gate and verdict lines. `ralph
+// log` and the dashboard show it through this one reader.
 type TranscriptReader struct {
 	section  string // "" (the header), prompt, output
 	activity agent.ActivityReader
