@@ -174,9 +174,11 @@ func absFrom(f *Factory, p string) string {
 // hookEngine builds the engine for an armed loop.
 func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
 	cfg := engine.Config{
-		Paths: engine.PathsFor(root), Git: repo, Gates: gates, AgentName: "in-session (Stop hook)",
-		Promise: a.Promise, MaxIterations: a.MaxIterations, AllowDirty: true, Fresh: fresh,
-		PromptPaths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")},
+		Paths: engine.PathsFor(root), Git: repo,
+		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
+		Prompt: engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
+		Limits: engine.Limits{MaxIterations: a.MaxIterations},
+		Start:  engine.StartConfig{Fresh: fresh, AllowDirty: true},
 	}
 	switch a.Kind {
 	case "loop":
@@ -185,8 +187,8 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
 		}
 		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo}
-		cfg.PromptText = source.LiteralTemplate(a.Prompt)
-		cfg.MaxAttempts = a.MaxIterations + 1
+		cfg.Prompt.Text = source.LiteralTemplate(a.Prompt)
+		cfg.Limits.MaxAttempts = a.MaxIterations + 1
 	case "prd":
 		src, err := source.OpenPRD(a.Path, repo, gates)
 		if err != nil {

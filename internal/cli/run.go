@@ -449,14 +449,14 @@ func runRun(ctx context.Context, o *RunOptions) error {
 		return err
 	}
 	cfg := engine.Config{
-		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
-		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
-		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: promptPaths, TranscriptMax: o.TranscriptMax,
-		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
-		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
-		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
-		ProgressBudget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel,
-		Deciders: rules,
+		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, Roles: rs, Deciders: rules,
+		Agent:  engine.AgentConfig{Default: ag, Name: o.Agent, Model: o.Model, Env: o.Env, For: o.agentChooser(rs, ag)},
+		Prompt: engine.PromptConfig{Paths: promptPaths, Promise: o.Promise},
+		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
+			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
+		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel},
+		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
 	}
 	applyTaskRunConfig(o, &cfg)
 	if o.JSON {

@@ -623,16 +623,16 @@ func applyTaskRunConfig(o *RunOptions, cfg *engine.Config) {
 	if o.Tasks == "" || cfg.Source == nil {
 		return
 	}
-	cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
+	cfg.Agent.Env = append(cfg.Agent.Env, "RALPH_TASKS_FILE="+cfg.Source.Info().Path)
 	if o.Watch {
 		cfg.Watch = o.Interval
 		if cfg.Watch <= 0 {
 			cfg.Watch = 30 * time.Second
 		}
-		if cfg.MaxIterations <= 0 {
+		if cfg.Limits.MaxIterations <= 0 {
 			// Watching is open-ended: each task is still bounded by
 			// --max-attempts, the run by --max-cost / --max-tokens.
-			cfg.MaxIterations = engine.Unlimited
+			cfg.Limits.MaxIterations = engine.Unlimited
 		}
 	}
 }

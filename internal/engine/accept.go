@@ -113,7 +113,7 @@ When the conflicts are resolved and the checks pass, end your final message with
 func (e *Engine) resolve(ctx context.Context, x *Iteration, conf *Conflict) (*Verdict, error) {
 	cfg := &e.cfg
 	it, cur, att := x.Item, x.Current, x.Attempt
-	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Promise)
+	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Prompt.Promise)
 	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
 	pf := e.promptFile(it.ID)
 	if err := writeFile(pf, prompt); err != nil {

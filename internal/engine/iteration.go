@@ -170,7 +170,7 @@ func (e *Engine) prompt(x *Iteration) error {
 		tr.Close()
 		return err
 	}
-	x.Attempt = &Attempt{Item: it, Dir: x.Workspace.Dir, Promise: e.cfg.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
+	x.Attempt = &Attempt{Item: it, Dir: x.Workspace.Dir, Promise: e.cfg.Prompt.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
 	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(cur.Iteration, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts)
 	if s.Role != "" {
 		roleNote = " · role " + s.Role
@@ -234,7 +234,7 @@ func (e *Engine) signals(x *Iteration) error {
 
 // readSignals reads the completion promise and the learnings.
 func (e *Engine) readSignals(att *Attempt) {
-	att.Claimed = DetectPromise(att.Result.FinalText, e.cfg.Promise, att.Prompt)
+	att.Claimed = DetectPromise(att.Result.FinalText, e.cfg.Prompt.Promise, att.Prompt)
 	att.Learnings = ExtractLearnings(att.Result.FinalText)
 	for _, l := range ExtractLearnings(att.Result.Learnings) {
 		if !slices.Contains(att.Learnings, l) {
@@ -623,13 +623,13 @@ func (e *Engine) maxAttempts(it *Item) int {
 	if it.MaxAttempts > 0 {
 		return it.MaxAttempts
 	}
-	return e.cfg.MaxAttempts
+	return e.cfg.Limits.MaxAttempts
 }
 
 // maxItemIterations bounds the iterations on one item.
 func (e *Engine) maxItemIterations() int {
-	if e.cfg.MaxItemIterations > 0 {
-		return e.cfg.MaxItemIterations
+	if e.cfg.Limits.MaxItemIterations > 0 {
+		return e.cfg.Limits.MaxItemIterations
 	}
 	return DefaultMaxItemIterations
 }
@@ -687,7 +687,7 @@ func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit st
 		b.WriteString("# Summary\n\nOne debrief per story that passed, written by ralph.\n")
 	}
 	fmt.Fprintf(&b, "\n## %s · %s\n\n", it.ID, it.Title)
-	what := firstWords(att.Result.FinalText, e.cfg.Promise)
+	what := firstWords(att.Result.FinalText, e.cfg.Prompt.Promise)
 	if what == "" {
 		what = "(the agent said nothing)"
 	}
@@ -750,7 +750,7 @@ func (e *Engine) reattach(ctx context.Context, it *Item, cur *Current, final str
 		return nil, err
 	}
 	prompt, _ := os.ReadFile(e.promptFile(it.ID)) // no other iteration of the item began since
-	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Promise, Log: tr, Prompt: string(prompt), Role: cur.Role}
+	att := &Attempt{Item: it, Dir: ws.Dir, Promise: cfg.Prompt.Promise, Log: tr, Prompt: string(prompt), Role: cur.Role}
 	att.Result.FinalText = e.mask.String(final)
 	x := &Iteration{Item: it, Workspace: ws, Current: cur, Attempt: att, e: e}
 	if is := snap.Items[it.ID]; is != nil {

@@ -50,7 +50,7 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 		Kind: it.Kind, PRDPath: info.PRDPath, TasksPath: info.TasksPath, ProgressPath: cfg.Paths.Progress,
 		Branch: it.Branch, ItemID: it.ID, Title: it.Title, Description: it.Description, Criteria: it.Criteria,
 		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
-		Promise: cfg.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
+		Promise: cfg.Prompt.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
 		RetryContext: is.LastFailure,
 	}
 	d.RunIteration = iteration
@@ -141,15 +141,15 @@ type AgentChoice struct {
 
 // defaultAgent is the run's own agent.
 func (e *Engine) defaultAgent() AgentChoice {
-	return AgentChoice{Agent: e.cfg.Agent, Name: e.cfg.AgentName, Model: e.cfg.Model}
+	return AgentChoice{Agent: e.cfg.Agent.Default, Name: e.cfg.Agent.Name, Model: e.cfg.Agent.Model}
 }
 
 // agentFor chooses the agent of an iteration on it with role.
 func (e *Engine) agentFor(it *Item, role string) (AgentChoice, error) {
-	if e.cfg.AgentFor == nil {
+	if e.cfg.Agent.For == nil {
 		return e.defaultAgent(), nil
 	}
-	c, err := e.cfg.AgentFor(it, role)
+	c, err := e.cfg.Agent.For(it, role)
 	if err != nil {
 		return c, err
 	}
@@ -183,7 +183,7 @@ func (e *Engine) request(s iterSetup, dir, prompt, role, runID string) agent.Req
 	cfg := &e.cfg
 	it := s.Item
 	pf := e.promptFile(it.ID)
-	env := append(append([]string{}, cfg.AgentEnv...),
+	env := append(append([]string{}, cfg.Agent.Env...),
 		"RALPH_PROMPT_FILE="+pf, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
 		fmt.Sprintf("RALPH_ITERATION=%d", s.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", s.Attempt),
 		"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+runID)
@@ -193,7 +193,7 @@ func (e *Engine) request(s iterSetup, dir, prompt, role, runID string) agent.Req
 	env = append(env, s.Env...)
 	return agent.Request{
 		Prompt: prompt, PromptFile: pf, Dir: dir, Model: s.Agent.Model, Role: role, Env: env,
-		Timeout: cfg.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
+		Timeout: cfg.Limits.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
 	}
 }
 
@@ -223,11 +223,11 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
 		return StatusStopped, "stop requested (.ralph/stop)"
 	}
-	if cfg.MaxCost > 0 && st.Usage.CostUSD >= cfg.MaxCost {
-		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.MaxCost)
+	if cfg.Limits.MaxCost > 0 && st.Usage.CostUSD >= cfg.Limits.MaxCost {
+		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.Limits.MaxCost)
 	}
-	if tok := st.Usage.InputTokens + st.Usage.OutputTokens; cfg.MaxTokens > 0 && tok >= cfg.MaxTokens {
-		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.MaxTokens)
+	if tok := st.Usage.InputTokens + st.Usage.OutputTokens; cfg.Limits.MaxTokens > 0 && tok >= cfg.Limits.MaxTokens {
+		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.Limits.MaxTokens)
 	}
 	if next == nil {
 		if running > 0 || cfg.Watch > 0 {
@@ -251,7 +251,7 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if st.Counted() >= st.MaxIterations {
 		return StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", st.MaxIterations)
 	}
-	if th := cfg.BreakerThreshold; th > 0 {
+	if th := cfg.Limits.BreakerThreshold; th > 0 {
 		if st.Breaker.SameCount >= th {
 			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row (fix the cause, then `ralph run --reset-breaker` resumes)", st.Breaker.SameCount)
 		}

@@ -38,7 +38,7 @@ func (e *Engine) openTranscript(iteration int, item, role string) (*Transcript, 
 		name += "." + safeFileName(role)
 	}
 	p := filepath.Join(dir, name+".log")
-	f, err := store.OpenCapped(p, e.cfg.TranscriptMax)
+	f, err := store.OpenCapped(p, e.cfg.Limits.TranscriptMax)
 	if err != nil {
 		return nil, err
 	}
