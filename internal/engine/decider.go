@@ -66,9 +66,10 @@ type Decision struct {
 	// iteration must address, as a role's rejection.
 	Verdict  Verdict
 	Findings string
-	// Status and Progress head and sum up the iteration's progress entry
-	// (Progress "" = the verdict's summary); Result is the item's last
-	// result (Hold, Rerun); Log is the transcript's closing line.
+	// Status heads the iteration's progress entry and Progress sums it
+	// up ("" = the verdict's summary); Result is the item's last result
+	// (Hold, Rerun); Log is the transcript's closing line; Events are
+	// emitted once the decision is recorded.
 	Status   string
 	Progress string
 	Result   string

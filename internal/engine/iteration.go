@@ -398,7 +398,10 @@ func (e *Engine) hold(ctx context.Context, x *Iteration, v Verdict, d Decision) 
 		d.record(s)
 		st.dropCurrent(it.ID)
 	})
-	e.appendProgress(it, cur, d.Status, Verdict{Summary: d.Progress}, x.Attempt.Learnings, x.Files, "")
+	if d.Progress != "" {
+		v = Verdict{Summary: d.Progress}
+	}
+	e.appendProgress(it, cur, d.Status, v, x.Attempt.Learnings, x.Files, "")
 	e.announce(x, d)
 }
 

@@ -35,11 +35,11 @@ type PlanDecision struct {
 	At      time.Time `json:"at"`
 }
 
-// Decide records a decision on the plan item waits with (`ralph approve`,
+// DecidePlan records a decision on the plan item waits with (`ralph approve`,
 // `ralph reject`). It reads the state without the run lock and writes only
 // the decision file (atomically); the run applies it before it next picks
 // an item, or the next `ralph run` does.
-func Decide(p Paths, item string, approve bool, reason string, now time.Time) (PlanDecision, error) {
+func DecidePlan(p Paths, item string, approve bool, reason string, now time.Time) (PlanDecision, error) {
 	st, _, err := LoadOrRebuildState(p)
 	if err != nil {
 		return PlanDecision{}, err
