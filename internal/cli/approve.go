@@ -73,7 +73,7 @@ func runDecide(cmd *cobra.Command, o *DecideOptions) error {
 		return err
 	}
 	p := engine.PathsFor(root)
-	if _, err := engine.Decide(p, o.Item, o.Approve, o.Reason, time.Now()); err != nil {
+	if _, err := engine.DecidePlan(p, o.Item, o.Approve, o.Reason, time.Now()); err != nil {
 		return err
 	}
 	what := "approved the plan of " + o.Item

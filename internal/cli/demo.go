@@ -86,8 +86,10 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	paths := engine.PathsFor(root)
 	pp := newPlainPrinter(w, o.IO.IO.Color())
 	eng, err := engine.New(engine.Config{
-		Paths: paths, Source: src, Agent: ag, AgentName: "scripted", Git: repo, Gates: gates,
-		IterationTimeout: time.Minute, OnEvent: func(ev engine.Event) {
+		Paths: paths, Source: src, Git: repo,
+		Agent:  engine.AgentConfig{Default: ag, Name: "scripted"},
+		Limits: engine.Limits{IterationTimeout: time.Minute},
+		OnEvent: func(ev engine.Event) {
 			pp.event(ev)
 			if ev.Type == "iteration_started" && ev.Data["retry"] == true {
 				fmt.Fprintf(w, "           (retry: the prompt carries the failing gate's output)\n")

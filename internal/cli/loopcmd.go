@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -174,9 +175,11 @@ func absFrom(f *Factory, p string) string {
 // hookEngine builds the engine for an armed loop.
 func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
 	cfg := engine.Config{
-		Paths: engine.PathsFor(root), Git: repo, Gates: gates, AgentName: "in-session (Stop hook)",
-		Promise: a.Promise, MaxIterations: a.MaxIterations, AllowDirty: true, Fresh: fresh,
-		PromptPaths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")},
+		Paths: engine.PathsFor(root), Git: repo,
+		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
+		Prompt: engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
+		Limits: engine.Limits{MaxIterations: a.MaxIterations},
+		Start:  engine.StartConfig{Fresh: fresh, AllowDirty: true},
 	}
 	switch a.Kind {
 	case "loop":
@@ -185,8 +188,8 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
 		}
 		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo}
-		cfg.PromptText = source.LiteralTemplate(a.Prompt)
-		cfg.MaxAttempts = a.MaxIterations + 1
+		cfg.Prompt.Text = source.LiteralTemplate(a.Prompt)
+		cfg.Limits.MaxAttempts = a.MaxIterations + 1
 	case "prd":
 		src, err := source.OpenPRD(a.Path, repo, gates)
 		if err != nil {
@@ -210,6 +213,9 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 		return nil, err
 	}
 	cfg.Roles = rs
+	if cfg.Deciders, err = decide.Rules(decide.Options{Paths: cfg.Paths, Roles: rs}); err != nil {
+		return nil, err
+	}
 	return engine.New(cfg)
 }
 

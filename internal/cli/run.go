@@ -17,6 +17,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
+	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -405,28 +406,33 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
 	o.root = root
+	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
+		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
+	if err != nil {
+		return nil, err
+	}
 	cfg := engine.Config{
-		Paths: paths, Source: src, Agent: ag, AgentName: o.Agent, Model: o.Model, Git: repo, Gates: gates,
-		MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, IterationTimeout: o.IterationTimeout,
-		Promise: o.Promise, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, PromptPaths: o.promptPaths(root, runDir), TranscriptMax: o.TranscriptMax,
-		AllowDirty: o.AllowDirty, RateLimitBackoff: o.RateLimitBackoff, AgentEnv: o.Env, Parallel: o.Parallel,
-		BreakerThreshold: o.Breaker, NoMask: o.NoMask, Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker,
-		Roles: rs, AgentFor: o.agentChooser(rs, ag), MaxItemIterations: o.MaxItemIterations,
-		ProgressBudget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel,
-		TestFix: o.TestFix, TestFixRole: o.TestFixRole, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove, Council: o.Council,
+		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, Roles: rs, Deciders: rules,
+		Agent:  engine.AgentConfig{Default: ag, Name: o.Agent, Model: o.Model, Env: o.Env, For: o.agentChooser(rs, ag)},
+		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
+		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
+			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
+		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel},
+		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
 	}
 	// The task loop's own: the agent finds the task tree, and --watch.
 	if o.Tasks != "" {
-		cfg.AgentEnv = append(cfg.AgentEnv, "RALPH_TASKS_FILE="+src.Info().Path)
+		cfg.Agent.Env = append(cfg.Agent.Env, "RALPH_TASKS_FILE="+src.Info().Path)
 		if o.Watch {
 			cfg.Watch = o.Interval
 			if cfg.Watch <= 0 {
 				cfg.Watch = 30 * time.Second
 			}
-			if cfg.MaxIterations <= 0 {
+			if cfg.Limits.MaxIterations <= 0 {
 				// Watching is open-ended: each task is still bounded by
 				// --max-attempts, the run by --max-cost / --max-tokens.
-				cfg.MaxIterations = engine.Unlimited
+				cfg.Limits.MaxIterations = engine.Unlimited
 			}
 		}
 	}

@@ -33,17 +33,17 @@ func (c *Conflict) Error() string { return "merge conflict in " + strings.Join(c
 // tree and a conflict resolver run outside the queue, so they never hold
 // up other merges. It returns a non-nil verdict when the item did not make
 // it and must be treated as a failed iteration.
-func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *Verdict, error) {
-	it, cur, att := x.it, x.cur, x.att
-	if x.ws.Isolated() {
+func (e *Engine) accept(ctx context.Context, x *Iteration, v Verdict) (string, *Verdict, error) {
+	it, cur, att := x.Item, x.Current, x.Attempt
+	if x.Workspace.Isolated() {
 		// The item's work is verified in a tree of its own: committing it
 		// there and the merge queue run no agent, so its slot goes to the
 		// next item.
 		e.slots.release(it.ID)
 	}
 	for round := 0; ; round++ {
-		if x.ws.Commit != nil {
-			if err := x.ws.Commit(ctx, att, v); err != nil {
+		if x.Workspace.Commit != nil {
+			if err := x.Workspace.Commit(ctx, att, v); err != nil {
 				var rej *Rejected
 				if errors.As(err, &rej) {
 					e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s", it.ID, rej.Summary)})
@@ -60,7 +60,7 @@ func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *
 			return commit, nil, nil
 		case errors.As(err, &rej):
 			undone := "not committed"
-			if x.ws.Isolated() {
+			if x.Workspace.Isolated() {
 				undone = "merge undone"
 			}
 			e.emit(Event{Type: "merge_rejected", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: %s; %s", it.ID, rej.Summary, undone)})
@@ -84,8 +84,8 @@ func (e *Engine) accept(ctx context.Context, x *iteration, v Verdict) (string, *
 }
 
 // acceptQueued runs one Source.Accept in the merge queue.
-func (e *Engine) acceptQueued(ctx context.Context, x *iteration, v Verdict) (string, error) {
-	it, cur := x.it, x.cur
+func (e *Engine) acceptQueued(ctx context.Context, x *Iteration, v Verdict) (string, error) {
+	it, cur := x.Item, x.Current
 	ticket := e.merge.take()
 	// Durable: after a power cut, this is what tells a resume to look for
 	// the item's commit (Source.Recover) instead of running it again.
@@ -96,7 +96,7 @@ func (e *Engine) acceptQueued(ctx context.Context, x *iteration, v Verdict) (str
 	e.merge.wait(ticket)
 	defer e.merge.release()
 	e.box.mutate(func(st *State) { cur.QueuePos = 1 })
-	return e.cfg.Source.Accept(ctx, x.att, v, e.box.snapshot())
+	return e.cfg.Source.Accept(ctx, x.Attempt, v, e.box.snapshot())
 }
 
 // ResolverPrompt introduces a conflict-resolution iteration.
@@ -106,37 +106,26 @@ const ResolverPrompt = `You are resolving a merge conflict in a Ralph loop. The 
 
 When the conflicts are resolved and the checks pass, end your final message with <promise>%s</promise>.`
 
-// resolve runs one resolver iteration in the item's tree and verifies it.
-// The resolver is an agent like any other: the same request (environment,
-// timeout) with its own prompt, written to the item's prompt file.
-func (e *Engine) resolve(ctx context.Context, x *iteration, conf *Conflict) (*Verdict, error) {
+// resolve runs one resolver in the item's tree and verifies its work. The
+// resolver is an agent like any other (runAside): the same request
+// (environment, timeout) with its own prompt, written to the item's prompt
+// file, its output in the iteration's transcript.
+func (e *Engine) resolve(ctx context.Context, x *Iteration, conf *Conflict) (*Verdict, error) {
 	cfg := &e.cfg
-	it, cur, att := x.it, x.cur, x.att
-	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Promise)
+	it, cur, att := x.Item, x.Current, x.Attempt
+	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Prompt.Promise)
 	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
-	// It needs a slot like any other agent.
-	give, err := e.slots.retake(ctx, it.ID)
-	if err != nil {
+	pf := e.promptFile(it.ID)
+	if err := writeFile(pf, prompt); err != nil {
 		return nil, err
 	}
-	defer give()
-	if err := e.waitForRateLimit(ctx); err != nil {
-		return nil, err
-	}
-	if err := e.writePrompt(it.ID, prompt); err != nil {
-		return nil, err
-	}
-	s := setup{Item: it, Iteration: cur.Iteration, Attempt: cur.Attempt, Agent: e.defaultAgent()}
-	req := e.request(s, att.Dir, prompt, "resolver", e.runID())
 	// Scripts and transcripts tell the resolver's run from the worker's.
-	req.ItemID, req.Attempt, req.Transcript = it.ID+"#resolve", cur.Attempt, att.Log
-	res, err := cfg.Agent.Run(ctx, req)
+	res, err := e.runAside(ctx, x, aside{role: "resolver", label: "resolve", agent: e.defaultAgent(), prompt: prompt, promptFile: pf, log: att.Log, runs: cur.Attempt})
 	if err != nil {
 		return nil, err
 	}
-	_ = e.box.update(func(st *State) { st.addUsage(it.ID, res.Usage) })
 	ratt := *att
-	ratt.Result = e.masked(res)
+	ratt.Result = res
 	ratt.Prompt = prompt
 	e.readSignals(&ratt)
 	v := e.maskVerdict(cfg.Source.Verify(ctx, &ratt, e.box.snapshot()))

@@ -3,8 +3,10 @@
 // depends on interfaces only (Source, agent.Agent, gate runner, VCS,
 // Clock).
 //
-// One iteration: select → prompt → agent → signals → verify → decide →
-// persist. Sequential mode is the scheduler with one worker.
+// One iteration (iteration.go): select → setup → prepare → prompt → agent →
+// signals → verify → decide → persist; the decide step asks the run's
+// deciders (internal/decide). Sequential mode is the scheduler with one
+// worker.
 package engine
 
 import (
@@ -22,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/secret"
@@ -51,117 +52,126 @@ func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Config is one run's settings (flags over config file over defaults).
+// Config is one run's settings (flags over config file over defaults),
+// grouped by concern.
 type Config struct {
-	Paths            Paths
-	Source           Source
-	Agent            agent.Agent
-	AgentName        string
-	Model            string
-	Git              VCS
-	Gates            gate.Runner
-	Clock            Clock
-	MaxIterations    int           // 0 = 10 × items
-	MaxAttempts      int           // 0 = 3
-	IterationTimeout time.Duration // 0 = 60 min
-	Promise          string        // "" = COMPLETE
-	MaxCost          float64
-	MaxTokens        int64
-	TranscriptMax    int64 // bytes per transcript; 0 = 50 MB
-	PromptPaths      []string
-	PromptText       string // used instead of PromptPaths when set (a template)
-	Fresh            bool   // start a new run even if the state is of the same source
+	Paths  Paths
+	Source Source
+	Git    VCS
+	Clock  Clock
+	Agent  AgentConfig
+	Prompt PromptConfig
+	Limits Limits
+	// RateLimit is how long the run waits when an agent hits its
+	// provider's limit without saying until when.
+	RateLimit RateLimitConfig
+	Progress  ProgressConfig
+	Start     StartConfig
+	// Roles are the role texts and triggers in force (nil: no roles).
+	Roles *roles.Set
+	// Deciders are the rules with a say in an item's iterations besides
+	// the gates, in the order they are asked (internal/decide: plan
+	// approval, reviews, the council, test-fix re-runs).
+	Deciders []Decider
+	Parallel int // workers; 0 or 1 = sequential (the same scheduler)
+	// Watch keeps the loop alive when nothing is ready: it polls the source
+	// every Watch interval without running an agent (no tokens spent) until
+	// work appears, .ralph/stop exists or ctx ends.
+	Watch time.Duration
+	// NoMask keeps secrets as they are in transcripts and everything else
+	// ralph writes (by default env values named like secrets and key
+	// shapes are masked: secret.Masker).
+	NoMask  bool
+	OnEvent func(Event)
+}
+
+// AgentConfig is the run's agent and what every agent run gets.
+type AgentConfig struct {
+	Default agent.Agent
+	Name    string
+	Model   string
+	// For chooses the agent of an iteration on an item with a role (nil:
+	// Default, Name and Model run every iteration).
+	For func(it *Item, role string) (AgentChoice, error)
+	Env []string // added to every agent's environment
+}
+
+// PromptConfig is what every iteration is told.
+type PromptConfig struct {
+	Paths   []string // the first that exists is the template; none: the built-in
+	Text    string   // used instead of Paths when set (a template)
+	Promise string   // "" = COMPLETE
+}
+
+// Limits bound a run; each stop has its reason.
+type Limits struct {
+	MaxIterations int // 0 = 10 × items
+	MaxAttempts   int // 0 = 3
+	// MaxItemIterations bounds the iterations on one item, work in
+	// progress included (0 = DefaultMaxItemIterations).
+	MaxItemIterations int
+	IterationTimeout  time.Duration // 0 = 60 min
+	MaxCost           float64
+	MaxTokens         int64
+	TranscriptMax     int64 // bytes per transcript; 0 = 50 MB
+	BreakerThreshold  int   // 0 = off (the CLI defaults to 5)
+}
+
+// RateLimitConfig: the first wait when no reset time is given doubles up
+// to the cap.
+type RateLimitConfig struct {
+	Backoff time.Duration // 0 = 1 min
+	MaxWait time.Duration // 0 = 30 min
+}
+
+// ProgressConfig is progress memory: Budget is the progress digest's
+// budget in tokens (0 = DefaultProgressBudget), a quarter for the codebase
+// patterns, the rest for the newest entries. Summarizer, when set, folds
+// the older entries into the patterns (memory.go); without it the older
+// entries only leave the prompt.
+type ProgressConfig struct {
+	Budget          int
+	Summarizer      agent.Agent
+	SummarizerModel string
+}
+
+// StartConfig is how a run begins: resumed or new.
+type StartConfig struct {
+	Fresh bool // start a new run even if the state is of the same source
 	// Resume insists on resuming the saved run of this source, a completed
 	// one included (which otherwise gives way to a new run when the source
 	// has unfinished items).
 	Resume       bool
 	ResetBreaker bool // a resumed run starts with the circuit breaker closed
-	// Roles are the role texts and triggers in force (nil: no roles).
-	Roles *roles.Set
-	// AgentFor chooses the agent of an iteration on an item with a role
-	// (nil: Agent, AgentName and Model run every iteration).
-	AgentFor func(it *Item, role string) (AgentChoice, error)
-	// MaxItemIterations bounds the iterations on one item, work in
-	// progress included (0 = DefaultMaxItemIterations).
-	MaxItemIterations int
-	// TestFix re-runs the agent up to N times within one attempt when a
-	// claim fails the gate named "test", each re-run an iteration of its
-	// own with role TestFixRole ("" = debugger) and the failing output.
-	TestFix     int
-	TestFixRole string
-	// PlanApproval: an item's first iteration writes a plan and changes no
-	// code; the item waits until the plan is approved (ralph approve) or
-	// at once with AutoApprove.
-	PlanApproval bool
-	AutoApprove  bool
-	// Council is how many reviewer agents vote on a critical item (its
-	// critical field, or a council rule in roles.yaml) once its gates
-	// pass; 0 = DefaultCouncil. A majority must approve.
-	Council          int
-	AllowDirty       bool
-	RateLimitBackoff time.Duration // first wait when no reset time is given; 0 = 1 min
-	RateLimitMaxWait time.Duration // cap; 0 = 30 min
-	BreakerThreshold int           // 0 = off (the CLI defaults to 5)
-	// ProgressBudget is the progress digest's budget in tokens (0 =
-	// DefaultProgressBudget): a quarter for the codebase patterns, the
-	// rest for the newest entries. Summarizer, when set, folds the older
-	// entries into the patterns (memory.go); without it the older entries
-	// only leave the prompt.
-	ProgressBudget  int
-	Summarizer      agent.Agent
-	SummarizerModel string
-	RetryContextMax int // bytes; 0 = 4 KiB
-	AgentEnv        []string
-	Parallel        int // workers; 0 or 1 = sequential (the same scheduler)
-	OnEvent         func(Event)
-	// NoMask keeps secrets as they are in transcripts and everything else
-	// ralph writes (by default env values named like secrets and key
-	// shapes are masked: secret.Masker).
-	NoMask bool
-	// Watch keeps the loop alive when nothing is ready: it polls the source
-	// every Watch interval without running an agent (no tokens spent) until
-	// work appears, .ralph/stop exists or ctx ends.
-	Watch time.Duration
+	AllowDirty   bool // a new run may start in a tree with uncommitted changes
 }
 
 func (c *Config) defaults() {
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 3
+	if c.Limits.MaxAttempts <= 0 {
+		c.Limits.MaxAttempts = 3
 	}
-	if c.IterationTimeout <= 0 {
-		c.IterationTimeout = 60 * time.Minute
+	if c.Limits.IterationTimeout <= 0 {
+		c.Limits.IterationTimeout = 60 * time.Minute
 	}
-	if c.Promise == "" {
-		c.Promise = "COMPLETE"
+	if c.Prompt.Promise == "" {
+		c.Prompt.Promise = "COMPLETE"
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}
 	}
-	if c.RateLimitBackoff <= 0 {
-		c.RateLimitBackoff = time.Minute
+	if c.RateLimit.Backoff <= 0 {
+		c.RateLimit.Backoff = time.Minute
 	}
-	if c.RateLimitMaxWait <= 0 {
-		c.RateLimitMaxWait = 30 * time.Minute
+	if c.RateLimit.MaxWait <= 0 {
+		c.RateLimit.MaxWait = 30 * time.Minute
 	}
-	if c.TranscriptMax <= 0 {
-		c.TranscriptMax = DefaultTranscriptMax
+	if c.Limits.TranscriptMax <= 0 {
+		c.Limits.TranscriptMax = DefaultTranscriptMax
 	}
-	if c.ProgressBudget <= 0 {
-		c.ProgressBudget = DefaultProgressBudget
-	}
-	if c.RetryContextMax <= 0 {
-		c.RetryContextMax = 4 << 10
-	}
-	if c.TestFixRole == "" {
-		c.TestFixRole = "debugger"
-	}
-	if c.Council <= 0 {
-		c.Council = DefaultCouncil
+	if c.Progress.Budget <= 0 {
+		c.Progress.Budget = DefaultProgressBudget
 	}
 }
-
-// DefaultCouncil is --council's default.
-const DefaultCouncil = 3
 
 // VCS is what the engine needs from version control (internal/git's Repo
 // implements it); sources do their own branching and committing.
@@ -183,9 +193,6 @@ type Outcome struct {
 	Reason string
 	State  *State
 }
-
-// UsageError formats a message as invalid input (exit 2): usage.Errorf.
-func UsageError(format string, a ...any) error { return usage.Errorf(format, a...) }
 
 // Engine runs a loop.
 type Engine struct {
@@ -222,26 +229,21 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Source == nil || cfg.Git == nil {
 		return nil, errors.New("engine: source and version control are required")
 	}
-	text, from, err := LoadPromptTemplate(cfg.PromptPaths...)
+	text, from, err := LoadPromptTemplate(cfg.Prompt.Paths...)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.PromptText != "" {
-		text, from = cfg.PromptText, "the loop prompt"
+	if cfg.Prompt.Text != "" {
+		text, from = cfg.Prompt.Text, "the loop prompt"
 	}
 	if err := CheckTemplate(from, text); err != nil {
-		return nil, UsageError("%v", err)
+		return nil, usage.Errorf("%v", err)
 	}
-	if cfg.TestFix > 0 {
-		if _, ok := cfg.Roles.Get(cfg.TestFixRole); cfg.Roles == nil || !ok {
-			return nil, UsageError("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole, cfg.TestFixRole)
-		}
-	}
-	mask := secret.FromEnv(cfg.AgentEnv...)
+	mask := secret.FromEnv(cfg.Agent.Env...)
 	if cfg.NoMask {
 		mask = secret.Off()
 	}
-	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel), mask: mask, mem: newMemory(cfg.ProgressBudget)}, nil
+	return &Engine{cfg: cfg, template: text, tmplFrom: from, slots: newAgentSlots(cfg.Parallel), mask: mask, mem: newMemory(cfg.Progress.Budget)}, nil
 }
 
 func newRunID(now time.Time) string {
@@ -254,7 +256,7 @@ func newRunID(now time.Time) string {
 // cancellation (SIGINT) persists state and returns StatusInterrupted.
 func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	cfg := &e.cfg
-	if cfg.Agent == nil {
+	if cfg.Agent.Default == nil {
 		return Outcome{}, errNoAgent
 	}
 	lock, resumed, err := e.open(ctx)
@@ -271,7 +273,7 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	} else {
 		var n int
 		e.box.read(func(st *State) { n = st.Total() })
-		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.AgentName), Data: runFacts(e.box.snapshot())})
+		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.Agent.Name), Data: runFacts(e.box.snapshot())})
 	}
 
 	// Finish iterations a crash left half-done before anything new starts:
@@ -313,7 +315,7 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	e.box = newStateBox(st, cfg.Paths.State, cfg.Clock.Now)
 	removeOldJournal(cfg.Paths.State)
 	if err := e.box.update(func(st *State) {
-		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.TranscriptMax
+		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.Limits.TranscriptMax
 	}); err != nil {
 		lock.Unlock()
 		return nil, false, err
@@ -351,7 +353,7 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 	info := e.info()
 	saved, note, err := loadOrRebuild(cfg.Paths)
 	var ce *CorruptStateError
-	if errors.As(err, &ce) && cfg.Fresh {
+	if errors.As(err, &ce) && cfg.Start.Fresh {
 		saved, err = nil, nil // a new run: the corrupt file is set aside below
 	}
 	if err != nil {
@@ -367,19 +369,19 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 		}
 		e.stateNote = note + " (the corrupt file is kept as " + filepath.Base(aside) + ")"
 	}
-	same := saved != nil && !cfg.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path
+	same := saved != nil && !cfg.Start.Fresh && saved.Source == info.Kind && saved.SourcePath == info.Path
 	var finished []byte // a completed run, as saved, in case it gives way
-	if same && saved.Status == StatusComplete && len(saved.Current) == 0 && !cfg.Resume {
+	if same && saved.Status == StatusComplete && len(saved.Current) == 0 && !cfg.Start.Resume {
 		if finished, err = json.Marshal(saved); err != nil {
 			return nil, false, nil, err
 		}
 	}
-	if cfg.Resume && !same {
+	if cfg.Start.Resume && !same {
 		why := "there is no saved run"
 		if saved != nil {
 			why = fmt.Sprintf("the saved run %s is of %s %s", saved.RunID, saved.Source, relTo(cfg.Paths.Root, saved.SourcePath))
 		}
-		return nil, false, nil, UsageError("--resume: %s, so there is nothing of %s to resume (drop --resume to start a new run)", why, relTo(cfg.Paths.Root, info.Path))
+		return nil, false, nil, usage.Errorf("--resume: %s, so there is nothing of %s to resume (drop --resume to start a new run)", why, relTo(cfg.Paths.Root, info.Path))
 	}
 	if same {
 		claimed := saved.Passed()
@@ -408,11 +410,11 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 				return st, false, old, err
 			}
 		}
-		if cfg.MaxIterations > 0 {
-			saved.MaxIterations = cfg.MaxIterations
+		if cfg.Limits.MaxIterations > 0 {
+			saved.MaxIterations = cfg.Limits.MaxIterations
 		}
-		saved.MaxAttempts = cfg.MaxAttempts
-		if cfg.ResetBreaker && saved.Breaker != (Breaker{}) {
+		saved.MaxAttempts = cfg.Limits.MaxAttempts
+		if cfg.Start.ResetBreaker && saved.Breaker != (Breaker{}) {
 			saved.Breaker = Breaker{}
 			e.notes = append(e.notes, Event{Type: "source_note", Message: "circuit breaker reset (--reset-breaker)"})
 		}
@@ -429,8 +431,8 @@ func (e *Engine) newState() (*State, error) {
 	now := cfg.Clock.Now().UTC()
 	st := &State{
 		Version: 1, RunID: newRunID(now), Source: info.Kind, SourcePath: info.Path,
-		Agent: cfg.AgentName, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
-		MaxAttempts: cfg.MaxAttempts, Items: map[string]*ItemState{},
+		Agent: cfg.Agent.Name, Status: StatusRunning, StartedAt: now, UpdatedAt: now,
+		MaxAttempts: cfg.Limits.MaxAttempts, Items: map[string]*ItemState{},
 	}
 	if err := e.syncState(st, SyncNewRun); err != nil {
 		return nil, err
@@ -446,7 +448,7 @@ func (e *Engine) newState() (*State, error) {
 			}
 		}
 	}
-	st.MaxIterations = cfg.MaxIterations
+	st.MaxIterations = cfg.Limits.MaxIterations
 	if st.MaxIterations <= 0 {
 		st.MaxIterations = 10 * st.Total()
 	}
@@ -472,15 +474,15 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if !cfg.AllowDirty && len(dirty) > 0 {
+	if !cfg.Start.AllowDirty && len(dirty) > 0 {
 		more := ""
 		if len(dirty) > 5 {
 			more = fmt.Sprintf(" and %d more", len(dirty)-5)
 			dirty = dirty[:5]
 		}
-		return nil, false, UsageError("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
+		return nil, false, usage.Errorf("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
 	}
-	if cfg.AllowDirty {
+	if cfg.Start.AllowDirty {
 		st.Preexisting = dirty
 	}
 	if old != nil {
@@ -746,12 +748,4 @@ func (e *Engine) runID() string {
 	var id string
 	e.box.read(func(st *State) { id = st.RunID })
 	return id
-}
-
-// maxAttempts is the attempt cap of one item.
-func (e *Engine) maxAttempts(it *Item) int {
-	if it.MaxAttempts > 0 {
-		return it.MaxAttempts
-	}
-	return e.cfg.MaxAttempts
 }

@@ -128,7 +128,7 @@ func oneStory() []Item {
 func newTestEngine(t *testing.T, src Source, ag agent.Agent, mod func(*Config)) (*Engine, Paths) {
 	t.Helper()
 	p := PathsFor(t.TempDir())
-	cfg := Config{Paths: p, Source: src, Agent: ag, AgentName: "func", Git: fakeVCS{}, Clock: &fakeClock{}, AgentEnv: []string{"EXTRA=1"}}
+	cfg := Config{Paths: p, Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "func", Env: []string{"EXTRA=1"}}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -152,7 +152,7 @@ func envOf(req agent.Request) map[string]string {
 func TestIterationPassesAndRecordsEverything(t *testing.T) {
 	src := &fakeSource{items: oneStory()}
 	ag := &funcAgent{reply: promising}
-	e, p := newTestEngine(t, src, ag, func(c *Config) { c.MaxIterations = 4; c.MaxAttempts = 2 })
+	e, p := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxIterations = 4; c.Limits.MaxAttempts = 2 })
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
@@ -203,7 +203,7 @@ func TestConcludeRetriesThenBlocks(t *testing.T) {
 		return Verdict{Claimed: true, Summary: "test FAILED", Failure: "TestAdd: want 3, got 4"}
 	}}
 	ag := &funcAgent{reply: promising}
-	e, _ := newTestEngine(t, src, ag, func(c *Config) { c.MaxAttempts = 2 })
+	e, _ := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxAttempts = 2 })
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusBlocked {
 		t.Fatalf("%v %s", err, out.Status)
@@ -234,7 +234,7 @@ func TestItemAttemptCap(t *testing.T) {
 	items := oneStory()
 	items[0].MaxAttempts = 1
 	src := &fakeSource{items: items, verdict: func(*Attempt) Verdict { return Verdict{Summary: "no"} }}
-	e, _ := newTestEngine(t, src, &funcAgent{}, func(c *Config) { c.MaxAttempts = 5 })
+	e, _ := newTestEngine(t, src, &funcAgent{}, func(c *Config) { c.Limits.MaxAttempts = 5 })
 	out, _ := e.Run(context.Background())
 	if out.State.Items["S-1"].Attempts != 1 || out.Status != StatusBlocked {
 		t.Fatalf("%s %+v", out.Status, out.State.Items["S-1"])
@@ -405,12 +405,12 @@ func TestDecideStop(t *testing.T) {
 	}{
 		{name: "go on", next: next},
 		{name: "interrupted", ctx: cancelled, next: next, status: StatusInterrupted, reason: "interrupted (SIGINT)"},
-		{name: "budget cost", next: next, mod: func(st *State, c *Config) { c.MaxCost = 1; st.Usage.CostUSD = 1.5 }, status: StatusBudget, reason: "budget: cost $1.5000 reached --max-cost $1.0000"},
-		{name: "budget tokens", next: next, mod: func(st *State, c *Config) { c.MaxTokens = 10; st.Usage.InputTokens = 11 }, status: StatusBudget, reason: "budget: 11 tokens reached --max-tokens 10"},
+		{name: "budget cost", next: next, mod: func(st *State, c *Config) { c.Limits.MaxCost = 1; st.Usage.CostUSD = 1.5 }, status: StatusBudget, reason: "budget: cost $1.5000 reached --max-cost $1.0000"},
+		{name: "budget tokens", next: next, mod: func(st *State, c *Config) { c.Limits.MaxTokens = 10; st.Usage.InputTokens = 11 }, status: StatusBudget, reason: "budget: 11 tokens reached --max-tokens 10"},
 		{name: "max iterations", next: next, mod: func(st *State, c *Config) { st.Iteration = 12; st.Refunds = 2 }, status: StatusMaxIterations, reason: "max iterations (10) reached with work left"},
 		{name: "refunds do not count", next: next, mod: func(st *State, c *Config) { st.Iteration = 12; st.Refunds = 3 }},
-		{name: "breaker same", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.SameCount = 3 }, status: StatusBlocked, reason: "circuit breaker: the same failure 3 times in a row (fix the cause, then `ralph run --reset-breaker` resumes)"},
-		{name: "breaker no progress", next: next, mod: func(st *State, c *Config) { c.BreakerThreshold = 3; st.Breaker.NoProgress = 6 }, status: StatusBlocked, reason: "circuit breaker: no item passed in 6 iterations (fix the cause, then `ralph run --reset-breaker` resumes)"},
+		{name: "breaker same", next: next, mod: func(st *State, c *Config) { c.Limits.BreakerThreshold = 3; st.Breaker.SameCount = 3 }, status: StatusBlocked, reason: "circuit breaker: the same failure 3 times in a row (fix the cause, then `ralph run --reset-breaker` resumes)"},
+		{name: "breaker no progress", next: next, mod: func(st *State, c *Config) { c.Limits.BreakerThreshold = 3; st.Breaker.NoProgress = 6 }, status: StatusBlocked, reason: "circuit breaker: no item passed in 6 iterations (fix the cause, then `ralph run --reset-breaker` resumes)"},
 		{name: "nothing ready, others running", running: 1},
 		{name: "nothing ready, watching", mod: func(st *State, c *Config) { c.Watch = time.Second }},
 		{name: "complete", mod: func(st *State, c *Config) {
@@ -462,7 +462,7 @@ func TestDecideStop(t *testing.T) {
 func TestPlanMatchesRun(t *testing.T) {
 	src := &fakeSource{items: oneStory()}
 	ag := &funcAgent{reply: func(agent.Request) agent.Result { return agent.Result{FinalText: "no"} }}
-	e, p := newTestEngine(t, src, ag, func(c *Config) { c.MaxIterations = 2; c.MaxAttempts = 1 })
+	e, p := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxIterations = 2; c.Limits.MaxAttempts = 1 })
 	plan, err := e.Plan(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +506,7 @@ func TestStepConcludesLikeRun(t *testing.T) {
 			}
 			return Verdict{Passed: true, Claimed: true, Summary: "ok"}
 		}}
-	e, _ := newTestEngine(t, src, nil, func(c *Config) { c.MaxAttempts = 1 })
+	e, _ := newTestEngine(t, src, nil, func(c *Config) { c.Limits.MaxAttempts = 1 })
 	ctx := context.Background()
 	r, err := e.Start(ctx)
 	if err != nil || r.Done || r.Item.ID != "A" || !strings.Contains(r.Prompt, "Your story: A — a") {

@@ -132,7 +132,7 @@ func (e *Engine) logProgress(b []byte) {
 // as it was: the prompt stays bounded by the window either way.
 func (e *Engine) compactProgress(ctx context.Context) {
 	m := e.mem
-	if e.cfg.Summarizer == nil || !m.compacting.TryLock() {
+	if e.cfg.Progress.Summarizer == nil || !m.compacting.TryLock() {
 		return
 	}
 	defer m.compacting.Unlock()
@@ -270,9 +270,9 @@ no preamble.
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	res, err := cfg.Summarizer.Run(ctx, agent.Request{Prompt: prompt, PromptFile: pf, Dir: work, Model: cfg.SummarizerModel,
-		Env:     append(append([]string{}, cfg.AgentEnv...), "RALPH_PROMPT_FILE="+pf, "RALPH_ROLE=summarizer", "RALPH_RUN_ID="+e.runID()),
-		Timeout: cfg.IterationTimeout, Transcript: tr, ItemID: "progress", Role: "summarizer"})
+	res, err := cfg.Progress.Summarizer.Run(ctx, agent.Request{Prompt: prompt, PromptFile: pf, Dir: work, Model: cfg.Progress.SummarizerModel,
+		Env:     append(append([]string{}, cfg.Agent.Env...), "RALPH_PROMPT_FILE="+pf, "RALPH_ROLE=summarizer", "RALPH_RUN_ID="+e.runID()),
+		Timeout: cfg.Limits.IterationTimeout, Transcript: tr, ItemID: "progress", Role: "summarizer"})
 	if err != nil {
 		return "", err
 	}
@@ -281,12 +281,12 @@ no preamble.
 	case res.RateLimit != nil:
 		return "", fmt.Errorf("rate limited: %s", res.RateLimit.Message)
 	case res.Failed():
-		return "", fmt.Errorf("the summariser (%s) failed: %s (transcript %s.log)", cfg.Summarizer.Name(), strings.TrimRight(res.ErrorText, ": \n"), base)
+		return "", fmt.Errorf("the summariser (%s) failed: %s (transcript %s.log)", cfg.Progress.Summarizer.Name(), strings.TrimRight(res.ErrorText, ": \n"), base)
 	}
 	s := strings.TrimSpace(res.FinalText)
 	s = strings.TrimSpace(strings.TrimPrefix(s, patternsHeading))
 	if s == "" {
-		return "", fmt.Errorf("the summariser (%s) answered nothing (transcript %s.log)", cfg.Summarizer.Name(), base)
+		return "", fmt.Errorf("the summariser (%s) answered nothing (transcript %s.log)", cfg.Progress.Summarizer.Name(), base)
 	}
 	return s, nil
 }

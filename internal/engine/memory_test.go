@@ -16,8 +16,8 @@ import (
 // its summariser, its state box ready (no run).
 func memoryEngine(t *testing.T, sum agent.Agent) (*Engine, Paths) {
 	e, p := newTestEngine(t, &fakeSource{items: oneStory()}, &funcAgent{}, func(c *Config) {
-		c.ProgressBudget = 300
-		c.Summarizer = sum
+		c.Progress.Budget = 300
+		c.Progress.Summarizer = sum
 	})
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -17,18 +17,18 @@ func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error 
 	e.backoffMu.Lock()
 	if until.IsZero() || !until.After(now) {
 		if e.backoff == 0 {
-			e.backoff = e.cfg.RateLimitBackoff
+			e.backoff = e.cfg.RateLimit.Backoff
 		} else {
 			e.backoff *= 2
 		}
-		if e.backoff > e.cfg.RateLimitMaxWait {
-			e.backoff = e.cfg.RateLimitMaxWait
+		if e.backoff > e.cfg.RateLimit.MaxWait {
+			e.backoff = e.cfg.RateLimit.MaxWait
 		}
 		until = now.Add(e.backoff)
 	}
 	e.backoffMu.Unlock()
-	if until.Sub(now) > e.cfg.RateLimitMaxWait {
-		until = now.Add(e.cfg.RateLimitMaxWait)
+	if until.Sub(now) > e.cfg.RateLimit.MaxWait {
+		until = now.Add(e.cfg.RateLimit.MaxWait)
 	}
 	until = until.UTC()
 	err := e.box.update(func(st *State) {

@@ -147,7 +147,7 @@ func (c *fakeClock) Sleep(_ context.Context, d time.Duration) error {
 
 func runDAG(t *testing.T, src *dagSource, ag *recAgent, parallel int, clock Clock) Outcome {
 	t.Helper()
-	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Agent: ag, AgentName: "rec", Git: fakeVCS{}, Parallel: parallel, Clock: clock, MaxAttempts: 2})
+	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: parallel, Clock: clock, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestRateLimitWaitsWithoutSpendingAttempt(t *testing.T) {
 func TestMaxIterationsStops(t *testing.T) {
 	src := diamond()
 	src.fail["B"] = true
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Agent: &recAgent{}, Git: fakeVCS{}, MaxIterations: 2, MaxAttempts: 5, Clock: &fakeClock{}})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}, Limits: Limits{MaxIterations: 2, MaxAttempts: 5}})
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusMaxIterations {
 		t.Fatalf("%v %s", err, out.Status)
@@ -261,7 +261,7 @@ func TestMaxIterationsStops(t *testing.T) {
 func TestStateIsWrittenAndResumable(t *testing.T) {
 	dir := t.TempDir()
 	src := diamond()
-	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Agent: &recAgent{}, Git: fakeVCS{}, Clock: &fakeClock{}})
+	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
 	if _, err := e.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,9 +274,9 @@ func TestStateIsWrittenAndResumable(t *testing.T) {
 		t.Fatalf("%d/%d", p, total)
 	}
 	// A second run over the same source resumes the finished state.
-	e2, _ := New(Config{Paths: PathsFor(dir), Source: diamond(), Agent: &recAgent{}, Git: fakeVCS{}, Clock: &fakeClock{}})
+	e2, _ := New(Config{Paths: PathsFor(dir), Source: diamond(), Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
 	ag := &recAgent{}
-	e2.cfg.Agent = ag
+	e2.cfg.Agent.Default = ag
 	out, _ := e2.Run(context.Background())
 	if out.Status != StatusComplete || len(ag.starts) != 0 {
 		t.Fatalf("resume redid work: %s %v", out.Status, ag.starts)

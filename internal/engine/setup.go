@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/template"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// setup is what one iteration on an item is before it starts: its
+// iterSetup is what one iteration on an item is before it starts: its
 // numbers, role and prompt, derived from the state and the config with
-// every default applied. Run, Step, the dry run and the conflict resolver
-// all take it from iterationSetup, so they never disagree.
-type setup struct {
+// every default applied. Run, Step and the dry run all take it from
+// setup, so they never disagree.
+type iterSetup struct {
 	Item          *Item
 	Iteration     int
 	Attempt       int
@@ -24,29 +27,31 @@ type setup struct {
 	MaxIterations int
 	Runs          int // agent starts on the item so far, this one included
 	Role          string
-	RoleWhy       string // the trigger that chose Role
-	Planning      bool   // the iteration writes the item's plan (--plan-approval)
+	RoleWhy       string   // what chose Role
+	Planning      bool     // the iteration writes the item's plan (see Turn)
+	Env           []string // the role's additions to the agent's environment
 	Agent         AgentChoice
 	Data          PromptData
 	Prompt        string
 }
 
-// iterationSetup builds the setup of iteration number iteration on it
-// from st (read only).
-func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, error) {
+// setup is the setup step of iteration number iteration on it, from st
+// (read only): its numbers, its role (turn), the agent for that role and
+// the prompt.
+func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 	cfg := &e.cfg
 	var is ItemState
-	if s := st.Items[it.ID]; s != nil {
-		is = *s
+	if r := st.Items[it.ID]; r != nil {
+		is = *r
 	}
-	s := setup{Item: it, Iteration: iteration, Attempt: is.Attempts + 1, MaxAttempts: e.maxAttempts(it),
+	s := iterSetup{Item: it, Iteration: iteration, Attempt: is.Attempts + 1, MaxAttempts: e.maxAttempts(it),
 		MaxIterations: st.MaxIterations, Runs: is.Runs + 1}
 	info := e.info()
 	d := PromptData{
 		Kind: it.Kind, PRDPath: info.PRDPath, TasksPath: info.TasksPath, ProgressPath: cfg.Paths.Progress,
 		Branch: it.Branch, ItemID: it.ID, Title: it.Title, Description: it.Description, Criteria: it.Criteria,
 		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
-		Promise: cfg.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
+		Promise: cfg.Prompt.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
 		RetryContext: is.LastFailure,
 	}
 	d.RunIteration = iteration
@@ -61,41 +66,100 @@ func (e *Engine) iterationSetup(it *Item, st *State, iteration int) (setup, erro
 	if it.Template != "" {
 		d.Description = renderItemTemplate(it, d)
 	}
-	var role, why, text string
-	var err error
-	if s.Planning = e.planning(st.Items[it.ID]) && it.Role == ""; s.Planning {
-		// The plan comes first: no trigger is asked.
-		role, why = PlannerRole, "--plan-approval: the item's plan comes first and a person approves it"
-		if is.PlanRev > 0 {
-			why = "--plan-approval: the last plan was rejected; this iteration plans again"
-		}
-		text, err = e.planText(it)
-	} else {
-		if role, why, err = e.chooseRole(it, st, iteration); err != nil {
-			return s, UsageError("%v", err)
-		}
-		if text = it.RoleText; text == "" {
-			text, err = e.roleText(role)
-		}
-		if is.Plan == PlanApproved {
-			d.Description += e.approvedPlan(it)
-		}
-	}
+	t, err := e.turn(it, st, is, iteration)
 	if err != nil {
-		return s, UsageError("%v", err)
+		return s, usage.Errorf("%v", err)
 	}
-	s.Role, s.RoleWhy = role, why
-	if s.Agent, err = e.agentFor(it, role); err != nil {
-		return s, UsageError("%v", err)
+	text := t.Text
+	if text == "" && t.Role != "" {
+		if text, err = cfg.Roles.Text(t.Role); err != nil {
+			return s, usage.Errorf("%v", err)
+		}
+	}
+	if is.Plan == PlanApproved && !t.Planning {
+		d.Description += e.approvedPlan(it)
+	}
+	s.Role, s.RoleWhy, s.Planning, s.Env = t.Role, t.Why, t.Planning, t.Env
+	if s.Agent, err = e.agentFor(it, t.Role); err != nil {
+		return s, usage.Errorf("%v", err)
 	}
 	d.Role = s.Role
 	s.Data = d
-	prompt, err := BuildPrompt(e.tmplFrom, e.template, text, d)
-	if err != nil {
-		return s, UsageError("%v", err)
+	if s.Prompt, err = BuildPrompt(e.tmplFrom, e.template, text, d); err != nil {
+		return s, usage.Errorf("%v", err)
 	}
-	s.Prompt = prompt
 	return s, nil
+}
+
+// turn is the role of the next iteration on it, and why: the source's
+// when it fixes one, else the first decider's that claims the iteration
+// (the planner, a held item's reviewer, a test-fix re-run), else the first
+// trigger's that holds.
+func (e *Engine) turn(it *Item, st *State, is ItemState, iteration int) (Turn, error) {
+	if it.Role != "" {
+		return Turn{Role: it.Role, Why: it.RoleWhy, Text: it.RoleText}, nil
+	}
+	for _, d := range e.cfg.Deciders {
+		if t, ok, err := d.Turn(it, is); err != nil || ok {
+			return t, err
+		}
+	}
+	t, err := e.cfg.Roles.Choose(e.roleEnv(it, st, iteration), false)
+	if err != nil || t == nil {
+		return Turn{}, err
+	}
+	return Turn{Role: t.Role, Why: e.triggerWhy(t)}, nil
+}
+
+func (e *Engine) triggerWhy(t *roles.Trigger) string {
+	return fmt.Sprintf("%s (%s:%d)", t.Condition, relTo(e.cfg.Paths.Root, e.cfg.Roles.TriggersFrom), t.Line)
+}
+
+// roleEnv is what a trigger condition sees for the next iteration on it.
+func (e *Engine) roleEnv(it *Item, st *State, iteration int) roles.Env {
+	var is ItemState
+	if s := st.Items[it.ID]; s != nil {
+		is = *s
+	}
+	return roles.Env{
+		Iteration: iteration, ItemIteration: is.Runs + 1, Attempt: is.Attempts + 1, ItemKind: it.Kind,
+		TaskID: it.ID, TaskTitle: it.Title, BranchCommits: is.Commits, FilesChanged: is.FilesChanged,
+		LastIterationFailed: is.LastFailed, ConsecutiveFailures: is.Failures, LastRole: is.Role,
+		GateFailed: func(name string) bool { return slices.Contains(is.FailedGates, name) },
+		IterationsSinceRole: func(role string) int {
+			return iteration - 1 - st.RoleLast[role] // never served: every iteration so far
+		},
+	}
+}
+
+// AgentChoice is the agent that runs one iteration and why it is that one.
+type AgentChoice struct {
+	Agent agent.Agent
+	Name  string
+	Model string
+	From  string // where the choice came from ("" for the run's agent)
+}
+
+// defaultAgent is the run's own agent.
+func (e *Engine) defaultAgent() AgentChoice {
+	return AgentChoice{Agent: e.cfg.Agent.Default, Name: e.cfg.Agent.Name, Model: e.cfg.Agent.Model}
+}
+
+// agentFor chooses the agent of an iteration on it with role.
+func (e *Engine) agentFor(it *Item, role string) (AgentChoice, error) {
+	if e.cfg.Agent.For == nil {
+		return e.defaultAgent(), nil
+	}
+	c, err := e.cfg.Agent.For(it, role)
+	if err != nil {
+		return c, err
+	}
+	if c.Agent == nil {
+		d := e.defaultAgent()
+		d.From = c.From
+		return d, nil
+	}
+	return c, nil
 }
 
 // renderItemTemplate fills an item's own prompt text; a template that does
@@ -114,24 +178,23 @@ func renderItemTemplate(it *Item, d PromptData) string {
 }
 
 // request is the agent request of an iteration. Every agent ralph starts —
-// worker or conflict resolver — gets the same environment from here.
-func (e *Engine) request(s setup, dir, prompt, role, runID string) agent.Request {
+// worker, conflict resolver, council member — gets the same environment
+// from here.
+func (e *Engine) request(s iterSetup, dir, prompt, role, runID string) agent.Request {
 	cfg := &e.cfg
 	it := s.Item
 	pf := e.promptFile(it.ID)
-	env := append(append([]string{}, cfg.AgentEnv...),
+	env := append(append([]string{}, cfg.Agent.Env...),
 		"RALPH_PROMPT_FILE="+pf, "RALPH_ITEM_ID="+it.ID, "RALPH_STORY_ID="+it.ID,
 		fmt.Sprintf("RALPH_ITERATION=%d", s.Iteration), fmt.Sprintf("RALPH_ATTEMPT=%d", s.Attempt),
 		"RALPH_WORK_DIR="+dir, "RALPH_STATE_DIR="+cfg.Paths.Dir, "RALPH_RUN_ID="+runID)
 	if role != "" {
 		env = append(env, "RALPH_ROLE="+role)
 	}
-	if s.Planning {
-		env = append(env, "RALPH_PLAN_FILE="+PlanFile(cfg.Paths, it.ID))
-	}
+	env = append(env, s.Env...)
 	return agent.Request{
 		Prompt: prompt, PromptFile: pf, Dir: dir, Model: s.Agent.Model, Role: role, Env: env,
-		Timeout: cfg.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
+		Timeout: cfg.Limits.IterationTimeout, ItemID: it.ID, Iteration: s.Iteration, Attempt: s.Runs,
 	}
 }
 
@@ -144,16 +207,6 @@ func (e *Engine) promptFile(item string) string {
 		return e.cfg.Paths.PromptFile
 	}
 	return filepath.Join(e.cfg.Paths.Dir, "prompts", safeFileName(item)+".md")
-}
-
-// writePrompt writes prompt where the item's agent reads it. A derived
-// file (the transcript has the prompt too): no fsync.
-func (e *Engine) writePrompt(item, prompt string) error {
-	pf := e.promptFile(item)
-	if err := os.MkdirAll(filepath.Dir(pf), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(pf, []byte(prompt), 0o600)
 }
 
 // decideStop is the one decision whether the loop stops instead of
@@ -171,11 +224,11 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
 		return StatusStopped, "stop requested (.ralph/stop)"
 	}
-	if cfg.MaxCost > 0 && st.Usage.CostUSD >= cfg.MaxCost {
-		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.MaxCost)
+	if cfg.Limits.MaxCost > 0 && st.Usage.CostUSD >= cfg.Limits.MaxCost {
+		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.Limits.MaxCost)
 	}
-	if tok := st.Usage.InputTokens + st.Usage.OutputTokens; cfg.MaxTokens > 0 && tok >= cfg.MaxTokens {
-		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.MaxTokens)
+	if tok := st.Usage.InputTokens + st.Usage.OutputTokens; cfg.Limits.MaxTokens > 0 && tok >= cfg.Limits.MaxTokens {
+		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.Limits.MaxTokens)
 	}
 	if next == nil {
 		if running > 0 || cfg.Watch > 0 {
@@ -199,7 +252,7 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if st.Counted() >= st.MaxIterations {
 		return StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", st.MaxIterations)
 	}
-	if th := cfg.BreakerThreshold; th > 0 {
+	if th := cfg.Limits.BreakerThreshold; th > 0 {
 		if st.Breaker.SameCount >= th {
 			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row (fix the cause, then `ralph run --reset-breaker` resumes)", st.Breaker.SameCount)
 		}
@@ -255,7 +308,7 @@ func (e *Engine) Plan(ctx context.Context) (Plan, error) {
 	if it == nil {
 		return p, nil // watching: nothing ready yet
 	}
-	s, err := e.iterationSetup(it, st, st.Iteration+1)
+	s, err := e.setup(it, st, st.Iteration+1)
 	if err != nil {
 		return p, err
 	}

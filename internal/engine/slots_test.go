@@ -71,7 +71,7 @@ func TestSlotFreedWhileItemWaitsToMerge(t *testing.T) {
 		}
 		close(src.gate)
 	}()
-	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Agent: ag, AgentName: "rec", Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, MaxAttempts: 2})
+	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestSlotHeldWithoutOwnTrees(t *testing.T) {
 	var mu sync.Mutex
 	rec := &recordingAccept{dagSource: src, onAccept: func(id string) { mu.Lock(); order = append(order, "accept "+id); mu.Unlock() }}
 	ag.onStart = func(id string) { mu.Lock(); order = append(order, "start "+id); mu.Unlock() }
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: rec, Agent: ag, AgentName: "rec", Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: rec, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
 	if out, err := e.Run(context.Background()); err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s", err, out.Status)
 	}
@@ -125,7 +125,7 @@ func (s *recordingAccept) Accept(ctx context.Context, a *Attempt, v Verdict, st 
 func TestResolverTakesASlot(t *testing.T) {
 	src := &stagingSource{dagSource: twoIndependent(), conflict: map[string]bool{"A": true}}
 	ag := &recAgent{hold: 20 * time.Millisecond}
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Agent: ag, AgentName: "rec", Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, MaxAttempts: 2})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s %s", err, out.Status, out.Reason)
@@ -144,7 +144,7 @@ func TestParallelPromptFilesAreSeparate(t *testing.T) {
 	dir := t.TempDir()
 	src := &stagingSource{dagSource: twoIndependent()}
 	ag := &recAgent{hold: 20 * time.Millisecond}
-	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Agent: ag, AgentName: "rec", Git: fakeVCS{}, Parallel: 2, Clock: &fakeClock{}})
+	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Parallel: 2, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
 	if out, err := e.Run(context.Background()); err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s", err, out.Status)
 	}

@@ -63,14 +63,14 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(x.att.Log, "%s\n", final)
+			fmt.Fprintf(x.Attempt.Log, "%s\n", final)
 			e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: "the agent's session ended its turn (stop hook)"})
-			if err := e.claimed(x); err != nil {
-				x.att.Log.Close()
+			if err := e.signals(x); err != nil {
+				x.Attempt.Log.Close()
 				return res, err
 			}
 			err = e.conclude(ctx, x)
-			x.att.Log.Close()
+			x.Attempt.Log.Close()
 			if err != nil {
 				return res, err
 			}
@@ -113,7 +113,7 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	if err != nil {
 		return res, err
 	}
-	x.att.Log.Close()
+	x.Attempt.Log.Close()
 	res.Prompt, res.Item, res.Iteration, res.MaxIterations = x.s.Prompt, it, number, x.s.MaxIterations
 	return res, nil
 }

@@ -1,18 +1,85 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
+// Transcript is one iteration's log file, streamed to disk with secrets
+// masked (owner-only: it holds everything the agent printed).
+type Transcript struct {
+	Path string
+	f    io.WriteCloser
+	w    io.WriteCloser
+}
+
+// DefaultTranscriptMax caps a transcript unless the run says otherwise:
+// beyond it the middle of the output is dropped (store.CappedFile).
+const DefaultTranscriptMax = 50 << 20
+
+// openTranscript opens an iteration's transcript: NNNN-<item>.log, or
+// NNNN-<item>.<role>.log for an iteration with a role.
+func (e *Engine) openTranscript(iteration int, item, role string) (*Transcript, error) {
+	dir := e.cfg.Paths.Transcripts
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%04d-%s", iteration, safeFileName(item))
+	if role != "" {
+		name += "." + safeFileName(role)
+	}
+	p := filepath.Join(dir, name+".log")
+	f, err := store.OpenCapped(p, e.cfg.Limits.TranscriptMax)
+	if err != nil {
+		return nil, err
+	}
+	return &Transcript{Path: p, f: f, w: e.mask.Writer(f)}, nil
+}
+
+func (t *Transcript) Write(b []byte) (int, error) { return t.w.Write(b) }
+
+// Close writes what the masking writer holds back, then closes the file.
+func (t *Transcript) Close() error {
+	err := t.w.Close()
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// safeFileName makes an item id a file name. Ids that needed changing get
+// a short hash of the id, so two ids (A/1 and A_1) never share a file.
+func safeFileName(s string) string {
+	var b strings.Builder
+	changed := false
+	for _, r := range s {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+			changed = true
+		}
+	}
+	if changed || s == "" || s == "." || s == ".." {
+		sum := sha256.Sum256([]byte(s))
+		b.WriteString("-" + hex.EncodeToString(sum[:3]))
+	}
+	return b.String()
+}
+
 // TranscriptReader reads a transcript as ralph writes it (openTranscript,
-// begin): a header naming the agent and the work folder, the prompt, the
-// agent's output, then ralph's gate and verdict lines. `ralph log` and the
-// dashboard show it through this one reader.
+// the prompt step): a header naming the agent and the work folder, the
+// prompt, the agent's output, then ralph's gate and verdict lines. `ralph
+// log` and the dashboard show it through this one reader.
 type TranscriptReader struct {
 	section  string // "" (the header), prompt, output
 	activity agent.ActivityReader

@@ -346,6 +346,20 @@ func (s *Set) Get(name string) (Role, bool) {
 	return r, ok
 }
 
+// Text is the prompt text of the role called name, or an error naming the
+// roles in force and where the missing one's file goes.
+func (s *Set) Text(name string) (string, error) {
+	r, ok := s.Get(name)
+	if !ok {
+		var names []string
+		if s != nil {
+			names = s.Names()
+		}
+		return "", fmt.Errorf("role %q is not in force (the roles are %v): restore roles/%s.md or .ralph/roles/%s.md", name, names, name, name)
+	}
+	return r.Text, nil
+}
+
 // HasCompletionGates reports whether any trigger is a completion gate.
 func (s *Set) HasCompletionGates() bool {
 	if s == nil {

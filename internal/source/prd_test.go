@@ -67,7 +67,7 @@ func runOnce(t *testing.T, dir string, repo *git.Repo) engine.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Paths: engine.PathsFor(dir), Source: src, Agent: ag, AgentName: "scripted", Git: repo, Gates: gates})
+	e, err := engine.New(engine.Config{Paths: engine.PathsFor(dir), Source: src, Git: repo, Agent: engine.AgentConfig{Default: ag, Name: "scripted"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,103 @@
+// Package decide holds the rules that have a say in an item's iterations
+// besides the gates, one file each: plan approval (plan.go), a review the
+// item is held for (review.go), the council (council.go) and test-fix
+// re-runs (testfix.go). Each is an engine.Decider: it may claim the role
+// of an item's next iteration (Turn) and, in the iteration's decide step,
+// say what becomes of its verdict (Decide): go on, hold the item, run it
+// again, or fail it with findings. The engine records what they decide.
+package decide
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/usage"
+)
+
+// Options are the run's settings of the rules.
+type Options struct {
+	Paths engine.Paths
+	Roles *roles.Set // the roles in force (nil: none)
+	// PlanApproval: an item's first iteration writes a plan; AutoApprove
+	// approves each plan as soon as it is written.
+	PlanApproval bool
+	AutoApprove  bool
+	// Council is how many members vote on a critical item (0 =
+	// DefaultCouncil).
+	Council int
+	// TestFix re-runs a claim whose test gate failed up to N times, as
+	// TestFixRole ("" = DefaultTestFixRole).
+	TestFix     int
+	TestFixRole string
+}
+
+// DefaultCouncil is --council's default.
+const DefaultCouncil = 3
+
+// DefaultTestFixRole is the role of --test-fix re-runs unless one is named.
+const DefaultTestFixRole = "debugger"
+
+// Rules are the run's deciders in the order the engine asks them: a
+// planning iteration is judged before anything else; a claim that passed
+// its gates may be held for a role's review, then needs the council when
+// its item is critical; a claim whose test gate failed may be run again.
+func Rules(o Options) ([]engine.Decider, error) {
+	if o.Council <= 0 {
+		o.Council = DefaultCouncil
+	}
+	if o.TestFixRole == "" {
+		o.TestFixRole = DefaultTestFixRole
+	}
+	if _, ok := o.Roles.Get(o.TestFixRole); o.TestFix > 0 && !ok {
+		r := o.TestFixRole
+		return nil, usage.Errorf("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", r, r, r, r)
+	}
+	return []engine.Decider{
+		Plan{On: o.PlanApproval, Auto: o.AutoApprove, Roles: o.Roles, Paths: o.Paths},
+		Review{Roles: o.Roles},
+		Council{Members: o.Council, Roles: o.Roles},
+		TestFix{Max: o.TestFix, Role: o.TestFixRole},
+	}, nil
+}
+
+// next is a decider's "no word".
+var next = engine.Decision{}
+
+// event is an event of x's iteration.
+func event(x *engine.Iteration, typ, msg string, data map[string]any) engine.Event {
+	return engine.Event{Type: typ, Iteration: x.Current.Iteration, Item: x.Item.ID, Attempt: x.Current.Attempt, Message: msg, Data: data}
+}
+
+// rel is p relative to the repository's root, for messages.
+func rel(p engine.Paths, path string) string {
+	if r, err := filepath.Rel(p.Root, path); err == nil {
+		return r
+	}
+	return path
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// oneLine folds s into one line of at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + " …"
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package decide
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/usage"
+)
+
+// Review holds an item whose claim passed its gates until the role a
+// completion trigger names (roles.yaml, task_marked_ready_to_complete)
+// approves it: the item's next iteration is that role's review, in the
+// same tree. A review that asks for changes (the engine reads its
+// REVIEW: verdict) sends the item back to a worker iteration that
+// addresses them.
+type Review struct {
+	Roles *roles.Set
+}
+
+// Turn claims the review a held item waits for, and the worker iteration
+// after a review asked for changes.
+func (r Review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
+	switch {
+	case is.Review != "":
+		return engine.Turn{Role: is.Review, Why: "awaiting review: " + is.ReviewWhy}, true, nil
+	case is.Revise:
+		return engine.Turn{Why: "the last review asked for changes; this iteration addresses them"}, true, nil
+	}
+	return engine.Turn{}, false, nil
+}
+
+// Decide asks the completion triggers once a claim passed the gates: one
+// that holds names the role that must approve before the item passes. An
+// approval is what they ask for, so a role's approval is not held again.
+func (r Review) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+	if !v.Passed || !r.Roles.HasCompletionGates() || x.RoleVerdict == roles.Approve || x.Item.Role != "" {
+		return next, nil
+	}
+	t, err := r.Roles.Choose(x.RoleEnv(), true)
+	if err != nil {
+		return next, usage.Errorf("%v", err)
+	}
+	if t == nil {
+		return next, nil
+	}
+	it, why, role := x.Item, x.Why(t), t.Role
+	return engine.Decision{Action: engine.Hold, Status: "ready for review",
+		Progress: v.Summary + "; the " + role + " must approve",
+		Result:   v.Summary + "; waiting for the " + role + "'s approval",
+		Log:      fmt.Sprintf("%s claimed done and its gates passed; the %s must approve (%s)", it.ID, role, why),
+		Events: []engine.Event{event(x, "review_requested", fmt.Sprintf("%s claimed done and its gates passed; the %s must approve before it passes (%s)", it.ID, role, why),
+			map[string]any{"role": role, "trigger": why})},
+		Record: func(is *engine.ItemState) { is.Review, is.ReviewWhy = role, why },
+	}, nil
+}
