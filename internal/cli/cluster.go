@@ -309,7 +309,7 @@ func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *en
 func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
 	ctx = context.WithoutCancel(ctx)
 	ref := "refs/heads/" + co.feature
-	tip, err := repo.RefSHA(ctx, ref)
+	tip, err := repo.RevParse(ctx, ref)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
 		return

@@ -428,11 +428,11 @@ func (w *Worker) tree(ctx context.Context, slot int, job Job) (tree *git.Repo, b
 	tipRef := fmt.Sprintf("refs/ralph/slot-%d/branch", slot)
 	src := "refs/ralph/bases/" + job.Key
 	if w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef, "refs/heads/"+job.Branch, tipRef) == nil {
-		tip, _ = w.clone.RefSHA(ctx, tipRef)
+		tip, _ = w.clone.RevParse(ctx, tipRef)
 	} else if err := w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef); err != nil {
 		return nil, "", "", fmt.Errorf("fetching the job's base: %w", err)
 	}
-	if base, err = w.clone.RefSHA(ctx, baseRef); err != nil {
+	if base, err = w.clone.RevParse(ctx, baseRef); err != nil {
 		return nil, "", "", err
 	}
 	tree, err = w.ensureSlot(ctx, slot, base)

@@ -102,24 +102,13 @@ func (r *Repo) Toplevel(ctx context.Context) (string, error) {
 }
 
 // CommonDir returns the absolute .git directory (the common one for
-// worktrees): from the files when Dir is a work tree's top level in the
-// plain layout (see gitDirs), else asked of git.
+// worktrees).
 func (r *Repo) CommonDir(ctx context.Context) (string, error) {
-	if _, common, ok := r.gitDirs(); ok && filepath.IsAbs(common) {
-		return common, nil
-	}
-	out, err := r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	return out, err
+	return r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
 }
 
 // CurrentBranch returns the checked-out branch ("" when detached).
 func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
-	if branch, _, ok := r.readWhere(); ok {
-		if branch == "HEAD" {
-			return "", nil // detached
-		}
-		return branch, nil
-	}
 	out, err := r.Run(ctx, "symbolic-ref", "--quiet", "--short", "HEAD")
 	if err != nil {
 		var ee *proc.ExitError
@@ -131,12 +120,9 @@ func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
 	return out, nil
 }
 
-// Where is the branch checked out ("" when HEAD is detached) and the
+// Where is the branch checked out ("HEAD" when HEAD is detached) and the
 // commit HEAD is at, in one git call; on an unborn branch head is "".
 func (r *Repo) Where(ctx context.Context) (branch, head string, err error) {
-	if branch, head, ok := r.readWhere(); ok {
-		return branch, head, nil
-	}
 	out, err := r.Run(ctx, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
 	if err != nil {
 		var ee *proc.ExitError
@@ -152,17 +138,11 @@ func (r *Repo) Where(ctx context.Context) (branch, head string, err error) {
 
 // HasCommits reports whether HEAD points at a commit.
 func (r *Repo) HasCommits(ctx context.Context) bool {
-	if _, head, ok := r.readWhere(); ok {
-		return head != ""
-	}
 	return r.ok(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
 }
 
 // Head returns the full SHA of HEAD.
 func (r *Repo) Head(ctx context.Context) (string, error) {
-	if _, head, ok := r.readWhere(); ok && head != "" {
-		return head, nil
-	}
 	return r.Run(ctx, "rev-parse", "HEAD")
 }
 
@@ -173,11 +153,6 @@ func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
 
 // BranchExists reports whether refs/heads/name exists.
 func (r *Repo) BranchExists(ctx context.Context, name string) bool {
-	if _, common, ok := r.gitDirs(); ok && BranchNameProblem(name) == "" {
-		if _, found, ok := readRef(common, "refs/heads/"+name); ok {
-			return found
-		}
-	}
 	return r.ok(ctx, "show-ref", "--verify", "--quiet", "refs/heads/"+name)
 }
 
@@ -193,12 +168,7 @@ func (r *Repo) CreateBranch(ctx context.Context, name, start string) error {
 
 // Checkout switches to an existing branch.
 func (r *Repo) Checkout(ctx context.Context, name string) error {
-	clean := r.indexIsHEAD()
 	_, err := r.Run(ctx, "checkout", "--quiet", name, "--")
-	if err == nil && clean {
-		// Nothing was staged to carry over: the index is the new HEAD's.
-		r.noteHead()
-	}
 	return err
 }
 
@@ -215,7 +185,6 @@ func (r *Repo) StatusPorcelain(ctx context.Context, skip ...string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	r.noteStatus(out)
 	var paths []string
 	for _, e := range parseStatus(out, skip) {
 		paths = append(paths, e.Path)
@@ -241,7 +210,6 @@ func (r *Repo) Status(ctx context.Context, skip ...string) ([]StatusEntry, error
 	if err != nil {
 		return nil, err
 	}
-	r.noteStatus(out)
 	return parseStatus(out, skip), nil
 }
 
@@ -311,10 +279,6 @@ func (r *Repo) commit(ctx context.Context, msg string, allowEmpty bool, include 
 			return "", err
 		}
 	}
-	// The index now holds exactly sha's tree. (A post-commit hook that
-	// staged files would make the next StageAll's list of changed paths
-	// short; what it stages and commits is git's own either way.)
-	r.noteClean(sha)
 	return sha, nil
 }
 
@@ -363,9 +327,6 @@ func (r *Repo) Maintain(ctx context.Context) {
 // ResetHard moves the current branch to rev and resets the tree.
 func (r *Repo) ResetHard(ctx context.Context, rev string) error {
 	_, err := r.Run(ctx, "reset", "--quiet", "--hard", rev)
-	if err == nil {
-		r.noteHead()
-	}
 	return err
 }
 

@@ -198,3 +198,40 @@ func TestGitEnvConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestWhere: the branch and head git reports on an unborn branch, after a
+// commit, and with HEAD detached.
+func TestWhere(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
+	check := func(what, wantBranch string, wantHead bool) string {
+		t.Helper()
+		b, h, err := r.Where(ctx)
+		if err != nil || b != wantBranch || (h != "") != wantHead || r.HasCommits(ctx) != wantHead {
+			t.Fatalf("%s: Where = %q %q %v, HasCommits %v", what, b, h, err, r.HasCommits(ctx))
+		}
+		return h
+	}
+	check("unborn", "main", false)
+	if r.BranchExists(ctx, "main") {
+		t.Fatal("an unborn branch exists")
+	}
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	r.AddAll(ctx)
+	sha, err := r.Commit(ctx, "one\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := check("committed", "main", true); h != sha || !r.BranchExists(ctx, "main") {
+		t.Fatalf("head %s, commit %s", h, sha)
+	}
+	r.Run(ctx, "checkout", "-q", "--detach")
+	check("detached", "HEAD", true)
+	if b, err := r.CurrentBranch(ctx); b != "" || err != nil {
+		t.Fatalf("CurrentBranch detached = %q, %v", b, err)
+	}
+	common, err := r.CommonDir(ctx)
+	if want, _ := filepath.EvalSymlinks(filepath.Join(dir, ".git")); err != nil || common != want && common != filepath.Join(dir, ".git") {
+		t.Fatalf("CommonDir = %q, %v", common, err)
+	}
+}

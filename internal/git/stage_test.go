@@ -4,15 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 )
 
-// TestStageAllNamesWhatStatusWould: with the index as a commit left it,
-// the add's own list is every changed path (what `git status` lists after
-// it), an iteration that does not pass gets the index back as it was, and
-// anything that makes the index unknown turns the shortcut off.
-func TestStageAllNamesWhatStatusWould(t *testing.T) {
+// TestStageAllAndRestore: the staged tree is what a commit of the whole
+// tree would hold, and an iteration that does not pass gets the index
+// back as the agent left it (partly staged), not everything staged.
+func TestStageAllAndRestore(t *testing.T) {
 	ctx := context.Background()
 	r, dir := newTestRepo(t)
 	write := func(name, body string) {
@@ -33,86 +31,49 @@ func TestStageAllNamesWhatStatusWould(t *testing.T) {
 	write("edit.txt", "changed\n")
 	os.Remove(filepath.Join(dir, "gone.txt"))
 	write("sub/new.txt", "n\n")
-	write("it's odd.txt", "o\n")
-	indexBefore, _ := os.ReadFile(filepath.Join(dir, ".git", "index"))
+	write("staged.txt", "s\n")
+	if err := r.AddPaths(ctx, "staged.txt"); err != nil {
+		t.Fatal(err)
+	}
+	write("staged.txt", "s, then more\n")
+	statusBefore, _ := r.Run(ctx, "status", "--porcelain")
 
 	s, err := r.StageAll(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Complete {
-		t.Fatal("after a commit the index holds HEAD's tree, but StageAll did not say its list is complete")
+	if want, _ := r.WriteTree(ctx); s.Tree != want {
+		t.Fatalf("staged tree %s, the index holds %s", s.Tree, want)
 	}
-	s.Restore()
-	if after, _ := os.ReadFile(filepath.Join(dir, ".git", "index")); string(after) != string(indexBefore) {
-		t.Fatal("Restore did not put back the index from before the add")
+	if got, _ := r.Run(ctx, "ls-tree", "-r", "--name-only", s.Tree); got != "edit.txt\nkeep.txt\nstaged.txt\nsub/new.txt" {
+		t.Fatalf("staged tree lists %q", got)
 	}
-	status, err := r.StatusPorcelain(ctx)
-	if err != nil {
+	if err := s.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(status)
-	if !slices.Equal(s.Files, status) {
-		t.Fatalf("StageAll named %q, git status %q", s.Files, status)
-	}
-	for _, l := range []string{"index.ralph-before", "index.ralph-staged"} {
-		if _, err := os.Stat(filepath.Join(dir, ".git", l)); !os.IsNotExist(err) {
-			t.Fatalf("%s left behind: %v", l, err)
-		}
+	if after, _ := r.Run(ctx, "status", "--porcelain"); after != statusBefore {
+		t.Fatalf("Restore left the status\n%s\nwant\n%s", after, statusBefore)
 	}
 
-	// Restored, the index is still known to be HEAD's: the next add says so.
-	s, err = r.StageAll(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.Complete || len(s.Files) != len(status) {
-		t.Fatalf("after Restore: complete %v, files %q", s.Complete, s.Files)
-	}
-	s.Drop()
-
-	// The index holds more than HEAD now (the add above was not undone):
-	// the list would miss what was staged before, so it is not complete.
-	s, err = r.StageAll(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Complete {
-		t.Fatal("an index with staged changes counted as HEAD's")
-	}
-	s.Drop()
-
-	// A status with nothing staged makes the index known again.
-	if _, err := r.Run(ctx, "reset", "-q"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.StatusPorcelain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if !r.indexIsHEAD() {
-		t.Fatal("a status showing nothing staged did not mark the index as HEAD's")
-	}
-	// Excluded paths keep their old entries, so the list is not complete.
+	// Excluded paths are not staged.
 	s, err = r.StageAll(ctx, []string{"edit.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Complete {
-		t.Fatal("a list with excluded paths counted as complete")
+	if got, _ := r.Run(ctx, "diff", "--cached", "--name-only"); got != "gone.txt\nstaged.txt\nsub/new.txt" {
+		t.Fatalf("staged with edit.txt excluded: %q", got)
 	}
-	s.Drop()
-	// A commit the shortcut did not see (the agent's own) moves HEAD.
-	r.Run(ctx, "reset", "-q")
-	r.StatusPorcelain(ctx)
-	r.Run(ctx, "commit", "-qam", "agent's own")
-	if r.indexIsHEAD() {
-		t.Fatal("the index counted as HEAD's after a commit made behind the package's back")
+	if err := s.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := r.Run(ctx, "status", "--porcelain"); after != statusBefore {
+		t.Fatalf("Restore left the status\n%s\nwant\n%s", after, statusBefore)
 	}
 }
 
 // TestStagedTreeSurvivesAnIndexWrite: the tree the gates ran on is the one
-// staged before them, even when something (a gate's `git add`, a `git
-// status` refreshing the index) wrote the index in between.
+// staged before them, even when something (a gate's `git add`) wrote the
+// index in between; Restore then leaves that write alone.
 func TestStagedTreeSurvivesAnIndexWrite(t *testing.T) {
 	ctx := context.Background()
 	r, dir := newTestRepo(t)
@@ -127,50 +88,58 @@ func TestStagedTreeSurvivesAnIndexWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tree, untouched, err := s.Tree(ctx)
-	want, werr := (&Repo{Dir: dir, Runner: countingRunner{}}).WriteTree(ctx)
-	if err != nil || werr != nil || tree != want || !untouched {
-		t.Fatalf("untouched index: tree %s untouched %v err %v, want %s (%v)", tree, untouched, err, want, werr)
-	}
-	s.Drop()
-
-	s, err = r.StageAll(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := s.Tree
 	// "A gate" stages a file of its own.
 	os.WriteFile(filepath.Join(dir, "gate.out"), []byte("x\n"), 0o644)
 	if _, err := r.Run(ctx, "add", "gate.out"); err != nil {
 		t.Fatal(err)
 	}
-	tree, untouched, err = s.Tree(ctx)
-	if err != nil || tree != want || untouched {
-		t.Fatalf("after a gate wrote the index: tree %s untouched %v err %v, want %s from the staged copy", tree, untouched, err, want)
+	if now, _ := r.WriteTree(ctx); now == want || s.Tree != want {
+		t.Fatalf("staged tree %s, index %s, want %s kept apart", s.Tree, now, want)
 	}
-	s.Restore() // the index moved on: nothing is put back
-	out, _ := r.Run(ctx, "diff", "--cached", "--name-only")
-	if out != "a.txt\ngate.out" {
+	if err := s.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := r.Run(ctx, "diff", "--cached", "--name-only"); out != "a.txt\ngate.out" {
 		t.Fatalf("Restore undid someone else's index write: staged %q", out)
 	}
+}
 
-	// A process that swaps the kept copy for an index of its own choosing
-	// while the gates run gets no tree out of it.
-	r.Run(ctx, "reset", "-q")
-	s, err = r.StageAll(ctx, nil)
+// TestStageAllResolvesAConflict: an index with unmerged paths has no tree
+// to put back; StageAll stages the agent's resolution all the same.
+func TestStageAllResolvesAConflict(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
+	f := filepath.Join(dir, "a.txt")
+	os.WriteFile(f, []byte("base\n"), 0o644)
+	r.AddAll(ctx)
+	if _, err := r.Commit(ctx, "base\n", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateBranch(ctx, "other", ""); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(f, []byte("main\n"), 0o644)
+	r.Run(ctx, "commit", "-qam", "main")
+	r.Checkout(ctx, "other")
+	os.WriteFile(f, []byte("other\n"), 0o644)
+	r.Run(ctx, "commit", "-qam", "other")
+	if _, err := r.Run(ctx, "merge", "main"); err == nil {
+		t.Fatal("the merge did not conflict")
+	}
+	os.WriteFile(f, []byte("resolved\n"), 0o644)
+
+	s, err := r.StageAll(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "gate2.out"), []byte("y\n"), 0o644)
-	if _, err := r.Run(ctx, "add", "gate2.out"); err != nil {
+	if err := s.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	crafted := filepath.Join(dir, ".git", "crafted")
-	if _, err := r.Run(ctx, "read-tree", "--index-output="+crafted, "HEAD"); err != nil {
-		t.Fatal(err)
+	if paths, _ := r.UnmergedPaths(ctx); len(paths) != 0 {
+		t.Fatalf("unmerged after StageAll: %q", paths)
 	}
-	os.Rename(crafted, filepath.Join(dir, ".git", "index.ralph-staged"))
-	if tree, _, err := s.Tree(ctx); err == nil {
-		t.Fatalf("a swapped staged copy gave tree %s", tree)
+	if blob, _ := r.Run(ctx, "show", s.Tree+":a.txt"); blob != "resolved" {
+		t.Fatalf("staged a.txt = %q", blob)
 	}
-	s.Drop()
 }

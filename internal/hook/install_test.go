@@ -3,8 +3,11 @@ package hook
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 func TestInstallMergeIdempotentUninstall(t *testing.T) {
@@ -146,5 +149,43 @@ func TestPluginFiles(t *testing.T) {
 	w, u, _ = WritePlugin(dir, "/opt/ralph", "1.2.3")
 	if len(w) != 0 || len(u) != 3 {
 		t.Fatalf("rewrite: %v %v", w, u)
+	}
+}
+
+// TestInstallCodexMCP: the table Codex reads back holds the argv exactly
+// (quotes, backslashes and all), the user's other lines and comments stay
+// byte for byte, and a second install changes nothing.
+func TestInstallCodexMCP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.toml")
+	orig := "# mine\nmodel = \"o3\"\n\n[mcp_servers.ralph]\ncommand = \"old\"\n\n[profiles.fast] # fast\nmodel = \"o4-mini\"\n"
+	if err := os.WriteFile(path, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{`/opt/it's "ralph"`, "mcp", `C:\dir`, "two\nlines"}
+	if res, err := InstallMCP(Codex, path, argv); err != nil || !res.Changed {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	b, _ := os.ReadFile(path)
+	var doc struct {
+		Model   string `toml:"model"`
+		Servers map[string]struct {
+			Command string   `toml:"command"`
+			Args    []string `toml:"args"`
+		} `toml:"mcp_servers"`
+	}
+	if err := toml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%v in\n%s", err, b)
+	}
+	got := doc.Servers[MCPServerName]
+	if doc.Model != "o3" || got.Command != argv[0] || !slices.Equal(got.Args, argv[1:]) {
+		t.Fatalf("read back %+v from\n%s", doc, b)
+	}
+	for _, keep := range []string{"# mine\nmodel = \"o3\"\n\n[mcp_servers.ralph]\n", "\n[profiles.fast] # fast\nmodel = \"o4-mini\"\n"} {
+		if !strings.Contains(string(b), keep) {
+			t.Fatalf("lost %q:\n%s", keep, b)
+		}
+	}
+	if res, err := InstallMCP(Codex, path, argv); err != nil || res.Changed {
+		t.Fatalf("second install: %+v %v", res, err)
 	}
 }

@@ -1,12 +1,13 @@
 package hook
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -94,33 +95,40 @@ func InstallMCP(agent, path string, argv []string) (Result, error) {
 
 // installTOMLServer writes Codex's [mcp_servers.ralph] table: the table
 // replaced when it is there, appended when not; the rest of the file is
-// left byte for byte.
+// left byte for byte (a TOML library would drop the user's comments).
 func installTOMLServer(path string, argv []string) (Result, error) {
 	var res Result
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, err
 	}
-	header := "[mcp_servers." + MCPServerName + "]"
-	var table strings.Builder
-	fmt.Fprintf(&table, "%s\ncommand = %s\nargs = [", header, tomlString(argv[0]))
-	for i, a := range argv[1:] {
-		if i > 0 {
-			table.WriteString(", ")
+	var doc map[string]any
+	if err := toml.Unmarshal(b, &doc); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, col := de.Position()
+			return res, &Error{Msg: fmt.Sprintf("%s:%d:%d: %v (nothing was written)", path, line, col, err)}
 		}
-		table.WriteString(tomlString(a))
+		return res, &Error{Msg: fmt.Sprintf("%s: %v (nothing was written)", path, err)}
 	}
-	table.WriteString("]\n")
-	lines := strings.SplitAfter(string(b), "\n")
+	header := "[mcp_servers." + MCPServerName + "]"
+	body, err := toml.Marshal(struct {
+		Command string   `toml:"command"`
+		Args    []string `toml:"args"`
+	}{argv[0], argv[1:]})
+	if err != nil {
+		return res, err
+	}
+	table := header + "\n" + string(body)
 	var out strings.Builder
 	found, skipping := false, false
-	for _, l := range lines {
+	for _, l := range strings.SplitAfter(string(b), "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "[") {
 			skipping = false
 			if t == header {
 				found, skipping = true, true
-				out.WriteString(table.String())
+				out.WriteString(table)
 				continue
 			}
 		}
@@ -135,9 +143,9 @@ func installTOMLServer(path string, argv []string) (Result, error) {
 		if out.Len() > 0 {
 			out.WriteString("\n")
 		}
-		out.WriteString(table.String())
+		out.WriteString(table)
 	}
-	if bytes.Equal([]byte(out.String()), b) {
+	if out.String() == string(b) {
 		return res, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -145,10 +153,4 @@ func installTOMLServer(path string, argv []string) (Result, error) {
 	}
 	res.Changed = true
 	return res, store.WriteFile(path, []byte(out.String()), 0o644)
-}
-
-// tomlString is a TOML basic string.
-func tomlString(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
-	return `"` + r.Replace(s) + `"`
 }

@@ -71,19 +71,31 @@ func TestContextCancel(t *testing.T) {
 }
 
 func TestSplitArgs(t *testing.T) {
+	t.Setenv("RALPH_TEST_DIR", "/opt/x y")
 	for in, want := range map[string][]string{
-		`a b  c`:              {"a", "b", "c"},
-		`python3 "a b" 'c d'`: {"python3", "a b", "c d"},
-		`x\ y "q\"z"`:         {"x y", `q"z`},
-		`''`:                  {""},
+		`a b  c`:                         {"a", "b", "c"},
+		`python3 "a b" 'c d'`:            {"python3", "a b", "c d"},
+		`x\ y "q\"z"`:                    {"x y", `q"z`},
+		`''`:                             {""},
+		`grep -E "\d+" '$NOT_SET'`:       {"grep", "-E", `\d+`, "$NOT_SET"},
+		`sh -c 'echo $! > f; wait'`:      {"sh", "-c", "echo $! > f; wait"},
+		`"$RALPH_TEST_DIR/agent" -{a,b}`: {"/opt/x y/agent", "-a", "-b"},
 	} {
 		got, err := SplitArgs(in)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("SplitArgs(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := SplitArgs(`a 'b`); err == nil {
-		t.Error("want error for unterminated quote")
+	for in, want := range map[string]string{
+		`a 'b`:                         "without closing quote",
+		`agent > out.txt`:              "`>` is not a valid word",
+		`agent; rm x`:                  "`;` is not a valid word",
+		`agent $(date)`:                "command substitution",
+		`sh -c "cat $RALPH_NOT_SET_X"`: "$RALPH_NOT_SET_X is not set",
+	} {
+		if _, err := SplitArgs(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SplitArgs(%q): error %v, want %q", in, err, want)
+		}
 	}
 }
 

@@ -2,58 +2,32 @@ package proc
 
 import (
 	"fmt"
-	"strings"
+	"os"
+
+	"mvdan.cc/sh/v3/shell"
 )
 
-// SplitArgs splits a command line the way a POSIX shell splits words
-// (single and double quotes, backslash escapes) without running a shell, so
-// `--agent-cmd 'python3 agent.py --flag "a b"'` becomes an argv.
+// SplitArgs splits a command line into an argv the way a POSIX shell
+// splits a command's words (quotes, backslashes, ~, $VAR and {a,b}), without
+// running a shell, so `--agent-cmd 'python3 agent.py --flag "a b"'` becomes
+// an argv. Operators (|, >, ;, &&) and command substitution are errors:
+// there is no shell to run them. Variables come from ralph's environment
+// as the line is split, not the program's: an unset one is an error rather
+// than an empty word, since it is most likely meant for the program.
 func SplitArgs(s string) ([]string, error) {
-	var args []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'':
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, fmt.Errorf("unterminated single quote at column %d", i+1)
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-			inWord = true
-		case c == '"':
-			i++
-			for ; i < len(s) && s[i] != '"'; i++ {
-				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`", s[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(s[i])
-			}
-			if i >= len(s) {
-				return nil, fmt.Errorf("unterminated double quote")
-			}
-			inWord = true
-		case c == '\\':
-			if i+1 < len(s) {
-				i++
-				cur.WriteByte(s[i])
-				inWord = true
-			}
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
-				args = append(args, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
+	var unset string
+	args, err := shell.Fields(s, func(name string) string {
+		v, ok := os.LookupEnv(name)
+		if !ok && unset == "" && name != "IFS" && name != "PWD" { // the expander's own look-ups
+			unset = name
 		}
+		return v
+	})
+	if err != nil {
+		return nil, err
 	}
-	if inWord {
-		args = append(args, cur.String())
+	if unset != "" {
+		return nil, fmt.Errorf("$%s is not set (ralph expands variables from its own environment when it splits the command line; write '$%s' in single quotes to pass it to the program as it is)", unset, unset)
 	}
 	return args, nil
 }

@@ -5,6 +5,7 @@
 package secret
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"regexp"
@@ -12,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // Mask is what a secret is replaced with.
@@ -32,12 +32,12 @@ var shapes = regexp.MustCompile(`sk-ant-[A-Za-z0-9_\-]{20,}|sk-(?:proj-|svcacct-
 var shapePrefixes = []string{"sk-", "gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "AIza", "xoxa-", "xoxb-", "xoxp-", "xoxr-"}
 
 func mayHaveShape(s string) bool {
-	for _, p := range shapePrefixes {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(shapePrefixes, func(p string) bool { return strings.Contains(s, p) })
+}
+
+// mayHaveShapeIn is mayHaveShape of a stream's buffer, read in place.
+func mayHaveShapeIn(b []byte) bool {
+	return slices.ContainsFunc(shapePrefixes, func(p string) bool { return bytes.Contains(b, []byte(p)) })
 }
 
 // shapeMax bounds how long a shaped key can be for streaming: a key
@@ -112,11 +112,15 @@ func (m *Masker) Writer(w io.Writer) io.WriteCloser {
 	if m != nil && m.off {
 		return nopCloser{w}
 	}
-	hold := shapeMax
-	if m != nil && len(m.values) > 0 && len(m.values[0]) > hold {
-		hold = len(m.values[0])
+	wr := &writer{m: m, w: w, hold: shapeMax}
+	if m != nil {
+		for _, v := range m.values {
+			wr.values = append(wr.values, []byte(v))
+			wr.hold = max(wr.hold, len(v))
+			wr.multiline = wr.multiline || strings.ContainsAny(v, "\r\n")
+		}
 	}
-	return &writer{m: m, w: w, hold: hold}
+	return wr
 }
 
 type nopCloser struct{ io.Writer }
@@ -124,9 +128,14 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 type writer struct {
-	m       *Masker
-	w       io.Writer
-	hold    int
+	m      *Masker
+	w      io.Writer
+	values [][]byte // m's values, to find in the buffer in place
+	hold   int
+	// multiline says a secret value spans lines (a PEM key): then nothing
+	// may be written up to a line end before the hold.
+	multiline bool
+
 	mu      sync.Mutex // the agent's output and the flush timer both write
 	buf     []byte
 	flushed time.Time
@@ -181,25 +190,24 @@ func (w *writer) tick() {
 // whole and is masked in one piece. Called with mu held.
 func (w *writer) flush() error {
 	w.flushed = time.Now()
-	// A view of buf, not a copy: buf does not change until the end, and
-	// neither masking nor the write keeps the text (a copy of every 64 KiB
-	// was a third of the garbage of an agent printing 100 MB).
-	text := unsafe.String(unsafe.SliceData(w.buf), len(w.buf))
-	cut := len(text) - w.hold
-	if !w.m.multiline() {
-		if nl := strings.LastIndexByte(text, '\n'); nl+1 > cut {
+	cut := len(w.buf) - w.hold
+	if !w.multiline {
+		if nl := bytes.LastIndexByte(w.buf, '\n'); nl+1 > cut {
 			cut = nl + 1
 		}
 	}
 	if cut <= 0 {
 		return nil
 	}
-	cut = w.m.safeCut(text, cut)
+	cut, found := w.safeCut(cut)
 	var err error
-	if out := w.m.String(text[:cut]); len(out) == cut && unsafe.StringData(out) == unsafe.StringData(text) {
-		_, err = w.w.Write(w.buf[:cut]) // nothing masked: the bytes as they are
+	if found {
+		_, err = io.WriteString(w.w, w.m.String(string(w.buf[:cut])))
 	} else {
-		_, err = io.WriteString(w.w, out)
+		// Nothing to mask: the bytes as they are, not copied (a copy of
+		// every 64 KiB was a third of the garbage of an agent printing
+		// 100 MB).
+		_, err = w.w.Write(w.buf[:cut])
 	}
 	if err != nil {
 		return err
@@ -208,44 +216,30 @@ func (w *writer) flush() error {
 	return nil
 }
 
-// multiline reports whether a secret value spans lines (a PEM key): then
-// nothing may be written up to a line end before the hold.
-func (m *Masker) multiline() bool {
-	if m == nil {
-		return false
-	}
-	for _, v := range m.values {
-		if strings.ContainsAny(v, "\r\n") {
-			return true
-		}
-	}
-	return false
-}
-
-// safeCut moves cut to the end of any secret that starts before it.
-func (m *Masker) safeCut(s string, cut int) int {
-	end := cut
-	if m != nil {
-		for _, v := range m.values {
-			for i := 0; ; {
-				j := strings.Index(s[i:], v)
-				if j < 0 || i+j >= cut {
-					break
-				}
-				end = max(end, i+j+len(v))
-				i += j + 1
+// safeCut moves cut to the end of any secret that starts before it in the
+// buffer; found says there is one (the text up to cut holds a secret only
+// if one starts before cut).
+func (w *writer) safeCut(cut int) (end int, found bool) {
+	end = cut
+	for _, v := range w.values {
+		for i := 0; ; {
+			j := bytes.Index(w.buf[i:], v)
+			if j < 0 || i+j >= cut {
+				break
 			}
+			end, found = max(end, i+j+len(v)), true
+			i += j + 1
 		}
 	}
-	if !mayHaveShape(s) {
-		return end
+	if !mayHaveShapeIn(w.buf) {
+		return end, found
 	}
-	for _, loc := range shapes.FindAllStringIndex(s, -1) {
+	for _, loc := range shapes.FindAllIndex(w.buf, -1) {
 		if loc[0] < cut {
-			end = max(end, loc[1])
+			end, found = max(end, loc[1]), true
 		}
 	}
-	return end
+	return end, found
 }
 
 // Close writes what is held back.

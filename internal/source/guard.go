@@ -29,23 +29,16 @@ type branchGuard struct {
 	// checked: commits never change, so each pair costs one git call per
 	// run, not one per check.
 	descent map[[2]string]bool
-	// settled is the index stamp settle saw for an item, with the index
-	// holding the verified tree and the tree nothing more: while the
-	// index file is the same one, the commit needs no second snapshot.
-	settled map[string]string
 }
 
 // settle finishes a passing verdict on the main tree after the gates ran:
 // one `git status` both lists the item's files (for the engine, which
 // would otherwise ask git the same) and shows whether the tree moved away
 // from the snapshot the gates ran on (a gate, or a process the agent left
-// running, wrote a file). A moved tree fails the verdict; a settled one
-// lets the commit skip snapshotting the tree again while the index file
-// stays the one seen here. gatesStamp is the index's stamp from before
-// the gates, "" when they wrote it (a gate that staged a file it made):
-// then the commit's own snapshot decides, as without settle.
-func (g *branchGuard) settle(ctx context.Context, repo *git.Repo, a *engine.Attempt, v engine.Verdict, gatesStamp string, preexisting []string) engine.Verdict {
-	if !v.Passed || v.Tree == "" || gatesStamp == "" {
+// running, wrote a file). A moved tree fails the verdict. (A gate that
+// staged what it wrote is found by the commit's own snapshot.)
+func (g *branchGuard) settle(ctx context.Context, repo *git.Repo, a *engine.Attempt, v engine.Verdict, preexisting []string) engine.Verdict {
+	if !v.Passed || v.Tree == "" {
 		return v
 	}
 	entries, err := repo.Status(ctx, ".ralph/")
@@ -64,25 +57,7 @@ func (g *branchGuard) settle(ctx context.Context, repo *git.Repo, a *engine.Atte
 	if len(moved) > 0 {
 		return treeMoved(v, moved)
 	}
-	if stamp := repo.IndexStamp(); stamp != "" {
-		g.mu.Lock()
-		if g.settled == nil {
-			g.settled = map[string]string{}
-		}
-		g.settled[a.Item.ID] = stamp
-		g.mu.Unlock()
-	}
 	return v
-}
-
-// unchangedSince reports whether the index is still the file settle saw
-// for item (and forgets it: one commit per verdict).
-func (g *branchGuard) unchangedSince(repo *git.Repo, item string) bool {
-	g.mu.Lock()
-	stamp := g.settled[item]
-	delete(g.settled, item)
-	g.mu.Unlock()
-	return stamp != "" && stamp == repo.IndexStamp()
 }
 
 // descends reports whether commit a is an ancestor of (or is) commit b.
@@ -247,26 +222,19 @@ func (g *branchGuard) commitVerified(ctx context.Context, repo *git.Repo, branch
 	g.mu.Unlock()
 	var folded []string
 	if v.Tree != "" {
-		// Settled after the gates with the index untouched since, and no
-		// commits of the agent's to fold: the index holds exactly the
-		// verified tree, and a second snapshot would only say so again.
-		settled := g.unchangedSince(repo, id)
 		if base != "" && head != base {
 			// The agent committed: fold its commits (check found HEAD).
-			settled = false
 			folded, _ = repo.DiffTrees(ctx, base, head)
 			if err := repo.ResetSoft(ctx, base); err != nil {
 				return "", err
 			}
 		}
-		if !settled {
-			tree, err := snapshotTree(ctx, repo, st.Preexisting)
-			if err != nil {
-				return "", err
-			}
-			if tree != v.Tree {
-				return "", treeChanged(ctx, repo, v.Tree, tree)
-			}
+		tree, err := snapshotTree(ctx, repo, st.Preexisting)
+		if err != nil {
+			return "", err
+		}
+		if tree != v.Tree {
+			return "", treeChanged(ctx, repo, v.Tree, tree)
 		}
 	}
 	var include []string
@@ -341,51 +309,36 @@ func short(sha string) string {
 //
 // With recheckedAtCommit the source's commit snapshots the tree again and
 // refuses anything but v.Tree (treeChanged), which covers the gates'
-// writes too: the second snapshot here is then skipped (two git calls per
-// passing item).
-func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate, recheckedAtCommit bool) (engine.Verdict, string) {
+// writes too: the second snapshot here is then skipped.
+func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate, recheckedAtCommit bool) engine.Verdict {
 	if a.Result.Failed() || !claimed {
-		return judge(ctx, a, claimed, unclaimed, runner, gates), ""
+		return judge(ctx, a, claimed, unclaimed, runner, gates)
 	}
 	staged, err := repo.StageAll(ctx, preexisting)
 	if err != nil {
-		return engine.Verdict{Claimed: true, Summary: "could not snapshot the tree", Failure: err.Error()}, ""
+		return engine.Verdict{Claimed: true, Summary: "could not snapshot the tree", Failure: err.Error()}
 	}
 	v := judge(ctx, a, claimed, unclaimed, runner, gates)
 	if !v.Passed {
-		// The add named every changed path: the engine needs no `git
-		// status` for the iteration's files, and the index goes back to
-		// what the agent left.
-		if staged.Complete {
-			a.Files = staged.Files
-		}
-		staged.Restore()
-		return v, ""
-	}
-	// The tree the gates ran on is written only now that they passed.
-	before, untouched, err := staged.Tree(ctx)
-	staged.Drop()
-	if err != nil {
-		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "could not snapshot the tree", Failure: err.Error()}, ""
+		// The index goes back to what the agent left (if it cannot, the
+		// agent finds its work staged: nothing is lost).
+		_ = staged.Restore(ctx)
+		return v
 	}
 	if recheckedAtCommit {
-		v.Tree = before
-		stamp := ""
-		if untouched {
-			stamp = repo.IndexStamp()
-		} // else something wrote the index while the gates ran: the commit snapshots again
-		return v, stamp
+		v.Tree = staged.Tree
+		return v
 	}
 	after, err := snapshotTree(ctx, repo, preexisting)
 	if err != nil {
-		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "could not snapshot the tree", Failure: err.Error()}, ""
+		return engine.Verdict{Claimed: true, Gates: v.Gates, Summary: "could not snapshot the tree", Failure: err.Error()}
 	}
-	if after != before {
-		changed, _ := repo.DiffTrees(ctx, before, after)
-		return treeMoved(v, changed), ""
+	if after != staged.Tree {
+		changed, _ := repo.DiffTrees(ctx, staged.Tree, after)
+		return treeMoved(v, changed)
 	}
-	v.Tree = before
-	return v, ""
+	v.Tree = staged.Tree
+	return v
 }
 
 // treeChanged rejects a commit whose tree is no longer the one the gates

@@ -115,8 +115,8 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	v, stamp := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
-	v = s.guard.settle(ctx, repo, a, v, stamp, st.Preexisting)
+	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
+	v = s.guard.settle(ctx, repo, a, v, st.Preexisting)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }

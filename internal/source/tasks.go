@@ -557,7 +557,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	} else {
 		tampered = append(tampered, gt...)
 	}
-	v, _ := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
+	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
 		s.Gates, s.GateList, false)
 	if !v.Passed {

@@ -14,9 +14,6 @@ import (
 	"github.com/gofrs/flock"
 )
 
-func lockFile(f *os.File) error   { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
-func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
-
 // Holder is who holds a run lock, written inside the lock file so a second
 // process can say who is in the way.
 type Holder struct {
@@ -102,12 +99,6 @@ func WithLock(path string, fn func() error) error {
 	}
 	defer fl.Unlock()
 	return fn()
-}
-
-// IsLocked reports whether err is a lock conflict.
-func IsLocked(err error) bool {
-	var e *ErrLocked
-	return errors.As(err, &e)
 }
 
 // Held reports whether some process holds the run lock at path, and who,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gofrs/flock"
 	"github.com/google/renameio/v2"
 )
 
@@ -119,10 +120,11 @@ func appendLine(path string, b []byte, sync, jsonl bool, perm os.FileMode) error
 		return err
 	}
 	defer f.Close()
-	if err := lockFile(f); err != nil {
-		return err
+	fl := flock.New(path) // the file exists: its mode is the one set above
+	if err := fl.Lock(); err != nil {
+		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	defer unlockFile(f)
+	defer fl.Unlock()
 	buf := make([]byte, 0, len(b)+2)
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)

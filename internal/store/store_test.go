@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,11 +108,12 @@ func TestTryLockNamesHolder(t *testing.T) {
 	// flock locks are per open file description, so a second TryLock in
 	// the same process conflicts just as another process would.
 	_, err = TryLock(p)
-	if !IsLocked(err) {
+	var e *ErrLocked
+	if !errors.As(err, &e) {
 		t.Fatalf("want ErrLocked, got %v", err)
 	}
-	if e := err.(*ErrLocked); e.Holder.PID != os.Getpid() {
-		t.Fatalf("holder %+v", e.Holder)
+	if e.Holder.PID != os.Getpid() || !strings.Contains(e.Error(), "another ralph holds "+p+": pid ") {
+		t.Fatalf("holder %+v: %v", e.Holder, e)
 	}
 	l.Unlock()
 	l2, err := TryLock(p)
