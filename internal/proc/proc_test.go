@@ -72,14 +72,17 @@ func TestContextCancel(t *testing.T) {
 
 func TestSplitArgs(t *testing.T) {
 	t.Setenv("RALPH_TEST_DIR", "/opt/x y")
+	t.Setenv("HOME", "/home/u")
 	for in, want := range map[string][]string{
-		`a b  c`:                         {"a", "b", "c"},
-		`python3 "a b" 'c d'`:            {"python3", "a b", "c d"},
-		`x\ y "q\"z"`:                    {"x y", `q"z`},
-		`''`:                             {""},
-		`grep -E "\d+" '$NOT_SET'`:       {"grep", "-E", `\d+`, "$NOT_SET"},
-		`sh -c 'echo $! > f; wait'`:      {"sh", "-c", "echo $! > f; wait"},
-		`"$RALPH_TEST_DIR/agent" -{a,b}`: {"/opt/x y/agent", "-a", "-b"},
+		`a b  c`:                           {"a", "b", "c"},
+		`python3 "a b" 'c d'`:              {"python3", "a b", "c d"},
+		`x\ y "q\"z"`:                      {"x y", `q"z`},
+		`''`:                               {""},
+		`grep -E "\d+" '$NOT_SET'`:         {"grep", "-E", `\d+`, "$NOT_SET"},
+		`sh -c 'echo $! > f; wait'`:        {"sh", "-c", "echo $! > f; wait"},
+		`"$RALPH_TEST_DIR/agent" -{a,b}`:   {"$RALPH_TEST_DIR/agent", "-a", "-b"},
+		`sh -c "cat ${RALPH_PROMPT_FILE}"`: {"sh", "-c", "cat $RALPH_PROMPT_FILE"},
+		`~/agent $HOME`:                    {"/home/u/agent", "/home/u"}, // ~ asks for HOME too
 	} {
 		got, err := SplitArgs(in)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
@@ -87,11 +90,10 @@ func TestSplitArgs(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		`a 'b`:                         "without closing quote",
-		`agent > out.txt`:              "`>` is not a valid word",
-		`agent; rm x`:                  "`;` is not a valid word",
-		`agent $(date)`:                "command substitution",
-		`sh -c "cat $RALPH_NOT_SET_X"`: "$RALPH_NOT_SET_X is not set",
+		`a 'b`:            "without closing quote",
+		`agent > out.txt`: "`>` is not a valid word",
+		`agent; rm x`:     "`;` is not a valid word",
+		`agent $(date)`:   "command substitution",
 	} {
 		if _, err := SplitArgs(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("SplitArgs(%q): error %v, want %q", in, err, want)

@@ -1,33 +1,24 @@
 package proc
 
 import (
-	"fmt"
 	"os"
 
 	"mvdan.cc/sh/v3/shell"
 )
 
 // SplitArgs splits a command line into an argv the way a POSIX shell
-// splits a command's words (quotes, backslashes, ~, $VAR and {a,b}), without
+// splits a command's words (quotes, backslashes, ~ and {a,b}), without
 // running a shell, so `--agent-cmd 'python3 agent.py --flag "a b"'` becomes
 // an argv. Operators (|, >, ;, &&) and command substitution are errors:
-// there is no shell to run them. Variables come from ralph's environment
-// as the line is split, not the program's: an unset one is an error rather
-// than an empty word, since it is most likely meant for the program.
+// there is no shell to run them. A variable ($NAME, "${NAME}") is passed
+// to the program as written, not expanded: it is meant for the program's
+// environment (RALPH_PROMPT_FILE and the like exist only there), so
+// `sh -c "cat $RALPH_PROMPT_FILE"` works as it reads.
 func SplitArgs(s string) ([]string, error) {
-	var unset string
-	args, err := shell.Fields(s, func(name string) string {
-		v, ok := os.LookupEnv(name)
-		if !ok && unset == "" && name != "IFS" && name != "PWD" { // the expander's own look-ups
-			unset = name
+	return shell.Fields(s, func(name string) string {
+		if name == "HOME" {
+			return os.Getenv("HOME") // ~ asks for HOME: it, and $HOME, are the home folder
 		}
-		return v
+		return "$" + name
 	})
-	if err != nil {
-		return nil, err
-	}
-	if unset != "" {
-		return nil, fmt.Errorf("$%s is not set (ralph expands variables from its own environment when it splits the command line; write '$%s' in single quotes to pass it to the program as it is)", unset, unset)
-	}
-	return args, nil
 }
