@@ -477,9 +477,17 @@ func (r *Repo) CheckRefName(ctx context.Context, name string) error {
 	return nil
 }
 
-// BranchNameProblem applies git's rules for branch names (git
-// check-ref-format --branch) and says which one name breaks, or "".
+// BranchNameProblem applies git's rules for a branch name (what `git
+// check-ref-format --branch` and `git branch` refuse) and says which one
+// name breaks, or "". It refuses a little more than git, never less:
+// a name under refs/ (ralph adds refs/heads/ itself), '@' alone (git
+// reads it as HEAD in a revision), and a part longer than maxPart bytes
+// (git checks the name, then cannot create the file).
 func BranchNameProblem(name string) string {
+	// git keeps a branch as the file refs/heads/<name> and locks it with
+	// <last part>.lock beside it; a file name is at most 255 bytes on
+	// common file systems.
+	const maxPart = 255 - len(".lock")
 	switch {
 	case name == "":
 		return "it must not be empty"
@@ -487,8 +495,10 @@ func BranchNameProblem(name string) string {
 		return "give the branch's short name, without refs/heads/ (ralph creates refs/heads/<name> itself)"
 	case strings.HasPrefix(name, "-"):
 		return "it must not begin with '-'"
+	case name == "HEAD":
+		return "it must not be HEAD (git's name for the commit checked out)"
 	case name == "@":
-		return "it must not be '@'"
+		return "it must not be '@' (git reads '@' alone as HEAD)"
 	case strings.Contains(name, ".."):
 		return "it must not contain '..'"
 	case strings.Contains(name, "@{"):
@@ -509,6 +519,9 @@ func BranchNameProblem(name string) string {
 		}
 		if strings.HasSuffix(c, ".lock") {
 			return fmt.Sprintf("no part may end with '.lock' (%q)", c)
+		}
+		if len(c) > maxPart {
+			return fmt.Sprintf("no part may be longer than %d bytes (one is %d): git stores each part as a file name", maxPart, len(c))
 		}
 	}
 	return ""

@@ -196,6 +196,9 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 	// user, so positions are reported as if it were not there.
 	data = bytes.TrimPrefix(data, bom)
 	ps := &parser{name: name, data: data}
+	if bytes.HasPrefix(data, []byte("\xff\xfe")) || bytes.HasPrefix(data, []byte("\xfe\xff")) {
+		return nil, ps.errAt(0, "the file starts with a UTF-16 byte order mark: save it as UTF-8")
+	}
 	if !utf8.Valid(data) {
 		off := 0
 		for off < len(data) {
@@ -221,6 +224,11 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 		// at the byte itself, except at end of input.
 		if off > 0 && off <= len(data) && !(off == len(data) && se.Error() == "unexpected end of JSON input") {
 			off--
+		}
+		if bytes.HasPrefix(data[off:], bom) {
+			// An invisible character: the decoder's "invalid character
+			// 'ï'" would not tell the user what to look for.
+			return nil, ps.errAt(off, "a byte order mark (U+FEFF) where JSON is expected; only the file's first bytes may be one: remove it")
 		}
 		return nil, ps.errAt(off, "%s", se.Error())
 	}
@@ -436,7 +444,7 @@ func (ps *parser) stories(dst *[]Story, m member) error {
 		// readable, wherever the id sits among the keys.
 		ctx := where + ": "
 		if id := e.Get("id"); id.Type == gjson.String && unquote(id.Raw) != "" {
-			ctx = fmt.Sprintf("%s (%s): ", where, unquote(id.Raw))
+			ctx = fmt.Sprintf("%s (%s): ", where, shortID(unquote(id.Raw)))
 		}
 		var s Story
 		s.src, _, err = read(ps, e, storyObject, &s, ctx, func(key string) string { return ctx + strconv.Quote(key) })

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 )
 
 // Format is the dialect a prd.json was written in; Marshal writes the same one
@@ -128,7 +129,8 @@ type Gate struct {
 
 // Gates lists the configured gates in the order a developer would run them
 // by hand: cheap and fast first, so a failure is reported as early as
-// possible.
+// possible. A blank command is no gate: run by a shell it would pass
+// every time.
 func (q QualityChecks) Gates() []Gate {
 	var gs []Gate
 	for _, g := range []Gate{
@@ -137,7 +139,7 @@ func (q QualityChecks) Gates() []Gate {
 		{"test", q.Test},
 		{"build", q.Build},
 	} {
-		if g.Command != "" {
+		if strings.TrimSpace(g.Command) != "" {
 			gs = append(gs, g)
 		}
 	}

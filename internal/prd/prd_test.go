@@ -392,10 +392,11 @@ func TestTemplate(t *testing.T) {
 
 func TestSlug(t *testing.T) {
 	for in, want := range map[string]string{
-		"Task priorities":     "task-priorities",
-		"  Tag / filter 2.0 ": "tag-filter-2-0",
-		"Ünïcode":             "n-code",
-		"!!!":                 "prd",
+		"Task priorities":         "task-priorities",
+		"  Tag / filter 2.0 ":     "tag-filter-2-0",
+		"Ünïcode":                 "n-code",
+		"!!!":                     "prd",
+		strings.Repeat("ab ", 40): strings.Repeat("ab-", 19) + "ab",
 	} {
 		if got := Slug(in); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)

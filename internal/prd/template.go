@@ -37,9 +37,11 @@ func Template(project, feature string) *PRD {
 }
 
 // Slug makes a git-branch-safe name: lower case letters and digits joined by
-// single dashes ("Task Priorities!" -> "task-priorities"). An empty result
-// becomes "prd" so the branch name is never just "feature/".
+// single dashes ("Task Priorities!" -> "task-priorities"), at most
+// maxSlug characters, as it names a branch and a run folder. An empty
+// result becomes "prd" so the branch name is never just "feature/".
 func Slug(s string) string {
+	const maxSlug = 60
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(s) {
@@ -56,5 +58,9 @@ func Slug(s string) string {
 	if b.Len() == 0 {
 		return "prd"
 	}
-	return b.String()
+	out := b.String()
+	if len(out) > maxSlug {
+		out = strings.TrimRight(out[:maxSlug], "-")
+	}
+	return out
 }

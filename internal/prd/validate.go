@@ -3,8 +3,12 @@ package prd
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/git"
 )
 
@@ -22,6 +26,9 @@ const (
 	RuleComplexityRange   = "complexity-range"
 	RuleBranchName        = "branch-name"
 	RuleBadID             = "bad-id"
+	RuleIDTooLong         = "id-too-long"
+	RuleUnknownAgent      = "unknown-agent"
+	RuleBlankCheck        = "blank-check"
 )
 
 // Priority and complexity bounds. 999 leaves room for any hand-numbered
@@ -30,6 +37,12 @@ const (
 	MaxPriority   = 999
 	MaxComplexity = 5
 )
+
+// MaxIDLength bounds a story id, in characters. A run names files after
+// ids (transcripts NNNN-<id>.<role>.log, prompts, plans) and a file name
+// is at most 255 bytes; 128 leaves room for the rest of the name. Branch
+// names take a bounded slug of the id instead.
+const MaxIDLength = 128
 
 // Problem is one broken rule. StoryID is empty for problems that are not
 // about one identifiable story (then Message says where).
@@ -43,7 +56,18 @@ func (p Problem) String() string {
 	if p.StoryID == "" {
 		return p.Message
 	}
-	return "story " + p.StoryID + ": " + p.Message
+	return "story " + shortID(p.StoryID) + ": " + p.Message
+}
+
+// shortID is an id as messages show it: whole, unless it is longer than
+// MaxIDLength (a message naming a 100,000-character id would bury the
+// problem in it).
+func shortID(id string) string {
+	if utf8.RuneCountInString(id) <= MaxIDLength {
+		return id
+	}
+	r := []rune(id)
+	return string(r[:32]) + "…"
 }
 
 // ValidationError lists every problem at once, so a person or agent fixing
@@ -104,8 +128,11 @@ func (p *PRD) Validate() error {
 		} else if j := first[s.ID]; j != i {
 			add(label, RuleDuplicateID, "duplicate id (%s[%d] repeats %s[%d])", storiesKey, i, storiesKey, j)
 		}
-		if strings.IndexFunc(s.ID, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-			add("", RuleBadID, "%s[%d]: id %q holds a line break or control character; ids are single-line names", storiesKey, i, s.ID)
+		if n := utf8.RuneCountInString(s.ID); n > MaxIDLength {
+			add(label, RuleIDTooLong, "%sid is %d characters long; ids are at most %d (files of the run are named after them)", where, n, MaxIDLength)
+		}
+		if why := badIDRune(s.ID); why != "" {
+			add("", RuleBadID, "%s[%d]: id %q holds %s; ids are single-line names of visible characters", storiesKey, i, shortID(s.ID), why)
 		}
 		if strings.TrimSpace(s.Title) == "" {
 			add(label, RuleMissingTitle, "%smissing title", where)
@@ -117,9 +144,17 @@ func (p *PRD) Validate() error {
 				add(label, RuleSelfDependency, "%sdepends on itself (%s)", where, depsKey)
 			default:
 				if _, ok := first[d]; !ok {
-					add(label, RuleUnknownDependency, "%sunknown dependency %q (%s)", where, d, depsKey)
+					add(label, RuleUnknownDependency, "%sunknown dependency %q (%s)", where, shortID(d), depsKey)
 				}
 			}
+		}
+		for j, c := range s.Checks {
+			if strings.TrimSpace(c) == "" {
+				add(label, RuleBlankCheck, "%s%s[%d] is blank; a blank command passes every time: give the command or remove it", where, cmp.Or(s.src.key("checks"), "checks"), j)
+			}
+		}
+		if s.Agent != "" && !slices.Contains(agent.Names(), s.Agent) {
+			add(label, RuleUnknownAgent, "%sagent %q is not one ralph knows (%s)", where, s.Agent, strings.Join(agent.Names(), ", "))
 		}
 		if s.Priority != 0 || s.priorityGiven {
 			if s.Priority < 1 || s.Priority > MaxPriority {
@@ -141,6 +176,24 @@ func (p *PRD) Validate() error {
 		return nil
 	}
 	return &ValidationError{File: name, Problems: probs}
+}
+
+// badIDRune names the first character an id must not hold, or "": a line
+// break or control character (an id is one line of a commit trailer), or
+// an invisible format character such as a byte order mark or a
+// bidirectional override (the id on screen would not be the id).
+func badIDRune(id string) string {
+	for _, r := range id {
+		switch {
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			return "a line break or control character"
+		case r == '\ufeff':
+			return "a byte order mark (U+FEFF)"
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("an invisible character (U+%04X)", r)
+		}
+	}
+	return ""
 }
 
 // cycles finds dependency cycles by depth-first search in file order and

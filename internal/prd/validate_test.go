@@ -85,6 +85,32 @@ func TestValidateRules(t *testing.T) {
 			},
 		},
 		{
+			name: "id length",
+			src: `{"user_stories": [{"id": "` + strings.Repeat("é", MaxIDLength) + `", "title": "a"},
+				{"id": "` + strings.Repeat("x", MaxIDLength+1) + `", "title": "b"}]}`,
+			want: []Problem{{strings.Repeat("x", MaxIDLength+1), RuleIDTooLong, "id is 129 characters long; ids are at most 128 (files of the run are named after them)"}},
+		},
+		{
+			name: "invisible characters in ids",
+			src: `{"user_stories": [{"id": "\ufeffA", "title": "a"}, {"id": "B\u202e", "title": "b"},
+				{"id": "C\u2028D", "title": "c"}, {"id": "dé ✓ 1", "title": "d"}]}`,
+			want: []Problem{
+				{"", RuleBadID, `user_stories[0]: id "\ufeffA" holds a byte order mark (U+FEFF); ids are single-line names of visible characters`},
+				{"", RuleBadID, `user_stories[1]: id "B\u202e" holds an invisible character (U+202E); ids are single-line names of visible characters`},
+				{"", RuleBadID, `user_stories[2]: id "C\u2028D" holds a line break or control character; ids are single-line names of visible characters`},
+			},
+		},
+		{
+			name: "unknown agent",
+			src:  `{"user_stories": [{"id": "A", "title": "a", "agent": "claude"}, {"id": "B", "title": "b", "agent": "gpt"}]}`,
+			want: []Problem{{"B", RuleUnknownAgent, `agent "gpt" is not one ralph knows (amp, claude, cmd, codex, gemini, native, opencode, scripted)`}},
+		},
+		{
+			name: "blank check",
+			src:  `{"userStories": [{"id": "A", "title": "a", "checks": ["make test", " "]}]}`,
+			want: []Problem{{"A", RuleBlankCheck, "checks[1] is blank; a blank command passes every time: give the command or remove it"}},
+		},
+		{
 			name: "all problems collected",
 			src: `{"user_stories": [{"id": "A", "depends_on": ["A", "Q"], "priority": 0},
 				{"id": "A", "title": "b"}, {"title": "c", "complexity": 9}]}`,
@@ -158,5 +184,36 @@ func TestParseInvalidUTF8(t *testing.T) {
 	var pe *ParseError
 	if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(pe.Msg, "invalid UTF-8 (byte 0xe9)") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A long id is shown shortened wherever a message names it.
+func TestValidateLongIDShownShort(t *testing.T) {
+	long := strings.Repeat("S", 100_000)
+	err := mustParse(t, `{"user_stories": [{"id": "`+long+`"}, {"id": "B", "title": "b", "depends_on": ["`+long+`x"]}]}`).Validate()
+	want := "prd.json: story " + strings.Repeat("S", 32) + "…: id is 100000 characters long; ids are at most 128 (files of the run are named after them)\n" +
+		"prd.json: story " + strings.Repeat("S", 32) + "…: missing title\n" +
+		"prd.json: story B: unknown dependency \"" + strings.Repeat("S", 32) + "…\" (depends_on)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Error() =\n%v\nwant\n%s", err, want)
+	}
+}
+
+// Every name git refuses as a branch, validation refuses as branch_name.
+func TestValidateBranchNameAsGit(t *testing.T) {
+	for _, name := range []string{"HEAD", "-x", "@", "a b", strings.Repeat("b", 251)} {
+		p := mustParse(t, `{"branchName": "`+name+`", "userStories": [{"id": "A", "title": "a"}]}`)
+		var ve *ValidationError
+		if err := p.Validate(); !errors.As(err, &ve) || ve.Problems[0].Rule != RuleBranchName || !strings.Contains(err.Error(), "prd.json: branchName ") {
+			t.Errorf("branchName %q: %v", name, err)
+		}
+	}
+}
+
+// A blank gate is no gate.
+func TestBlankGateIsNoGate(t *testing.T) {
+	q := QualityChecks{Typecheck: "", Lint: " \t", Test: "go test ./..."}
+	if gs := q.Gates(); len(gs) != 1 || gs[0].Name != "test" {
+		t.Errorf("Gates = %v", gs)
 	}
 }
