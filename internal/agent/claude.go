@@ -478,4 +478,3 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-func (b *cliBase) cli() *cliBase { return b }

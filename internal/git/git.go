@@ -26,9 +26,6 @@ type Repo struct {
 	BatchMaintenance bool
 }
 
-// New returns a Repo using the real process runner.
-func New(dir string) *Repo { return &Repo{Dir: dir, Runner: proc.Exec{}} }
-
 // At returns the same runner bound to another directory (a worktree).
 func (r *Repo) At(dir string) *Repo {
 	return &Repo{Dir: dir, Runner: r.Runner, BatchMaintenance: r.BatchMaintenance}

@@ -15,7 +15,7 @@ import (
 
 func TestSlugIsRefSafe(t *testing.T) {
 	ctx := context.Background()
-	r := New(t.TempDir())
+	r := &Repo{Dir: t.TempDir(), Runner: proc.Exec{}}
 	for _, title := range []string{"Add login endpoint", "fix: ../../etc/passwd", "a..b~^:?*[\\ @{x}", "ÜNICODE ✓ tåsk", "", "-leading.dots.", strings.Repeat("long ", 40)} {
 		slug := Slug(title, 40)
 		if err := r.CheckRefName(ctx, "task/A.1-"+slug); err != nil {
