@@ -1,13 +1,34 @@
 package tasks
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
+// MaxIDLen bounds a task id: ids become branch names (task/<id>-<slug>)
+// and transcript file names, which file systems and git limit.
+const MaxIDLen = 128
+
 // ValidID reports whether id is a dotted task id: segments of
-// [A-Za-z0-9_-]+ separated by single dots ("A", "A.1", "A.1.2").
-func ValidID(id string) bool {
+// [A-Za-z0-9_-]+ separated by single dots ("A", "A.1", "A.1.2"), at most
+// MaxIDLen characters.
+func ValidID(id string) bool { return idProblem("id", id) == "" }
+
+// idProblem says what is wrong with id, "" if nothing; what names it in
+// the message ("id", "task id").
+func idProblem(what, id string) string {
+	if n := utf8.RuneCountInString(id); n > MaxIDLen {
+		return fmt.Sprintf("%s is %d characters long; ids are at most %d (they become branch and file names)", what, n, MaxIDLen)
+	}
+	if !wellFormedID(id) {
+		return fmt.Sprintf("invalid %s %q: use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)", what, id)
+	}
+	return ""
+}
+
+func wellFormedID(id string) bool {
 	if id == "" {
 		return false
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // lineJSON is what this package reads from a task line; other fields stay
-// in the line's bytes (see fields).
+// in the line's bytes (see fields). parseLine has made sure the names
+// match exactly before encoding/json, which ignores case, reads them.
 type lineJSON struct {
 	ID        string  `json:"id"`
 	Title     string  `json:"title"`
@@ -25,26 +27,56 @@ type lineJSON struct {
 	Critical bool   `json:"critical"`
 }
 
+// knownFields are lineJSON's names.
+var knownFields = []string{"id", "title", "status", "leaf", "reason", "completed", "commit", "agent", "model", "critical"}
+
 // syntaxError is a line that is not JSON at all.
 type syntaxError struct{ msg string }
 
 func (e *syntaxError) Error() string { return e.msg }
 
-var errNotObject = errors.New("a task line must be a JSON object")
+var (
+	errNotObject = errors.New("a task line must be a JSON object")
+	errBOM       = errors.New("a byte-order mark (BOM) starts the line: save the file as UTF-8 without BOM")
+	bom          = []byte("\xef\xbb\xbf")
+)
 
 // parseLine reads one (trimmed, non-blank) line. A *syntaxError means the
-// line is not JSON; other errors name a field of the wrong type, with the
-// task as far as it was read.
+// line is not JSON; other errors are about the line's bytes (nil task) or
+// its fields (the task as far as it was read): a key given twice, a known
+// field's name in another case, a field of the wrong type.
+//
+// Keys are matched exactly and a repeated key is refused, where
+// encoding/json alone ignores case and takes the last: "Status":"complete"
+// or a second "status" is most likely a mistake, and a guess either way
+// would silently change the task. A name that is no known field's in any
+// case ("owner") is an unknown field, kept as it is.
 func parseLine(line []byte) (*Task, error) {
-	var v lineJSON
-	err := json.Unmarshal(line, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
+	if bytes.HasPrefix(line, bom) {
+		// Not JSON either, but never a torn write: say what it is.
+		return nil, errBOM
+	}
+	if !json.Valid(line) {
+		err := json.Unmarshal(line, new(any))
 		return nil, &syntaxError{"invalid JSON: " + err.Error()}
+	}
+	if !utf8.Valid(line) {
+		// encoding/json would read it as U+FFFD and a write would keep that.
+		return nil, invalidUTF8(line)
 	}
 	if line[0] != '{' {
 		return nil, errNotObject
 	}
+	if err := checkKeys(line); err != nil {
+		// The task is only its id, from the exact key, to name it.
+		t := &Task{raw: line}
+		if id, ok := t.Field("id"); ok {
+			_ = json.Unmarshal(id, &t.ID)
+		}
+		return t, err
+	}
+	var v lineJSON
+	err := json.Unmarshal(line, &v)
 	t := &Task{ID: v.ID, Title: v.Title, Status: StatusPending, Leaf: true, Reason: v.Reason,
 		Completed: v.Completed, Commit: v.Commit, raw: line, agent: v.Agent, model: v.Model, critical: v.Critical}
 	if v.Status != nil {
@@ -65,16 +97,92 @@ func parseLine(line []byte) (*Task, error) {
 	return t, err
 }
 
+// checkKeys reports the first top-level key of a valid JSON object line
+// that is repeated or is a known field's name in another case.
+func checkKeys(line []byte) error {
+	var buf [16][]byte // enough for most lines: no allocation
+	keys := topKeys(buf[:0], line)
+	for i, key := range keys {
+		for _, prev := range keys[:i] {
+			if bytes.Equal(prev, key) {
+				return fmt.Errorf("field %q appears twice", key)
+			}
+		}
+		for _, k := range knownFields {
+			if string(key) != k && bytes.EqualFold(key, []byte(k)) {
+				return fmt.Errorf("field %q: field names are case-sensitive, write %q", key, k)
+			}
+		}
+	}
+	return nil
+}
+
+// topKeys appends the top-level keys of a valid JSON object line to dst,
+// in order (fields lists them too, but a json.Decoder walk costs more than
+// decoding the line, and this runs on every line of every load).
+func topKeys(dst [][]byte, line []byte) [][]byte {
+	depth := 0
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			end, escaped := i+1, false
+			for ; line[end] != '"'; end++ {
+				if line[end] == '\\' {
+					end, escaped = end+1, true
+				}
+			}
+			// In valid JSON, a string at the top level followed by a
+			// colon is a key.
+			if depth == 1 && bytes.TrimLeft(line[end+1:], " \t\r\n")[0] == ':' {
+				key := line[i+1 : end]
+				if escaped {
+					var s string
+					_ = json.Unmarshal(line[i:end+1], &s)
+					key = []byte(s)
+				}
+				dst = append(dst, key)
+			}
+			i = end
+		}
+	}
+	return dst
+}
+
+// invalidUTF8 names the first byte of line that is not UTF-8, and its
+// column in characters.
+func invalidUTF8(line []byte) error {
+	off := 0
+	for off < len(line) {
+		r, size := utf8.DecodeRune(line[off:])
+		if r == utf8.RuneError && size <= 1 {
+			break
+		}
+		off += size
+	}
+	return fmt.Errorf("invalid UTF-8 (byte 0x%02x at column %d): save the file as UTF-8", line[off], 1+utf8.RuneCount(line[:off]))
+}
+
 // fieldProblems checks one task's own fields.
 func fieldProblems(t *Task) []string {
 	var out []string
 	if t.ID == "" {
 		out = append(out, `missing "id"`)
-	} else if !ValidID(t.ID) {
-		out = append(out, fmt.Sprintf("invalid id %q: use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)", t.ID))
+	} else if p := idProblem("id", t.ID); p != "" {
+		out = append(out, p)
 	}
 	if strings.TrimSpace(t.Title) == "" {
 		out = append(out, `missing "title"`)
+	}
+	// Lines read were checked whole; this is for text given to Add,
+	// Split or Block, which encoding would turn into U+FFFD.
+	for _, f := range []struct{ key, val string }{{"title", t.Title}, {"reason", t.Reason}} {
+		if !utf8.ValidString(f.val) {
+			out = append(out, fmt.Sprintf("field %q is not valid UTF-8", f.key))
+		}
 	}
 	if !ValidStatus(t.Status) {
 		out = append(out, fmt.Sprintf("unknown status %q (want pending, active, blocked or complete)", t.Status))
@@ -156,10 +264,10 @@ func appendTask(dst []byte, t *Task) []byte {
 		}
 	}
 	for _, f := range fields(t.raw) {
-		switch key := strings.ToLower(f.key); key { // encoding/json matched keys in any case
+		switch f.key {
 		case "id", "title", "status", "leaf":
 		case "reason", "completed", "commit":
-			put(key)
+			put(f.key)
 		default:
 			dst = append(dst, ',')
 			dst = appendString(dst, f.key)

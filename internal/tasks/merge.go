@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 )
 
@@ -92,12 +91,9 @@ func (k keyed) byKey() map[string][]byte {
 func keyedLines(data []byte) keyed {
 	var out keyed
 	eachLine(data, func(_ int, line []byte, _ bool) {
-		var v struct {
-			ID *string `json:"id"`
-		}
 		key := "line:" + string(line)
-		if json.Unmarshal(line, &v) == nil && v.ID != nil {
-			key = "id:" + *v.ID
+		if t, _ := parseLine(line); t != nil && t.ID != "" {
+			key = "id:" + t.ID
 		}
 		out = append(out, keyedLine{key: key, text: line})
 	})

@@ -233,8 +233,8 @@ func (s *Set) Add(id, title, parent string) (*Task, error) {
 			id = s.nextTopID()
 		}
 	} else {
-		if !ValidID(id) {
-			return nil, fmt.Errorf("invalid task id %q: use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)", id)
+		if p := idProblem("task id", id); p != "" {
+			return nil, errors.New(p)
 		}
 		pid := ParentID(id)
 		if parent != "" && parent != pid {

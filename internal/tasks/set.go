@@ -114,7 +114,8 @@ func (set *Set) readActive(data []byte) []Problem {
 
 func byID(a, b *Task) int { return CompareIDs(a.ID, b.ID) }
 
-// readDone reads the archive: lines only need to be JSON with an id.
+// readDone reads the archive: lines only need to be a readable task line
+// (parseLine) with an id; the tree rules are for tasks.jsonl.
 func (set *Set) readDone(data []byte, probs []Problem) []Problem {
 	eachLine(data, func(n int, line []byte, last bool) {
 		t, err := parseLine(line)
@@ -123,8 +124,12 @@ func (set *Set) readDone(data []byte, probs []Problem) []Problem {
 		case errors.As(err, &se) && last:
 			set.warnings = append(set.warnings, fmt.Sprintf("%s:%d: skipped torn last line (%s)", set.doneName, n, err))
 			return
-		case t == nil:
-			probs = append(probs, Problem{File: set.doneName, Line: n, Msg: err.Error()})
+		case err != nil:
+			p := Problem{File: set.doneName, Line: n, Msg: err.Error()}
+			if t != nil {
+				p.ID = t.ID
+			}
+			probs = append(probs, p)
 			return
 		case t.ID == "":
 			probs = append(probs, Problem{File: set.doneName, Line: n, Msg: `missing "id"`})

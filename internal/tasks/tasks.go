@@ -22,8 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Task statuses. StatusComplete appears in tasks.jsonl only when an agent
@@ -183,10 +185,23 @@ func (p Problem) String() string {
 	}
 	b.WriteString(": ")
 	if p.ID != "" {
-		fmt.Fprintf(&b, "task %s: ", p.ID)
+		fmt.Fprintf(&b, "task %s: ", shownID(p.ID))
 	}
 	b.WriteString(p.Msg)
 	return b.String()
+}
+
+// shownID is id for a message: as it is, unless it is too long or holds
+// control characters (a hand-written line's), then quoted and cut short.
+func shownID(id string) string {
+	r := []rune(id)
+	if len(r) <= MaxIDLen && !strings.ContainsFunc(id, unicode.IsControl) {
+		return id
+	}
+	if len(r) > 40 {
+		return strconv.Quote(string(r[:40])) + "…"
+	}
+	return strconv.Quote(id)
 }
 
 // ValidationError lists every problem found at once, so a person or agent
