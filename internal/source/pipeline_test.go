@@ -155,7 +155,7 @@ func TestPipelineBlockedStageStopsOrder(t *testing.T) {
 
 func TestOpenPipelineErrors(t *testing.T) {
 	dir := t.TempDir()
-	repo := git.New(dir)
+	repo := &git.Repo{Dir: dir, Runner: proc.Exec{}}
 	if _, err := OpenPipeline(filepath.Join(dir, "none.yaml"), dir, repo, proc.Exec{}, 0); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("err = %v", err)
 	}
