@@ -23,6 +23,11 @@ import (
 type Gate struct {
 	Name    string `json:"name"`
 	Command string `json:"command"`
+	// Report, when set, is where the command writes a JUnit XML report
+	// (pytest --junitxml, jest-junit, vitest --reporter=junit): a
+	// filepath.Match pattern relative to the work tree. It names the
+	// gate's tests (Result.Tests).
+	Report string `json:"report,omitempty"`
 }
 
 // Result of one gate.
@@ -34,6 +39,9 @@ type Result struct {
 	TimedOut bool          `json:"timed_out,omitempty"`
 	Duration time.Duration `json:"duration"`
 	Output   string        `json:"output,omitempty"` // tail, for retry context
+	// Tests are the tests the gate reported running (nil when its output
+	// and report said nothing about tests).
+	Tests *Tests `json:"tests,omitempty"`
 }
 
 // Runner runs gates in a work tree.
@@ -49,6 +57,9 @@ type Runner struct {
 
 // Run runs gates in order and stops at the first failure (later gates
 // rarely say anything useful about a tree that does not typecheck).
+// Each result carries the tests its gate reported (Result.Tests); a gate
+// that is one `go test` command runs with -json so that every test is
+// named, and its log shows what go test would have printed.
 func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer) ([]Result, bool) {
 	if log == nil {
 		log = io.Discard
@@ -66,13 +77,27 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 	for _, g := range gates {
 		fmt.Fprintf(log, "\n=== gate %s: %s\n", g.Name, g.Command)
 		tail := &agent.TailBuffer{Max: 16 << 10}
-		w := io.MultiWriter(log, tail)
+		command, verbose, rendered := goTestJSON(g.Command)
+		if !rendered {
+			command = g.Command
+		}
+		w := newOutputReader(io.MultiWriter(log, tail), rendered, verbose)
 		env := proc.Environ(nil, r.Env...)
+		start := time.Now()
 		res, err := r.Proc.Run(ctx, proc.Cmd{
-			Argv: Argv(g.Command, env), Dir: dir, Env: env,
+			Argv: Argv(command, env), Dir: dir, Env: env,
 			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout,
 		})
-		gr := Result{Name: g.Name, Command: g.Command, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration}
+		w.finish()
+		var junit *Tests
+		if g.Report != "" {
+			var notes []string
+			junit, notes = readReports(dir, g.Report, start)
+			for _, n := range notes {
+				fmt.Fprintf(w.out, "[ralph] %s\n", n)
+			}
+		}
+		gr := Result{Name: g.Name, Command: g.Command, ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration, Tests: w.tests(junit)}
 		gr.Passed = err == nil && res.ExitCode == 0 && !res.TimedOut
 		if !gr.Passed {
 			gr.Output = tail.String()
@@ -83,7 +108,11 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 				gr.Output += "\n[ralph] " + err.Error() + "\n"
 			}
 		}
-		fmt.Fprintf(log, "=== gate %s: %s (exit %d, %s)\n", g.Name, PassWord(gr.Passed), gr.ExitCode, gr.Duration.Round(time.Millisecond))
+		counts := ""
+		if gr.Tests != nil {
+			counts = ", tests: " + gr.Tests.String()
+		}
+		fmt.Fprintf(log, "=== gate %s: %s (exit %d, %s%s)\n", g.Name, PassWord(gr.Passed), gr.ExitCode, gr.Duration.Round(time.Millisecond), counts)
 		results = append(results, gr)
 		if !gr.Passed {
 			return results, false
