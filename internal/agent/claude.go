@@ -477,4 +477,3 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
-
