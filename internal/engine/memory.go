@@ -257,7 +257,7 @@ no preamble.
 	if err := store.WriteFile(pf, []byte(prompt), 0o644); err != nil {
 		return "", err
 	}
-	tr, err := os.Create(base + ".log")
+	tr, err := store.OpenOwn(base+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return "", err
 	}
