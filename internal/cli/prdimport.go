@@ -184,7 +184,7 @@ func (o *PRDImportOptions) runPrep(ctx context.Context, ag agent.Agent, dir, pro
 	if err := store.WriteFile(pf, []byte(prompt), 0o644); err != nil {
 		return agent.Result{}, err
 	}
-	tr, err := os.Create(base + ".log")
+	tr, err := store.OpenOwn(base+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return agent.Result{}, err
 	}

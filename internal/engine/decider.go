@@ -10,6 +10,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -216,10 +217,11 @@ func (e *Engine) runAside(ctx context.Context, x *Iteration, a aside) (agent.Res
 }
 
 // writeFile writes a derived file (a prompt: the transcript has it too),
-// making its folder; no fsync.
+// making its folder; no fsync. It replaces the file by rename, so a link
+// left in its place is replaced, never written through.
 func writeFile(path, text string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(text), 0o600)
+	return store.WriteFileNoSync(path, []byte(text), 0o600)
 }

@@ -637,6 +637,16 @@ func (e *Engine) emit(ev Event) {
 	if e.cfg.OnEvent != nil {
 		e.cfg.OnEvent(ev)
 	}
+	e.reportLinks()
+}
+
+// reportLinks reports the symbolic links ralph found in its own folder
+// and removed instead of writing through them (store.OpenOwn): someone
+// else put them there, to make ralph write outside the repository.
+func (e *Engine) reportLinks() {
+	for _, l := range store.ReplacedLinks() {
+		e.emit(Event{Type: "tamper_detected", Message: fmt.Sprintf("%s was a symbolic link to %s that ralph did not make: ralph wrote its own file in its place and left %s untouched", relTo(e.cfg.Paths.Root, l.Path), l.Target, l.Target)})
+	}
 }
 
 // killOrphans stops what a supervisor killed with -9 left running, before

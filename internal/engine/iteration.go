@@ -318,6 +318,11 @@ func (e *Engine) decide(ctx context.Context, x *Iteration, v Verdict) (Decision,
 	for _, d := range e.cfg.Deciders {
 		dec, err := d.Decide(ctx, x, v)
 		if err != nil || dec.Action != Next {
+			// A decider's words may name what the agent did (the files a
+			// planner changed): masked like the verdict's.
+			dec.Verdict = e.maskVerdict(dec.Verdict)
+			dec.Findings, dec.Status, dec.Progress = e.mask.String(dec.Findings), e.mask.String(dec.Status), e.mask.String(dec.Progress)
+			dec.Result, dec.Log = e.mask.String(dec.Result), e.mask.String(dec.Log)
 			return dec, err
 		}
 	}
@@ -708,7 +713,7 @@ func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit st
 	default:
 		fmt.Fprintf(&b, "- Cost: %d input, %d output tokens\n", u.InputTokens, u.OutputTokens)
 	}
-	_ = store.AppendLog(p, []byte(strings.TrimRight(b.String(), "\n")))
+	_ = store.AppendLog(p, []byte(e.mask.String(strings.TrimRight(b.String(), "\n"))))
 }
 
 // commitAndFiles writes the "- Commit:" and file-list lines of a progress

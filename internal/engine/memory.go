@@ -121,7 +121,9 @@ func (m *memory) digest(path string) string {
 func (e *Engine) logProgress(b []byte) {
 	e.mem.mu.Lock()
 	defer e.mem.mu.Unlock()
-	_ = store.AppendLog(e.cfg.Paths.Progress, b)
+	// Masked here, where every entry passes: file names and role
+	// findings are the agent's words too.
+	_ = store.AppendLog(e.cfg.Paths.Progress, []byte(e.mask.String(string(b))))
 }
 
 // compactProgress summarises the older entries when the entries outgrew
@@ -257,7 +259,7 @@ no preamble.
 	if err := store.WriteFile(pf, []byte(prompt), 0o644); err != nil {
 		return "", err
 	}
-	tr, err := os.Create(base + ".log")
+	tr, err := store.OpenOwn(base+".log", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return "", err
 	}

@@ -34,12 +34,16 @@ type PlanDecision struct {
 	Approve bool      `json:"approve"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// Seal proves that `ralph approve` or `ralph reject` made the decision
+	// (see decision.go); a decision without it is never applied.
+	Seal string `json:"seal"`
 }
 
 // DecidePlan records a decision on the plan item waits with (`ralph approve`,
 // `ralph reject`). It reads the state without the run lock and writes only
-// the decision file (atomically); the run applies it before it next picks
-// an item, or the next `ralph run` does.
+// the decision file (atomically, sealed with the run's key); the run
+// applies it before it next picks an item, or the next `ralph run` does.
+// Asked from inside an iteration's process tree it refuses (decision.go).
 func DecidePlan(p Paths, item string, approve bool, reason string, now time.Time) (PlanDecision, error) {
 	st, _, err := LoadOrRebuildState(p)
 	if err != nil {
@@ -51,6 +55,9 @@ func DecidePlan(p Paths, item string, approve bool, reason string, now time.Time
 	is := st.Items[item]
 	if is == nil {
 		return PlanDecision{}, usage.Errorf("%s is not an item of run %s (%s)", item, st.RunID, waitingList(st))
+	}
+	if err := refuseFromIteration(p, st, item, approve); err != nil {
+		return PlanDecision{}, err
 	}
 	if is.Plan != PlanWaiting {
 		what := "it has not written a plan yet"
@@ -65,7 +72,12 @@ func DecidePlan(p Paths, item string, approve bool, reason string, now time.Time
 	if !approve && strings.TrimSpace(reason) == "" {
 		return PlanDecision{}, usage.Errorf("a rejection needs --reason: the next plan must answer it")
 	}
+	key, err := decisionKey(p, st.RunID)
+	if err != nil {
+		return PlanDecision{}, err
+	}
 	d := PlanDecision{Item: item, Rev: is.PlanRev, Approve: approve, Reason: strings.TrimSpace(reason), At: now.UTC()}
+	d.Seal = d.seal(key)
 	return d, store.WriteJSON(decisionFile(p, item), d)
 }
 
@@ -112,16 +124,31 @@ func (e *Engine) next(st *State, running map[string]bool) (*Item, error) {
 
 // applyDecisions applies the decisions people left on waiting plans to st
 // and returns the events to emit once st is saved. A decision on an
-// earlier plan than the one waiting is ignored.
+// earlier plan than the one waiting is ignored; a decision file that
+// `ralph approve` or `ralph reject` did not seal is reported and removed.
 func (e *Engine) applyDecisions(st *State) []Event {
 	var evs []Event
+	var key []byte
 	for _, id := range Waiting(st) {
 		is := st.Items[id]
 		var d PlanDecision
-		if err := store.ReadJSON(decisionFile(e.cfg.Paths, id), &d); err != nil {
+		file := decisionFile(e.cfg.Paths, id)
+		if err := store.ReadJSON(file, &d); err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
 				evs = append(evs, Event{Type: "source_error", Item: id, Message: fmt.Sprintf("%s: reading the decision on its plan: %v", id, err)})
 			}
+			continue
+		}
+		if key == nil {
+			var err error
+			if key, err = decisionKey(e.cfg.Paths, st.RunID); err != nil {
+				evs = append(evs, Event{Type: "source_error", Item: id, Message: fmt.Sprintf("%s: reading the decision on its plan: %v", id, err)})
+				return evs
+			}
+		}
+		if !d.sealed(key) {
+			_ = os.Remove(file)
+			evs = append(evs, Event{Type: "tamper_detected", Item: id, Message: fmt.Sprintf("%s: %s was not made by `ralph approve` or `ralph reject` (its seal does not match); ignored and removed: only a person decides on a plan", id, relTo(e.cfg.Paths.Root, file))})
 			continue
 		}
 		if d.Rev != is.PlanRev || d.Item != id {
@@ -170,7 +197,12 @@ func (e *Engine) approvedPlan(it *Item) string {
 // readyPlanFile makes the folder a planning iteration writes its plan in,
 // and keeps the plan it is about to replace (a rejected one) as
 // <item>.<rev>.rejected.md, so that the new plan is known to be new.
+// It also makes the run's decision key before the first planner runs, so
+// that no agent gets to make it first.
 func (e *Engine) readyPlanFile(it *Item, rev int) error {
+	if _, err := decisionKey(e.cfg.Paths, e.runID()); err != nil {
+		return err
+	}
 	p := PlanFile(e.cfg.Paths, it.ID)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -20,6 +21,17 @@ type Transcript struct {
 	Path string
 	f    io.WriteCloser
 	w    io.WriteCloser
+	mask *secret.Masker
+}
+
+// Mask masks s as the transcript is masked: for what a source writes down
+// from the attempt itself (the subjects of the agent's commits in a squash
+// commit's message).
+func (a *Attempt) Mask(s string) string {
+	if a == nil || a.Log == nil {
+		return s
+	}
+	return a.Log.mask.String(s)
 }
 
 // DefaultTranscriptMax caps a transcript unless the run says otherwise:
@@ -42,7 +54,7 @@ func (e *Engine) openTranscript(iteration int, item, role string) (*Transcript, 
 	if err != nil {
 		return nil, err
 	}
-	return &Transcript{Path: p, f: f, w: e.mask.Writer(f)}, nil
+	return &Transcript{Path: p, f: f, w: e.mask.Writer(f), mask: e.mask}, nil
 }
 
 func (t *Transcript) Write(b []byte) (int, error) { return t.w.Write(b) }

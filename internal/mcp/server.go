@@ -169,7 +169,7 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (
 		return nil, RunOutput{}, err
 	}
 	logPath := filepath.Join(p.Dir, "mcp-run.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := store.OpenOwn(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, RunOutput{}, err
 	}

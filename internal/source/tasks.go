@@ -698,6 +698,16 @@ func (s *Tasks) unclaim(id string) {
 	_ = s.reload()
 }
 
+// maskAll masks the subjects of the agent's commits that a squash commit's
+// message copies: they are the agent's words, and may hold a secret.
+func maskAll(a *engine.Attempt, subjects []string) []string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = a.Mask(s)
+	}
+	return out
+}
+
 // Accept squash-merges the task branch into the base branch, archives the
 // task with the squash commit and deletes the branch.
 func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
@@ -719,7 +729,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		}
 		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
 		sha, err := s.merge(ctx, it, branch, st, "", logOf(a), func(subjects []string) string {
-			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, subjects...), a.Learnings...), v.Summary,
+			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, maskAll(a, subjects)...), a.Learnings...), v.Summary,
 				itemTrailers(TaskTrailer, it.ID, st.RunID)...)
 		})
 		if err != nil {
@@ -729,7 +739,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		return sha, s.afterSplit(it.ID)
 	}
 	sha, err := s.merge(ctx, it, branch, st, v.Tree, logOf(a), func(subjects []string) string {
-		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(subjects, a.Learnings...), v.Summary,
+		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(maskAll(a, subjects), a.Learnings...), v.Summary,
 			append([]string{"Completes: " + it.ID}, itemTrailers(TaskTrailer, it.ID, st.RunID)...)...)
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ type CappedFile struct {
 // OpenCapped opens path for appending (owner-only) with a cap of max
 // bytes; max <= 0 means no cap.
 func OpenCapped(path string, max int64) (*CappedFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := OpenOwn(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (c *CappedFile) Write(b []byte) (int, error) {
 		b = b[room:]
 	}
 	if c.tail == nil {
-		t, err := os.OpenFile(c.path+".tail", os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+		t, err := OpenOwn(c.path+".tail", os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
 		if err != nil {
 			return 0, err
 		}

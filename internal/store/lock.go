@@ -52,6 +52,7 @@ func TryLock(path string) (*RunLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
+	guard(path)
 	fl := flock.New(path)
 	ok, err := fl.TryLock()
 	if err != nil {
@@ -69,7 +70,7 @@ func TryLock(path string) (*RunLock, error) {
 	b, _ := json.Marshal(h)
 	// Write through the locked descriptor's path: truncating in place keeps
 	// the inode (and so the lock) the same.
-	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+	if f, err := OpenOwn(path, os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
 		_, _ = f.Write(b)
 		_ = f.Close()
 	}
@@ -81,7 +82,7 @@ func (l *RunLock) Unlock() error {
 	if l == nil {
 		return nil
 	}
-	if f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+	if f, err := OpenOwn(l.path, os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
 		_ = f.Close()
 	}
 	return l.fl.Unlock()
@@ -93,6 +94,7 @@ func WithLock(path string, fn func() error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	guard(path)
 	fl := flock.New(path)
 	if err := fl.Lock(); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)

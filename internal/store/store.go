@@ -12,8 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
-	"github.com/gofrs/flock"
 	"github.com/google/renameio/v2"
 )
 
@@ -23,6 +23,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	guard(path)
 	return renameio.WriteFile(path, data, ownPerm(path, perm))
 }
 
@@ -50,6 +51,7 @@ func WriteJSON(path string, v any) error {
 // WriteFileNoSync is WriteFile without the fsync: the rename still makes
 // it atomic for readers and against a crash of the writing process.
 func WriteFileNoSync(path string, data []byte, perm os.FileMode) error {
+	guard(path)
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err != nil {
 		return err
@@ -115,16 +117,17 @@ func appendLine(path string, b []byte, sync, jsonl bool, perm os.FileMode) error
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, ownPerm(path, perm))
+	f, err := OpenOwn(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, ownPerm(path, perm))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fl := flock.New(path) // the file exists: its mode is the one set above
-	if err := fl.Lock(); err != nil {
+	// Lock the descriptor just opened, not the path again: the path may be
+	// swapped for a link meanwhile (flock(2), as gofrs/flock uses; closing
+	// f releases it).
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	defer fl.Unlock()
 	buf := make([]byte, 0, len(b)+2)
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)

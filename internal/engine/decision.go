@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
+)
+
+// A decision on a plan must come from a person. Two things keep an agent
+// from making one:
+//
+//  1. `ralph approve` and `ralph reject` refuse to run inside an
+//     iteration's process tree (fromIteration): the caller's environment,
+//     and that of each of its ancestors, must not carry the variables ralph
+//     gives every process it starts, and no ancestor may be the running
+//     loop (the kernel's holder of the run lock) or an iteration's agent.
+//     An agent can unset variables for its children, but not the record of
+//     what it was itself started with (/proc/<pid>/environ), and ralph is
+//     a subreaper: what an agent detaches with setsid or a double fork
+//     stays below the loop.
+//  2. The decision file is sealed with an HMAC whose key is a secret of the
+//     run kept outside the repository, owner-only under
+//     $XDG_STATE_HOME/ralph/keys, and never named to an agent. A decision
+//     file an agent writes — or edits, or copies from an earlier plan —
+//     does not carry a seal that matches; the run reports it and drops it.
+//
+// Signing files rather than keeping decisions in state.json keeps the
+// channel between `ralph approve` and a running loop what it was (a file
+// the loop reads before it next picks an item) without a second writer of
+// the run's state, and a file in .ralph/ is exactly what an agent can
+// write: the seal is what it cannot make. Without a sandbox an agent runs
+// as the user and could go looking for the key; these checks make that a
+// deliberate attack on ralph rather than a file it writes, and the
+// refusal and the forged file are both recorded as tamper_detected events.
+
+// decisionKeyFile is where the run's decision key is kept: outside the
+// repository, one per repository and run id.
+func decisionKeyFile(p Paths, runID string) (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no place for ralph's decision key: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	root, err := filepath.Abs(p.Root)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root + "\x00" + runID))
+	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+".key"), nil
+}
+
+// decisionKey reads the run's decision key, making it the first time
+// (`ralph run` and `ralph approve` may each be first; a link that fails
+// because the other made it meanwhile reads theirs).
+func decisionKey(p Paths, runID string) ([]byte, error) {
+	path, err := decisionKeyFile(p, runID)
+	if err != nil {
+		return nil, err
+	}
+	if b, err := os.ReadFile(path); err == nil && len(b) == 64 {
+		return b, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".key")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(hex.EncodeToString(key))
+	if err := errors.Join(werr, tmp.Sync(), tmp.Close()); err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != 64 {
+		return nil, fmt.Errorf("reading ralph's decision key %s: %v", path, errors.Join(err, errors.New("not a key")))
+	}
+	return b, nil
+}
+
+// seal is the HMAC of everything a decision says, under the run's key.
+func (d PlanDecision) seal(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	for _, f := range []string{d.Item, strconv.Itoa(d.Rev), strconv.FormatBool(d.Approve), d.Reason, d.At.UTC().Format(time.RFC3339Nano)} {
+		fmt.Fprintf(m, "%d:%s;", len(f), f)
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// sealed reports whether d carries the seal of the run's key.
+func (d PlanDecision) sealed(key []byte) bool {
+	got, err := hex.DecodeString(d.Seal)
+	want, _ := hex.DecodeString(d.seal(key))
+	return err == nil && hmac.Equal(got, want)
+}
+
+// fromIteration says why the calling process is part of an iteration of
+// the run (an agent, or something an agent started), or "" when it is not.
+func fromIteration(p Paths, st *State) string {
+	for _, k := range []string{"RALPH_RUN_ID", proc.TagEnv} {
+		if os.Getenv(k) != "" {
+			return k + " is set: it runs inside a ralph iteration"
+		}
+	}
+	agents := map[int]int{}
+	for _, c := range st.Current {
+		if c.AgentPID > 0 {
+			agents[c.AgentPID] = c.Iteration
+		}
+	}
+	running, holder := ActiveRun(p)
+	for _, pid := range proc.Ancestors(os.Getpid()) {
+		switch {
+		case running && pid == holder.PID:
+			return fmt.Sprintf("it runs under the ralph run itself, pid %d", pid)
+		case agents[pid] > 0:
+			return fmt.Sprintf("it runs under the agent of iteration %d, pid %d", agents[pid], pid)
+		case proc.EnvHasKey(pid, "RALPH_RUN_ID") || proc.EnvHasKey(pid, proc.TagEnv):
+			return fmt.Sprintf("its ancestor pid %d was started by a ralph run", pid)
+		}
+	}
+	return ""
+}
+
+// refuseFromIteration refuses a decision asked for from inside an
+// iteration and records the attempt in the run's events.
+func refuseFromIteration(p Paths, st *State, item string, approve bool) error {
+	why := fromIteration(p, st)
+	if why == "" {
+		return nil
+	}
+	cmd := "ralph reject"
+	if approve {
+		cmd = "ralph approve"
+	}
+	msg := fmt.Sprintf("%s %s was called from inside an iteration (%s); refused: only a person decides on a plan", cmd, item, why)
+	_ = store.AppendJSONL(p.Events, Event{Time: time.Now().UTC(), RunID: st.RunID, Type: "tamper_detected", Item: item, Message: msg})
+	return usage.Errorf("%s", msg)
+}
