@@ -3,7 +3,8 @@
 // uniformly random time; while an agent's own `git commit`, a gate or the
 // progress summariser is running; or while one of ralph's own git commands
 // runs — a `git worktree add`, the merge queue's squash merge, ralph's
-// commits), then run again until the work is done. Every trial's
+// commits; a campaign's first kills go through every kill point once),
+// then run again until the work is done. Every trial's
 // repository holds a realistic number of files (-files, 5,000 by default,
 // generated once per kind and copied). It does this for four kinds of run
 // — a parallel PRD (a diamond DAG with random agent times), a sequential
@@ -42,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -122,9 +124,10 @@ func main() {
 			os.RemoveAll(calib.dir)
 		}
 		*c = counts{points: map[string]int{}, inside: map[string]int{}}
+		d := newDeck(k)
 		for i := 1; i <= *trials; i++ {
 			t := newTrial(tmp, template, name, i, bin, k)
-			t.campaign(rng, window, c)
+			t.campaign(rng, window, c, d)
 			problems := t.verify(c)
 			c.trials++
 			if len(problems) > 0 {
@@ -185,7 +188,7 @@ var killPoints = []string{"uniform", "uniform", "commit", "gate", "rcommit"}
 // most: about the command's length on a repository of 5,000 files.
 var gitPoints = map[string]time.Duration{
 	"wtadd":   250 * time.Millisecond,
-	"squash":  40 * time.Millisecond,
+	"squash":  20 * time.Millisecond,
 	"rcommit": 40 * time.Millisecond,
 }
 
@@ -419,13 +422,44 @@ type kill struct {
 	inside bool
 }
 
-// newKill draws a kill at one of the kind's kill points.
-func (t *trial) newKill(rng *rand.Rand, window time.Duration) *kill {
-	points := append(append([]string{}, killPoints...), t.k.points...)
-	if t.k.memory {
+// allPoints are the kind's kill points: its own first, then the common
+// ones (a point listed twice is drawn twice as often).
+func (k kind) allPoints() []string {
+	points := append(append([]string{}, k.points...), killPoints...)
+	if k.memory {
 		points = append(points, "summary")
 	}
-	k := &kill{point: points[rng.IntN(len(points))]}
+	return points
+}
+
+// deck is the order a campaign's first kills take: every kill point of
+// the kind once, its own first, so that even a short campaign kills at
+// each; later kills are drawn at random.
+type deck []string
+
+func newDeck(k kind) *deck {
+	var d deck
+	for _, p := range k.allPoints() {
+		if !slices.Contains(d, p) {
+			d = append(d, p)
+		}
+	}
+	return &d
+}
+
+func (d *deck) draw(rng *rand.Rand, k kind) string {
+	if len(*d) > 0 {
+		p := (*d)[0]
+		*d = (*d)[1:]
+		return p
+	}
+	points := k.allPoints()
+	return points[rng.IntN(len(points))]
+}
+
+// newKill makes a kill at point.
+func newKill(rng *rand.Rand, point string, window time.Duration) *kill {
+	k := &kill{point: point}
 	switch k.point {
 	case "commit":
 		k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
@@ -566,9 +600,9 @@ func (c *counts) pointSummary() string {
 
 // campaign kills the run once or twice at random moments, then reruns it
 // until it finishes: a rerun that stops short three times is wedged.
-func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts) {
+func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts, d *deck) {
 	for n := 1 + rng.IntN(2); n > 0; n-- {
-		k := t.newKill(rng, window)
+		k := newKill(rng, d.draw(rng, t.k), window)
 		code, hung := t.run(rng, k)
 		if hung {
 			c.wedged++
