@@ -130,8 +130,8 @@ const seededReason = "passes:true in the PRD before the run started"
 // repository does not have — the state was saved ahead of git, as a power
 // cut leaves it — gives way to the commit the branch records the story
 // with); one recorded without a commit must be one a person passed. Any
-// other is pending again (the engine reports it), and so is a story's
-// recorded base that the repository lacks (forgetLostBases). The model
+// other is pending again (the engine reports it). A story's recorded base
+// that the repository lacks is forgotten (forgetLostBases). The model
 // follows the state; nothing is written.
 func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 	s.mu.Lock()
