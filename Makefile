@@ -38,8 +38,10 @@ test:
 	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
 
 # The kill -9 campaign (go run ./torture -h): ralph killed at random
-# moments, inside agents' git commits and gates, then rerun to completion;
-# every count of lost, duplicated or leftover things must be zero.
+# moments, inside agents' git commits and gates and ralph's own worktree
+# adds, squash merges and commits, in repositories of 5,000 files, then
+# rerun to completion; every count of lost, duplicated or leftover things
+# must be zero.
 TRIALS ?= 100
 torture:
 	$(GO) run ./torture -trials $(TRIALS)

@@ -1,11 +1,16 @@
 // Command torture runs ralph's kill -9 campaign, as a user's machine would
 // see it: `ralph run` is killed with SIGKILL at a random moment (at a
-// uniformly random time, or while an agent's own `git commit`, a gate or
-// the progress summariser is running), then run again until the work is done. It does this for three
-// kinds of run — a parallel PRD (a diamond DAG with random agent times), a
-// sequential PRD, a task tree, and a run folder with a worker/reviewer
-// cadence (reviews and steering between the stories) — and checks each
-// finished trial:
+// uniformly random time; while an agent's own `git commit`, a gate or the
+// progress summariser is running; or while one of ralph's own git commands
+// runs — a `git worktree add`, the merge queue's squash merge, ralph's
+// commits; a campaign's first kills go through every kill point once),
+// then run again until the work is done. Every trial's
+// repository holds a realistic number of files (-files, 5,000 by default,
+// generated once per kind and copied). It does this for four kinds of run
+// — a parallel PRD (a diamond DAG with random agent times), a sequential
+// PRD, a task tree, and a run folder with a worker/reviewer cadence
+// (reviews and steering between the stories) — and checks each finished
+// trial:
 //
 //	lost         an item without its work on the branch, or not passed
 //	             (a cadence: a review or steering missing)
@@ -14,13 +19,17 @@
 //	branches     story, task or side branches left behind
 //	worktrees    worktrees left behind
 //	processes    agents, gates or git left running
-//	locks        git lock files, a held run or task lock, a task-file copy
+//	locks        git lock files (a worktree's "initializing" lock too), a
+//	             held run or task lock, a task-file copy
 //	wedged       a rerun that could not finish the work
 //	dirty        a cadence run's tree left with uncommitted changes
 //
 // Every count must be zero; the exit status is 1 otherwise.
 //
-// Usage: go run ./torture [-trials N] [-kinds parallel,sequential,tasks,cadence] [-seed S] [-keep]
+// It prints, per kind, the kills at each kill point and how many of those
+// aimed at a git command landed while it ran.
+//
+// Usage: go run ./torture [-trials N] [-files N] [-kinds parallel,sequential,tasks,cadence] [-seed S] [-keep]
 package main
 
 import (
@@ -34,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +63,9 @@ type counts struct {
 	trials, kills                                                            int
 	lost, duplicated, corrupt, branches, worktrees, processes, locks, wedged int
 	dirty                                                                    int
+	// points counts the kills at each kill point; inside, those aimed at
+	// a git command that landed while it ran.
+	points, inside map[string]int
 }
 
 func (c *counts) bad() int {
@@ -64,6 +77,7 @@ func main() {
 	kindList := flag.String("kinds", "parallel,sequential,tasks,cadence", "kinds of run, comma-separated")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; give it again to repeat a campaign)")
 	keep := flag.Bool("keep", false, "keep every trial's repository (failed trials are always kept)")
+	nfiles := flag.Int("files", 5000, "files in every trial's repository besides the run's own")
 	flag.Parse()
 	rng := rand.New(rand.NewPCG(*seed, 0))
 
@@ -78,7 +92,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "torture: building ralph: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	fmt.Printf("ralph kill -9 campaign: %d trials per kind, seed %d, repositories under %s\n\n", *trials, *seed, tmp)
+	realGit, err := exec.LookPath("git")
+	check(err)
+	check(os.WriteFile(filepath.Join(bin, "git"), []byte(strings.ReplaceAll(gitShim, "REAL_GIT", realGit)), 0o755))
+	fmt.Printf("ralph kill -9 campaign: %d trials per kind, %d files per repository, seed %d, repositories under %s\n\n", *trials, *nfiles, *seed, tmp)
 
 	failed := false
 	var rows []string
@@ -89,8 +106,10 @@ func main() {
 			os.Exit(2)
 		}
 		c := &counts{}
+		began := time.Now()
+		template := makeTemplate(tmp, name, k, *nfiles)
 		// A clean run first: its length is the window kills are drawn from.
-		calib := newTrial(tmp, name, 0, bin, k)
+		calib := newTrial(tmp, template, name, 0, bin, k)
 		start := time.Now()
 		if code, _ := calib.run(rng, nil); code != 0 {
 			fmt.Fprintf(os.Stderr, "torture: a %s run without kills failed (exit %d); see %s\n", name, code, calib.dir)
@@ -104,10 +123,11 @@ func main() {
 		if !*keep {
 			os.RemoveAll(calib.dir)
 		}
-		*c = counts{}
+		*c = counts{points: map[string]int{}, inside: map[string]int{}}
+		d := newDeck(k)
 		for i := 1; i <= *trials; i++ {
-			t := newTrial(tmp, name, i, bin, k)
-			t.campaign(rng, window, c)
+			t := newTrial(tmp, template, name, i, bin, k)
+			t.campaign(rng, window, c, d)
 			problems := t.verify(c)
 			c.trials++
 			if len(problems) > 0 {
@@ -122,7 +142,10 @@ func main() {
 		if c.bad() > 0 {
 			failed = true
 		}
-		fmt.Printf("%s: %d trials done (run window %s)\n", name, c.trials, window.Round(time.Millisecond))
+		fmt.Printf("%s: %d trials done in %s (run window %s); kills %s\n", name, c.trials, time.Since(began).Round(time.Second), window.Round(time.Millisecond), c.pointSummary())
+		if !*keep {
+			os.RemoveAll(template)
+		}
 	}
 	fmt.Printf("\n%-10s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s %5s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged", "dirty")
 	for _, r := range rows {
@@ -150,7 +173,42 @@ type kind struct {
 	// each exactly once.
 	reviews, steerings int
 	memory             bool // progress compaction runs: check the archive
+	// points are where this kind's runs are killed besides the common
+	// ones (killPoints): the git commands of its own.
+	points []string
 }
+
+// killPoints are where every kind's runs are killed: at a uniformly random
+// time (twice as often as the rest), inside an agent's own git commit,
+// inside a gate, inside one of ralph's commits.
+var killPoints = []string{"uniform", "uniform", "commit", "gate", "rcommit"}
+
+// gitPoints are the kill points aimed at ralph's own git commands (marked
+// by gitShim), with how long after the command starts the kill comes at
+// most: about the command's length on a repository of 5,000 files.
+var gitPoints = map[string]time.Duration{
+	"wtadd":   250 * time.Millisecond,
+	"squash":  20 * time.Millisecond,
+	"rcommit": 40 * time.Millisecond,
+}
+
+// gitShim stands before git on the PATH of ralph and its agents: it marks
+// the start and the end of ralph's `git worktree add`, squash merge and
+// commits (a kill can be aimed at them, and the campaign can tell whether
+// it landed inside) and runs every other git command as it is.
+const gitShim = `#!/bin/sh
+case " $* " in
+*" worktree add "*) m=wtadd ;;
+*" merge --squash "*) m=squash ;;
+*" commit --no-verify "*) m=rcommit ;;
+*) exec REAL_GIT "$@" ;;
+esac
+touch "$TORTURE_DIR/marks/$m.$$"
+REAL_GIT "$@"
+rc=$?
+touch "$TORTURE_DIR/marks/$m-done.$$"
+exit $rc
+`
 
 // The agent works for a random time, writes its item's file, and half the
 // time commits it itself through a slow editor (a kill can land inside
@@ -227,6 +285,7 @@ var kinds = map[string]kind{
 			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
 			args:  []string{"run", "--prd", "prd.json", "--parallel", "3", "--max-attempts", "5"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+			points: []string{"wtadd", "wtadd", "squash"},
 		}
 	}(),
 	"sequential": func() kind {
@@ -269,6 +328,7 @@ var kinds = map[string]kind{
 `},
 		args:  []string{"run", "--tasks", "tasks.jsonl", "--gate", "check=sh gate.sh", "--max-attempts", "5"},
 		items: []string{"A.1", "A.2", "B.1", "C", "D"}, trailer: "Ralph-Task", branch: "main",
+		points: []string{"squash"},
 	},
 }
 
@@ -279,19 +339,45 @@ type trial struct {
 	env                []string
 }
 
-func newTrial(tmp, name string, n int, bin string, k kind) *trial {
-	t := &trial{name: name, dir: filepath.Join(tmp, fmt.Sprintf("%s-%03d", name, n)), bin: bin, k: k,
-		id: fmt.Sprintf("%s-%d-%d", name, n, time.Now().UnixNano())}
-	repo := filepath.Join(t.dir, "repo")
-	check(os.MkdirAll(filepath.Join(t.dir, "marks"), 0o755))
-	check(os.MkdirAll(repo, 0o755))
+// makeTemplate writes kind's repository once — its files and nfiles
+// generated ones in folders of a thousand, committed on main — for every
+// trial to copy.
+func makeTemplate(tmp, name string, k kind, nfiles int) string {
+	dir := filepath.Join(tmp, "template-"+name)
 	files := map[string]string{"agent.sh": agentScript, "gate.sh": gateScript}
 	for f, s := range k.files {
 		files[f] = s
 	}
 	for f, s := range files {
-		check(os.MkdirAll(filepath.Dir(filepath.Join(repo, f)), 0o755))
-		check(os.WriteFile(filepath.Join(repo, f), []byte(s), 0o644))
+		check(os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
+		check(os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644))
+	}
+	for i := 0; i < nfiles; i++ {
+		folder := filepath.Join(dir, "src", fmt.Sprintf("part%d", i/1000))
+		if i%1000 == 0 {
+			check(os.MkdirAll(folder, 0o755))
+		}
+		check(os.WriteFile(filepath.Join(folder, fmt.Sprintf("file%04d.txt", i%1000)), []byte(fmt.Sprintf("generated file %d\n", i)), 0o644))
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-qm", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=torture", "GIT_AUTHOR_EMAIL=torture@example.com",
+			"GIT_COMMITTER_NAME=torture", "GIT_COMMITTER_EMAIL=torture@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			check(fmt.Errorf("git %s in %s: %v: %s", strings.Join(args, " "), dir, err, out))
+		}
+	}
+	return dir
+}
+
+func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
+	t := &trial{name: name, dir: filepath.Join(tmp, fmt.Sprintf("%s-%03d", name, n)), bin: bin, k: k,
+		id: fmt.Sprintf("%s-%d-%d", name, n, time.Now().UnixNano())}
+	repo := filepath.Join(t.dir, "repo")
+	check(os.MkdirAll(filepath.Join(t.dir, "marks"), 0o755))
+	if out, err := exec.Command("cp", "-a", template, repo).CombinedOutput(); err != nil {
+		check(fmt.Errorf("copying %s: %v: %s", template, err, out))
 	}
 	check(os.WriteFile(filepath.Join(t.dir, "editor.sh"), []byte(editorScript), 0o644))
 	// The summariser runs outside the repository: its script is found by
@@ -307,9 +393,6 @@ func newTrial(tmp, name string, n int, bin string, k kind) *trial {
 	if k.prd != "" {
 		t.env = append(t.env, "TORTURE_RUN="+filepath.Join(repo, filepath.Dir(k.prd)))
 	}
-	t.git("init", "-q", "-b", "main")
-	t.git("add", "-A")
-	t.git("commit", "-qm", "init")
 	return t
 }
 
@@ -331,9 +414,67 @@ func (t *trial) git(args ...string) string {
 
 // kill says when to kill a run; nil runs it to its end.
 type kill struct {
+	point string        // the kill point (killPoints, kind.points)
 	after time.Duration // uniform: SIGKILL this long after the start
-	mark  string        // or: at the next "commit" or "gate" mark, plus a little
+	mark  string        // or: at the next mark of this name, plus a little
 	extra time.Duration
+	// inside is set when the kill came while the marked git command ran.
+	inside bool
+}
+
+// allPoints are the kind's kill points: its own first, then the common
+// ones (a point listed twice is drawn twice as often).
+func (k kind) allPoints() []string {
+	points := append(append([]string{}, k.points...), killPoints...)
+	if k.memory {
+		points = append(points, "summary")
+	}
+	return points
+}
+
+// deck is the order a campaign's first kills take: every kill point of
+// the kind once, its own first, so that even a short campaign kills at
+// each; later kills are drawn at random.
+type deck []string
+
+func newDeck(k kind) *deck {
+	var d deck
+	for _, p := range k.allPoints() {
+		if !slices.Contains(d, p) {
+			d = append(d, p)
+		}
+	}
+	return &d
+}
+
+func (d *deck) draw(rng *rand.Rand, k kind) string {
+	if len(*d) > 0 {
+		p := (*d)[0]
+		*d = (*d)[1:]
+		return p
+	}
+	points := k.allPoints()
+	return points[rng.IntN(len(points))]
+}
+
+// newKill makes a kill at point.
+func newKill(rng *rand.Rand, point string, window time.Duration) *kill {
+	k := &kill{point: point}
+	switch k.point {
+	case "commit":
+		k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
+	case "gate":
+		k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
+	case "summary":
+		// Inside the summariser, or just after it: the archive and the
+		// rewrite.
+		k.mark, k.extra = "summary", time.Duration(40+rng.IntN(30))*time.Millisecond
+	case "uniform":
+		k.after = time.Duration(rng.Int64N(int64(window)))
+	default:
+		k.mark, k.extra = k.point, time.Duration(rng.Int64N(int64(gitPoints[k.point])))
+	}
+	return k
 }
 
 // run starts ralph once and waits for it (killing it as k says); it
@@ -374,6 +515,9 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 		case <-fire:
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			fire = nil
+			if _, aimed := gitPoints[k.mark]; aimed {
+				k.inside = running(t.dir, before, k.mark)
+			}
 		case <-poll:
 			if newMark(t.dir, before, k.mark) {
 				poll = nil
@@ -420,27 +564,45 @@ func newMark(dir string, before map[string]bool, prefix string) bool {
 	return false
 }
 
+// running reports whether a git command marked name (by gitShim) since
+// before has started and not ended.
+func running(dir string, before map[string]bool, name string) bool {
+	now := marks(dir)
+	for m := range now {
+		if pid, ok := strings.CutPrefix(m, name+"."); ok && !before[m] && !now[name+"-done."+pid] {
+			return true
+		}
+	}
+	return false
+}
+
+// pointSummary lists the kills at each kill point, and for those aimed at
+// a git command how many landed while it ran.
+func (c *counts) pointSummary() string {
+	var names []string
+	for p := range c.points {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, p := range names {
+		part := fmt.Sprintf("%s %d", p, c.points[p])
+		if _, aimed := gitPoints[p]; aimed {
+			part += fmt.Sprintf(" (%d inside)", c.inside[p])
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // campaign kills the run once or twice at random moments, then reruns it
 // until it finishes: a rerun that stops short three times is wedged.
-func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts) {
+func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts, d *deck) {
 	for n := 1 + rng.IntN(2); n > 0; n-- {
-		k := &kill{}
-		switch rng.IntN(5) {
-		case 0:
-			k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
-		case 1:
-			k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
-		case 2:
-			if t.k.memory {
-				// Inside the summariser, or just after it: the archive and
-				// the rewrite.
-				k.mark, k.extra = "summary", time.Duration(40+rng.IntN(30))*time.Millisecond
-				break
-			}
-			k.after = time.Duration(rng.Int64N(int64(window)))
-		default:
-			k.after = time.Duration(rng.Int64N(int64(window)))
-		}
+		k := newKill(rng, d.draw(rng, t.k), window)
 		code, hung := t.run(rng, k)
 		if hung {
 			c.wedged++
@@ -448,6 +610,10 @@ func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts) {
 		}
 		if code == -1 {
 			c.kills++
+			c.points[k.point]++
+			if k.inside {
+				c.inside[k.point]++
+			}
 		}
 		if code == 0 {
 			break // it finished before the kill
@@ -604,6 +770,11 @@ func (t *trial) verify(c *counts) (problems []string) {
 		}
 		return nil
 	})
+	// A worktree add killed mid-checkout leaves its tree locked: a rerun
+	// must have repaired it.
+	if held, _ := filepath.Glob(filepath.Join(repo, ".git", "worktrees", "*", "locked")); len(held) > 0 {
+		add(&c.locks, "worktree locks left: %s", strings.Join(held, ", "))
+	}
 	for _, lock := range []string{p.Lock, filepath.Join(repo, "tasks.jsonl.lock")} {
 		if held, _ := store.Held(lock); held {
 			add(&c.locks, "%s still held", filepath.Base(lock))

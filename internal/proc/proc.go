@@ -313,3 +313,27 @@ func Openers(paths []string) (map[string][]int, bool) {
 	}
 	return out, true
 }
+
+// Running reports whether a live process's argv matches. ok is false where
+// there is no /proc to read (nothing can be told then).
+func Running(match func(argv []string) bool) (running, ok bool) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, false
+	}
+	self := os.Getpid()
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(b) == 0 {
+			continue // gone, not ours to read, or a kernel thread
+		}
+		if match(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")) && Alive(pid) {
+			return true, true
+		}
+	}
+	return false, true
+}

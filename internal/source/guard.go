@@ -171,6 +171,12 @@ func (g *branchGuard) check(ctx context.Context, repo *git.Repo, branch, base, i
 		if herr == nil && g.descends(ctx, repo, known, head) {
 			continue
 		}
+		if known != tip && lostCommit(ctx, repo, known) {
+			// A base the state recorded but the repository lacks (saved
+			// ahead of git): the branch cannot have dropped what it never
+			// had. (The tip is a commit this process made or found.)
+			continue
+		}
 		dropped, _ := repo.Log(ctx, "HEAD.."+known, "%h %s")
 		side, err := parkWork(ctx, repo, "tampered", itemID, runID, preexisting, fmt.Sprintf("wip(%s): the agent's version of %s", itemID, branch), false)
 		if err != nil {

@@ -123,6 +123,7 @@ func (s *Pipeline) Sync(st *engine.State, why engine.SyncReason) error {
 			is.Commit, is.PassedAt = "", nil
 		}
 	}
+	forgetLostBases(ctx, s.Git, st)
 	return nil
 }
 

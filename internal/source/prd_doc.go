@@ -126,9 +126,13 @@ const seededReason = "passes:true in the PRD before the run started"
 // the file: a person put them there, not an agent of this run. When a run
 // resumes, the saved state is believed only where the repository agrees:
 // a story recorded as passed with a commit must have that commit on the
-// feature branch with its trailer and this run's; one recorded without a
-// commit must be one a person passed. Any other is pending again (the
-// engine reports it). The model follows the state; nothing is written.
+// feature branch with its trailer and this run's (a recorded commit the
+// repository does not have — the state was saved ahead of git, as a power
+// cut leaves it — gives way to the commit the branch records the story
+// with); one recorded without a commit must be one a person passed. Any
+// other is pending again (the engine reports it). A story's recorded base
+// that the repository lacks is forgotten (forgetLostBases). The model
+// follows the state; nothing is written.
 func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,10 +144,11 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			is.Reason = seededReason
 		}
 	case engine.SyncResume:
+		ctx := context.Background()
 		var idx map[string]string
-		if s.Git.BranchExists(context.Background(), s.Branch) {
+		if s.Git.BranchExists(ctx, s.Branch) {
 			var err error
-			idx, err = s.Git.TrailerIndex(context.Background(), s.Branch, StoryTrailer, RunTrailer, st.RunID)
+			idx, err = s.Git.TrailerIndex(ctx, s.Branch, StoryTrailer, RunTrailer, st.RunID)
 			if err != nil {
 				return fmt.Errorf("reading the commits of %s: %w", s.Branch, err)
 			}
@@ -155,9 +160,9 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 				continue
 			}
 			switch sha := idx[oneLine(story.ID)]; {
-			case sha != "" && (is.Commit == "" || is.Commit == sha):
+			case sha != "" && (is.Commit == "" || is.Commit == sha || lostCommit(ctx, s.Git, is.Commit)):
 				is.Commit = sha
-			case sha == "" && is.Commit != "" && committedIn(context.Background(), s.Git, is.Commit, StoryTrailer, story.ID, st.RunID) == is.Commit:
+			case sha == "" && is.Commit != "" && committedIn(ctx, s.Git, is.Commit, StoryTrailer, story.ID, st.RunID) == is.Commit:
 				// The commit exists with the story's and this run's trailers
 				// but the branch lost it (rewritten): the story stays
 				// passed, and the guard restores the branch at the next
@@ -168,6 +173,7 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 				is.Commit, is.PassedAt = "", nil
 			}
 		}
+		forgetLostBases(ctx, s.Git, st)
 		var newest time.Time
 		for i := range s.Doc.Stories {
 			story := &s.Doc.Stories[i]

@@ -103,7 +103,13 @@ func (s *ParallelPRD) Prepare(ctx context.Context, it *engine.Item, st *engine.S
 
 // WorktreeDir is where a story's worktree lives.
 func (s *ParallelPRD) WorktreeDir(id string) string {
-	return filepath.Join(s.Git.Dir, ".ralph", "worktrees", s.slug(id))
+	return filepath.Join(s.worktreesDir(), s.slug(id))
+}
+
+// worktreesDir holds every worktree ralph makes for the run's stories:
+// nothing outside it is ever repaired or removed as one of them.
+func (s *ParallelPRD) worktreesDir() string {
+	return filepath.Join(s.Git.Dir, ".ralph", "worktrees")
 }
 
 // FeatureBranch is the branch the stories are merged into.
@@ -200,8 +206,8 @@ func (s *ParallelPRD) prepareWorktree(ctx context.Context, it *engine.Item) (str
 // cutting), on the story's branch at the tip this run last merged (a
 // commit, not the branch name: the story's base stays what the engine
 // records even if a merge lands meanwhile; before the first merge, at the
-// branch). It reuses the taken tree of story idle if given, else an idle
-// tree (reuseWorktree), else adds a fresh one.
+// branch's tip as it is now). It reuses the taken tree of story idle if
+// given, else an idle tree (reuseWorktree), else adds a fresh one.
 func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, idle string) error {
 	s.wmu.Lock()
 	base := s.tip
@@ -210,14 +216,28 @@ func (s *ParallelPRD) cutWorktree(ctx context.Context, dir, id, idle string) err
 	s.wmu.Unlock()
 	start := base
 	if start == "" {
-		start = s.Branch
+		// The base is a commit of the feature branch even when the add
+		// attaches the story's existing branch as it is (a story run
+		// again: its tree's head is then that branch's, and the merge
+		// queue would take it for a commit the feature branch lost).
+		if tip, err := s.Git.RevParse(ctx, "refs/heads/"+s.Branch); err == nil {
+			base, start = tip, tip
+		} else {
+			start = s.Branch
+		}
 	}
 	if !s.reuseWorktree(ctx, dir, id, start, idle) {
 		add := s.Git.WorktreeAdd
 		if dropped {
 			add = s.Git.WorktreeAddReset // its branch holds only an old base
 		}
-		if err := s.addingWorktree(func() error { return add(ctx, dir, s.StoryBranch(id), start) }); err != nil {
+		err := s.addingWorktree(func() error {
+			// An add killed earlier (this path's own, in a crashed run)
+			// left git's lock on the path: clear it or the add fails.
+			_, _ = s.Git.RepairHalfAdded(ctx, dir)
+			return add(ctx, dir, s.StoryBranch(id), start)
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -365,6 +385,10 @@ func (s *ParallelPRD) repairTrees(ctx context.Context) {
 	// left there uncommitted is a half-done merge (its story is merged
 	// again or found committed by Recover), and would stop the next one.
 	_ = s.Git.ResetHard(ctx, "HEAD")
+	// A worktree add the crash killed left git's lock on its tree (prune
+	// keeps locked trees, and a new add of the path fails): ralph's own
+	// half-made trees go first. No add runs before this.
+	_, _ = s.Git.RepairHalfAdded(ctx, s.worktreesDir())
 	_ = s.ListingWorktrees(func() error { return s.Git.WorktreePrune(ctx) })
 	s.resumeTrees(ctx)
 	s.wmu.Lock()
@@ -378,10 +402,12 @@ func (s *ParallelPRD) repairTrees(ctx context.Context) {
 // resumeTrees rebuilds the lifecycle from what a crashed or stopped run
 // recorded (.ralph/worktrees.jsonl) and what is on disk, once per run:
 // a tree left cutting or taken is half-made and removed (its branch, if
-// the tree was readied ahead, is cut anew); a ready tree stays ready for
-// its story; a merged story's tree is cleaned and parked for reuse (or
-// removed when it cannot be cleaned); any other story's tree is its own,
-// running: its work is reattached. Called with s.mu held.
+// the tree was readied ahead, is cut anew); so is a tree whose commit the
+// repository does not have (a power cut lost it after the tree was cut);
+// a ready tree stays ready for its story; a merged story's tree is
+// cleaned and parked for reuse (or removed when it cannot be cleaned); any
+// other story's tree is its own, running: its work is reattached. Called
+// with s.mu held.
 func (s *ParallelPRD) resumeTrees(ctx context.Context) {
 	last, err := loadTreeLog(s.trees.log)
 	if err != nil {
@@ -389,15 +415,22 @@ func (s *ParallelPRD) resumeTrees(ctx context.Context) {
 	}
 	for _, st := range s.Doc.Stories {
 		id, dir := st.ID, s.WorktreeDir(st.ID)
+		state := last[id]
 		if !statDir(dir) {
 			if _, err := os.Lstat(dir); err == nil {
 				s.removeWorktree(ctx, dir) // a folder without its .git file
 			}
+			if state == treeCutting || state == treeTaken {
+				s.markDropped(id) // its half-made tree was repaired away
+			}
 			continue
 		}
-		state := last[id]
 		if st.Passes {
 			state = treeParked
+		}
+		head, herr := s.Git.At(dir).RevParse(ctx, "HEAD")
+		if herr != nil && state != treeCutting && state != treeTaken {
+			state = treeCutting // its commit is lost: as good as half-made
 		}
 		switch state {
 		case treeCutting, treeTaken:
@@ -405,18 +438,12 @@ func (s *ParallelPRD) resumeTrees(ctx context.Context) {
 			s.markDropped(id)
 			continue
 		case treeReady:
-			if head, err := s.Git.At(dir).Head(ctx); err == nil {
-				s.wmu.Lock()
-				if s.bases == nil {
-					s.bases = map[string]string{}
-				}
-				s.bases[id] = head
-				s.wmu.Unlock()
-			} else {
-				s.removeWorktree(ctx, dir)
-				s.markDropped(id)
-				continue
+			s.wmu.Lock()
+			if s.bases == nil {
+				s.bases = map[string]string{}
 			}
+			s.bases[id] = head
+			s.wmu.Unlock()
 		case treeParked:
 			// Merged: a crash may have come before tidy cleaned it.
 			if last[id] != treeParked && s.Git.At(dir).CleanUntracked(ctx) != nil {

@@ -371,3 +371,42 @@ func TestParallelCloseWithoutAStartCleansUp(t *testing.T) {
 		t.Fatalf("worktrees.jsonl still records trees:\n%s", log)
 	}
 }
+
+// A merged story run again (a power cut lost its merge after the state
+// recorded it, so the state is believed no more): its tree was passed on,
+// its branch is still there, and the new tree attaches that branch as it
+// is. The tree's base must still be the feature branch's tip — with the
+// branch's own head as base, the merge queue took the story's old work
+// commit for one the feature branch had lost and reset the branch to it.
+func TestParallelStoryRunAgainKeepsAFeatureBase(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	ctx := f.ctx
+	f.prepare("A")
+	tipA := f.finish("A") // A's tree readied for B; A's branch stays
+	before, err := f.repo.RevParse(ctx, tipA+"~1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.repo.ResetHard(ctx, before); err != nil { // the merge is lost
+		t.Fatal(err)
+	}
+	f.st.Items["A"].Status = engine.ItemPending
+	// No tree to pass on (B's, cut at the lost merge, went too): A's
+	// starts with a fresh add.
+	if err := f.repo.WorktreeRemove(ctx, f.src.WorktreeDir("B")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.src = src
+	f.prepare("A")
+	if f.bases["A"] != before {
+		t.Fatalf("A's base is %s, want the feature tip %s", f.bases["A"], before)
+	}
+	f.finish("A") // fails the test if the merge is rejected
+	if log := gitOut(t, f.repo, "log", "--format=%s", "ralph/t"); strings.Contains(log, "wip(") {
+		t.Fatalf("a story branch's commit reached the feature branch:\n%s", log)
+	}
+}

@@ -112,6 +112,47 @@ func committedIn(ctx context.Context, repo *git.Repo, rev, key, id, runID string
 	return repo.FindTrailer(ctx, rev, 500, key, oneLine(id), RunTrailer, oneLine(runID))
 }
 
+// lostCommit reports whether the state names commit sha but the
+// repository does not have it: the state was saved ahead of git (a power
+// cut lost the commit object, or the ref, after state.json recorded it).
+func lostCommit(ctx context.Context, repo *git.Repo, sha string) bool {
+	if sha == "" {
+		return false
+	}
+	_, err := repo.RevParse(ctx, sha)
+	return err != nil
+}
+
+// forgetLostBases clears the recorded base of every item still to do whose
+// base commit the repository does not have (lostCommit): a base names the
+// commit the item's work is compared with and the branch is put back to,
+// and a lost one would fail every check of the item until it is blocked.
+// The item's next iteration starts from the branch as it is, and its
+// reason says why (the engine reports it when the run opens).
+func forgetLostBases(ctx context.Context, repo *git.Repo, st *engine.State) {
+	lost := map[string]bool{}
+	isLost := func(sha string) bool {
+		l, seen := lost[sha]
+		if !seen {
+			l = lostCommit(ctx, repo, sha)
+			lost[sha] = l
+		}
+		return l
+	}
+	for _, is := range st.Items {
+		if is == nil || is.BaseHead == "" || is.Status == engine.ItemPassed || is.Status == engine.ItemBlocked || !isLost(is.BaseHead) {
+			continue
+		}
+		is.Reason = fmt.Sprintf("its recorded base commit %s is not in the repository (the state was saved ahead of git, as after a power cut); it starts again from the branch as it is", short(is.BaseHead))
+		is.BaseHead = ""
+	}
+	for _, c := range st.Current {
+		if c.BaseHead != "" && isLost(c.BaseHead) {
+			c.BaseHead = ""
+		}
+	}
+}
+
 // CommitMessage builds subject, bullet body and trailers. Subject and
 // bullets are data (titles, learnings an agent wrote): line breaks in them
 // are folded so they never add lines, and never a trailer, to the message.
