@@ -56,16 +56,16 @@ type RunOptions struct {
 	// AllowFailingBaseline goes on when a run-wide gate fails on the
 	// untouched base (that gate need not pass; its passing tests must).
 	AllowFailingBaseline bool
-	Parallel          int
-	Breaker           int
-	DryRun            bool
-	Fresh             bool
-	Resume            bool
-	ResetBreaker      bool
-	NoMask            bool
-	JSON              bool
-	Plain             bool
-	RateLimitBackoff  time.Duration
+	Parallel             int
+	Breaker              int
+	DryRun               bool
+	Fresh                bool
+	Resume               bool
+	ResetBreaker         bool
+	NoMask               bool
+	JSON                 bool
+	Plain                bool
+	RateLimitBackoff     time.Duration
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration

@@ -56,10 +56,9 @@ func (b *Baseline) Failing() []gate.Result {
 
 // TakeBaseline runs gates on commit rev of repo as it is committed, or
 // reads the baseline that .ralph/baseline.json (under dir) already holds
-// for that commit and those gates (a resumed run). The gates run in the
-// main tree when it is clean and at that commit (the user's ignored
-// files, such as installed dependencies, are there), else in a detached
-// worktree removed after. Every gate runs, also after one failed: the
+// for that commit and those gates (a resumed run). The gates run in a
+// detached worktree of the commit, removed after: the main tree, which
+// may hold the user's uncommitted work, is not touched. Every gate runs, also after one failed: the
 // report names them all. A repository without commits has no baseline
 // (nil).
 func TakeBaseline(ctx context.Context, repo *git.Repo, dir, rev string, runner gate.Runner, gates []gate.Gate, log io.Writer) (*Baseline, error) {
@@ -84,24 +83,21 @@ func TakeBaseline(ctx context.Context, repo *git.Repo, dir, rev string, runner g
 
 // run runs the gates on commit's tree and returns every gate's result.
 func (b *Baseline) run(ctx context.Context, commit string, log io.Writer) ([]gate.Result, error) {
-	tree := b.repo.Dir
-	if head, _ := b.repo.Head(ctx); head != commit || !b.clean(ctx) {
-		tree = filepath.Join(filepath.Dir(b.path), "baseline-tree")
-		// A tree a killed run left behind goes first.
-		_ = b.repo.WorktreeRemove(ctx, tree)
-		_ = os.RemoveAll(tree)
-		_ = b.repo.WorktreePrune(ctx)
-		if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
-			return nil, err
-		}
-		if err := b.repo.WorktreeAddDetached(ctx, tree, commit); err != nil {
-			return nil, fmt.Errorf("checking out the base %s for its baseline: %w", short(commit), err)
-		}
-		defer func() {
-			_ = b.repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
-			_ = os.RemoveAll(tree)
-		}()
+	tree := filepath.Join(filepath.Dir(b.path), "baseline-tree")
+	// A tree a killed run left behind goes first.
+	_ = b.repo.WorktreeRemove(ctx, tree)
+	_ = os.RemoveAll(tree)
+	_ = b.repo.WorktreePrune(ctx)
+	if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
+		return nil, err
 	}
+	if err := b.repo.WorktreeAddDetached(ctx, tree, commit); err != nil {
+		return nil, fmt.Errorf("checking out the base %s for its baseline: %w", short(commit), err)
+	}
+	defer func() {
+		_ = b.repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
+		_ = os.RemoveAll(tree)
+	}()
 	if log == nil {
 		log = io.Discard
 	}
@@ -114,13 +110,6 @@ func (b *Baseline) run(ctx context.Context, commit string, log io.Writer) ([]gat
 		}
 	}
 	return results, nil
-}
-
-// clean reports whether the main tree holds nothing but its commit
-// (ralph's own folder aside).
-func (b *Baseline) clean(ctx context.Context) bool {
-	entries, err := b.repo.Status(ctx, ".ralph/")
-	return err == nil && len(entries) == 0
 }
 
 func (b *Baseline) save() error {
