@@ -53,16 +53,19 @@ type RunOptions struct {
 	MaxTokens         int64
 	TranscriptMax     int64
 	AllowDirty        bool
-	Parallel          int
-	Breaker           int
-	DryRun            bool
-	Fresh             bool
-	Resume            bool
-	ResetBreaker      bool
-	NoMask            bool
-	JSON              bool
-	Plain             bool
-	RateLimitBackoff  time.Duration
+	// AllowFailingBaseline goes on when a run-wide gate fails on the
+	// untouched base (that gate need not pass; its passing tests must).
+	AllowFailingBaseline bool
+	Parallel             int
+	Breaker              int
+	DryRun               bool
+	Fresh                bool
+	Resume               bool
+	ResetBreaker         bool
+	NoMask               bool
+	JSON                 bool
+	Plain                bool
+	RateLimitBackoff     time.Duration
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration
@@ -151,6 +154,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
+	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
@@ -567,6 +571,9 @@ func (r *openedRun) run(ctx context.Context) error {
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
+	if err := r.baseline(ctx); err != nil {
+		return err
+	}
 	notify, err := o.notifier(cfg.Paths)
 	if err != nil {
 		return err
@@ -597,6 +604,57 @@ func (r *openedRun) run(ctx context.Context) error {
 		return nil
 	}
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
+}
+
+// baseline runs the run-wide gates on the untouched base before any
+// agent runs (or finds them already run on that commit in
+// .ralph/baseline.json): a gate failing there stops the run with exit 2
+// before anything is spent or blamed, unless --allow-failing-baseline;
+// the source then holds every verdict against it (tests that passed
+// there must still pass).
+func (r *openedRun) baseline(ctx context.Context) error {
+	src, ok := r.cfg.Source.(interface {
+		BaselineGates(context.Context) (string, []gate.Gate)
+		UseBaseline(*source.Baseline)
+	})
+	if !ok {
+		return nil
+	}
+	rev, gates := src.BaselineGates(ctx)
+	if len(gates) == 0 {
+		return nil
+	}
+	paths := r.cfg.Paths
+	if err := r.repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(paths.Dir, 0o755); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(paths.Dir, "baseline.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	b, err := source.TakeBaseline(ctx, r.repo, paths.Dir, rev, r.o.IO.GateRunner(r.o.GateTimeout), gates, log)
+	if err != nil || b == nil {
+		return err
+	}
+	if failing := b.Failing(); len(failing) > 0 {
+		if !r.o.AllowFailingBaseline {
+			return &source.BaselineFailure{B: b}
+		}
+		if !r.o.JSON {
+			var names []string
+			for _, f := range failing {
+				names = append(names, f.Name)
+			}
+			fmt.Fprintf(r.o.IO.IO.ErrOut, "ralph: warning: on the base %.8s %s already failed (--allow-failing-baseline: not blamed on any %s; see .ralph/baseline.log)\n",
+				b.Commit, strings.Join(names, ", "), r.cfg.Source.Info().ItemKind)
+		}
+	}
+	src.UseBaseline(b)
+	return nil
 }
 
 // notifier is what --notify and --notify-command ask for (nil for

@@ -388,6 +388,13 @@ func (r *Repo) WorktreeAddReset(ctx context.Context, path, branch, start string)
 	return err
 }
 
+// WorktreeAddDetached creates a linked worktree at path with commit
+// checked out and no branch (a look at a commit, removed after).
+func (r *Repo) WorktreeAddDetached(ctx context.Context, path, commit string) error {
+	_, err := r.Run(ctx, "worktree", "add", "--quiet", "--detach", path, commit)
+	return err
+}
+
 // WorktreeRemove removes a linked worktree (forcefully: its changes are
 // either merged or deliberately discarded by the caller).
 func (r *Repo) WorktreeRemove(ctx context.Context, path string) error {

@@ -289,6 +289,6 @@ func (s *Story) Equal(o *Story) bool {
 		slices.Equal(s.DependsOn, o.DependsOn) &&
 		s.Complexity == o.Complexity && s.complexityGiven == o.complexityGiven &&
 		s.Notes == o.Notes && slices.Equal(s.Checks, o.Checks) &&
-		s.AllowGateChanges == o.AllowGateChanges && s.Agent == o.Agent && s.Model == o.Model &&
+		s.AllowGateChanges == o.AllowGateChanges && s.AllowTestChanges == o.AllowTestChanges && s.Agent == o.Agent && s.Model == o.Model &&
 		s.Critical == o.Critical
 }

@@ -96,6 +96,10 @@ type Story struct {
 	// (scripts, Makefile, package.json scripts, tool configs); otherwise
 	// the harness reverts such changes and reports them as tampering.
 	AllowGateChanges bool
+	// AllowTestChanges lets this story make tests that passed at its base
+	// go missing, skip or fail to run (a deliberate removal); otherwise
+	// such a story does not pass.
+	AllowTestChanges bool
 	// Agent and Model run this story's iterations (seed 004's task.agent):
 	// above a role's agent and the config, below the command line.
 	Agent string

@@ -603,7 +603,7 @@ func TestCanonicalRoundTrip(t *testing.T) {
 		p := &PRD{Format: f, Project: "p", Feature: "f", BranchName: "b", Version: "1", Description: "d",
 			TechnicalRequirements: []string{"go"}, QualityChecks: QualityChecks{"t", "l", "x", "b"}, CreatedAt: "c", UpdatedAt: "u",
 			Stories: []Story{{ID: "A", Title: "a", Description: "d", AcceptanceCriteria: []string{"x", "[1, 2]"}, Passes: true,
-				Priority: 1, DependsOn: []string{"B"}, Complexity: 2, Notes: "n", Checks: []string{"c"}, AllowGateChanges: true,
+				Priority: 1, DependsOn: []string{"B"}, Complexity: 2, Notes: "n", Checks: []string{"c"}, AllowGateChanges: true, AllowTestChanges: true,
 				Agent: "ag", Model: "m", Critical: true}, {ID: "B", Title: "b"}}}
 		out, err := p.Marshal()
 		if err != nil {

@@ -628,10 +628,10 @@ func steeredGatesSame(disk, model *prd.PRD) bool {
 		d := &disk.Stories[i]
 		m := inModel[d.ID]
 		if m == nil {
-			if len(d.Checks) > 0 || d.AllowGateChanges {
+			if len(d.Checks) > 0 || d.AllowGateChanges || d.AllowTestChanges {
 				return false
 			}
-		} else if !slices.Equal(d.Checks, m.Checks) || d.AllowGateChanges != m.AllowGateChanges {
+		} else if !slices.Equal(d.Checks, m.Checks) || d.AllowGateChanges != m.AllowGateChanges || d.AllowTestChanges != m.AllowTestChanges {
 			return false
 		}
 	}

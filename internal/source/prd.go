@@ -115,6 +115,7 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
+	ctx = withBaseline(ctx, s.baseline, s.guard.known(baseOf(st, a.Item.ID)), s.allowTestChanges(a.Item.ID))
 	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v = s.guard.settle(ctx, repo, a, v, st.Preexisting)
 	v.Tampered = append(tampered, v.Tampered...)
@@ -138,6 +139,8 @@ func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, s
 		func() ([]string, error) { return []string{s.File}, s.setPassed(id, true) })
 	if err != nil {
 		s.restore(id) // the guard may have reset the tree: the PRD file is the model's again
+	} else {
+		s.baseline.Advance(sha, v)
 	}
 	return sha, err
 }

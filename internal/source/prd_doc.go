@@ -54,6 +54,9 @@ type prdDoc struct {
 	// edits a story's fields that Items copies in place). Under mu.
 	itemsDoc     *prd.PRD
 	itemsVersion uint64
+	// baseline holds every story's verdict against the run-wide gates at
+	// its base (UseBaseline; nil: none).
+	baseline *Baseline
 }
 
 // openPRDDoc loads and validates path.
@@ -270,6 +273,9 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 		if d := onDisk[st.ID]; d != nil && d.AllowGateChanges != st.AllowGateChanges {
 			tampered = append(tampered, fmt.Sprintf("the agent changed allow_gate_changes on %s in %s; restored", st.ID, filepath.Base(s.File)))
 		}
+		if d := onDisk[st.ID]; d != nil && d.AllowTestChanges != st.AllowTestChanges {
+			tampered = append(tampered, fmt.Sprintf("the agent changed allow_test_changes on %s in %s; restored", st.ID, filepath.Base(s.File)))
+		}
 	}
 	mine := s.Doc.PassedInFile()
 	for id := range disk.PassedInFile() {
@@ -353,4 +359,30 @@ func storiesByID(p *prd.PRD) map[string]*prd.Story {
 func storyMessage(a *engine.Attempt, result, runID string) string {
 	return CommitMessage(fmt.Sprintf("feat(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, result,
 		itemTrailers(StoryTrailer, a.Item.ID, runID)...)
+}
+
+// BaselineGates are the gates the baseline runs — the PRD's quality
+// checks, not a story's own checks (they test work the base does not
+// have yet) — and the branch they run on: the feature branch, or the
+// branch it is about to be cut from.
+func (s *prdDoc) BaselineGates(ctx context.Context) (string, []gate.Gate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := "HEAD"
+	if s.Git.BranchExists(ctx, s.Branch) {
+		rev = s.Branch
+	}
+	return rev, s.gatesFor("")
+}
+
+// UseBaseline holds every story's verdict against b.
+func (s *prdDoc) UseBaseline(b *Baseline) { s.baseline = b }
+
+// allowTestChanges is the story's allow_test_changes in the harness's
+// copy of the PRD.
+func (s *prdDoc) allowTestChanges(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.Doc.Story(id)
+	return st != nil && st.AllowTestChanges
 }

@@ -41,7 +41,7 @@ func judge(ctx context.Context, a *engine.Attempt, claimed bool, unclaimed engin
 	if !ok {
 		v.Failure = "You claimed completion, but the harness's checks failed:\n\n" + gate.FailureContext(results, 4<<10)
 	}
-	return v
+	return againstBaseline(ctx, a, v, runner, gates)
 }
 
 func logOf(a *engine.Attempt) io.Writer {

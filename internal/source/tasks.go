@@ -59,10 +59,11 @@ type Tasks struct {
 	Gates    gate.Runner
 	GateList []gate.Gate
 
-	base    string
-	baseTip string    // the base branch's head as ralph last left it
-	files   gateFiles // the files the gates run, checked at every Verify
-	set     *tasks.Set
+	base     string
+	baseline *Baseline // the run-wide gates at the base (UseBaseline)
+	baseTip  string    // the base branch's head as ralph last left it
+	files    gateFiles // the files the gates run, checked at every Verify
+	set      *tasks.Set
 	// tracked are the leaves with a record (Sparse): in the run's state,
 	// claimed, completed or blocked in the file, or offered by Next. The
 	// other pending leaves are only counted.
@@ -557,6 +558,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	} else {
 		tampered = append(tampered, gt...)
 	}
+	ctx = withBaseline(ctx, s.baseline, s.baseTip, s.allowTestChanges(id))
 	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
 		s.Gates, s.GateList, false)
@@ -748,6 +750,7 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 	if err := s.finish(ctx, it.ID, sha, branch); err != nil {
 		return "", err
 	}
+	s.baseline.Advance(sha, v)
 	return sha, nil
 }
 
@@ -1271,4 +1274,31 @@ func gateCommands(gs []gate.Gate) []string {
 		out = append(out, g.Command)
 	}
 	return out
+}
+
+// BaselineGates are the gates the baseline runs (every --gate: a task
+// has no checks of its own) and the base branch they run on.
+func (s *Tasks) BaselineGates(context.Context) (string, []gate.Gate) {
+	rev := s.base
+	if rev == "" {
+		rev = "HEAD"
+	}
+	return rev, s.GateList
+}
+
+// UseBaseline holds every task's verdict against b.
+func (s *Tasks) UseBaseline(b *Baseline) { s.baseline = b }
+
+// allowTestChanges is the task's allow_test_changes as the iteration
+// found it (the agent's later edits to the task file do not count).
+func (s *Tasks) allowTestChanges(id string) bool {
+	set := s.beforeSet
+	if set == nil {
+		set = s.set
+	}
+	if set == nil {
+		return false
+	}
+	t, ok := set.Get(id)
+	return ok && t.AllowTestChanges()
 }

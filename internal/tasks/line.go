@@ -25,10 +25,13 @@ type lineJSON struct {
 	Agent    string `json:"agent"`
 	Model    string `json:"model"`
 	Critical bool   `json:"critical"`
+	// AllowTestChanges lets the task make tests that passed at its base
+	// go missing or skip.
+	AllowTestChanges bool `json:"allow_test_changes"`
 }
 
 // knownFields are lineJSON's names.
-var knownFields = []string{"id", "title", "status", "leaf", "reason", "completed", "commit", "agent", "model", "critical"}
+var knownFields = []string{"id", "title", "status", "leaf", "reason", "completed", "commit", "agent", "model", "critical", "allow_test_changes"}
 
 // syntaxError is a line that is not JSON at all.
 type syntaxError struct{ msg string }
@@ -78,7 +81,8 @@ func parseLine(line []byte) (*Task, error) {
 	var v lineJSON
 	err := json.Unmarshal(line, &v)
 	t := &Task{ID: v.ID, Title: v.Title, Status: StatusPending, Leaf: true, Reason: v.Reason,
-		Completed: v.Completed, Commit: v.Commit, raw: line, agent: v.Agent, model: v.Model, critical: v.Critical}
+		Completed: v.Completed, Commit: v.Commit, raw: line, agent: v.Agent, model: v.Model, critical: v.Critical,
+		allowTestChanges: v.AllowTestChanges}
 	if v.Status != nil {
 		t.Status = *v.Status
 	}
@@ -89,7 +93,7 @@ func parseLine(line []byte) (*Task, error) {
 	t.orig = t.core()
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		if te.Field == "leaf" || te.Field == "critical" {
+		if te.Field == "leaf" || te.Field == "critical" || te.Field == "allow_test_changes" {
 			return t, fmt.Errorf("field %q must be true or false", te.Field)
 		}
 		return t, fmt.Errorf("field %q must be a string", te.Field)

@@ -73,6 +73,8 @@ type Task struct {
 	// The task's own agent settings (see Settings).
 	agent, model string
 	critical     bool
+	// allowTestChanges: see AllowTestChanges.
+	allowTestChanges bool
 }
 
 type core struct {
@@ -112,6 +114,11 @@ func (t *Task) Field(key string) (json.RawMessage, bool) {
 func (t *Task) Settings() (agent, model string, critical bool) {
 	return t.agent, t.model, t.critical
 }
+
+// AllowTestChanges is the task's "allow_test_changes" field: the task may
+// make tests that passed at its base go missing or skip (a deliberate
+// removal); otherwise such a task does not pass.
+func (t *Task) AllowTestChanges() bool { return t.allowTestChanges }
 
 // Encode returns t as its JSONL line (without the newline): unchanged
 // tasks as read, changed ones as id, title, status, leaf, then the other
