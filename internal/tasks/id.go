@@ -11,11 +11,6 @@ import (
 // and transcript file names, which file systems and git limit.
 const MaxIDLen = 128
 
-// ValidID reports whether id is a dotted task id: segments of
-// [A-Za-z0-9_-]+ separated by single dots ("A", "A.1", "A.1.2"), at most
-// MaxIDLen characters.
-func ValidID(id string) bool { return idProblem("id", id) == "" }
-
 // idProblem says what is wrong with id, "" if nothing; what names it in
 // the message ("id", "task id").
 func idProblem(what, id string) string {

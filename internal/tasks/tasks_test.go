@@ -87,12 +87,12 @@ func TestOpenPaths(t *testing.T) {
 
 func TestValidIDAndOrder(t *testing.T) {
 	for _, id := range []string{"A", "A.1", "A.1.1", "auth-2_x.10"} {
-		if !ValidID(id) {
+		if idProblem("id", id) != "" {
 			t.Errorf("%q should be valid", id)
 		}
 	}
 	for _, id := range []string{"", ".", "A.", ".A", "A..1", "A 1", "A/1", "Ä"} {
-		if ValidID(id) {
+		if idProblem("id", id) == "" {
 			t.Errorf("%q should be invalid", id)
 		}
 	}
