@@ -135,8 +135,8 @@ type Options struct {
 
 var registry = map[string]Factory{}
 
-// Register adds a named adapter; called from init() of each adapter file.
-func Register(name string, f Factory) { registry[name] = f }
+// register adds a named adapter; called from init() of each adapter file.
+func register(name string, f Factory) { registry[name] = f }
 
 // New builds the named adapter.
 func New(name string, opts Options) (Agent, error) {

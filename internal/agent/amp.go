@@ -5,28 +5,28 @@ import (
 	"time"
 )
 
-// Amp drives Sourcegraph's Amp CLI in execute mode:
+// amp drives Sourcegraph's Amp CLI in execute mode:
 //
 //	amp --dangerously-allow-all -x
 //
 // with the prompt on stdin and plain-text output (the last paragraph is
 // the final message). Amp talks to the Amp service, not to a model API,
 // so a base URL here means the Amp server (AMP_URL, key in AMP_API_KEY).
-type Amp struct {
+type amp struct {
 	cliBase
 }
 
 var ampCLI = cliInfo{name: "amp", bin: "amp", pkg: "@sourcegraph/amp"}
 
 func init() {
-	Register("amp", func(o Options) (Agent, error) {
-		return &Amp{cliBase: newCLIBase(ampCLI, o)}, nil
+	register("amp", func(o Options) (Agent, error) {
+		return &amp{cliBase: newCLIBase(ampCLI, o)}, nil
 	})
 }
 
-func (a *Amp) Name() string { return "amp" }
+func (a *amp) Name() string { return "amp" }
 
-func (a *Amp) Plan(req Request) (Invocation, error) {
+func (a *amp) Plan(req Request) (Invocation, error) {
 	argv := append(a.argvPrefix(), "--dangerously-allow-all", "-x")
 	inv := Invocation{Argv: append(argv, a.args(req)...), PromptStdin: true}
 	if a.BaseURL != "" {
@@ -35,17 +35,17 @@ func (a *Amp) Plan(req Request) (Invocation, error) {
 	return inv, nil
 }
 
-func (a *Amp) Run(ctx context.Context, req Request) (Result, error) {
-	return a.run(ctx, a, req, &AmpParser{})
+func (a *amp) Run(ctx context.Context, req Request) (Result, error) {
+	return a.run(ctx, a, req, &ampParser{})
 }
 
-// AmpParser is TextParser plus recognition of rate/usage-limit messages
+// ampParser is TextParser plus recognition of rate/usage-limit messages
 // in a failed run's output.
-type AmpParser struct {
+type ampParser struct {
 	TextParser
 }
 
-func (p *AmpParser) Finish(res *Result, stderrTail string) {
+func (p *ampParser) Finish(res *Result, stderrTail string) {
 	p.TextParser.Finish(res, stderrTail)
 	rl := res.RateLimit
 	if rl == nil && res.ExitCode != 0 && !res.TimedOut {

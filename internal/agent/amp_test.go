@@ -6,7 +6,7 @@ import (
 )
 
 func TestAmpPlan(t *testing.T) {
-	a := &Amp{cliBase: newCLIBase(ampCLI, Options{Command: []string{"amp"}})}
+	a := &amp{cliBase: newCLIBase(ampCLI, Options{Command: []string{"amp"}})}
 	a.BaseURL = ""
 	inv, err := a.Plan(Request{})
 	if err != nil {
@@ -18,7 +18,7 @@ func TestAmpPlan(t *testing.T) {
 }
 
 func feedAmp(out string, exit int, stderr string) Result {
-	p := &AmpParser{}
+	p := &ampParser{}
 	for _, l := range strings.Split(out, "\n") {
 		p.Line([]byte(l))
 	}

@@ -48,7 +48,7 @@ func (b *cliBase) Check(ctx context.Context, _ string) (string, error) {
 }
 
 // Check finds the command's program.
-func (c *Cmd) Check(context.Context, string) (string, error) {
+func (c *cmd) Check(context.Context, string) (string, error) {
 	p, err := lookProgram(c.Argv[0], "")
 	if err != nil {
 		return "", err
@@ -57,7 +57,7 @@ func (c *Cmd) Check(context.Context, string) (string, error) {
 }
 
 // Check reads the script.
-func (s *Scripted) Check(context.Context, string) (string, error) {
+func (s *scripted) Check(context.Context, string) (string, error) {
 	if s.Path == "" {
 		return "built-in script", nil
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Claude drives Claude Code in print mode:
+// claude drives Claude Code in print mode:
 //
 //	claude -p --output-format stream-json --verbose --dangerously-skip-permissions [--model M]
 //
@@ -25,21 +25,21 @@ import (
 // ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY and the switches that turn off
 // telemetry, error reporting, auto-update and other non-essential traffic.
 // Without one it uses the user's own Claude Code login and settings.
-type Claude struct {
+type claude struct {
 	cliBase
 }
 
 func init() {
-	Register("claude", func(o Options) (Agent, error) {
-		return &Claude{cliBase: newCLIBase(claudeCLI, o)}, nil
+	register("claude", func(o Options) (Agent, error) {
+		return &claude{cliBase: newCLIBase(claudeCLI, o)}, nil
 	})
 }
 
 var claudeCLI = cliInfo{name: "claude", bin: "claude", pkg: "@anthropic-ai/claude-code"}
 
-func (c *Claude) Name() string { return "claude" }
+func (c *claude) Name() string { return "claude" }
 
-func (c *Claude) Plan(req Request) (Invocation, error) {
+func (c *claude) Plan(req Request) (Invocation, error) {
 	argv := append(c.argvPrefix(), "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 	if m := c.model(req); m != "" {
 		argv = append(argv, "--model", m)
@@ -68,13 +68,13 @@ func (c *Claude) Plan(req Request) (Invocation, error) {
 	return Invocation{Argv: argv, Env: env, PromptStdin: true}, nil
 }
 
-func (c *Claude) Run(ctx context.Context, req Request) (Result, error) {
-	return c.run(ctx, c, req, &ClaudeParser{})
+func (c *claude) Run(ctx context.Context, req Request) (Result, error) {
+	return c.run(ctx, c, req, &claudeParser{})
 }
 
-// ClaudeParser reads Claude Code's stream-json (also what `amp
+// claudeParser reads Claude Code's stream-json (also what `amp
 // --stream-json` prints).
-type ClaudeParser struct {
+type claudeParser struct {
 	sessionID   string
 	lastText    string // text of the last assistant message that had text
 	gotResult   bool
@@ -132,7 +132,7 @@ type claudeLine struct {
 	} `json:"rate_limit_info"`
 }
 
-func (p *ClaudeParser) Line(line []byte) {
+func (p *claudeParser) Line(line []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
@@ -193,7 +193,7 @@ func (p *ClaudeParser) Line(line []byte) {
 	}
 }
 
-func (p *ClaudeParser) Finish(res *Result, stderrTail string) {
+func (p *claudeParser) Finish(res *Result, stderrTail string) {
 	res.SessionID = p.sessionID
 	res.FinalText = p.lastText
 	res.Turns = p.turns
@@ -341,25 +341,25 @@ func (b *cliBase) run(ctx context.Context, a Agent, req Request, p StreamParser)
 	if r == nil {
 		r = proc.Exec{}
 	}
-	res, err := RunCLI(ctx, r, inv, req, p)
+	res, err := runCLI(ctx, r, inv, req, p)
 	if errors.Is(err, proc.ErrNotFound) {
 		return res, b.notFound(inv.Argv[0])
 	}
 	return res, err
 }
 
-// ErrAgentNotInstalled is wrapped by the error Run returns when the CLI
+// errAgentNotInstalled is wrapped by the error Run returns when the CLI
 // is not installed.
-var ErrAgentNotInstalled = errors.New("agent CLI not installed")
+var errAgentNotInstalled = errors.New("agent CLI not installed")
 
 func (b *cliBase) notFound(argv0 string) error {
 	return fmt.Errorf("%w: %s: %q not found in %s or $PATH; install it: npm install -g %s",
-		ErrAgentNotInstalled, b.info.name, argv0, AgentsBinDir(), b.info.pkg)
+		errAgentNotInstalled, b.info.name, argv0, AgentsBinDir(), b.info.pkg)
 }
 
-// AgentsDir is where scripts/install-agents.sh installs the agent CLIs:
+// agentsDir is where scripts/install-agents.sh installs the agent CLIs:
 // $RALPH_AGENTS_DIR, default $HOME/.cache/ralph/agents.
-func AgentsDir() string {
+func agentsDir() string {
 	if d := os.Getenv("RALPH_AGENTS_DIR"); d != "" {
 		return d
 	}
@@ -371,7 +371,7 @@ func AgentsDir() string {
 }
 
 // AgentsBinDir is AgentsDir()/node_modules/.bin.
-func AgentsBinDir() string { return filepath.Join(AgentsDir(), "node_modules", ".bin") }
+func AgentsBinDir() string { return filepath.Join(agentsDir(), "node_modules", ".bin") }
 
 // FindAgentBinary looks for an agent CLI in AgentsBinDir() first, then
 // on $PATH, and returns its path.

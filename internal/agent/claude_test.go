@@ -32,7 +32,7 @@ func parseRecorded(t *testing.T, p StreamParser, name string, exit int, stderr s
 }
 
 func TestClaudeParserWrite(t *testing.T) {
-	res := parseRecorded(t, &ClaudeParser{}, "claude-write.jsonl", 0, "")
+	res := parseRecorded(t, &claudeParser{}, "claude-write.jsonl", 0, "")
 	if res.FinalText != "done <promise>COMPLETE</promise>" {
 		t.Errorf("FinalText = %q", res.FinalText)
 	}
@@ -48,7 +48,7 @@ func TestClaudeParserWrite(t *testing.T) {
 }
 
 func TestClaudeParser429(t *testing.T) {
-	res := parseRecorded(t, &ClaudeParser{}, "claude-429.jsonl", 1, "")
+	res := parseRecorded(t, &claudeParser{}, "claude-429.jsonl", 1, "")
 	if !res.IsError || res.RateLimit == nil {
 		t.Fatalf("want error + rate limit, got %+v", res)
 	}
@@ -58,7 +58,7 @@ func TestClaudeParser429(t *testing.T) {
 }
 
 func TestClaudeParser500(t *testing.T) {
-	res := parseRecorded(t, &ClaudeParser{}, "claude-500.jsonl", 1, "")
+	res := parseRecorded(t, &claudeParser{}, "claude-500.jsonl", 1, "")
 	if !res.IsError || res.RateLimit != nil || !strings.Contains(res.ErrorText, "500") {
 		t.Fatalf("want error without rate limit, got %+v", res)
 	}
@@ -68,7 +68,7 @@ func TestClaudeParserUsageLimitEvents(t *testing.T) {
 	// Shapes of Claude Code's subscription-limit output (not recorded here:
 	// the scripted server cannot produce them).
 	reset := time.Now().Add(2 * time.Hour).Unix()
-	p := &ClaudeParser{}
+	p := &claudeParser{}
 	p.Line([]byte(`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":` + itoa(reset) + `,"rateLimitType":"five_hour"},"session_id":"s1"}`))
 	p.Line([]byte(`{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|` + itoa(reset) + `","session_id":"s1","num_turns":1}`))
 	res := Result{ExitCode: 1}
@@ -77,7 +77,7 @@ func TestClaudeParserUsageLimitEvents(t *testing.T) {
 		t.Fatalf("RateLimit = %+v", res.RateLimit)
 	}
 
-	p = &ClaudeParser{}
+	p = &claudeParser{}
 	p.Line([]byte(`{"type":"result","subtype":"success","is_error":true,"result":"Claude AI usage limit reached|` + itoa(reset) + `","session_id":"s1"}`))
 	res = Result{ExitCode: 1}
 	p.Finish(&res, "")
@@ -87,7 +87,7 @@ func TestClaudeParserUsageLimitEvents(t *testing.T) {
 }
 
 func TestClaudeParserNoResult(t *testing.T) {
-	p := &ClaudeParser{}
+	p := &claudeParser{}
 	p.Line([]byte(`not json`))
 	p.Line([]byte(`{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"first"}],"usage":{"input_tokens":5,"output_tokens":2}},"session_id":"s"}`))
 	p.Line([]byte(`{"type":"user","message":{"content":[{"type":"tool_result","content":"<promise>COMPLETE</promise>"}]}}`))
@@ -136,7 +136,7 @@ func TestRateLimitFrom(t *testing.T) {
 }
 
 func TestClaudePlan(t *testing.T) {
-	c := &Claude{cliBase: newCLIBase(claudeCLI, Options{Model: "m1", BaseURL: "http://x/", Command: []string{"/bin/claude"}})}
+	c := &claude{cliBase: newCLIBase(claudeCLI, Options{Model: "m1", BaseURL: "http://x/", Command: []string{"/bin/claude"}})}
 	inv, err := c.Plan(Request{Dir: t.TempDir(), Args: []string{"--foo"}})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestClaudePlan(t *testing.T) {
 		t.Error("prompt not on stdin")
 	}
 	// No base URL: nothing that changes the user's setup.
-	c = &Claude{cliBase: newCLIBase(claudeCLI, Options{})}
+	c = &claude{cliBase: newCLIBase(claudeCLI, Options{})}
 	c.BaseURL = ""
 	inv, _ = c.Plan(Request{})
 	for _, kv := range inv.Env {

@@ -22,10 +22,10 @@ type StreamParser interface {
 	Finish(res *Result, stderrTail string)
 }
 
-// RunCLI runs inv through r: files written, prompt on stdin (or nothing:
+// runCLI runs inv through r: files written, prompt on stdin (or nothing:
 // stdin is always closed so a CLI never waits for a person), stdout and
 // stderr streamed to the transcript, stdout fed to p line by line.
-func RunCLI(ctx context.Context, r proc.Runner, inv Invocation, req Request, p StreamParser) (Result, error) {
+func runCLI(ctx context.Context, r proc.Runner, inv Invocation, req Request, p StreamParser) (Result, error) {
 	for path, content := range inv.Files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return Result{}, err

@@ -16,40 +16,40 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Cmd runs any program as the agent: prompt on stdin and in
+// cmd runs any program as the agent: prompt on stdin and in
 // $RALPH_PROMPT_FILE, the model (when one is set) in $RALPH_MODEL. Its final message is the content of
 // $RALPH_OUTPUT_FILE if it wrote one, else the last paragraph of stdout —
 // so a prompt the program echoes earlier never counts as its answer.
-type Cmd struct {
+type cmd struct {
 	Argv   []string
 	Runner proc.Runner
 }
 
 func init() {
-	Register("cmd", func(o Options) (Agent, error) {
+	register("cmd", func(o Options) (Agent, error) {
 		if len(o.Command) == 0 {
 			return nil, errors.New("--agent cmd needs --agent-cmd 'PROGRAM ARGS…'")
 		}
-		return &Cmd{Argv: append(append([]string{}, o.Command...), o.Args...), Runner: proc.Exec{}}, nil
+		return &cmd{Argv: append(append([]string{}, o.Command...), o.Args...), Runner: proc.Exec{}}, nil
 	})
 }
 
-func (c *Cmd) Name() string { return "cmd" }
+func (c *cmd) Name() string { return "cmd" }
 
-// OutputFile is where a cmd agent may write its final message: output.md
+// outputFile is where a cmd agent may write its final message: output.md
 // beside prompt.md, or <item>.output.md beside a parallel worker's
 // <item>.md.
-func OutputFile(promptFile string) string {
+func outputFile(promptFile string) string {
 	if filepath.Base(promptFile) == "prompt.md" {
 		return filepath.Join(filepath.Dir(promptFile), "output.md")
 	}
 	return strings.TrimSuffix(promptFile, ".md") + ".output.md"
 }
 
-func (c *Cmd) Plan(req Request) (Invocation, error) {
+func (c *cmd) Plan(req Request) (Invocation, error) {
 	env := []string{}
 	if req.PromptFile != "" {
-		env = append(env, "RALPH_OUTPUT_FILE="+OutputFile(req.PromptFile))
+		env = append(env, "RALPH_OUTPUT_FILE="+outputFile(req.PromptFile))
 	}
 	if req.Model != "" {
 		env = append(env, "RALPH_MODEL="+req.Model) // the program picks its model itself
@@ -57,15 +57,15 @@ func (c *Cmd) Plan(req Request) (Invocation, error) {
 	return Invocation{Argv: c.Argv, Env: env, PromptStdin: true}, nil
 }
 
-func (c *Cmd) Run(ctx context.Context, req Request) (Result, error) {
+func (c *cmd) Run(ctx context.Context, req Request) (Result, error) {
 	inv, _ := c.Plan(req)
 	out := ""
 	if req.PromptFile != "" {
-		out = OutputFile(req.PromptFile)
+		out = outputFile(req.PromptFile)
 		_ = os.Remove(out)
 	}
 	p := &TextParser{}
-	res, err := RunCLI(ctx, c.Runner, inv, req, p)
+	res, err := runCLI(ctx, c.Runner, inv, req, p)
 	if err != nil {
 		return res, err
 	}
@@ -98,11 +98,11 @@ type TextParser struct {
 // maxLearnings bounds what TextParser keeps of the learnings it saw.
 const maxLearnings = 8 << 10
 
-// RateLimitMarker starts a plain-text rate-limit line.
-const RateLimitMarker = "RALPH_RATE_LIMIT:"
+// rateLimitMarker starts a plain-text rate-limit line.
+const rateLimitMarker = "RALPH_RATE_LIMIT:"
 
-// UsageMarker starts a plain-text usage line (Usage as JSON).
-const UsageMarker = "RALPH_USAGE:"
+// usageMarker starts a plain-text usage line (Usage as JSON).
+const usageMarker = "RALPH_USAGE:"
 
 func (p *TextParser) Line(line []byte) {
 	if p.tail.Max == 0 {
@@ -111,10 +111,10 @@ func (p *TextParser) Line(line []byte) {
 	// Lines are looked at as bytes: an agent may print millions of them,
 	// and only the few that matter become strings.
 	trimmed := bytes.TrimSpace(line)
-	if rest, ok := bytes.CutPrefix(trimmed, []byte(RateLimitMarker)); ok {
-		p.rateLimit = ParseRateLimitLine(string(bytes.TrimSpace(rest)), time.Now())
+	if rest, ok := bytes.CutPrefix(trimmed, []byte(rateLimitMarker)); ok {
+		p.rateLimit = parseRateLimitLine(string(bytes.TrimSpace(rest)), time.Now())
 	}
-	if rest, ok := bytes.CutPrefix(trimmed, []byte(UsageMarker)); ok {
+	if rest, ok := bytes.CutPrefix(trimmed, []byte(usageMarker)); ok {
 		var u Usage
 		if json.Unmarshal(bytes.TrimSpace(rest), &u) == nil {
 			p.usage.Add(u)
@@ -155,7 +155,7 @@ func isLearningLine(t string) bool {
 }
 
 func (p *TextParser) Finish(res *Result, stderrTail string) {
-	res.FinalText = LastParagraph(p.tail.String())
+	res.FinalText = lastParagraph(p.tail.String())
 	if len(p.learnings) > 0 {
 		res.Learnings = "## Learnings\n" + strings.Join(p.learnings, "\n")
 	}
@@ -166,8 +166,8 @@ func (p *TextParser) Finish(res *Result, stderrTail string) {
 	}
 }
 
-// ParseRateLimitLine reads "<seconds|RFC3339> [message]".
-func ParseRateLimitLine(s string, now time.Time) *RateLimit {
+// parseRateLimitLine reads "<seconds|RFC3339> [message]".
+func parseRateLimitLine(s string, now time.Time) *RateLimit {
 	first, msg, _ := strings.Cut(s, " ")
 	rl := &RateLimit{Message: strings.TrimSpace(msg)}
 	if n, err := strconv.Atoi(first); err == nil {
@@ -183,9 +183,9 @@ func ParseRateLimitLine(s string, now time.Time) *RateLimit {
 	return rl
 }
 
-// LastParagraph returns the text after the last blank line (trailing blank
+// lastParagraph returns the text after the last blank line (trailing blank
 // lines ignored).
-func LastParagraph(s string) string {
+func lastParagraph(s string) string {
 	s = strings.TrimRight(s, "\n\r\t ")
 	if i := strings.LastIndex(s, "\n\n"); i >= 0 {
 		s = s[i+2:]

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Codex drives the OpenAI Codex CLI:
+// codex drives the OpenAI Codex CLI:
 //
 //	codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check [-m M] -
 //
@@ -20,28 +20,28 @@ import (
 // is that endpoint (Responses API, key from $RALPH_CODEX_API_KEY), with
 // update checks, analytics and the plugin/app sync turned off. Without one
 // the user's ~/.codex setup is used untouched.
-type Codex struct {
+type codex struct {
 	cliBase
 }
 
 var codexCLI = cliInfo{name: "codex", bin: "codex", pkg: "@openai/codex"}
 
 func init() {
-	Register("codex", func(o Options) (Agent, error) {
-		return &Codex{cliBase: newCLIBase(codexCLI, o)}, nil
+	register("codex", func(o Options) (Agent, error) {
+		return &codex{cliBase: newCLIBase(codexCLI, o)}, nil
 	})
 }
 
-func (c *Codex) Name() string { return "codex" }
+func (c *codex) Name() string { return "codex" }
 
-// CodexHome is the private CODEX_HOME used with a base URL.
-func CodexHome(dir string) string { return filepath.Join(dir, ".ralph", "agents", "codex-home") }
+// codexHome is the private CODEX_HOME used with a base URL.
+func codexHome(dir string) string { return filepath.Join(dir, ".ralph", "agents", "codex-home") }
 
 // codexDefaultModel is sent when a base URL is set and no model is given
 // (Codex needs a model name for a custom provider).
 const codexDefaultModel = "gpt-5-codex"
 
-func (c *Codex) Plan(req Request) (Invocation, error) {
+func (c *codex) Plan(req Request) (Invocation, error) {
 	argv := append(c.argvPrefix(), "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check")
 	model := c.model(req)
 	if model == "" && c.BaseURL != "" {
@@ -60,7 +60,7 @@ func (c *Codex) Plan(req Request) (Invocation, error) {
 	if dir == "" {
 		dir = "."
 	}
-	home, err := filepath.Abs(CodexHome(dir))
+	home, err := filepath.Abs(codexHome(dir))
 	if err != nil {
 		return Invocation{}, err
 	}
@@ -70,7 +70,7 @@ func (c *Codex) Plan(req Request) (Invocation, error) {
 	return inv, nil
 }
 
-func (c *Codex) config(model, keyEnv string) string {
+func (c *codex) config(model, keyEnv string) string {
 	base := c.BaseURL
 	if !strings.HasSuffix(base, "/v1") {
 		base += "/v1"
@@ -94,12 +94,12 @@ func (c *Codex) config(model, keyEnv string) string {
 	return b.String()
 }
 
-func (c *Codex) Run(ctx context.Context, req Request) (Result, error) {
-	return c.run(ctx, c, req, &CodexParser{})
+func (c *codex) Run(ctx context.Context, req Request) (Result, error) {
+	return c.run(ctx, c, req, &codexParser{})
 }
 
-// CodexParser reads `codex exec --json` events.
-type CodexParser struct {
+// codexParser reads `codex exec --json` events.
+type codexParser struct {
 	sessionID string
 	lastText  string
 	usage     Usage
@@ -128,7 +128,7 @@ type codexLine struct {
 	} `json:"error"`
 }
 
-func (p *CodexParser) Line(line []byte) {
+func (p *codexParser) Line(line []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
@@ -166,7 +166,7 @@ func (p *CodexParser) Line(line []byte) {
 	}
 }
 
-func (p *CodexParser) Finish(res *Result, stderrTail string) {
+func (p *codexParser) Finish(res *Result, stderrTail string) {
 	res.SessionID = p.sessionID
 	res.FinalText = p.lastText
 	res.Usage = p.usage

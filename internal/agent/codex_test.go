@@ -7,7 +7,7 @@ import (
 )
 
 func TestCodexParserWrite(t *testing.T) {
-	res := parseRecorded(t, &CodexParser{}, "codex-write.jsonl", 0, "")
+	res := parseRecorded(t, &codexParser{}, "codex-write.jsonl", 0, "")
 	if res.FinalText != "done <promise>COMPLETE</promise>" {
 		t.Errorf("FinalText = %q", res.FinalText)
 	}
@@ -24,21 +24,21 @@ func TestCodexParserWrite(t *testing.T) {
 }
 
 func TestCodexParser429(t *testing.T) {
-	res := parseRecorded(t, &CodexParser{}, "codex-429.jsonl", 1, "")
+	res := parseRecorded(t, &codexParser{}, "codex-429.jsonl", 1, "")
 	if !res.IsError || res.RateLimit == nil || !strings.Contains(res.ErrorText, "429") {
 		t.Fatalf("res = %+v", res)
 	}
 }
 
 func TestCodexParser500(t *testing.T) {
-	res := parseRecorded(t, &CodexParser{}, "codex-500.jsonl", 1, "")
+	res := parseRecorded(t, &codexParser{}, "codex-500.jsonl", 1, "")
 	if !res.IsError || res.RateLimit != nil || res.ErrorText == "" {
 		t.Fatalf("res = %+v", res)
 	}
 }
 
 func TestCodexParserUsageLimit(t *testing.T) {
-	p := &CodexParser{}
+	p := &codexParser{}
 	p.Line([]byte(`{"type":"thread.started","thread_id":"t1"}`))
 	p.Line([]byte(`{"type":"error","message":"You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again in 2 hours 5 minutes."}`))
 	p.Line([]byte(`{"type":"turn.failed","error":{"message":"You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing) or try again in 2 hours 5 minutes."}}`))
@@ -51,7 +51,7 @@ func TestCodexParserUsageLimit(t *testing.T) {
 
 func TestCodexPlan(t *testing.T) {
 	dir := t.TempDir()
-	c := &Codex{cliBase: newCLIBase(codexCLI, Options{BaseURL: "http://127.0.0.1:9", Command: []string{"codex"}})}
+	c := &codex{cliBase: newCLIBase(codexCLI, Options{BaseURL: "http://127.0.0.1:9", Command: []string{"codex"}})}
 	zero := 0
 	c.MaxRetries = &zero
 	inv, err := c.Plan(Request{Dir: dir})
@@ -61,7 +61,7 @@ func TestCodexPlan(t *testing.T) {
 	if got := strings.Join(inv.Argv, " "); got != "codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check -m gpt-5-codex -" {
 		t.Errorf("argv = %s", got)
 	}
-	cfgPath := filepath.Join(CodexHome(dir), "config.toml")
+	cfgPath := filepath.Join(codexHome(dir), "config.toml")
 	cfg, ok := inv.Files[cfgPath]
 	if !ok {
 		t.Fatalf("no %s in %v", cfgPath, inv.Files)
@@ -71,11 +71,11 @@ func TestCodexPlan(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", w, cfg)
 		}
 	}
-	if !strings.Contains(strings.Join(inv.Env, " "), "CODEX_HOME="+CodexHome(dir)) {
+	if !strings.Contains(strings.Join(inv.Env, " "), "CODEX_HOME="+codexHome(dir)) {
 		t.Errorf("env = %v", inv.Env)
 	}
 	// Without a base URL: the user's own setup, nothing written.
-	c = &Codex{cliBase: newCLIBase(codexCLI, Options{})}
+	c = &codex{cliBase: newCLIBase(codexCLI, Options{})}
 	c.BaseURL = ""
 	inv, _ = c.Plan(Request{Dir: dir})
 	if len(inv.Env) != 0 || len(inv.Files) != 0 {

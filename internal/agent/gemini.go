@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Gemini drives Google's Gemini CLI:
+// gemini drives Google's Gemini CLI:
 //
 //	gemini -p "" --output-format stream-json --yolo --skip-trust [-m M]
 //
@@ -19,26 +19,26 @@ import (
 // (<dir>/.ralph/agents/gemini-home) whose .gemini/settings.json selects
 // API-key auth and turns off usage statistics, telemetry and auto-update.
 // Without one the user's ~/.gemini setup is used untouched.
-type Gemini struct {
+type gemini struct {
 	cliBase
 }
 
 var geminiCLI = cliInfo{name: "gemini", bin: "gemini", pkg: "@google/gemini-cli"}
 
 func init() {
-	Register("gemini", func(o Options) (Agent, error) {
-		return &Gemini{cliBase: newCLIBase(geminiCLI, o)}, nil
+	register("gemini", func(o Options) (Agent, error) {
+		return &gemini{cliBase: newCLIBase(geminiCLI, o)}, nil
 	})
 }
 
-func (g *Gemini) Name() string { return "gemini" }
+func (g *gemini) Name() string { return "gemini" }
 
-// GeminiHome is the private GEMINI_CLI_HOME used with a base URL.
-func GeminiHome(dir string) string { return filepath.Join(dir, ".ralph", "agents", "gemini-home") }
+// geminiHome is the private GEMINI_CLI_HOME used with a base URL.
+func geminiHome(dir string) string { return filepath.Join(dir, ".ralph", "agents", "gemini-home") }
 
 const geminiDefaultModel = "gemini-2.5-flash"
 
-func (g *Gemini) Plan(req Request) (Invocation, error) {
+func (g *gemini) Plan(req Request) (Invocation, error) {
 	argv := append(g.argvPrefix(), "-p", "", "--output-format", "stream-json", "--yolo", "--skip-trust")
 	model := g.model(req)
 	if model == "" && g.BaseURL != "" {
@@ -55,7 +55,7 @@ func (g *Gemini) Plan(req Request) (Invocation, error) {
 	if dir == "" {
 		dir = "."
 	}
-	home, err := filepath.Abs(GeminiHome(dir))
+	home, err := filepath.Abs(geminiHome(dir))
 	if err != nil {
 		return Invocation{}, err
 	}
@@ -82,12 +82,12 @@ func (g *Gemini) Plan(req Request) (Invocation, error) {
 	return inv, nil
 }
 
-func (g *Gemini) Run(ctx context.Context, req Request) (Result, error) {
-	return g.run(ctx, g, req, &GeminiParser{})
+func (g *gemini) Run(ctx context.Context, req Request) (Result, error) {
+	return g.run(ctx, g, req, &geminiParser{})
 }
 
-// GeminiParser reads `gemini --output-format stream-json` events.
-type GeminiParser struct {
+// geminiParser reads `gemini --output-format stream-json` events.
+type geminiParser struct {
 	sessionID   string
 	cur         strings.Builder // assistant message being streamed
 	inAssistant bool
@@ -117,7 +117,7 @@ type geminiLine struct {
 	} `json:"stats"`
 }
 
-func (p *GeminiParser) Line(line []byte) {
+func (p *geminiParser) Line(line []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
@@ -166,7 +166,7 @@ func (p *GeminiParser) Line(line []byte) {
 	}
 }
 
-func (p *GeminiParser) Finish(res *Result, stderrTail string) {
+func (p *geminiParser) Finish(res *Result, stderrTail string) {
 	res.SessionID = p.sessionID
 	res.FinalText = strings.TrimSpace(p.lastText)
 	res.Turns = p.turns

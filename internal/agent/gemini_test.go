@@ -7,7 +7,7 @@ import (
 )
 
 func TestGeminiParserWrite(t *testing.T) {
-	res := parseRecorded(t, &GeminiParser{}, "gemini-write.jsonl", 0, "")
+	res := parseRecorded(t, &geminiParser{}, "gemini-write.jsonl", 0, "")
 	if res.FinalText != "done <promise>COMPLETE</promise>" {
 		t.Errorf("FinalText = %q", res.FinalText)
 	}
@@ -23,7 +23,7 @@ func TestGeminiParserWrite(t *testing.T) {
 }
 
 func TestGeminiParserFinalMessageOnly(t *testing.T) {
-	p := &GeminiParser{}
+	p := &geminiParser{}
 	for _, l := range []string{
 		`{"type":"init","session_id":"s"}`,
 		`{"type":"message","role":"assistant","content":"I will write ","delta":true}`,
@@ -44,14 +44,14 @@ func TestGeminiParserFinalMessageOnly(t *testing.T) {
 }
 
 func TestGeminiParser429(t *testing.T) {
-	res := parseRecorded(t, &GeminiParser{}, "gemini-429.jsonl", 173, "")
+	res := parseRecorded(t, &geminiParser{}, "gemini-429.jsonl", 173, "")
 	if !res.IsError || res.RateLimit == nil || res.RateLimit.ResetAt.IsZero() {
 		t.Fatalf("res = %+v rl=%+v", res, res.RateLimit)
 	}
 }
 
 func TestGeminiParser500(t *testing.T) {
-	res := parseRecorded(t, &GeminiParser{}, "gemini-500.jsonl", 244, "")
+	res := parseRecorded(t, &geminiParser{}, "gemini-500.jsonl", 244, "")
 	if !res.IsError || res.RateLimit != nil || !strings.Contains(res.ErrorText, "500") {
 		t.Fatalf("res = %+v", res)
 	}
@@ -59,7 +59,7 @@ func TestGeminiParser500(t *testing.T) {
 
 func TestGeminiPlan(t *testing.T) {
 	dir := t.TempDir()
-	g := &Gemini{cliBase: newCLIBase(geminiCLI, Options{BaseURL: "http://h:1", Command: []string{"gemini"}})}
+	g := &gemini{cliBase: newCLIBase(geminiCLI, Options{BaseURL: "http://h:1", Command: []string{"gemini"}})}
 	inv, err := g.Plan(Request{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +68,12 @@ func TestGeminiPlan(t *testing.T) {
 		t.Errorf("argv = %q", got)
 	}
 	env := strings.Join(inv.Env, " ")
-	for _, w := range []string{"GOOGLE_GEMINI_BASE_URL=http://h:1", "GEMINI_API_KEY=", "GEMINI_CLI_HOME=" + GeminiHome(dir)} {
+	for _, w := range []string{"GOOGLE_GEMINI_BASE_URL=http://h:1", "GEMINI_API_KEY=", "GEMINI_CLI_HOME=" + geminiHome(dir)} {
 		if !strings.Contains(env, w) {
 			t.Errorf("env %q lacks %q", env, w)
 		}
 	}
-	if s := inv.Files[filepath.Join(GeminiHome(dir), ".gemini", "settings.json")]; !strings.Contains(s, `"gemini-api-key"`) {
+	if s := inv.Files[filepath.Join(geminiHome(dir), ".gemini", "settings.json")]; !strings.Contains(s, `"gemini-api-key"`) {
 		t.Errorf("settings = %q", s)
 	}
 }

@@ -64,13 +64,13 @@ const (
 )
 
 func init() {
-	Register("native", func(o Options) (Agent, error) { return NewNative(o, os.Getenv) })
+	register("native", func(o Options) (Agent, error) { return newNative(o, os.Getenv) })
 }
 
-// NewNative resolves the native agent's configuration from opts and the
+// newNative resolves the native agent's configuration from opts and the
 // environment (getenv). Missing model or key is reported by Plan and Run,
 // since the model may still come with the request.
-func NewNative(o Options, getenv func(string) string) (*Native, error) {
+func newNative(o Options, getenv func(string) string) (*Native, error) {
 	n := &Native{
 		Provider: strings.ToLower(strings.TrimSpace(o.Provider)),
 		BaseURL:  strings.TrimSpace(o.BaseURL),

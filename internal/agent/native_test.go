@@ -221,7 +221,7 @@ func envMap(m map[string]string) func(string) string {
 }
 
 func TestNativeConfig(t *testing.T) {
-	n, err := NewNative(Options{}, envMap(map[string]string{
+	n, err := newNative(Options{}, envMap(map[string]string{
 		"RALPH_NATIVE_PROVIDER": "openai", "RALPH_NATIVE_BASE_URL": "http://127.0.0.1:11434/v1", "RALPH_NATIVE_MODEL": "qwen3",
 	}))
 	if err != nil {
@@ -236,7 +236,7 @@ func TestNativeConfig(t *testing.T) {
 	}
 
 	// Options win over env; key comes from the named variable and is masked.
-	n, err = NewNative(Options{Provider: "anthropic", Model: "claude-x", APIKeyEnv: "MY_KEY", Args: []string{"max_turns=7"}},
+	n, err = newNative(Options{Provider: "anthropic", Model: "claude-x", APIKeyEnv: "MY_KEY", Args: []string{"max_turns=7"}},
 		envMap(map[string]string{"RALPH_NATIVE_PROVIDER": "openai", "MY_KEY": "sk-ant-1234567890abcdef"}))
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestNativeConfig(t *testing.T) {
 	}
 
 	// Missing key (remote) and missing model are clear errors.
-	n, _ = NewNative(Options{Model: "m"}, envMap(nil))
+	n, _ = newNative(Options{Model: "m"}, envMap(nil))
 	if _, err := n.Plan(Request{}); err == nil || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
 		t.Errorf("missing key: %v", err)
 	}
@@ -258,20 +258,20 @@ func TestNativeConfig(t *testing.T) {
 	if err != nil || !res.IsError || res.ExitCode != 1 || !strings.Contains(res.ErrorText, "API key") {
 		t.Errorf("run without key: %+v %v", res, err)
 	}
-	n, _ = NewNative(Options{}, envMap(map[string]string{"OPENAI_API_KEY": "k"}))
+	n, _ = newNative(Options{}, envMap(map[string]string{"OPENAI_API_KEY": "k"}))
 	if n.Provider != "openai" || n.APIKeyEnv != "OPENAI_API_KEY" {
 		t.Errorf("provider from key: %+v", n)
 	}
 	if _, err := n.Plan(Request{}); err == nil || !strings.Contains(err.Error(), "model") {
 		t.Errorf("missing model: %v", err)
 	}
-	if _, err := NewNative(Options{Provider: "gemini"}, envMap(nil)); err == nil {
+	if _, err := newNative(Options{Provider: "gemini"}, envMap(nil)); err == nil {
 		t.Error("unknown provider accepted")
 	}
-	if _, err := NewNative(Options{Args: []string{"max_turns=x"}}, envMap(nil)); err == nil {
+	if _, err := newNative(Options{Args: []string{"max_turns=x"}}, envMap(nil)); err == nil {
 		t.Error("bad max_turns accepted")
 	}
-	if _, err := NewNative(Options{Args: []string{"colour=red"}}, envMap(nil)); err == nil {
+	if _, err := newNative(Options{Args: []string{"colour=red"}}, envMap(nil)); err == nil {
 		t.Error("unknown arg accepted")
 	}
 	a, err := New("native", Options{Provider: "openai", Model: "m", BaseURL: "http://localhost:8000/v1"})
@@ -426,7 +426,7 @@ func e2eAgent(t *testing.T, provider, url string) *Native {
 	if provider == "openai" {
 		base += "/v1"
 	}
-	n, err := NewNative(Options{Provider: provider, BaseURL: base, Model: "test-model", APIKeyEnv: "RALPH_TEST_NO_SUCH_KEY"}, envMap(nil))
+	n, err := newNative(Options{Provider: provider, BaseURL: base, Model: "test-model", APIKeyEnv: "RALPH_TEST_NO_SUCH_KEY"}, envMap(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Opencode drives sst/opencode:
+// opencode drives sst/opencode:
 //
 //	opencode run --format json --auto [-m PROVIDER/MODEL]
 //
@@ -20,23 +20,23 @@ import (
 // @ai-sdk/openai-compatible at that base URL (chat completions), and turns
 // off auto-update, sharing, the models.dev fetch and LSP downloads.
 // Without one the user's opencode setup is used untouched.
-type Opencode struct {
+type opencode struct {
 	cliBase
 }
 
 var opencodeCLI = cliInfo{name: "opencode", bin: "opencode", pkg: "opencode-ai"}
 
 func init() {
-	Register("opencode", func(o Options) (Agent, error) {
-		return &Opencode{cliBase: newCLIBase(opencodeCLI, o)}, nil
+	register("opencode", func(o Options) (Agent, error) {
+		return &opencode{cliBase: newCLIBase(opencodeCLI, o)}, nil
 	})
 }
 
-func (c *Opencode) Name() string { return "opencode" }
+func (c *opencode) Name() string { return "opencode" }
 
 const opencodeDefaultModel = "ralph-model"
 
-func (c *Opencode) Plan(req Request) (Invocation, error) {
+func (c *opencode) Plan(req Request) (Invocation, error) {
 	argv := append(c.argvPrefix(), "run", "--format", "json", "--auto")
 	model := c.model(req)
 	inv := Invocation{PromptStdin: true}
@@ -98,12 +98,12 @@ func (c *Opencode) Plan(req Request) (Invocation, error) {
 	return inv, nil
 }
 
-func (c *Opencode) Run(ctx context.Context, req Request) (Result, error) {
-	return c.run(ctx, c, req, &OpencodeParser{})
+func (c *opencode) Run(ctx context.Context, req Request) (Result, error) {
+	return c.run(ctx, c, req, &opencodeParser{})
 }
 
-// OpencodeParser reads `opencode run --format json` events.
-type OpencodeParser struct {
+// opencodeParser reads `opencode run --format json` events.
+type opencodeParser struct {
 	sessionID string
 	lastMsgID string
 	lastText  string
@@ -145,7 +145,7 @@ type opencodeLine struct {
 	} `json:"error"`
 }
 
-func (p *OpencodeParser) Line(line []byte) {
+func (p *opencodeParser) Line(line []byte) {
 	if len(line) == 0 || line[0] != '{' {
 		return
 	}
@@ -200,7 +200,7 @@ func (p *OpencodeParser) Line(line []byte) {
 	}
 }
 
-func (p *OpencodeParser) Finish(res *Result, stderrTail string) {
+func (p *opencodeParser) Finish(res *Result, stderrTail string) {
 	res.SessionID = p.sessionID
 	res.FinalText = p.lastText
 	res.Usage = p.usage

@@ -8,7 +8,7 @@ import (
 )
 
 func TestOpencodeParserWrite(t *testing.T) {
-	res := parseRecorded(t, &OpencodeParser{}, "opencode-write.jsonl", 0, "")
+	res := parseRecorded(t, &opencodeParser{}, "opencode-write.jsonl", 0, "")
 	if res.FinalText != "done <promise>COMPLETE</promise>" {
 		t.Errorf("FinalText = %q", res.FinalText)
 	}
@@ -25,7 +25,7 @@ func TestOpencodeParserWrite(t *testing.T) {
 
 func TestOpencodeParser429(t *testing.T) {
 	before := time.Now()
-	res := parseRecorded(t, &OpencodeParser{}, "opencode-429.jsonl", 1, "")
+	res := parseRecorded(t, &opencodeParser{}, "opencode-429.jsonl", 1, "")
 	if !res.IsError || res.RateLimit == nil {
 		t.Fatalf("res = %+v", res)
 	}
@@ -36,14 +36,14 @@ func TestOpencodeParser429(t *testing.T) {
 }
 
 func TestOpencodeParser500(t *testing.T) {
-	res := parseRecorded(t, &OpencodeParser{}, "opencode-500.jsonl", 1, "")
+	res := parseRecorded(t, &opencodeParser{}, "opencode-500.jsonl", 1, "")
 	if !res.IsError || res.RateLimit != nil || !strings.Contains(res.ErrorText, "500") {
 		t.Fatalf("res = %+v", res)
 	}
 }
 
 func TestOpencodePlan(t *testing.T) {
-	c := &Opencode{cliBase: newCLIBase(opencodeCLI, Options{BaseURL: "http://h:1", Model: "m", Command: []string{"opencode"}})}
+	c := &opencode{cliBase: newCLIBase(opencodeCLI, Options{BaseURL: "http://h:1", Model: "m", Command: []string{"opencode"}})}
 	inv, err := c.Plan(Request{})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestOpencodePlan(t *testing.T) {
 	if p["npm"] != "@ai-sdk/openai-compatible" || p["options"].(map[string]any)["baseURL"] != "http://h:1/v1" {
 		t.Errorf("provider = %v", p)
 	}
-	c = &Opencode{cliBase: newCLIBase(opencodeCLI, Options{})}
+	c = &opencode{cliBase: newCLIBase(opencodeCLI, Options{})}
 	c.BaseURL = ""
 	if inv, _ := c.Plan(Request{}); len(inv.Env) != 0 {
 		t.Errorf("env without base URL: %v", inv.Env)

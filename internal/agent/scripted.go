@@ -16,10 +16,10 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Scripted is a deterministic agent that replays a script of file edits,
+// scripted is a deterministic agent that replays a script of file edits,
 // commands and messages. It drives the demo and the tests; every line it
 // prints says it is scripted, so nobody mistakes it for a model.
-type Scripted struct {
+type scripted struct {
 	Path   string
 	Script *Script
 	Runner proc.Runner
@@ -52,30 +52,30 @@ type ScriptRateLimit struct {
 }
 
 func init() {
-	Register("scripted", func(o Options) (Agent, error) {
+	register("scripted", func(o Options) (Agent, error) {
 		if o.Script == "" {
 			return nil, errors.New("--agent scripted needs --script FILE")
 		}
-		s, err := LoadScript(o.Script)
+		s, err := loadScript(o.Script)
 		if err != nil {
 			return nil, err
 		}
-		return &Scripted{Path: o.Script, Script: s, Runner: proc.Exec{}}, nil
+		return &scripted{Path: o.Script, Script: s, Runner: proc.Exec{}}, nil
 	})
 }
 
-// LoadScript reads a YAML (or JSON) script, strictly: an unknown key is an
+// loadScript reads a YAML (or JSON) script, strictly: an unknown key is an
 // error naming its line, so a typo never silently does nothing.
-func LoadScript(path string) (*Script, error) {
+func loadScript(path string) (*Script, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseScript(path, b)
+	return parseScript(path, b)
 }
 
-// ParseScript parses script text; name is used in errors.
-func ParseScript(name string, b []byte) (*Script, error) {
+// parseScript parses script text; name is used in errors.
+func parseScript(name string, b []byte) (*Script, error) {
 	var s Script
 	if err := yaml.UnmarshalWithOptions(b, &s, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%s: %s", name, yaml.FormatError(err, false, true))
@@ -92,13 +92,13 @@ func ParseScript(name string, b []byte) (*Script, error) {
 	return &s, nil
 }
 
-func (s *Scripted) Name() string { return "scripted" }
+func (s *scripted) Name() string { return "scripted" }
 
-func (s *Scripted) Plan(req Request) (Invocation, error) {
+func (s *scripted) Plan(req Request) (Invocation, error) {
 	return Invocation{Note: fmt.Sprintf("scripted agent (in-process) replaying %s for %s, run %d", s.Path, req.ItemID, req.Attempt)}, nil
 }
 
-func (s *Scripted) turn(req Request) (Turn, int, bool) {
+func (s *scripted) turn(req Request) (Turn, int, bool) {
 	turns := s.Script.Items[req.ItemID]
 	if len(turns) == 0 {
 		turns = s.Script.Default
@@ -116,7 +116,7 @@ func (s *Scripted) turn(req Request) (Turn, int, bool) {
 	return turns[i], i, true
 }
 
-func (s *Scripted) Run(ctx context.Context, req Request) (Result, error) {
+func (s *scripted) Run(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
 	w := req.Transcript
 	if w == nil {

@@ -46,7 +46,7 @@ func TestHugeOutputIsStreamedNotHeld(t *testing.T) {
 	// 100 MB: 1,000,000 lines of 99 characters, then a final paragraph;
 	// plus one 5 MB line without a newline break to exercise long lines.
 	script := `yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -n 1000000; head -c 5000000 /dev/zero | tr '\0' b; printf '\n\nall done <promise>COMPLETE</promise>\n'`
-	c := &Cmd{Argv: []string{"sh", "-c", script}, Runner: proc.Exec{}}
+	c := &cmd{Argv: []string{"sh", "-c", script}, Runner: proc.Exec{}}
 	res, err := c.Run(context.Background(), Request{Prompt: "p", Dir: dir, Transcript: f, Timeout: 2 * time.Minute})
 	close(stop)
 	if err != nil {

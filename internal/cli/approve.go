@@ -17,8 +17,8 @@ type DecideOptions struct {
 	Reason  string
 }
 
-// NewCmdApprove builds `ralph approve ID`.
-func NewCmdApprove(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
+// newCmdApprove builds `ralph approve ID`.
+func newCmdApprove(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 	opts := &DecideOptions{IO: f, Approve: true}
 	return &cobra.Command{
 		Use:   "approve ID",
@@ -41,8 +41,8 @@ it before it next picks an item, otherwise the next ` + "`ralph run`" + ` does.`
 	}
 }
 
-// NewCmdReject builds `ralph reject ID --reason TEXT`.
-func NewCmdReject(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
+// newCmdReject builds `ralph reject ID --reason TEXT`.
+func newCmdReject(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 	opts := &DecideOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "reject ID --reason TEXT",

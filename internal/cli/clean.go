@@ -25,8 +25,8 @@ type CleanOptions struct {
 	KeepRuns int
 }
 
-// NewCmdClean builds `ralph clean`.
-func NewCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
+// newCmdClean builds `ralph clean`.
+func newCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
 	opts := &CleanOptions{IO: f, KeepRuns: -1}
 	cmd := &cobra.Command{
 		Use: "clean",

@@ -76,12 +76,12 @@ func (n natsFlags) options(token, name string) cluster.ConnOptions {
 	return cluster.ConnOptions{Token: token, Creds: n.Creds, CA: n.CA, Cert: n.Cert, Key: n.Key, Name: name}
 }
 
-// NewCmdCoordinator builds `ralph coordinator`: `ralph run` over a PRD
+// newCmdCoordinator builds `ralph coordinator`: `ralph run` over a PRD
 // whose agent iterations run on workers.
-func NewCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+func newCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	co := &coordinatorFlags{}
 	var cmd *cobra.Command
-	cmd = NewCmdRun(f, func(o *RunOptions) error {
+	cmd = newCmdRun(f, func(o *RunOptions) error {
 		o.coord = co
 		if runF != nil {
 			return runF(o)
@@ -468,8 +468,8 @@ type WorkerOptions struct {
 	flagSet          func(string) bool
 }
 
-// NewCmdWorker builds `ralph worker`.
-func NewCmdWorker(f *Factory, runF func(*WorkerOptions) error) *cobra.Command {
+// newCmdWorker builds `ralph worker`.
+func newCmdWorker(f *Factory, runF func(*WorkerOptions) error) *cobra.Command {
 	opts := &WorkerOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "worker",

@@ -36,7 +36,7 @@ func parse(t *testing.T, cmd *cobra.Command, args ...string) {
 func TestRunFlags(t *testing.T) {
 	f := testFactory(t)
 	var got *RunOptions
-	parse(t, NewCmdRun(f, func(o *RunOptions) error { got = o; return nil }),
+	parse(t, newCmdRun(f, func(o *RunOptions) error { got = o; return nil }),
 		"ralph/runs/r1", "--prd", "p.json", "--agent", "cmd", "--agent-cmd", "python3 a.py", "--agent-arg", "-x", "--agent-arg", "-y",
 		"--max-iterations", "7", "--max-attempts", "2", "--iteration-timeout", "90s", "--parallel", "3", "--breaker", "0",
 		"--max-cost", "1.5", "--max-tokens", "1000", "--promise", "DONE", "--dry-run", "--json", "--allow-dirty",
@@ -51,7 +51,7 @@ func TestRunFlags(t *testing.T) {
 	if !got.flagSet("parallel") || got.flagSet("model") {
 		t.Fatal("flagSet does not tell given flags from defaults")
 	}
-	parse(t, NewCmdRun(f, func(o *RunOptions) error { got = o; return nil }))
+	parse(t, newCmdRun(f, func(o *RunOptions) error { got = o; return nil }))
 	if got.Parallel != 1 || got.Breaker != 5 || got.Interval != 30*time.Second || got.Watch {
 		t.Fatalf("defaults %+v", got)
 	}
@@ -60,15 +60,15 @@ func TestRunFlags(t *testing.T) {
 func TestSmallCommandFlags(t *testing.T) {
 	f := testFactory(t)
 	var status *StatusOptions
-	parse(t, NewCmdStatus(f, func(o *StatusOptions) error { status = o; return nil }), "--json")
+	parse(t, newCmdStatus(f, func(o *StatusOptions) error { status = o; return nil }), "--json")
 	var stop *StopOptions
-	parse(t, NewCmdStop(f, func(o *StopOptions) error { stop = o; return nil }))
+	parse(t, newCmdStop(f, func(o *StopOptions) error { stop = o; return nil }))
 	var clean *CleanOptions
-	parse(t, NewCmdClean(f, func(o *CleanOptions) error { clean = o; return nil }), "--force", "--dry-run")
+	parse(t, newCmdClean(f, func(o *CleanOptions) error { clean = o; return nil }), "--force", "--dry-run")
 	var demo *DemoOptions
-	parse(t, NewCmdDemo(f, func(o *DemoOptions) error { demo = o; return nil }), "--dir", "/tmp/d")
+	parse(t, newCmdDemo(f, func(o *DemoOptions) error { demo = o; return nil }), "--dir", "/tmp/d")
 	var ini *InitOptions
-	parse(t, NewCmdInit(f, func(o *InitOptions) error { ini = o; return nil }), "--force")
+	parse(t, newCmdInit(f, func(o *InitOptions) error { ini = o; return nil }), "--force")
 	if !status.JSON || stop == nil || !clean.Force || !clean.DryRun || demo.Dir != "/tmp/d" || !ini.Force {
 		t.Fatalf("status %+v stop %v clean %+v demo %+v init %+v", status, stop, clean, demo, ini)
 	}
@@ -77,18 +77,18 @@ func TestSmallCommandFlags(t *testing.T) {
 func TestPRDFlags(t *testing.T) {
 	f := testFactory(t)
 	var n *PRDNewOptions
-	parse(t, NewCmdPRDNew(f, func(o *PRDNewOptions) error { n = o; return nil }), "--project", "p", "--feature", "x", "-o", "-", "--force")
+	parse(t, newCmdPRDNew(f, func(o *PRDNewOptions) error { n = o; return nil }), "--project", "p", "--feature", "x", "-o", "-", "--force")
 	var v *PRDValidateOptions
-	parse(t, NewCmdPRDValidate(f, func(o *PRDValidateOptions) error { v = o; return nil }), "other.json")
+	parse(t, newCmdPRDValidate(f, func(o *PRDValidateOptions) error { v = o; return nil }), "other.json")
 	var im *PRDImportOptions
-	parse(t, NewCmdPRDImport(f, func(o *PRDImportOptions) error { im = o; return nil }), "spec.md", "-o", "out.json", "--dry-run", "--force", "--agent", "codex", "--model", "m", "--timeout", "90s")
+	parse(t, newCmdPRDImport(f, func(o *PRDImportOptions) error { im = o; return nil }), "spec.md", "-o", "out.json", "--dry-run", "--force", "--agent", "codex", "--model", "m", "--timeout", "90s")
 	if n.Project != "p" || n.Feature != "x" || n.Output != "-" || !n.Force || v.File != "other.json" {
 		t.Fatalf("new %+v validate %+v", n, v)
 	}
 	if im.Input != "spec.md" || im.Output != "out.json" || !im.DryRun || !im.Force || im.Agent != "codex" || im.Model != "m" || im.Timeout != 90*time.Second {
 		t.Fatalf("import %+v", im)
 	}
-	if names := subcommands(NewCmdPRD(f)); names != "import new validate" {
+	if names := subcommands(newCmdPRD(f)); names != "import new validate" {
 		t.Fatalf("prd subcommands %q", names)
 	}
 }
@@ -102,21 +102,21 @@ func TestTaskFlags(t *testing.T) {
 		args  []string
 		check func(o *TaskOptions) bool
 	}{
-		{NewCmdTaskAdd(f, capture), []string{"A.3", "add logout", "--parent", "A", "--json", "--file", "t.jsonl"}, func(o *TaskOptions) bool {
+		{newCmdTaskAdd(f, capture), []string{"A.3", "add logout", "--parent", "A", "--json", "--file", "t.jsonl"}, func(o *TaskOptions) bool {
 			return o.ID == "A.3" && o.Title == "add logout" && o.Parent == "A" && o.JSON && o.File == "t.jsonl"
 		}},
-		{NewCmdTaskAdd(f, capture), []string{"write docs"}, func(o *TaskOptions) bool { return o.ID == "" && o.Title == "write docs" }},
-		{NewCmdTaskSplit(f, capture), []string{"A.2", "one", "two"}, func(o *TaskOptions) bool {
+		{newCmdTaskAdd(f, capture), []string{"write docs"}, func(o *TaskOptions) bool { return o.ID == "" && o.Title == "write docs" }},
+		{newCmdTaskSplit(f, capture), []string{"A.2", "one", "two"}, func(o *TaskOptions) bool {
 			return o.ID == "A.2" && strings.Join(o.Titles, "|") == "one|two"
 		}},
-		{NewCmdTaskClaim(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
-		{NewCmdTaskComplete(f, capture), []string{"A.1", "--commit", "abc"}, func(o *TaskOptions) bool { return o.ID == "A.1" && o.Commit == "abc" }},
-		{NewCmdTaskBlock(f, capture), []string{"A.1", "--reason", "needs a key"}, func(o *TaskOptions) bool { return o.Reason == "needs a key" }},
-		{NewCmdTaskRelease(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
-		{NewCmdTaskList(f, capture), []string{"--status", "pending", "--json"}, func(o *TaskOptions) bool { return o.Status == "pending" && o.JSON }},
-		{NewCmdTaskTree(f, capture), nil, func(o *TaskOptions) bool { return o != nil }},
-		{NewCmdTaskNext(f, capture), []string{"--json"}, func(o *TaskOptions) bool { return o.JSON }},
-		{NewCmdTaskShow(f, capture), []string{"A", "--json"}, func(o *TaskOptions) bool { return o.ID == "A" && o.JSON }},
+		{newCmdTaskClaim(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
+		{newCmdTaskComplete(f, capture), []string{"A.1", "--commit", "abc"}, func(o *TaskOptions) bool { return o.ID == "A.1" && o.Commit == "abc" }},
+		{newCmdTaskBlock(f, capture), []string{"A.1", "--reason", "needs a key"}, func(o *TaskOptions) bool { return o.Reason == "needs a key" }},
+		{newCmdTaskRelease(f, capture), []string{"A.1"}, func(o *TaskOptions) bool { return o.ID == "A.1" }},
+		{newCmdTaskList(f, capture), []string{"--status", "pending", "--json"}, func(o *TaskOptions) bool { return o.Status == "pending" && o.JSON }},
+		{newCmdTaskTree(f, capture), nil, func(o *TaskOptions) bool { return o != nil }},
+		{newCmdTaskNext(f, capture), []string{"--json"}, func(o *TaskOptions) bool { return o.JSON }},
+		{newCmdTaskShow(f, capture), []string{"A", "--json"}, func(o *TaskOptions) bool { return o.ID == "A" && o.JSON }},
 	} {
 		got = nil
 		parse(t, tc.cmd, tc.args...)
@@ -124,7 +124,7 @@ func TestTaskFlags(t *testing.T) {
 			t.Errorf("%s %v: options %+v", tc.cmd.Name(), tc.args, got)
 		}
 	}
-	if names := subcommands(NewCmdTask(f)); names != "add block claim complete list next release show split tree" {
+	if names := subcommands(newCmdTask(f)); names != "add block claim complete list next release show split tree" {
 		t.Fatalf("task subcommands %q", names)
 	}
 }
@@ -132,20 +132,20 @@ func TestTaskFlags(t *testing.T) {
 func TestPipelineFlags(t *testing.T) {
 	f := testFactory(t)
 	var ini *PipelineInitOptions
-	parse(t, NewCmdPipelineInit(f, func(o *PipelineInitOptions) error { ini = o; return nil }), "pagent", "--prd", "spec.md", "--dir", "d", "--force")
+	parse(t, newCmdPipelineInit(f, func(o *PipelineInitOptions) error { ini = o; return nil }), "pagent", "--prd", "spec.md", "--dir", "d", "--force")
 	var validated, shown, shownDefault *PipelineFileOptions
-	parse(t, NewCmdPipelineValidate(f, func(o *PipelineFileOptions) error { validated = o; return nil }), "p.yaml")
-	parse(t, NewCmdPipelineShow(f, func(o *PipelineFileOptions) error { shown = o; return nil }), "q.yaml")
-	parse(t, NewCmdPipelineShow(f, func(o *PipelineFileOptions) error { shownDefault = o; return nil }))
+	parse(t, newCmdPipelineValidate(f, func(o *PipelineFileOptions) error { validated = o; return nil }), "p.yaml")
+	parse(t, newCmdPipelineShow(f, func(o *PipelineFileOptions) error { shown = o; return nil }), "q.yaml")
+	parse(t, newCmdPipelineShow(f, func(o *PipelineFileOptions) error { shownDefault = o; return nil }))
 	var start, startDefault *LoopStartOptions
-	parse(t, NewCmdPipelineStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "pagent", "--max-iterations", "9")
-	parse(t, NewCmdPipelineStart(f, func(o *LoopStartOptions) error { startDefault = o; return nil }))
+	parse(t, newCmdPipelineStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "pagent", "--max-iterations", "9")
+	parse(t, newCmdPipelineStart(f, func(o *LoopStartOptions) error { startDefault = o; return nil }))
 	if ini.Preset != "pagent" || ini.PRD != "spec.md" || ini.Dir != "d" || !ini.Force || validated.File != "p.yaml" ||
 		shown.File != "q.yaml" || shownDefault.File != "" || start.Pipeline != "pagent" || start.MaxIterations != 9 ||
 		startDefault.Pipeline != ".ralph/pipeline.yaml" || startDefault.MaxIterations != 50 {
 		t.Fatalf("init %+v validate %+v show %+v / %+v start %+v / %+v", ini, validated, shown, shownDefault, start, startDefault)
 	}
-	if names := subcommands(NewCmdPipeline(f)); names != "init show start validate" {
+	if names := subcommands(newCmdPipeline(f)); names != "init show start validate" {
 		t.Fatalf("pipeline subcommands %q", names)
 	}
 }
@@ -153,25 +153,25 @@ func TestPipelineFlags(t *testing.T) {
 func TestHookAndLoopFlags(t *testing.T) {
 	f := testFactory(t)
 	var inst, uninst *HookInstallOptions
-	parse(t, NewCmdHookInstall(f, func(o *HookInstallOptions) error { inst = o; return nil }), "--codex", "--scope", "user", "--command", "ralph hook stop")
-	parse(t, NewCmdHookUninstall(f, func(o *HookInstallOptions) error { uninst = o; return nil }), "--claude")
+	parse(t, newCmdHookInstall(f, func(o *HookInstallOptions) error { inst = o; return nil }), "--codex", "--scope", "user", "--command", "ralph hook stop")
+	parse(t, newCmdHookUninstall(f, func(o *HookInstallOptions) error { uninst = o; return nil }), "--claude")
 	var plugin *HookPluginOptions
-	parse(t, NewCmdHookPlugin(f, func(o *HookPluginOptions) error { plugin = o; return nil }), "plug", "--command", "/bin/ralph")
+	parse(t, newCmdHookPlugin(f, func(o *HookPluginOptions) error { plugin = o; return nil }), "plug", "--command", "/bin/ralph")
 	var stop *HookStopOptions
-	parse(t, NewCmdHookStop(f, func(o *HookStopOptions) error { stop = o; return nil }), "--timeout", "2m")
+	parse(t, newCmdHookStop(f, func(o *HookStopOptions) error { stop = o; return nil }), "--timeout", "2m")
 	var start *LoopStartOptions
-	parse(t, NewCmdLoopStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "fix the bug", "--max-iterations", "4", "--completion-promise", "FIXED", "--check", "make test")
+	parse(t, newCmdLoopStart(f, func(o *LoopStartOptions) error { start = o; return nil }), "fix the bug", "--max-iterations", "4", "--completion-promise", "FIXED", "--check", "make test")
 	var cancel *LoopCancelOptions
-	parse(t, NewCmdLoopCancel(f, func(o *LoopCancelOptions) error { cancel = o; return nil }))
+	parse(t, newCmdLoopCancel(f, func(o *LoopCancelOptions) error { cancel = o; return nil }))
 	if !inst.Codex || inst.Scope != "user" || inst.Command != "ralph hook stop" || !uninst.Claude || !uninst.Remove ||
 		plugin.Dir != "plug" || plugin.Command != "/bin/ralph" || stop.Timeout != 2*time.Minute ||
 		start.Prompt != "fix the bug" || start.MaxIterations != 4 || start.Promise != "FIXED" || strings.Join(start.Checks, "") != "make test" || cancel == nil {
 		t.Fatalf("install %+v uninstall %+v plugin %+v stop %+v start %+v", inst, uninst, plugin, stop, start)
 	}
-	if names := subcommands(NewCmdHook(f)); names != "install plugin stop uninstall" {
+	if names := subcommands(newCmdHook(f)); names != "install plugin stop uninstall" {
 		t.Fatalf("hook subcommands %q", names)
 	}
-	if names := subcommands(NewCmdLoop(f)); names != "cancel start" {
+	if names := subcommands(newCmdLoop(f)); names != "cancel start" {
 		t.Fatalf("loop subcommands %q", names)
 	}
 }
@@ -186,7 +186,7 @@ func subcommands(c *cobra.Command) string {
 
 // The root lists every command, each in a group.
 func TestRootListsEveryCommandInAGroup(t *testing.T) {
-	root := NewCmdRoot(testFactory(t))
+	root := newCmdRoot(testFactory(t))
 	want := map[string]string{"run": groupWork, "status": groupWork, "log": groupWork, "watch": groupWork, "serve": groupWork, "pause": groupWork, "resume": groupWork, "stop": groupWork, "approve": groupWork, "reject": groupWork, "clean": groupWork, "demo": groupWork, "init": groupWork, "doctor": groupWork, "coordinator": groupWork, "worker": groupWork,
 		"prd": groupFiles, "runs": groupFiles, "task": groupFiles, "pipeline": groupFiles, "roles": groupFiles, "hook": groupIntegrations, "loop": groupIntegrations, "mcp": groupIntegrations}
 	for _, c := range root.Commands() {
@@ -225,9 +225,9 @@ func TestCommandLineErrors(t *testing.T) {
 	} {
 		ios, _, _, errb := iostreams.Test()
 		f := &Factory{IO: ios, Getwd: func() (string, error) { return t.TempDir(), nil }, Runner: proc.NewFakeRunner(t)}
-		code := Run(f, tc.args)
+		code := run(f, tc.args)
 		out := errb.String()
-		if code != ExitUsage || !strings.Contains(out, tc.msg) || !strings.Contains(out, "Run '"+tc.help+"' for usage.") {
+		if code != exitUsage || !strings.Contains(out, tc.msg) || !strings.Contains(out, "Run '"+tc.help+"' for usage.") {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, out)
 		}
 		if strings.Contains(out, "usage: ") {
@@ -239,7 +239,7 @@ func TestCommandLineErrors(t *testing.T) {
 	ios, _, _, errb := iostreams.Test()
 	dir := t.TempDir()
 	f := &Factory{IO: ios, Getwd: func() (string, error) { return dir, nil }}
-	if code := Run(f, []string{"status"}); code != ExitUsage || strings.Contains(errb.String(), "--help") || strings.Contains(errb.String(), "usage:") {
+	if code := run(f, []string{"status"}); code != exitUsage || strings.Contains(errb.String(), "--help") || strings.Contains(errb.String(), "usage:") {
 		t.Errorf("status outside a repo: exit %d, %q", code, errb.String())
 	}
 	var ce *commandLineError
@@ -253,7 +253,7 @@ func TestCommandLineErrors(t *testing.T) {
 func TestRunHelpPlaceholders(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
 	f := &Factory{IO: ios, Getwd: func() (string, error) { return t.TempDir(), nil }, Runner: proc.NewFakeRunner(t)}
-	if code := Run(f, []string{"run", "--help"}); code != ExitOK {
+	if code := run(f, []string{"run", "--help"}); code != exitOK {
 		t.Fatalf("ralph run --help: exit %d", code)
 	}
 	help := out.String()
@@ -305,5 +305,5 @@ func TestEveryFlagHasAPlaceholder(t *testing.T) {
 			walk(sub)
 		}
 	}
-	walk(NewCmdRoot(testFactory(t)))
+	walk(newCmdRoot(testFactory(t)))
 }

@@ -83,8 +83,8 @@ type WatchOptions struct {
 	Plain bool
 }
 
-// NewCmdWatch builds `ralph watch`.
-func NewCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
+// newCmdWatch builds `ralph watch`.
+func newCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
 	opts := &WatchOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "watch",

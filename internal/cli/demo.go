@@ -23,8 +23,8 @@ type DemoOptions struct {
 	Dir string
 }
 
-// NewCmdDemo builds `ralph demo`.
-func NewCmdDemo(f *Factory, runF func(*DemoOptions) error) *cobra.Command {
+// newCmdDemo builds `ralph demo`.
+func newCmdDemo(f *Factory, runF func(*DemoOptions) error) *cobra.Command {
 	opts := &DemoOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "demo",

@@ -113,8 +113,8 @@ type DoctorOptions struct {
 	Run *RunOptions
 }
 
-// NewCmdDoctor builds `ralph doctor`.
-func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
+// newCmdDoctor builds `ralph doctor`.
+func newCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	opts := &DoctorOptions{Run: &RunOptions{IO: f}}
 	cmd := &cobra.Command{
 		Use:   "doctor",

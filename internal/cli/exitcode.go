@@ -11,24 +11,24 @@ import (
 // Exit codes: the one table. Every way ralph ends maps to one of these
 // here and nowhere else; the README and `ralph --help` list them.
 const (
-	ExitOK          = 0
+	exitOK          = 0
 	ExitError       = 1
-	ExitUsage       = 2
-	ExitLimit       = 3 // max iterations or budget reached with work left
-	ExitBlocked     = 4
-	ExitAwaiting    = 5 // every item left waits for a person to approve its plan
-	ExitInterrupted = 130
+	exitUsage       = 2
+	exitLimit       = 3 // max iterations or budget reached with work left
+	exitBlocked     = 4
+	exitAwaiting    = 5 // every item left waits for a person to approve its plan
+	exitInterrupted = 130
 )
 
 // statusCodes maps how a run ended to its exit code.
 var statusCodes = map[string]int{
-	engine.StatusComplete:         ExitOK,
-	engine.StatusMaxIterations:    ExitLimit,
-	engine.StatusBudget:           ExitLimit,
-	engine.StatusBlocked:          ExitBlocked,
-	engine.StatusAwaitingApproval: ExitAwaiting,
-	engine.StatusStopped:          ExitInterrupted,
-	engine.StatusInterrupted:      ExitInterrupted,
+	engine.StatusComplete:         exitOK,
+	engine.StatusMaxIterations:    exitLimit,
+	engine.StatusBudget:           exitLimit,
+	engine.StatusBlocked:          exitBlocked,
+	engine.StatusAwaitingApproval: exitAwaiting,
+	engine.StatusStopped:          exitInterrupted,
+	engine.StatusInterrupted:      exitInterrupted,
 	engine.StatusError:            ExitError,
 }
 
@@ -46,10 +46,10 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return "exit" }
 
-// ExitCode maps any error to the process exit code.
-func ExitCode(err error) int {
+// exitCode maps any error to the process exit code.
+func exitCode(err error) int {
 	if err == nil {
-		return ExitOK
+		return exitOK
 	}
 	var se *statusError
 	if errors.As(err, &se) {
@@ -68,7 +68,7 @@ func ExitCode(err error) int {
 	var pe *prd.ParseError
 	var ve *prd.ValidationError
 	if errors.As(err, &ce) || usage.Is(err) || errors.As(err, &pe) || errors.As(err, &ve) {
-		return ExitUsage
+		return exitUsage
 	}
 	return ExitError
 }

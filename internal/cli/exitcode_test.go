@@ -32,7 +32,7 @@ func TestExitCodes(t *testing.T) {
 		{errors.New(`unknown flag: --nope`), 1}, // no matching of message text
 		{errors.New("disk full"), 1},
 	} {
-		if got := ExitCode(tc.err); got != tc.want {
+		if got := exitCode(tc.err); got != tc.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}

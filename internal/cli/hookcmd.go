@@ -13,8 +13,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// NewCmdHook builds `ralph hook`.
-func NewCmdHook(f *Factory) *cobra.Command {
+// newCmdHook builds `ralph hook`.
+func newCmdHook(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "hook",
 		Example: `  ralph hook install --claude
@@ -31,7 +31,7 @@ whatever PATH the agent has); pass --command to use another, e.g.
 --command 'ralph hook stop' when ralph is on PATH. Install again after
 moving the binary: the old entry is replaced, never duplicated.`,
 	}
-	cmd.AddCommand(NewCmdHookStop(f, nil), NewCmdHookInstall(f, nil), NewCmdHookUninstall(f, nil), NewCmdHookPlugin(f, nil))
+	cmd.AddCommand(newCmdHookStop(f, nil), newCmdHookInstall(f, nil), newCmdHookUninstall(f, nil), newCmdHookPlugin(f, nil))
 	return cmd
 }
 
@@ -45,8 +45,8 @@ type HookInstallOptions struct {
 	Remove  bool
 }
 
-// NewCmdHookInstall builds `ralph hook install`.
-func NewCmdHookInstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
+// newCmdHookInstall builds `ralph hook install`.
+func newCmdHookInstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
 	opts := &HookInstallOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "install [--claude|--codex] [--scope project|user]",
@@ -75,8 +75,8 @@ hooks only in a trusted project.`,
 	return cmd
 }
 
-// NewCmdHookUninstall builds `ralph hook uninstall`.
-func NewCmdHookUninstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
+// newCmdHookUninstall builds `ralph hook uninstall`.
+func newCmdHookUninstall(f *Factory, runF func(*HookInstallOptions) error) *cobra.Command {
 	opts := &HookInstallOptions{IO: f, Remove: true}
 	cmd := &cobra.Command{
 		Use:     "uninstall [--claude|--codex] [--scope project|user]",
@@ -188,8 +188,8 @@ type HookPluginOptions struct {
 	Command string
 }
 
-// NewCmdHookPlugin builds `ralph hook plugin`.
-func NewCmdHookPlugin(f *Factory, runF func(*HookPluginOptions) error) *cobra.Command {
+// newCmdHookPlugin builds `ralph hook plugin`.
+func newCmdHookPlugin(f *Factory, runF func(*HookPluginOptions) error) *cobra.Command {
 	opts := &HookPluginOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "plugin DIR",
@@ -222,7 +222,7 @@ rewrites only files that changed.`,
 				}
 				bin = exe
 			}
-			written, unchanged, err := hook.WritePlugin(opts.Dir, proc.Quote(bin), Version)
+			written, unchanged, err := hook.WritePlugin(opts.Dir, proc.Quote(bin), version)
 			for _, n := range written {
 				fmt.Fprintf(f.IO.ErrOut, "wrote   %s\n", filepath.Join(opts.Dir, n))
 			}

@@ -22,8 +22,8 @@ type InitOptions struct {
 	Force bool
 }
 
-// NewCmdInit builds `ralph init`.
-func NewCmdInit(f *Factory, runF func(*InitOptions) error) *cobra.Command {
+// newCmdInit builds `ralph init`.
+func newCmdInit(f *Factory, runF func(*InitOptions) error) *cobra.Command {
 	opts := &InitOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "init",

@@ -30,8 +30,8 @@ type LogOptions struct {
 // it folds the rest.
 const foldAfter = 4
 
-// NewCmdLog builds `ralph log`.
-func NewCmdLog(f *Factory, runF func(*LogOptions) error) *cobra.Command {
+// newCmdLog builds `ralph log`.
+func newCmdLog(f *Factory, runF func(*LogOptions) error) *cobra.Command {
 	opts := &LogOptions{IO: f, Poll: 200 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "log [ITERATION]",

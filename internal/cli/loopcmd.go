@@ -32,8 +32,8 @@ type LoopStartOptions struct {
 	Pipeline      string
 }
 
-// NewCmdLoop builds `ralph loop`.
-func NewCmdLoop(f *Factory) *cobra.Command {
+// newCmdLoop builds `ralph loop`.
+func newCmdLoop(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "loop",
 		Example: `  ralph loop start 'Make the tests in ./calc pass' --max-iterations 10
@@ -45,12 +45,12 @@ engine and state as ` + "`ralph run`" + ` and, unless the loop is done, blocks t
 and hands the agent the next prompt. Install the hook once with
 ` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
 	}
-	cmd.AddCommand(NewCmdLoopStart(f, nil), NewCmdLoopCancel(f, nil))
+	cmd.AddCommand(newCmdLoopStart(f, nil), newCmdLoopCancel(f, nil))
 	return cmd
 }
 
-// NewCmdLoopStart builds `ralph loop start`.
-func NewCmdLoopStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
+// newCmdLoopStart builds `ralph loop start`.
+func newCmdLoopStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
 	opts := &LoopStartOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "start [PROMPT]",
@@ -85,8 +85,8 @@ that file, verified by the harness's gates and exit conditions.`,
 	return cmd
 }
 
-// NewCmdPipelineStart builds `ralph pipeline start`.
-func NewCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
+// newCmdPipelineStart builds `ralph pipeline start`.
+func newCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.Command {
 	opts := &LoopStartOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "start [FILE|pagent]",
@@ -219,8 +219,8 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 	return engine.New(cfg)
 }
 
-// NewCmdLoopCancel builds `ralph loop cancel`.
-func NewCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {
+// newCmdLoopCancel builds `ralph loop cancel`.
+func newCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {
 	opts := &LoopCancelOptions{IO: f}
 	return &cobra.Command{
 		Use:     "cancel",
@@ -269,8 +269,8 @@ type HookStopOptions struct {
 	Timeout time.Duration
 }
 
-// NewCmdHookStop builds `ralph hook stop`.
-func NewCmdHookStop(f *Factory, runF func(*HookStopOptions) error) *cobra.Command {
+// newCmdHookStop builds `ralph hook stop`.
+func newCmdHookStop(f *Factory, runF func(*HookStopOptions) error) *cobra.Command {
 	opts := &HookStopOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "stop",

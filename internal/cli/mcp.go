@@ -23,8 +23,8 @@ type MCPOptions struct {
 	HTTP string
 }
 
-// NewCmdMCP builds `ralph mcp`.
-func NewCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
+// newCmdMCP builds `ralph mcp`.
+func newCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
 	opts := &MCPOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -51,7 +51,7 @@ Install it in an agent's MCP configuration with ` + "`ralph mcp install`" + `.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "serve streamable HTTP on `ADDR` (path /mcp) instead of stdio")
-	cmd.AddCommand(NewCmdMCPInstall(f, nil))
+	cmd.AddCommand(newCmdMCPInstall(f, nil))
 	return cmd
 }
 
@@ -77,7 +77,7 @@ func runMCP(ctx context.Context, o *MCPOptions) error {
 // MCPServerOptions are the MCP server's over the repository at dir: its
 // tools run this command line's commands in process, with its exit codes.
 func MCPServerOptions(f *Factory, dir string) mcp.Options {
-	return mcp.Options{Dir: dir, Version: versionString(), Invoke: mcpInvoker(f), ExitCode: ExitCode, Stop: requestStop}
+	return mcp.Options{Dir: dir, Version: versionString(), Invoke: mcpInvoker(f), ExitCode: exitCode, Stop: requestStop}
 }
 
 // mcpInvoker runs a ralph command in process, in repo, with captured
@@ -85,10 +85,10 @@ func MCPServerOptions(f *Factory, dir string) mcp.Options {
 func mcpInvoker(f *Factory) func(ctx context.Context, repo string, args ...string) (string, error) {
 	return func(ctx context.Context, repo string, args ...string) (string, error) {
 		streams, _, out, errb := iostreams.Test()
-		cmd := NewCmdRoot(&Factory{IO: streams, Getwd: func() (string, error) { return repo, nil }, Runner: f.Runner})
+		cmd := newCmdRoot(&Factory{IO: streams, Getwd: func() (string, error) { return repo, nil }, Runner: f.Runner})
 		cmd.SetArgs(args)
 		_, cerr := cmd.ExecuteContextC(ctx)
-		if code := ExitCode(cerr); code != ExitOK {
+		if code := exitCode(cerr); code != exitOK {
 			msg := strings.TrimSpace(errb.String())
 			var se *statusError
 			if cerr != nil && !errors.As(cerr, &se) {
@@ -107,8 +107,8 @@ type MCPInstallOptions struct {
 	Scope                           string
 }
 
-// NewCmdMCPInstall builds `ralph mcp install`.
-func NewCmdMCPInstall(f *Factory, runF func(*MCPInstallOptions) error) *cobra.Command {
+// newCmdMCPInstall builds `ralph mcp install`.
+func newCmdMCPInstall(f *Factory, runF func(*MCPInstallOptions) error) *cobra.Command {
 	opts := &MCPInstallOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "install [--claude] [--codex] [--gemini] [--opencode] [--scope project|user]",

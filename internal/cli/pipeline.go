@@ -18,8 +18,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// NewCmdPipeline builds `ralph pipeline`.
-func NewCmdPipeline(f *Factory) *cobra.Command {
+// newCmdPipeline builds `ralph pipeline`.
+func newCmdPipeline(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "pipeline",
 		Example: `  ralph pipeline init pagent --prd PRD.md
@@ -38,7 +38,7 @@ Run one with ` + "`ralph run --pipeline .ralph/pipeline.yaml`" + ` (or --pipelin
 the built-in pipeline architect → qa → security → implementer → verifier
 over PRD.md).`,
 	}
-	cmd.AddCommand(NewCmdPipelineInit(f, nil), NewCmdPipelineValidate(f, nil), NewCmdPipelineShow(f, nil), NewCmdPipelineStart(f, nil))
+	cmd.AddCommand(newCmdPipelineInit(f, nil), newCmdPipelineValidate(f, nil), newCmdPipelineShow(f, nil), newCmdPipelineStart(f, nil))
 	return cmd
 }
 
@@ -51,8 +51,8 @@ type PipelineInitOptions struct {
 	Force  bool
 }
 
-// NewCmdPipelineInit builds `ralph pipeline init`.
-func NewCmdPipelineInit(f *Factory, runF func(*PipelineInitOptions) error) *cobra.Command {
+// newCmdPipelineInit builds `ralph pipeline init`.
+func newCmdPipelineInit(f *Factory, runF func(*PipelineInitOptions) error) *cobra.Command {
 	opts := &PipelineInitOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "init PRESET [--prd FILE] [--dir DIR]",
@@ -229,8 +229,8 @@ func (o *PipelineFileOptions) load(ctx context.Context) (*pipeline.Pipeline, err
 	return pipeline.Load(spec)
 }
 
-// NewCmdPipelineValidate builds `ralph pipeline validate`.
-func NewCmdPipelineValidate(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
+// newCmdPipelineValidate builds `ralph pipeline validate`.
+func newCmdPipelineValidate(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
 	return pipelineFileCommand(f, &cobra.Command{
 		Use:     "validate [FILE]",
 		Example: `  ralph pipeline validate pipeline.yaml`,
@@ -257,8 +257,8 @@ func stageNames(p *pipeline.Pipeline) string {
 	return strings.Join(n, " → ")
 }
 
-// NewCmdPipelineShow builds `ralph pipeline show`.
-func NewCmdPipelineShow(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
+// newCmdPipelineShow builds `ralph pipeline show`.
+func newCmdPipelineShow(f *Factory, runF func(*PipelineFileOptions) error) *cobra.Command {
 	return pipelineFileCommand(f, &cobra.Command{
 		Use:     "show [FILE]",
 		Example: `  ralph pipeline show pipeline.yaml`,

@@ -13,9 +13,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// DefaultHeartbeat is how long an agent runs before the plain output
+// defaultHeartbeat is how long an agent runs before the plain output
 // says it still does (and again after each such interval).
-const DefaultHeartbeat = 30 * time.Second
+const defaultHeartbeat = 30 * time.Second
 
 // plainPrinter is `ralph run`'s output when nothing else is asked: one
 // timestamped line per event (colour on a terminal only), and while an
@@ -118,7 +118,7 @@ func (p *plainPrinter) heartbeat(ctx context.Context, every time.Duration) {
 func heartbeatInterval() (time.Duration, error) {
 	v := os.Getenv("RALPH_HEARTBEAT")
 	if v == "" {
-		return DefaultHeartbeat, nil
+		return defaultHeartbeat, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {

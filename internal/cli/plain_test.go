@@ -60,11 +60,11 @@ func TestTerminalText(t *testing.T) {
 func TestStatusNoWorkersWhenStopped(t *testing.T) {
 	st := &engine.State{RunID: "r", Source: "prd", Status: engine.StatusInterrupted, Items: map[string]*engine.ItemState{},
 		Current: []*engine.Current{{Item: "S-1", Iteration: 3, Phase: engine.PhaseAgent}}}
-	md := StatusMarkdown(st, false)
+	md := statusMarkdown(st, false)
 	if strings.Contains(md, "| Worker |") || !strings.Contains(md, "**Interrupted:** S-1 (iteration 3, agent); `ralph run` finishes them") {
 		t.Fatalf("stopped run:\n%s", md)
 	}
-	if md := StatusMarkdown(st, true); !strings.Contains(md, "| Worker |") {
+	if md := statusMarkdown(st, true); !strings.Contains(md, "| Worker |") {
 		t.Fatalf("active run without worker rows:\n%s", md)
 	}
 }
@@ -73,7 +73,7 @@ func TestStatusNoWorkersWhenStopped(t *testing.T) {
 // example.
 func TestRunHelpGroupsAndExamples(t *testing.T) {
 	f := testFactory(t)
-	root := NewCmdRoot(f)
+	root := newCmdRoot(f)
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)

@@ -13,8 +13,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// NewCmdPRD builds `ralph prd`.
-func NewCmdPRD(f *Factory) *cobra.Command {
+// newCmdPRD builds `ralph prd`.
+func newCmdPRD(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "prd",
 		Example: `  ralph prd new --project todo-api --feature 'Task priorities'
@@ -22,7 +22,7 @@ func NewCmdPRD(f *Factory) *cobra.Command {
   ralph prd validate`,
 		Short: "Create, import and validate PRD files",
 	}
-	cmd.AddCommand(NewCmdPRDNew(f, nil), NewCmdPRDValidate(f, nil), NewCmdPRDImport(f, nil))
+	cmd.AddCommand(newCmdPRDNew(f, nil), newCmdPRDValidate(f, nil), newCmdPRDImport(f, nil))
 	return cmd
 }
 
@@ -35,8 +35,8 @@ type PRDNewOptions struct {
 	Force   bool
 }
 
-// NewCmdPRDNew builds `ralph prd new`.
-func NewCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
+// newCmdPRDNew builds `ralph prd new`.
+func newCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 	opts := &PRDNewOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "new --project NAME --feature NAME [-o FILE]",
@@ -80,8 +80,8 @@ type PRDValidateOptions struct {
 	File string
 }
 
-// NewCmdPRDValidate builds `ralph prd validate`.
-func NewCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.Command {
+// newCmdPRDValidate builds `ralph prd validate`.
+func newCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.Command {
 	opts := &PRDValidateOptions{IO: f}
 	return &cobra.Command{
 		Use: "validate [FILE]",

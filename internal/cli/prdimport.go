@@ -34,8 +34,8 @@ type PRDImportOptions struct {
 	flagSet func(string) bool
 }
 
-// NewCmdPRDImport builds `ralph prd import`.
-func NewCmdPRDImport(f *Factory, runF func(*PRDImportOptions) error) *cobra.Command {
+// newCmdPRDImport builds `ralph prd import`.
+func newCmdPRDImport(f *Factory, runF func(*PRDImportOptions) error) *cobra.Command {
 	opts := &PRDImportOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "import PRD.md [-o prd.json]",

@@ -22,8 +22,8 @@ type RolesOptions struct {
 	Name string // show: the role
 }
 
-// NewCmdRoles builds `ralph roles list|show`.
-func NewCmdRoles(f *Factory, runF func(*RolesOptions) error) *cobra.Command {
+// newCmdRoles builds `ralph roles list|show`.
+func newCmdRoles(f *Factory, runF func(*RolesOptions) error) *cobra.Command {
 	opts := &RolesOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "roles",

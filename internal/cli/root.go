@@ -26,16 +26,16 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// Version is set at build time (-ldflags "-X …/cli.Version=v1.2.3"); when
+// version is set at build time (-ldflags "-X …/cli.Version=v1.2.3"); when
 // it is not, versionString reads the module version and the commit from
 // the binary's build info.
-var Version = ""
+var version = ""
 
 // versionString is what `ralph --version` prints: the version (the
 // module's, for a `go install`ed binary), then the commit and its time
 // and whether the tree was modified, when the build recorded them.
 func versionString() string {
-	v := Version
+	v := version
 	bi, ok := debug.ReadBuildInfo()
 	if v == "" {
 		v = "(devel)"
@@ -129,8 +129,8 @@ const (
 	groupIntegrations = "integrations"
 )
 
-// NewCmdRoot builds the whole command tree: every command is listed here.
-func NewCmdRoot(f *Factory) *cobra.Command {
+// newCmdRoot builds the whole command tree: every command is listed here.
+func newCmdRoot(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ralph",
 		Short: "Run AI coding agents in a verified Ralph loop",
@@ -161,9 +161,9 @@ or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, NewCmdRun(f, nil), NewCmdStatus(f, nil), NewCmdWatch(f, nil), NewCmdServe(f, nil), NewCmdLog(f, nil), NewCmdStop(f, nil), NewCmdPause(f, false), NewCmdPause(f, true), NewCmdApprove(f, nil), NewCmdReject(f, nil), NewCmdClean(f, nil), NewCmdDemo(f, nil), NewCmdInit(f, nil), NewCmdDoctor(f, nil), NewCmdCoordinator(f, nil), NewCmdWorker(f, nil))
-	add(groupFiles, NewCmdPRD(f), NewCmdRuns(f, nil), NewCmdTask(f), NewCmdPipeline(f), NewCmdRoles(f, nil))
-	add(groupIntegrations, NewCmdHook(f), NewCmdLoop(f), NewCmdMCP(f, nil))
+	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
+	add(groupFiles, newCmdPRD(f), newCmdRuns(f, nil), newCmdTask(f), newCmdPipeline(f), newCmdRoles(f, nil))
+	add(groupIntegrations, newCmdHook(f), newCmdLoop(f), newCmdMCP(f, nil))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })
 	usageErrorsFromArgs(root)
 	return root
@@ -241,17 +241,17 @@ func requireFlags(cmd *cobra.Command, names ...string) {
 // Main runs ralph with the process's arguments and returns the exit code.
 func Main() int {
 	f := &Factory{IO: iostreams.System(), Getwd: os.Getwd}
-	return Run(f, os.Args[1:])
+	return run(f, os.Args[1:])
 }
 
-// Run executes args against f (tests call this directly).
-func Run(f *Factory, args []string) int {
+// run executes args against f (tests call this directly).
+func run(f *Factory, args []string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	cmd := NewCmdRoot(f)
+	cmd := newCmdRoot(f)
 	cmd.SetArgs(args)
 	_, err := cmd.ExecuteContextC(ctx)
-	code := ExitCode(err)
+	code := exitCode(err)
 	var se *statusError
 	if err != nil && !errors.As(err, &se) {
 		fmt.Fprintf(f.IO.ErrOut, "ralph: %v\n", err)

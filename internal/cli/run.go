@@ -86,8 +86,8 @@ type RunOptions struct {
 	coord *coordinatorFlags
 }
 
-// NewCmdRun builds `ralph run`.
-func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+// newCmdRun builds `ralph run`.
+func newCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
 	opts := &RunOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "run [RUN_DIR]",

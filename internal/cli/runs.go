@@ -23,8 +23,8 @@ type RunsOptions struct {
 	Run  string // lint: the run folder (or run id)
 }
 
-// NewCmdRuns builds `ralph runs new|list|lint`.
-func NewCmdRuns(f *Factory, runF func(*RunsOptions) error) *cobra.Command {
+// newCmdRuns builds `ralph runs new|list|lint`.
+func newCmdRuns(f *Factory, runF func(*RunsOptions) error) *cobra.Command {
 	opts := &RunsOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "runs",

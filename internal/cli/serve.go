@@ -24,8 +24,8 @@ type ServeOptions struct {
 	Token string
 }
 
-// NewCmdServe builds `ralph serve`.
-func NewCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
+// newCmdServe builds `ralph serve`.
+func newCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
 	opts := &ServeOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "serve",

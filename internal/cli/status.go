@@ -22,8 +22,8 @@ type StatusOptions struct {
 	JSON bool
 }
 
-// NewCmdStatus builds `ralph status`.
-func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
+// newCmdStatus builds `ralph status`.
+func newCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	opts := &StatusOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "status",
@@ -65,9 +65,9 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			md := StatusMarkdown(st, active) + PlansMarkdown(p, st)
+			md := statusMarkdown(st, active) + plansMarkdown(p, st)
 			if active {
-				md += WorkersMarkdown(cluster.ReadWorkersFile(p.Dir))
+				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
@@ -80,9 +80,9 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 	return cmd
 }
 
-// WorkersMarkdown lists a coordinator's remote workers (none for a local
+// workersMarkdown lists a coordinator's remote workers (none for a local
 // run): host, slots and the items each is running.
-func WorkersMarkdown(ws []cluster.WorkerInfo) string {
+func workersMarkdown(ws []cluster.WorkerInfo) string {
 	if len(ws) == 0 {
 		return ""
 	}
@@ -102,9 +102,9 @@ func WorkersMarkdown(ws []cluster.WorkerInfo) string {
 	return b.String()
 }
 
-// StatusMarkdown renders a run as markdown: the summary, every item with
+// statusMarkdown renders a run as markdown: the summary, every item with
 // its state, and a PRD's dependency levels.
-func StatusMarkdown(st *engine.State, active bool) string {
+func statusMarkdown(st *engine.State, active bool) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
 	kind := map[string]string{"prd": "stories", "tasks": "tasks", "pipeline": "stages"}[st.Source]
@@ -198,9 +198,9 @@ func StatusMarkdown(st *engine.State, active bool) string {
 	return b.String()
 }
 
-// PlansMarkdown shows the plans that wait for approval: where each is,
+// plansMarkdown shows the plans that wait for approval: where each is,
 // its beginning, and the commands that decide.
-func PlansMarkdown(p engine.Paths, st *engine.State) string {
+func plansMarkdown(p engine.Paths, st *engine.State) string {
 	w := engine.Waiting(st)
 	if len(w) == 0 {
 		return ""

@@ -13,8 +13,8 @@ import (
 // StopOptions are `ralph stop`'s settings.
 type StopOptions struct{ IO *Factory }
 
-// NewCmdStop builds `ralph stop`.
-func NewCmdStop(f *Factory, runF func(*StopOptions) error) *cobra.Command {
+// newCmdStop builds `ralph stop`.
+func newCmdStop(f *Factory, runF func(*StopOptions) error) *cobra.Command {
 	opts := &StopOptions{IO: f}
 	return &cobra.Command{
 		Use:     "stop",
@@ -70,8 +70,8 @@ func setPause(p engine.Paths, on bool, by string) error {
 	return store.WriteFile(p.Pause, []byte("paused by "+by+"\n"), 0o644)
 }
 
-// NewCmdPause builds `ralph pause` and `ralph resume`.
-func NewCmdPause(f *Factory, resume bool) *cobra.Command {
+// newCmdPause builds `ralph pause` and `ralph resume`.
+func newCmdPause(f *Factory, resume bool) *cobra.Command {
 	use, short := "pause", "Let the active run finish its current iterations, then start no new one until ralph resume"
 	long := `Hold the run in this repository after the iterations under way: they finish
 (agent, gates, commit) and no new one starts until ` + "`ralph resume`" + `. The run

@@ -17,9 +17,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// ExitNoTask is `ralph task claim` / `ralph task next` finding no pending
+// exitNoTask is `ralph task claim` / `ralph task next` finding no pending
 // leaf task.
-const ExitNoTask = 3
+const exitNoTask = 3
 
 // TaskOptions are the settings of the `ralph task` commands.
 type TaskOptions struct {
@@ -39,8 +39,8 @@ const taskExitCodes = `Exit codes: 0 ok · 1 error (I/O, lock) · 2 invalid inpu
 unknown task, a change the tree does not allow, an invalid tasks file; the
 message names file:line) · 3 no task ready (claim without ID, next).`
 
-// NewCmdTask builds `ralph task` and its subcommands.
-func NewCmdTask(f *Factory) *cobra.Command {
+// newCmdTask builds `ralph task` and its subcommands.
+func newCmdTask(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "task",
 		Example: `  ralph task add 'Parse the config'
@@ -65,16 +65,16 @@ the loop archives it after the gates pass and the branch is merged.
 ` + taskExitCodes,
 	}
 	cmd.AddCommand(
-		NewCmdTaskAdd(f, nil),
-		NewCmdTaskSplit(f, nil),
-		NewCmdTaskClaim(f, nil),
-		NewCmdTaskComplete(f, nil),
-		NewCmdTaskBlock(f, nil),
-		NewCmdTaskRelease(f, nil),
-		NewCmdTaskList(f, nil),
-		NewCmdTaskTree(f, nil),
-		NewCmdTaskNext(f, nil),
-		NewCmdTaskShow(f, nil),
+		newCmdTaskAdd(f, nil),
+		newCmdTaskSplit(f, nil),
+		newCmdTaskClaim(f, nil),
+		newCmdTaskComplete(f, nil),
+		newCmdTaskBlock(f, nil),
+		newCmdTaskRelease(f, nil),
+		newCmdTaskList(f, nil),
+		newCmdTaskTree(f, nil),
+		newCmdTaskNext(f, nil),
+		newCmdTaskShow(f, nil),
 	)
 	return cmd
 }
@@ -103,8 +103,8 @@ func taskCommand(f *Factory, opts *TaskOptions, cmd *cobra.Command, runF func(*T
 	return cmd
 }
 
-// NewCmdTaskAdd builds `ralph task add`.
-func NewCmdTaskAdd(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskAdd builds `ralph task add`.
+func newCmdTaskAdd(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "add [ID] TITLE",
@@ -141,8 +141,8 @@ A leaf parent becomes a container.`,
 	})
 }
 
-// NewCmdTaskSplit builds `ralph task split`.
-func NewCmdTaskSplit(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskSplit builds `ralph task split`.
+func newCmdTaskSplit(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "split ID TITLE...",
@@ -171,8 +171,8 @@ func NewCmdTaskSplit(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	})
 }
 
-// NewCmdTaskClaim builds `ralph task claim`.
-func NewCmdTaskClaim(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskClaim builds `ralph task claim`.
+func newCmdTaskClaim(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "claim [ID]",
@@ -199,7 +199,7 @@ task is ready.`,
 		})
 		if errors.Is(err, tasks.ErrNoTask) {
 			fmt.Fprintf(o.IO.IO.ErrOut, "ralph: no task ready: %v\n", err)
-			return &exitError{code: ExitNoTask}
+			return &exitError{code: exitNoTask}
 		}
 		if err != nil {
 			return err
@@ -209,8 +209,8 @@ task is ready.`,
 	})
 }
 
-// NewCmdTaskComplete builds `ralph task complete`.
-func NewCmdTaskComplete(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskComplete builds `ralph task complete`.
+func newCmdTaskComplete(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "complete ID",
@@ -285,8 +285,8 @@ func runTaskComplete(ctx context.Context, o *TaskOptions) error {
 	return nil
 }
 
-// NewCmdTaskBlock builds `ralph task block`.
-func NewCmdTaskBlock(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskBlock builds `ralph task block`.
+func newCmdTaskBlock(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "block ID --reason REASON",
@@ -307,8 +307,8 @@ task inside a blocked container). ` + "`ralph task release ID`" + ` unblocks it.
 	})
 }
 
-// NewCmdTaskRelease builds `ralph task release`.
-func NewCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskRelease builds `ralph task release`.
+func newCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "release ID",
@@ -328,8 +328,8 @@ func NewCmdTaskRelease(f *Factory, runF func(*TaskOptions) error) *cobra.Command
 	})
 }
 
-// NewCmdTaskList builds `ralph task list`.
-func NewCmdTaskList(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskList builds `ralph task list`.
+func newCmdTaskList(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use: "list",
@@ -373,8 +373,8 @@ container, title (and the reason of blocked ones). --status filters
 	})
 }
 
-// NewCmdTaskTree builds `ralph task tree`.
-func NewCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskTree builds `ralph task tree`.
+func newCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "tree",
@@ -394,8 +394,8 @@ func NewCmdTaskTree(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	})
 }
 
-// NewCmdTaskNext builds `ralph task next`.
-func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskNext builds `ralph task next`.
+func newCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "next",
@@ -413,15 +413,15 @@ func NewCmdTaskNext(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 		t := set.Next()
 		if t == nil {
 			fmt.Fprintln(o.IO.IO.ErrOut, "ralph: no task ready: no pending leaf task")
-			return &exitError{code: ExitNoTask}
+			return &exitError{code: exitNoTask}
 		}
 		o.printTasks(t)
 		return nil
 	})
 }
 
-// NewCmdTaskShow builds `ralph task show`.
-func NewCmdTaskShow(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
+// newCmdTaskShow builds `ralph task show`.
+func newCmdTaskShow(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
 	opts := &TaskOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:     "show ID",

@@ -44,15 +44,15 @@ import (
 
 // Names of the JetStream stream, consumer and buckets.
 const (
-	StreamJobs     = "RALPH_JOBS"
-	SubjectJobs    = "ralph.jobs"
-	ConsumerName   = "workers"
+	streamJobs     = "RALPH_JOBS"
+	subjectJobs    = "ralph.jobs"
+	consumerName   = "workers"
 	BucketRun      = "ralph_run"     // config, ratelimit
-	BucketResults  = "ralph_results" // one Outcome per job key
-	BucketWorkers  = "ralph_workers" // one WorkerInfo per worker, expiring
-	BucketFiles    = "ralph_files"   // a job's shared files: <key>/in/<path>, <key>/out/<path>
-	KeyConfig      = "config"
-	KeyRateLimit   = "ratelimit"
+	bucketResults  = "ralph_results" // one Outcome per job key
+	bucketWorkers  = "ralph_workers" // one WorkerInfo per worker, expiring
+	bucketFiles    = "ralph_files"   // a job's shared files: <key>/in/<path>, <key>/out/<path>
+	keyConfig      = "config"
+	keyRateLimit   = "ratelimit"
 	KeyState       = "state" // the coordinator's run state, mirrored
 	DefaultListen  = "127.0.0.1:4222"
 	DefaultLease   = 30 * time.Second
@@ -76,8 +76,8 @@ func (s AgentSpec) Build() (agent.Agent, error) {
 	return agent.New(s.Name, agent.Options{Command: s.Command, Script: s.Script, Model: s.Model, Args: s.Args, BaseURL: s.BaseURL, Provider: s.Provider})
 }
 
-// Job is one agent iteration to run.
-type Job struct {
+// job is one agent iteration to run.
+type job struct {
 	Key       string        `json:"key"` // unique per iteration of a coordinator
 	Item      string        `json:"item"`
 	Role      string        `json:"role,omitempty"`
@@ -108,8 +108,8 @@ type Job struct {
 	GateTimeout time.Duration `json:"gate_timeout,omitempty"`
 }
 
-// Outcome is a worker's report of a job.
-type Outcome struct {
+// outcome is a worker's report of a job.
+type outcome struct {
 	Key    string       `json:"key"`
 	Worker string       `json:"worker"`
 	Host   string       `json:"host"`
@@ -144,9 +144,9 @@ type WorkerInfo struct {
 	Seen  time.Time `json:"seen"`
 }
 
-// Pause is the shared rate-limit pause: no worker starts an agent before
+// pause is the shared rate-limit pause: no worker starts an agent before
 // Until.
-type Pause struct {
+type pause struct {
 	Until   time.Time `json:"until"`
 	Message string    `json:"message"`
 	Worker  string    `json:"worker"`
@@ -225,7 +225,7 @@ func Loopback(host string) bool {
 // publishes the run's settings. Jobs a previous coordinator left queued
 // are dropped: its engine state says which iterations to run again.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{SubjectJobs},
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamJobs, Subjects: []string{subjectJobs},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute})
 	if err != nil {
 		return fmt.Errorf("creating the job stream: %w", err)
@@ -233,7 +233,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
 	if err := st.Purge(ctx); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName, AckPolicy: jetstream.AckExplicitPolicy,
+	if _, err := js.CreateOrUpdateConsumer(ctx, streamJobs, jetstream.ConsumerConfig{Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: cfg.Lease, MaxDeliver: -1, MaxAckPending: 10000}); err != nil {
 		return fmt.Errorf("creating the workers' consumer: %w", err)
 	}
@@ -241,30 +241,30 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketResults, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketResults, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketWorkers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: BucketFiles, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucketFiles, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(cfg)
-	_, err = run.Put(ctx, KeyConfig, b)
+	_, err = run.Put(ctx, keyConfig, b)
 	return err
 }
 
 var keyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// JobKey is the job's key: a NATS subject token and a git ref component.
-func JobKey(epoch int64, iteration int, item string) string {
+// jobKey is the job's key: a NATS subject token and a git ref component.
+func jobKey(epoch int64, iteration int, item string) string {
 	return fmt.Sprintf("%d-%d-%s", epoch, iteration, SafeID(item))
 }
 
 // Workers lists the workers whose heartbeat has not expired.
 func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerInfo, error) {
-	kv, err := js.KeyValue(ctx, BucketWorkers)
+	kv, err := js.KeyValue(ctx, bucketWorkers)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ type Shared interface {
 func (r *RemoteAgent) Name() string { return r.Spec.Name }
 
 func (r *RemoteAgent) Plan(req agent.Request) (agent.Invocation, error) {
-	return agent.Invocation{Note: fmt.Sprintf("a worker runs %s on the job from the NATS queue %s", r.Spec.Name, SubjectJobs)}, nil
+	return agent.Invocation{Note: fmt.Sprintf("a worker runs %s on the job from the NATS queue %s", r.Spec.Name, subjectJobs)}, nil
 }
 
 // Run publishes the job and waits for its outcome. The tree at req.Dir is
@@ -69,7 +69,7 @@ func (r *RemoteAgent) Plan(req agent.Request) (agent.Invocation, error) {
 // to it, so that the engine verifies the worker's work in place.
 func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result, error) {
 	if r.results == nil {
-		kv, err := r.JS.KeyValue(ctx, BucketResults)
+		kv, err := r.JS.KeyValue(ctx, bucketResults)
 		if err != nil {
 			return agent.Result{}, err
 		}
@@ -80,7 +80,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err != nil || branch == "" || branch == "HEAD" || base == "" {
 		return agent.Result{}, fmt.Errorf("remote agent: the tree %s is not on a branch with a commit (%v)", req.Dir, err)
 	}
-	key := JobKey(r.Epoch, req.Iteration, req.ItemID)
+	key := jobKey(r.Epoch, req.Iteration, req.ItemID)
 	var sent map[string][]byte
 	var restore, keepOut []string
 	if r.Shared != nil {
@@ -95,7 +95,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err != nil {
 		return agent.Result{}, err
 	}
-	var out Outcome
+	var out outcome
 	if shared != nil {
 		defer func() { r.dropShared(context.WithoutCancel(ctx), key, shared, out.Shared) }()
 	}
@@ -107,7 +107,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		return agent.Result{}, err
 	}
 	defer watch.Stop()
-	job := Job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
+	job := job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
 		Prompt: req.Prompt, Env: req.Env, Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
 		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore, GateTimeout: r.GateTimeout}
 	if r.GatesFor != nil && r.Attest != nil {
@@ -115,7 +115,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		r.Attest.Drop(req.Dir)
 	}
 	b, _ := json.Marshal(job)
-	if _, err := r.JS.Publish(ctx, SubjectJobs, b, jetstream.WithMsgID(key)); err != nil {
+	if _, err := r.JS.Publish(ctx, subjectJobs, b, jetstream.WithMsgID(key)); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: queueing the job: %w", err)
 	}
 	if req.Transcript != nil {
@@ -221,7 +221,7 @@ func treeEnv(env []string, dir string) map[string]string {
 
 func (r *RemoteAgent) fileStore(ctx context.Context) (jetstream.ObjectStore, error) {
 	if r.files == nil {
-		obs, err := r.JS.ObjectStore(ctx, BucketFiles)
+		obs, err := r.JS.ObjectStore(ctx, bucketFiles)
 		if err != nil {
 			return nil, err
 		}

@@ -107,11 +107,11 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 	for {
 		if run, err := w.js.KeyValue(ctx, BucketRun); err == nil {
 			// Setup makes every bucket before it publishes the config.
-			if e, err := run.Get(ctx, KeyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
-				results, rerr := w.js.KeyValue(ctx, BucketResults)
-				workers, werr := w.js.KeyValue(ctx, BucketWorkers)
-				files, ferr := w.js.ObjectStore(ctx, BucketFiles)
-				cons, cerr := w.js.Consumer(ctx, StreamJobs, ConsumerName)
+			if e, err := run.Get(ctx, keyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
+				results, rerr := w.js.KeyValue(ctx, bucketResults)
+				workers, werr := w.js.KeyValue(ctx, bucketWorkers)
+				files, ferr := w.js.ObjectStore(ctx, bucketFiles)
+				cons, cerr := w.js.Consumer(ctx, streamJobs, consumerName)
 				if err := errors.Join(rerr, werr, ferr, cerr); err == nil {
 					w.run, w.results, w.workers, w.files = run, results, workers, files
 					return cons, nil
@@ -164,7 +164,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // message is acknowledged only once the outcome is stored — a worker that
 // dies before that has its job delivered again, to another worker.
 func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
-	var job Job
+	var job job
 	if err := json.Unmarshal(msg.Data(), &job); err != nil || job.Key == "" {
 		w.logf("dropping a malformed job: %v", err)
 		_ = msg.Term()
@@ -216,8 +216,8 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 
 // run1 prepares the slot's tree, waits out a shared pause, runs the agent
 // and pushes what it did.
-func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
-	fail := func(err error) Outcome { return Outcome{Error: err.Error()} }
+func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
+	fail := func(err error) outcome { return outcome{Error: err.Error()} }
 	tree, base, tip, err := w.tree(ctx, slot, job)
 	if err != nil {
 		return fail(err)
@@ -287,7 +287,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 	if err := tree.PushForce(ctx, origin, sha, "refs/ralph/jobs/"+job.Key, sha, "refs/heads/"+job.Branch); err != nil {
 		return fail(fmt.Errorf("pushing: %w", err))
 	}
-	return Outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, Gates: gates}
+	return outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, Gates: gates}
 }
 
 // runGates runs the job's gates on the commit just made; their log goes
@@ -295,7 +295,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job Job) Outcome {
 // left as committed (build output ignored by git is fine): otherwise they
 // would not be the results of the commit, and the coordinator runs the
 // gates itself.
-func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job Job, log io.Writer) []gate.Result {
+func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job job, log io.Writer) []gate.Result {
 	if len(job.Gates) == 0 {
 		return nil
 	}
@@ -314,7 +314,7 @@ func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job J
 // jobEnv is the agent's environment: the job's, with the variables that
 // name a path in the coordinator's tree pointed into this one, and this
 // ralph on PATH (after the worker's own) for the agent's ralph commands.
-func jobEnv(job Job, dir, promptFile string) []string {
+func jobEnv(job job, dir, promptFile string) []string {
 	env := make([]string, 0, len(job.Env)+1)
 	for _, kv := range job.Env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -334,7 +334,7 @@ func jobEnv(job Job, dir, promptFile string) []string {
 
 // getShared puts the job's shared files into the tree as the coordinator
 // sent them.
-func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
+func (w *Worker) getShared(ctx context.Context, dir string, job job) error {
 	for p, present := range job.Shared {
 		path, err := inTree(dir, p)
 		if err != nil {
@@ -363,7 +363,7 @@ func (w *Worker) getShared(ctx context.Context, dir string, job Job) error {
 // putShared stores the shared files as the agent left them, then puts
 // back the job's Restore paths as the commit the agent started from had
 // them, so that none of it is committed.
-func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job Job) (map[string]bool, error) {
+func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job job) (map[string]bool, error) {
 	var out map[string]bool
 	if len(job.Shared) > 0 {
 		out = map[string]bool{}
@@ -418,7 +418,7 @@ func inTree(dir, p string) (string, error) {
 // between a clone's worktrees: each slot has its own). One fetch brings
 // both, under cloneMu: a fetch reads every worktree's HEAD, and another
 // slot may be adding its worktree.
-func (w *Worker) tree(ctx context.Context, slot int, job Job) (tree *git.Repo, base, tip string, err error) {
+func (w *Worker) tree(ctx context.Context, slot int, job job) (tree *git.Repo, base, tip string, err error) {
 	w.cloneMu.Lock()
 	defer w.cloneMu.Unlock()
 	if err := w.ensureClone(ctx); err != nil {
@@ -500,11 +500,11 @@ func (w *Worker) ensureSlot(ctx context.Context, slot int, rev string) (*git.Rep
 func (w *Worker) waitPause(ctx context.Context, item string) error {
 	said := false
 	for {
-		e, err := w.run.Get(ctx, KeyRateLimit)
+		e, err := w.run.Get(ctx, keyRateLimit)
 		if err != nil {
 			return nil
 		}
-		var p Pause
+		var p pause
 		if json.Unmarshal(e.Value(), &p) != nil || !time.Now().Before(p.Until) {
 			return nil
 		}
@@ -533,7 +533,7 @@ func (w *Worker) publishPause(ctx context.Context, rl *agent.RateLimit) {
 		}
 		until = time.Now().Add(back)
 	}
-	b, _ := json.Marshal(Pause{Until: until.UTC(), Message: rl.Message, Worker: w.ID})
-	_, _ = w.run.Put(ctx, KeyRateLimit, b)
+	b, _ := json.Marshal(pause{Until: until.UTC(), Message: rl.Message, Worker: w.ID})
+	_, _ = w.run.Put(ctx, keyRateLimit, b)
 	w.logf("rate limit: every worker's next agent waits until %s", until.Format("15:04:05"))
 }

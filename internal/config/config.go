@@ -82,11 +82,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, b)
+	return parse(path, b)
 }
 
-// Parse parses config text; name is used in errors.
-func Parse(name string, b []byte) (*Config, error) {
+// parse parses config text; name is used in errors.
+func parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
 		msg := yaml.FormatError(err, false, true)

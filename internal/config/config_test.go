@@ -7,7 +7,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	c, err := Parse("config.yaml", []byte("agent: codex\nmax_attempts: 4\niteration_timeout: 90s\nbreaker: 0\ngates:\n  test: go test ./...\nenv:\n  FOO: bar\n"))
+	c, err := parse("config.yaml", []byte("agent: codex\nmax_attempts: 4\niteration_timeout: 90s\nbreaker: 0\ngates:\n  test: go test ./...\nenv:\n  FOO: bar\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,21 +17,21 @@ func TestParse(t *testing.T) {
 }
 
 func TestUnknownKeyNamesLine(t *testing.T) {
-	_, err := Parse("config.yaml", []byte("agent: claude\nmax_attempt: 3\n"))
+	_, err := parse("config.yaml", []byte("agent: claude\nmax_attempt: 3\n"))
 	if err == nil || !strings.Contains(err.Error(), "config.yaml") || !strings.Contains(err.Error(), "2:") {
 		t.Fatalf("want an error naming config.yaml line 2, got %v", err)
 	}
 }
 
 func TestBadDuration(t *testing.T) {
-	_, err := Parse("config.yaml", []byte("iteration_timeout: soon\n"))
+	_, err := parse("config.yaml", []byte("iteration_timeout: soon\n"))
 	if err == nil || !strings.Contains(err.Error(), "invalid duration") {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestTemplateParses(t *testing.T) {
-	if _, err := Parse("template", []byte(Template)); err != nil {
+	if _, err := parse("template", []byte(Template)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -39,7 +39,7 @@ func TestTemplateParses(t *testing.T) {
 // Negative numbers are errors naming file, line, key and value (all of
 // them at once), never silently replaced by the defaults.
 func TestNegativeNumbersAreErrors(t *testing.T) {
-	_, err := Parse("c.yaml", []byte("agent: cmd\nmax_iterations: -3\nparallel: 2\ngate_timeout: -5s\nbreaker: -1\nmax_cost: -0.5\ntest_fix: -1\ncouncil: -3\n"))
+	_, err := parse("c.yaml", []byte("agent: cmd\nmax_iterations: -3\nparallel: 2\ngate_timeout: -5s\nbreaker: -1\nmax_cost: -0.5\ntest_fix: -1\ncouncil: -3\n"))
 	if err == nil {
 		t.Fatal("negative numbers accepted")
 	}
@@ -55,7 +55,7 @@ func TestNegativeNumbersAreErrors(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if _, err := Parse("c.yaml", []byte("max_iterations: 0\nbreaker: 0\n")); err != nil {
+	if _, err := parse("c.yaml", []byte("max_iterations: 0\nbreaker: 0\n")); err != nil {
 		t.Fatalf("zero refused: %v", err)
 	}
 }

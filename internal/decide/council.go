@@ -14,24 +14,24 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// CouncilRole is the role whose text a council member's prompt carries and
+// councilRole is the role whose text a council member's prompt carries and
 // whose roles.yaml agent entry runs it.
-const CouncilRole = "council"
+const councilRole = "council"
 
-// Council puts a claim that passed its gates to a vote when the item is
+// council puts a claim that passed its gates to a vote when the item is
 // critical (its critical field, or a council rule in roles.yaml): Members
 // reviewers, each its own agent process with its own prompt and
 // transcript, one after another in the item's tree. A majority of
 // approvals lets the item go on to be committed; otherwise the claim
 // fails with the members' reasons as the next iteration's context.
-type Council struct {
+type council struct {
 	Members int
 	Roles   *roles.Set
 }
 
-// VoteRecord is one council member's vote as saved under
+// voteRecord is one council member's vote as saved under
 // .ralph/council/<item>/<iteration>-<member>.json.
-type VoteRecord struct {
+type voteRecord struct {
 	Item       string    `json:"item"`
 	Iteration  int       `json:"iteration"`
 	Member     int       `json:"member"`
@@ -46,13 +46,13 @@ type VoteRecord struct {
 }
 
 // Turn never claims an iteration: the council votes within one.
-func (c Council) Turn(*engine.Item, engine.ItemState) (engine.Turn, bool, error) {
+func (c council) Turn(*engine.Item, engine.ItemState) (engine.Turn, bool, error) {
 	return engine.Turn{}, false, nil
 }
 
 // Decide runs the vote on a passing claim of an item that needs one. Each
 // vote is saved before the next member starts.
-func (c Council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
 	if !v.Passed {
 		return next, nil
 	}
@@ -63,12 +63,12 @@ func (c Council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 	it, cur, k := x.Item, x.Current, c.Members
 	x.Emit(event(x, "council_started", fmt.Sprintf("%s passed its gates and needs a council (%s): %s vote, a majority must approve", it.ID, why, plural(k, "member")),
 		map[string]any{"members": k, "why": why}))
-	text, err := c.Roles.Text(CouncilRole)
+	text, err := c.Roles.Text(councilRole)
 	if err != nil {
 		return next, usage.Errorf("%v", err)
 	}
 	base := x.Record().BaseHead
-	var votes []VoteRecord
+	var votes []voteRecord
 	n := map[string]int{}
 	for m := 1; m <= k; m++ {
 		rec, err := c.member(ctx, x, v, text, base, m)
@@ -118,7 +118,7 @@ func (c Council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 
 // why says why an item needs a council's majority ("" when it does not):
 // its critical field, or the first council rule that holds.
-func (c Council) why(x *engine.Iteration) (string, error) {
+func (c council) why(x *engine.Iteration) (string, error) {
 	if x.Item.Critical {
 		return "critical: true", nil
 	}
@@ -138,10 +138,10 @@ func (c Council) why(x *engine.Iteration) (string, error) {
 // member runs member m and saves its vote. A member whose run fails or
 // whose message has no readable vote abstains; only a cancelled run is an
 // error.
-func (c Council) member(ctx context.Context, x *engine.Iteration, v engine.Verdict, text, base string, m int) (VoteRecord, error) {
+func (c council) member(ctx context.Context, x *engine.Iteration, v engine.Verdict, text, base string, m int) (voteRecord, error) {
 	it, cur, k := x.Item, x.Current, c.Members
-	rec := VoteRecord{Item: it.ID, Iteration: cur.Iteration, Member: m, Of: k, Vote: roles.VoteAbstain}
-	ran, err := x.RunAgent(ctx, engine.AgentRun{Role: CouncilRole, Label: fmt.Sprintf("council-%d", m), Title: fmt.Sprintf("council member %d/%d", m, k),
+	rec := voteRecord{Item: it.ID, Iteration: cur.Iteration, Member: m, Of: k, Vote: roles.VoteAbstain}
+	ran, err := x.RunAgent(ctx, engine.AgentRun{Role: councilRole, Label: fmt.Sprintf("council-%d", m), Title: fmt.Sprintf("council member %d/%d", m, k),
 		Run: m, Prompt: prompt(text, it, v, base, m, k), Env: []string{fmt.Sprintf("RALPH_COUNCIL_MEMBER=%d", m)}})
 	if err != nil {
 		return rec, err

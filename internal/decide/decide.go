@@ -34,11 +34,11 @@ type Options struct {
 	TestFixRole string
 }
 
-// DefaultCouncil is --council's default.
-const DefaultCouncil = 3
+// defaultCouncil is --council's default.
+const defaultCouncil = 3
 
-// DefaultTestFixRole is the role of --test-fix re-runs unless one is named.
-const DefaultTestFixRole = "debugger"
+// defaultTestFixRole is the role of --test-fix re-runs unless one is named.
+const defaultTestFixRole = "debugger"
 
 // Rules are the run's deciders in the order the engine asks them: a
 // planning iteration is judged before anything else; a claim that passed
@@ -46,20 +46,20 @@ const DefaultTestFixRole = "debugger"
 // its item is critical; a claim whose test gate failed may be run again.
 func Rules(o Options) ([]engine.Decider, error) {
 	if o.Council <= 0 {
-		o.Council = DefaultCouncil
+		o.Council = defaultCouncil
 	}
 	if o.TestFixRole == "" {
-		o.TestFixRole = DefaultTestFixRole
+		o.TestFixRole = defaultTestFixRole
 	}
 	if _, ok := o.Roles.Get(o.TestFixRole); o.TestFix > 0 && !ok {
 		r := o.TestFixRole
 		return nil, usage.Errorf("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", r, r, r, r)
 	}
 	return []engine.Decider{
-		Plan{On: o.PlanApproval, Auto: o.AutoApprove, Roles: o.Roles, Paths: o.Paths},
-		Review{Roles: o.Roles},
-		Council{Members: o.Council, Roles: o.Roles},
-		TestFix{Max: o.TestFix, Role: o.TestFixRole},
+		plan{On: o.PlanApproval, Auto: o.AutoApprove, Roles: o.Roles, Paths: o.Paths},
+		review{Roles: o.Roles},
+		council{Members: o.Council, Roles: o.Roles},
+		testFix{Max: o.TestFix, Role: o.TestFixRole},
 	}, nil
 }
 

@@ -10,22 +10,22 @@ import (
 	"github.com/ralph-loop/ralph/internal/roles"
 )
 
-// PlannerRole is the role of an item's planning iteration.
-const PlannerRole = "planner"
+// plannerRole is the role of an item's planning iteration.
+const plannerRole = "planner"
 
-// Plan is --plan-approval: an item's first iteration writes a plan to
+// plan is --plan-approval: an item's first iteration writes a plan to
 // engine.PlanFile and changes no code; the item then waits until a person
 // approves the plan (ralph approve; the engine applies the decision and
 // leaves waiting items out of selection), or at once with Auto. A rejected
 // plan makes the item plan again.
-type Plan struct {
+type plan struct {
 	On, Auto bool
 	Roles    *roles.Set
 	Paths    engine.Paths
 }
 
 // Turn claims every iteration of an item until its plan is approved.
-func (p Plan) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
+func (p plan) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
 	if !p.On || is.Plan == engine.PlanApproved {
 		return engine.Turn{}, false, nil
 	}
@@ -33,13 +33,13 @@ func (p Plan) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, err
 	if is.PlanRev > 0 {
 		why = "--plan-approval: the last plan was rejected; this iteration plans again"
 	}
-	text, err := p.Roles.Text(PlannerRole)
+	text, err := p.Roles.Text(plannerRole)
 	if err != nil {
 		return engine.Turn{}, false, err
 	}
 	file := engine.PlanFile(p.Paths, it.ID)
 	text = strings.TrimRight(text, "\n") + fmt.Sprintf("\n\nWrite the plan to this file (create it; it is the only file this iteration writes):\n\n    %s\n", file)
-	return engine.Turn{Role: PlannerRole, Why: why, Text: text, Env: []string{"RALPH_PLAN_FILE=" + file}, Planning: true}, true, nil
+	return engine.Turn{Role: plannerRole, Why: why, Text: text, Env: []string{"RALPH_PLAN_FILE=" + file}, Planning: true}, true, nil
 }
 
 // Decide judges a planning iteration (the gates do not run on it): it
@@ -47,7 +47,7 @@ func (p Plan) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, err
 // approval, or is approved at once with Auto, and spends no attempt; a
 // missing plan or changed code is a failed attempt with what went wrong
 // as the next iteration's context.
-func (p Plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+func (p plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
 	it, cur, att := x.Item, x.Current, x.Attempt
 	if !cur.Planning {
 		return next, nil

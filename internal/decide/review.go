@@ -9,19 +9,19 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// Review holds an item whose claim passed its gates until the role a
+// review holds an item whose claim passed its gates until the role a
 // completion trigger names (roles.yaml, task_marked_ready_to_complete)
 // approves it: the item's next iteration is that role's review, in the
 // same tree. A review that asks for changes (the engine reads its
 // REVIEW: verdict) sends the item back to a worker iteration that
 // addresses them.
-type Review struct {
+type review struct {
 	Roles *roles.Set
 }
 
 // Turn claims the review a held item waits for, and the worker iteration
 // after a review asked for changes.
-func (r Review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
+func (r review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
 	switch {
 	case is.Review != "":
 		return engine.Turn{Role: is.Review, Why: "awaiting review: " + is.ReviewWhy}, true, nil
@@ -34,7 +34,7 @@ func (r Review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, e
 // Decide asks the completion triggers once a claim passed the gates: one
 // that holds names the role that must approve before the item passes. An
 // approval is what they ask for, so a role's approval is not held again.
-func (r Review) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+func (r review) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
 	if !v.Passed || !r.Roles.HasCompletionGates() || x.RoleVerdict == roles.Approve || x.Item.Role != "" {
 		return next, nil
 	}

@@ -9,17 +9,17 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 )
 
-// TestFix is --test-fix: a claim whose gate named "test" failed gets the
+// testFix is --test-fix: a claim whose gate named "test" failed gets the
 // agent again, with the failing output, up to Max times within the same
 // attempt, each re-run an iteration of its own as Role. After the last
 // the attempt counts as failed.
-type TestFix struct {
+type testFix struct {
 	Max  int
 	Role string
 }
 
 // Turn claims the re-run an item waits for.
-func (f TestFix) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
+func (f testFix) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, error) {
 	if is.Fix == "" {
 		return engine.Turn{}, false, nil
 	}
@@ -28,7 +28,7 @@ func (f TestFix) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, 
 
 // Decide asks for a re-run when the claim itself stood (no rejection, a
 // finished agent run, no tampering) and only its test gate failed it.
-func (f TestFix) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+func (f testFix) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
 	att := x.Attempt
 	if f.Max <= 0 || !v.Claimed || v.Passed || att.Rejected != "" || att.Result.Failed() || len(v.Tampered) > 0 ||
 		!slices.ContainsFunc(v.Gates, func(g gate.Result) bool { return g.Name == "test" && !g.Passed }) {

@@ -15,8 +15,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 )
 
-// Files of the demo project before any story is done.
-var Files = map[string]string{
+// files of the demo project before any story is done.
+var files = map[string]string{
 	"go.mod":    "module example.com/calc\n\ngo 1.21\n",
 	"README.md": "# calc\n\nA tiny calculator, built story by story by ralph's scripted demo agent.\n",
 	"calc/calc.go": `// Package calc is a tiny calculator.
@@ -69,8 +69,8 @@ func TestEval(t *testing.T) {
 `,
 }
 
-// PRD is the demo's prd.json (snake_case format).
-const PRD = `{
+// prd is the demo's prd.json (snake_case format).
+const prd = `{
   "project": "calc",
   "feature": "Calculator basics",
   "branch_name": "ralph/calculator-basics",
@@ -122,9 +122,9 @@ const PRD = `{
 }
 `
 
-// Script replays the demo. US-002's first turn has a bug (a + b), which the
+// script replays the demo. US-002's first turn has a bug (a + b), which the
 // harness's check catches; its second turn fixes it.
-var Script = `# Scripted agent for ` + "`ralph demo`" + `: deterministic file edits, not a model.
+var script = `# Scripted agent for ` + "`ralph demo`" + `: deterministic file edits, not a model.
 items:
   US-001:
     - write:
@@ -250,7 +250,7 @@ func indent(s, prefix string) string {
 // commit on main) and returns the path of the script for the agent.
 func Create(ctx context.Context, dir string) (scriptPath string, err error) {
 	project := filepath.Join(dir, "calc")
-	for name, content := range Files {
+	for name, content := range files {
 		p := filepath.Join(project, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return "", err
@@ -259,7 +259,7 @@ func Create(ctx context.Context, dir string) (scriptPath string, err error) {
 			return "", err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(project, "prd.json"), []byte(PRD), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(project, "prd.json"), []byte(prd), 0o644); err != nil {
 		return "", err
 	}
 	repo, err := git.Init(ctx, proc.Exec{}, project, "main")
@@ -273,7 +273,7 @@ func Create(ctx context.Context, dir string) (scriptPath string, err error) {
 		return "", err
 	}
 	scriptPath = filepath.Join(dir, "demo-script.yaml")
-	return scriptPath, os.WriteFile(scriptPath, []byte(Script), 0o644)
+	return scriptPath, os.WriteFile(scriptPath, []byte(script), 0o644)
 }
 
 // ProjectDir is where Create puts the repository.

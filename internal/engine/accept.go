@@ -99,8 +99,8 @@ func (e *Engine) acceptQueued(ctx context.Context, x *Iteration, v Verdict) (str
 	return e.cfg.Source.Accept(ctx, x.Attempt, v, e.box.snapshot())
 }
 
-// ResolverPrompt introduces a conflict-resolution iteration.
-const ResolverPrompt = `You are resolving a merge conflict in a Ralph loop. The work tree is the branch of %s (%s), in the middle of merging the current feature branch into it. Resolve every conflict so that both sides' intent is kept: edit the conflicted files, remove all conflict markers, and make the project's checks pass. Do not commit: the harness completes the merge after its gates pass.
+// resolverPrompt introduces a conflict-resolution iteration.
+const resolverPrompt = `You are resolving a merge conflict in a Ralph loop. The work tree is the branch of %s (%s), in the middle of merging the current feature branch into it. Resolve every conflict so that both sides' intent is kept: edit the conflicted files, remove all conflict markers, and make the project's checks pass. Do not commit: the harness completes the merge after its gates pass.
 
 %s
 
@@ -113,7 +113,7 @@ When the conflicts are resolved and the checks pass, end your final message with
 func (e *Engine) resolve(ctx context.Context, x *Iteration, conf *Conflict) (*Verdict, error) {
 	cfg := &e.cfg
 	it, cur, att := x.Item, x.Current, x.Attempt
-	prompt := fmt.Sprintf(ResolverPrompt, it.ID, it.Title, conf.Context, cfg.Prompt.Promise)
+	prompt := fmt.Sprintf(resolverPrompt, it.ID, it.Title, conf.Context, cfg.Prompt.Promise)
 	fmt.Fprintf(att.Log, "\n## Conflict resolver\n\n%s\n\n", prompt)
 	pf := e.promptFile(it.ID)
 	if err := writeFile(pf, prompt); err != nil {

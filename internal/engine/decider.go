@@ -45,10 +45,10 @@ type Turn struct {
 type Action int
 
 const (
-	// Next: no word; the next decider is asked. When none has a word a
+	// next: no word; the next decider is asked. When none has a word a
 	// verdict that passed is committed, and one that did not spends an
 	// attempt (or none, for work in progress).
-	Next Action = iota
+	next Action = iota
 	// Hold: the item waits, no attempt spent — for a role's approval or
 	// a person's word on its plan.
 	Hold

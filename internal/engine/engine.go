@@ -37,11 +37,11 @@ type Clock interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// RealClock is the wall clock.
-type RealClock struct{}
+// realClock is the wall clock.
+type realClock struct{}
 
-func (RealClock) Now() time.Time { return time.Now() }
-func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -157,7 +157,7 @@ func (c *Config) defaults() {
 		c.Prompt.Promise = "COMPLETE"
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock{}
+		c.Clock = realClock{}
 	}
 	if c.RateLimit.Backoff <= 0 {
 		c.RateLimit.Backoff = time.Minute
@@ -166,10 +166,10 @@ func (c *Config) defaults() {
 		c.RateLimit.MaxWait = 30 * time.Minute
 	}
 	if c.Limits.TranscriptMax <= 0 {
-		c.Limits.TranscriptMax = DefaultTranscriptMax
+		c.Limits.TranscriptMax = defaultTranscriptMax
 	}
 	if c.Progress.Budget <= 0 {
-		c.Progress.Budget = DefaultProgressBudget
+		c.Progress.Budget = defaultProgressBudget
 	}
 }
 
@@ -229,14 +229,14 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Source == nil || cfg.Git == nil {
 		return nil, errors.New("engine: source and version control are required")
 	}
-	text, from, err := LoadPromptTemplate(cfg.Prompt.Paths...)
+	text, from, err := loadPromptTemplate(cfg.Prompt.Paths...)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Prompt.Text != "" {
 		text, from = cfg.Prompt.Text, "the loop prompt"
 	}
-	if err := CheckTemplate(from, text); err != nil {
+	if err := checkTemplate(from, text); err != nil {
 		return nil, usage.Errorf("%v", err)
 	}
 	mask := secret.FromEnv(cfg.Agent.Env...)
@@ -352,7 +352,7 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 	cfg := &e.cfg
 	info := e.info()
 	saved, note, err := loadOrRebuild(cfg.Paths)
-	var ce *CorruptStateError
+	var ce *corruptStateError
 	if errors.As(err, &ce) && cfg.Start.Fresh {
 		saved, err = nil, nil // a new run: the corrupt file is set aside below
 	}
@@ -568,9 +568,9 @@ func (e *Engine) syncState(st *State, why SyncReason) error {
 }
 
 func (e *Engine) syncItems(st *State, why SyncReason) {
-	if v, ok := e.cfg.Source.(ItemsVersioned); ok {
+	if v, ok := e.cfg.Source.(itemsVersioned); ok {
 		version := v.ItemsVersion()
-		steady := why == SyncIteration || why == SyncPoll // the same state as at the last sync
+		steady := why == syncIteration || why == SyncPoll // the same state as at the last sync
 		if steady && e.itemsSynced.ok && e.itemsSynced.version == version && e.itemsSynced.n == len(st.Order) {
 			syncUntracked(st, e.cfg.Source)
 			return
@@ -591,7 +591,7 @@ func (e *Engine) syncItems(st *State, why SyncReason) {
 
 func syncUntracked(st *State, src Source) {
 	st.Untracked = 0
-	if sp, ok := src.(Sparse); ok {
+	if sp, ok := src.(sparse); ok {
 		st.Untracked = sp.Untracked()
 	}
 }
@@ -723,7 +723,7 @@ func (e *Engine) recover(ctx context.Context) error {
 }
 
 func (e *Engine) itemByID(id string) *Item {
-	if sc, ok := e.cfg.Source.(Scheduled); ok {
+	if sc, ok := e.cfg.Source.(scheduled); ok {
 		if it := sc.Lookup(id); it != nil {
 			return it
 		}

@@ -473,7 +473,7 @@ func TestPlanMatchesRun(t *testing.T) {
 	if plan.Item == nil || !strings.Contains(plan.Prompt, "Iteration 1 of at most 2; attempt 1 of 1 on this story.") {
 		t.Fatalf("plan prompt:\n%s", plan.Prompt)
 	}
-	if envOf(plan.Request)["RALPH_RUN_ID"] != RunIDPlaceholder || plan.Request.Dir != p.Root {
+	if envOf(plan.Request)["RALPH_RUN_ID"] != runIDPlaceholder || plan.Request.Dir != p.Root {
 		t.Errorf("plan request %+v", plan.Request)
 	}
 	if _, err := e.Run(context.Background()); err != nil {
@@ -563,15 +563,15 @@ func TestItemsAskedOnlyWhenTheirVersionMoves(t *testing.T) {
 	// A new version (a steering renamed a story and added one) is synced
 	// into the state; the same version again is not asked for.
 	st := &State{Items: map[string]*ItemState{}}
-	e.syncItems(st, SyncIteration)
+	e.syncItems(st, syncIteration)
 	src.items = []Item{{ID: "S-1", Title: "one"}, {ID: "S-2", Title: "renamed"}, {ID: "S-3", Title: "three"}, {ID: "S-4", Title: "four"}}
 	src.version = 2
 	before := src.listed
-	e.syncItems(st, SyncIteration)
+	e.syncItems(st, syncIteration)
 	if src.listed != before+1 || st.Items["S-2"].Title != "renamed" || len(st.Order) != 4 {
 		t.Fatalf("after a new version: %d more Items calls, S-2 %q, order %v", src.listed-before, st.Items["S-2"].Title, st.Order)
 	}
-	e.syncItems(st, SyncIteration)
+	e.syncItems(st, syncIteration)
 	if src.listed != before+1 {
 		t.Fatal("Items asked again at the same version")
 	}

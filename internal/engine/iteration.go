@@ -235,8 +235,8 @@ func (e *Engine) signals(x *Iteration) error {
 // readSignals reads the completion promise and the learnings.
 func (e *Engine) readSignals(att *Attempt) {
 	att.Claimed = DetectPromise(att.Result.FinalText, e.cfg.Prompt.Promise, att.Prompt)
-	att.Learnings = ExtractLearnings(att.Result.FinalText)
-	for _, l := range ExtractLearnings(att.Result.Learnings) {
+	att.Learnings = extractLearnings(att.Result.FinalText)
+	for _, l := range extractLearnings(att.Result.Learnings) {
 		if !slices.Contains(att.Learnings, l) {
 			att.Learnings = append(att.Learnings, l)
 		}
@@ -317,7 +317,7 @@ func (e *Engine) verify(ctx context.Context, x *Iteration) (Verdict, error) {
 func (e *Engine) decide(ctx context.Context, x *Iteration, v Verdict) (Decision, error) {
 	for _, d := range e.cfg.Deciders {
 		dec, err := d.Decide(ctx, x, v)
-		if err != nil || dec.Action != Next {
+		if err != nil || dec.Action != next {
 			// A decider's words may name what the agent did (the files a
 			// planner changed): masked like the verdict's.
 			dec.Verdict = e.maskVerdict(dec.Verdict)
@@ -342,7 +342,7 @@ func (e *Engine) persist(ctx context.Context, x *Iteration, v Verdict, d Decisio
 		if d.Findings != "" {
 			x.Attempt.Rejected = d.Findings
 		}
-	case Next:
+	case next:
 		if v.Passed {
 			return e.commit(ctx, x, v)
 		}
@@ -420,7 +420,7 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 	it, cur, att := x.Item, x.Current, x.Attempt
 	facts := e.measure(ctx, x, v, x.Files)
 	var inProgress bool
-	if d.Action == Next {
+	if d.Action == next {
 		e.box.read(func(st *State) {
 			is := st.Items[it.ID]
 			inProgress = !v.Claimed && att.Rejected == "" && !att.Result.Failed() && len(v.Tampered) == 0 &&
@@ -639,11 +639,11 @@ func (e *Engine) maxItemIterations() int {
 	if e.cfg.Limits.MaxItemIterations > 0 {
 		return e.cfg.Limits.MaxItemIterations
 	}
-	return DefaultMaxItemIterations
+	return defaultMaxItemIterations
 }
 
-// DefaultMaxItemIterations is --max-item-iterations' default.
-const DefaultMaxItemIterations = 10
+// defaultMaxItemIterations is --max-item-iterations' default.
+const defaultMaxItemIterations = 10
 
 // appendReview puts a role's verdict and findings into progress, under
 // "Review Notes" as seed 003's reviewer writes them.

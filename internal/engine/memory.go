@@ -26,8 +26,8 @@ import (
 // to progress-archive.md. Nothing an agent reported leaves the disk, and
 // every prompt stays within the budget however long the run.
 
-// DefaultProgressBudget is the progress digest's budget in tokens.
-const DefaultProgressBudget = 2000
+// defaultProgressBudget is the progress digest's budget in tokens.
+const defaultProgressBudget = 2000
 
 const (
 	patternsHeading = "## Codebase patterns"

@@ -44,9 +44,9 @@ const DefaultPrompt = `You are one iteration of a Ralph loop: a fresh agent run 
 5. Only when the {{.Kind}} is complete and its checks pass, end your final message with the completion tag for this loop (the word {{.Promise}} inside promise tags).
 `
 
-// LoadPromptTemplate returns the text of the first existing file, or the
+// loadPromptTemplate returns the text of the first existing file, or the
 // default.
-func LoadPromptTemplate(paths ...string) (text, from string, err error) {
+func loadPromptTemplate(paths ...string) (text, from string, err error) {
 	for _, p := range paths {
 		if p == "" {
 			continue
@@ -62,9 +62,9 @@ func LoadPromptTemplate(paths ...string) (text, from string, err error) {
 	return DefaultPrompt, "built-in", nil
 }
 
-// CheckTemplate parses a template so a typo in PROMPT.md fails before the
+// checkTemplate parses a template so a typo in PROMPT.md fails before the
 // loop starts, naming the file.
-func CheckTemplate(name, text string) error {
+func checkTemplate(name, text string) error {
 	_, err := template.New(name).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return fmt.Errorf("prompt template %s: %w", name, err)
@@ -72,10 +72,10 @@ func CheckTemplate(name, text string) error {
 	return nil
 }
 
-// BuildPrompt renders base with d, then appends the work item, the retry
+// buildPrompt renders base with d, then appends the work item, the retry
 // context and the progress digest — sections every prompt needs whatever
 // the user's template says.
-func BuildPrompt(name, base, roleText string, d PromptData) (string, error) {
+func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 	t, err := template.New(name).Option("missingkey=error").Parse(base)
 	if err != nil {
 		return "", fmt.Errorf("prompt template %s: %w", name, err)

@@ -11,19 +11,19 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// CorruptStateError is a state.json that exists but cannot be read as a
+// corruptStateError is a state.json that exists but cannot be read as a
 // run's state (a disk error, an edit by hand, a truncation by some other
 // tool: ralph itself only ever renames a whole file into place).
-type CorruptStateError struct {
+type corruptStateError struct {
 	Path string
 	Err  error
 }
 
-func (e *CorruptStateError) Error() string {
+func (e *corruptStateError) Error() string {
 	return fmt.Sprintf("%s is corrupt: %v", e.Path, e.Err)
 }
 
-func (e *CorruptStateError) Unwrap() error { return e.Err }
+func (e *corruptStateError) Unwrap() error { return e.Err }
 
 // runFacts are what run_started and run_resumed events record about a
 // run, so that its state can be rebuilt from the event log.
@@ -36,7 +36,7 @@ func runFacts(st *State) map[string]any {
 	}
 }
 
-// RebuildState reconstructs the state of the last run recorded in the
+// rebuildState reconstructs the state of the last run recorded in the
 // event log at p.Events, for a state.json that is corrupt: the run's id
 // and source, every item's status, attempts, runs and iterations, the
 // usage so far and how the run stopped. What only state.json held (the
@@ -45,7 +45,7 @@ func runFacts(st *State) map[string]any {
 // resumes, as it does any saved state: an item recorded as passed without
 // its verified commit on the branch is not trusted. An error says why
 // nothing could be rebuilt.
-func RebuildState(p Paths) (*State, error) {
+func rebuildState(p Paths) (*State, error) {
 	var st *State
 	err := store.ReadJSONL(p.Events, func(_ int, raw []byte) error {
 		var ev Event
@@ -164,11 +164,11 @@ func apply(st *State, ev Event) {
 // never deleted: the caller that writes state moves it aside first.
 func loadOrRebuild(p Paths) (st *State, note string, err error) {
 	st, err = LoadState(p.State)
-	var ce *CorruptStateError
+	var ce *corruptStateError
 	if !errors.As(err, &ce) {
 		return st, "", err
 	}
-	rebuilt, rerr := RebuildState(p)
+	rebuilt, rerr := rebuildState(p)
 	if rerr != nil {
 		return nil, "", fmt.Errorf("%w; it cannot be rebuilt: %v", ce, rerr)
 	}

@@ -84,7 +84,7 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 		delete(running, d.id)
 		e.slots.done(d.id)
 		var serr error
-		_ = e.box.update(func(st *State) { serr = e.syncState(st, SyncIteration) })
+		_ = e.box.update(func(st *State) { serr = e.syncState(st, syncIteration) })
 		if serr != nil {
 			e.emit(Event{Type: "source_error", Message: serr.Error()})
 		}

@@ -85,7 +85,7 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 	}
 	d.Role = s.Role
 	s.Data = d
-	if s.Prompt, err = BuildPrompt(e.tmplFrom, e.template, text, d); err != nil {
+	if s.Prompt, err = buildPrompt(e.tmplFrom, e.template, text, d); err != nil {
 		return s, usage.Errorf("%v", err)
 	}
 	return s, nil
@@ -287,8 +287,8 @@ type Plan struct {
 	Agent        AgentChoice   // the agent that would run it
 }
 
-// RunIDPlaceholder stands for the run id in a Plan's environment.
-const RunIDPlaceholder = "<assigned when the run starts>"
+// runIDPlaceholder stands for the run id in a Plan's environment.
+const runIDPlaceholder = "<assigned when the run starts>"
 
 // Plan computes the next iteration without running or writing anything.
 func (e *Engine) Plan(ctx context.Context) (Plan, error) {
@@ -312,7 +312,7 @@ func (e *Engine) Plan(ctx context.Context) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	runID := RunIDPlaceholder
+	runID := runIDPlaceholder
 	if resumed {
 		runID = st.RunID
 	}

@@ -67,9 +67,9 @@ func stripFences(s string) string {
 	return strings.Join(out, "\n")
 }
 
-// ExtractLearnings collects what the agent reported under a `## Learnings`
+// extractLearnings collects what the agent reported under a `## Learnings`
 // heading (any level) and on `LEARNING:` lines.
-func ExtractLearnings(final string) []string {
+func extractLearnings(final string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(s string) {

@@ -37,7 +37,7 @@ func TestDetectPromise(t *testing.T) {
 
 func TestExtractLearnings(t *testing.T) {
 	final := "Did it.\n\n## Learnings\n- Use table tests\n* keep calc.go small\n\n## Next\n- not a learning\nLEARNING: Atoi rejects empty strings\n```\nLEARNING: in a block\n```\n<promise>COMPLETE</promise>"
-	got := ExtractLearnings(final)
+	got := extractLearnings(final)
 	want := []string{"Use table tests", "keep calc.go small", "Atoi rejects empty strings"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("got %q want %q", got, want)
@@ -48,7 +48,7 @@ func TestBuildPrompt(t *testing.T) {
 	d := PromptData{Kind: "story", ItemID: "US-002", Title: "Sub", Description: "Subtract.", Criteria: []string{"TestSub passes"},
 		Iteration: 3, MaxIterations: 30, Attempt: 2, MaxAttempts: 3, Promise: "COMPLETE", PRDPath: "prd.json",
 		ProgressPath: ".ralph/progress.md", RetryContext: "Gate `test` failed", Progress: "## entry"}
-	p, err := BuildPrompt("built-in", DefaultPrompt, "# Role: debugger", d)
+	p, err := buildPrompt("built-in", DefaultPrompt, "# Role: debugger", d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +62,10 @@ func TestBuildPrompt(t *testing.T) {
 	if DetectPromise(p, "COMPLETE", p) || strings.Contains(p, "<promise>COMPLETE</promise>") {
 		t.Fatal("the prompt itself must not carry a detectable promise")
 	}
-	if _, err := BuildPrompt("PROMPT.md", "{{.Nope}}", "", d); err == nil || !strings.Contains(err.Error(), "PROMPT.md") {
+	if _, err := buildPrompt("PROMPT.md", "{{.Nope}}", "", d); err == nil || !strings.Contains(err.Error(), "PROMPT.md") {
 		t.Fatalf("unknown variable must fail naming the file: %v", err)
 	}
-	if err := CheckTemplate("PROMPT.md", "{{.ItemID"); err == nil {
+	if err := checkTemplate("PROMPT.md", "{{.ItemID"); err == nil {
 		t.Fatal("syntax error must fail")
 	}
 }
@@ -103,7 +103,7 @@ func TestDefaultPromptPerKind(t *testing.T) {
 		{d: PromptData{Kind: "stage", PRDPath: "/r/spec.md", ItemID: "verifier", Stage: "verifier", Iteration: 2, MaxIterations: 5, RunIteration: 7},
 			want: []string{"exit condition", "Stage iteration 2 of at most 5 (iteration 7 of the run)."}, mustNot: []string{`"passes"`}},
 	} {
-		out, err := BuildPrompt("built-in", DefaultPrompt, "", c.d)
+		out, err := buildPrompt("built-in", DefaultPrompt, "", c.d)
 		if err != nil {
 			t.Fatal(err)
 		}

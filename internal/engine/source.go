@@ -130,9 +130,9 @@ const (
 	SyncNewRun SyncReason = iota
 	// SyncResume: the state was read back from disk.
 	SyncResume
-	// SyncIteration: an iteration ended; its files may have changed items
+	// syncIteration: an iteration ended; its files may have changed items
 	// (subtasks split off, tasks appended or archived by hand).
-	SyncIteration
+	syncIteration
 	// SyncPoll: nothing is ready and the run watches for new work: re-read
 	// what others may have appended.
 	SyncPoll
@@ -172,29 +172,29 @@ type Source interface {
 	Close(st *State) error
 }
 
-// Sparse is a Source whose items are too many to record one by one (a task
+// sparse is a Source whose items are too many to record one by one (a task
 // tree goes to 100,000 tasks): its Items lists only the items with a record
 // — worked on by this run, claimed, blocked or archived — in order, and
 // Untracked counts the others, all pending and never started. Next may
 // return an untracked item; from then on Items lists it. Every per-
 // iteration cost of the engine (state saves, snapshots, syncs) then grows
 // with the work done, not with the size of the tree.
-type Sparse interface {
+type sparse interface {
 	Untracked() int
 }
 
-// ItemsVersioned is a Source whose Items can change only when ItemsVersion
+// itemsVersioned is a Source whose Items can change only when ItemsVersion
 // does: between two iterations with the same version the engine does not
 // ask for the list again (a PRD of 1,000 stories would be copied into
 // 1,000 items each iteration for nothing).
-type ItemsVersioned interface {
+type itemsVersioned interface {
 	ItemsVersion() uint64
 }
 
-// Scheduled is a Source that also serves items of its own making, not
+// scheduled is a Source that also serves items of its own making, not
 // among Items (a run folder's reviews and steering iterations): Lookup
 // finds one by id, so an iteration on it that a crash interrupted is
 // finished like any other. It returns nil for an id it does not know.
-type Scheduled interface {
+type scheduled interface {
 	Lookup(id string) *Item
 }

@@ -217,10 +217,10 @@ func LoadState(path string) (*State, error) {
 	}
 	st := &State{}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, &CorruptStateError{Path: path, Err: err}
+		return nil, &corruptStateError{Path: path, Err: err}
 	}
 	if st.RunID == "" || st.Source == "" {
-		return nil, &CorruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
+		return nil, &corruptStateError{Path: path, Err: errors.New("it records no run (no run_id or source)")}
 	}
 	if st.Items == nil {
 		st.Items = map[string]*ItemState{}

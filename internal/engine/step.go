@@ -89,7 +89,7 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 	}
 
 	// What next: the scheduler's own decision.
-	if err := e.box.update(func(st *State) { err = e.syncState(st, SyncIteration) }); err != nil {
+	if err := e.box.update(func(st *State) { err = e.syncState(st, syncIteration) }); err != nil {
 		return res, err
 	}
 	e.takeDecisions()

@@ -34,9 +34,9 @@ func (a *Attempt) Mask(s string) string {
 	return a.Log.mask.String(s)
 }
 
-// DefaultTranscriptMax caps a transcript unless the run says otherwise:
+// defaultTranscriptMax caps a transcript unless the run says otherwise:
 // beyond it the middle of the output is dropped (store.CappedFile).
-const DefaultTranscriptMax = 50 << 20
+const defaultTranscriptMax = 50 << 20
 
 // openTranscript opens an iteration's transcript: NNNN-<item>.log, or
 // NNNN-<item>.<role>.log for an iteration with a role.
@@ -99,12 +99,12 @@ type TranscriptReader struct {
 
 // Kinds of transcript line.
 const (
-	LineHeader = "header" // "# ralph iteration …": shown as is
+	lineHeader = "header" // "# ralph iteration …": shown as is
 	LinePrompt = "prompt" // a line of the prompt (or its heading)
 	LineOutput = "output" // heading of the agent's output
 	LineRalph  = "ralph"  // "=== gate …", "[ralph] …": shown as is
 	LineAgent  = "agent"  // the agent's output, read as Steps
-	LineOther  = "other"  // anything else in the header
+	lineOther  = "other"  // anything else in the header
 	LineHidden = "hidden" // "# dir": for the reader, not for people
 )
 
@@ -115,7 +115,7 @@ func (r *TranscriptReader) Line(l string) (kind string, steps []agent.Step) {
 		if i := strings.LastIndex(l, " · agent "); i >= 0 {
 			r.activity.Agent = strings.TrimSpace(l[i+len(" · agent "):])
 		}
-		return LineHeader, nil
+		return lineHeader, nil
 	case strings.HasPrefix(l, "# dir ") && r.section == "":
 		r.activity.Dir = strings.TrimPrefix(l, "# dir ")
 		return LineHidden, nil
@@ -134,7 +134,7 @@ func (r *TranscriptReader) Line(l string) (kind string, steps []agent.Step) {
 	case "output":
 		return LineAgent, r.activity.Line([]byte(l))
 	}
-	return LineOther, nil
+	return lineOther, nil
 }
 
 // TranscriptFiles are the run's transcripts by iteration, read from its

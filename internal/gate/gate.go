@@ -85,7 +85,7 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 		env := proc.Environ(nil, r.Env...)
 		start := time.Now()
 		res, err := r.Proc.Run(ctx, proc.Cmd{
-			Argv: Argv(command, env), Dir: dir, Env: env,
+			Argv: argv(command, env), Dir: dir, Env: env,
 			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout,
 		})
 		w.finish()
@@ -124,13 +124,13 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 	return results, true
 }
 
-// Argv is how a gate command runs: `sh -c command`, or — when the command
+// argv is how a gate command runs: `sh -c command`, or — when the command
 // is only plain words (no quoting, expansion, redirection, operator or
 // variable assignment) and its program is found on env's PATH — the
 // program itself, which is what the shell would have run, one process
 // fewer per gate. Words the shell would treat differently from the
 // program of the same name (echo, printf, test, …) keep the shell.
-func Argv(command string, env []string) []string {
+func argv(command string, env []string) []string {
 	shell := []string{"sh", "-c", command}
 	words := strings.Fields(command)
 	if len(words) == 0 || shellOnly[words[0]] || strings.ContainsAny(words[0], "=/") {

@@ -64,7 +64,7 @@ func TestArgvStartsPlainCommandsWithoutAShell(t *testing.T) {
 		"no-such-program-ralph":   false,
 		"cat *.txt":               false,
 	} {
-		argv := Argv(cmd, env)
+		argv := argv(cmd, env)
 		if got := argv[0] != "sh"; got != direct {
 			t.Errorf("Argv(%q) = %q, want direct=%v", cmd, argv, direct)
 		}
@@ -72,7 +72,7 @@ func TestArgvStartsPlainCommandsWithoutAShell(t *testing.T) {
 			t.Errorf("Argv(%q) = %q", cmd, argv)
 		}
 	}
-	if argv := Argv("true", []string{"PATH=bin:/usr/bin:/bin"}); argv[0] != "sh" {
+	if argv := argv("true", []string{"PATH=bin:/usr/bin:/bin"}); argv[0] != "sh" {
 		t.Errorf("a relative PATH entry: %q", argv)
 	}
 	// Started directly, a gate still passes, fails and reports its exit code.

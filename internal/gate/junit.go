@@ -28,11 +28,11 @@ type junitCase struct {
 	Skipped   []struct{} `xml:"skipped"`
 }
 
-// ReadJUnit reads a JUnit XML report: each testcase is a test named
+// readJUnit reads a JUnit XML report: each testcase is a test named
 // "classname::name" (or its name alone when it has no class or already
 // starts with it, as jest-junit writes it), failed when it holds a
 // failure or error, skipped when it holds skipped.
-func ReadJUnit(r io.Reader) (*Tests, error) {
+func readJUnit(r io.Reader) (*Tests, error) {
 	var root junitSuite
 	if err := xml.NewDecoder(r).Decode(&root); err != nil {
 		return nil, err
@@ -45,12 +45,12 @@ func ReadJUnit(r io.Reader) (*Tests, error) {
 			if c.Classname != "" && !strings.HasPrefix(name, c.Classname) {
 				name = c.Classname + "::" + name
 			}
-			o := Pass
+			o := pass
 			switch {
 			case len(c.Failures) > 0 || len(c.Errors) > 0:
-				o = Fail
+				o = fail
 			case len(c.Skipped) > 0:
-				o = Skip
+				o = skip
 			}
 			t.add(name, o)
 		}
@@ -129,5 +129,5 @@ func readReport(root *os.Root, rel string, since time.Time) (*Tests, error) {
 	case fi.ModTime().Before(since):
 		return nil, errStale
 	}
-	return ReadJUnit(io.LimitReader(f, maxReport))
+	return readJUnit(io.LimitReader(f, maxReport))
 }

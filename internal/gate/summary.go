@@ -31,12 +31,12 @@ func (l *libtest) line(s string) {
 		if l.t == nil {
 			l.t = perTest("cargo")
 		}
-		o := Pass
+		o := pass
 		switch {
 		case m[2] == "FAILED":
-			o = Fail
+			o = fail
 		case strings.HasPrefix(m[2], "ignored"):
-			o = Skip
+			o = skip
 		}
 		name := m[1]
 		if l.binary != "" {

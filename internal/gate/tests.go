@@ -11,9 +11,9 @@ import (
 type Outcome string
 
 const (
-	Pass Outcome = "pass"
-	Fail Outcome = "fail"
-	Skip Outcome = "skip"
+	pass Outcome = "pass"
+	fail Outcome = "fail"
+	skip Outcome = "skip"
 )
 
 // Tests is what a gate's output says about the tests it ran: per test
@@ -59,7 +59,7 @@ func (t *Tests) add(name string, o Outcome) {
 	switch {
 	case !ok && len(t.Names) >= maxNames:
 		return
-	case !ok, o == Fail, o == Pass && prev == Skip:
+	case !ok, o == fail, o == pass && prev == skip:
 		t.Names[name] = o
 	}
 }
@@ -69,11 +69,11 @@ func (t *Tests) count() *Tests {
 	t.Passed, t.Failed, t.Skipped = 0, 0, 0
 	for _, o := range t.Names {
 		switch o {
-		case Pass:
+		case pass:
 			t.Passed++
-		case Fail:
+		case fail:
 			t.Failed++
-		case Skip:
+		case skip:
 			t.Skipped++
 		}
 	}
@@ -93,7 +93,7 @@ func (base *Tests) Lost(now *Tests) []string {
 	if base.PerTest && (now == nil || now.PerTest) {
 		var lost []string
 		for name, o := range base.Names {
-			if o != Pass {
+			if o != pass {
 				continue
 			}
 			var got Outcome
@@ -101,10 +101,10 @@ func (base *Tests) Lost(now *Tests) []string {
 				got = now.Names[name]
 			}
 			switch got {
-			case Pass:
-			case Skip:
+			case pass:
+			case skip:
 				lost = append(lost, name+" (skipped)")
-			case Fail:
+			case fail:
 				lost = append(lost, name+" (failed)")
 			default:
 				lost = append(lost, name+" (did not run)")

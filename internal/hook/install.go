@@ -64,10 +64,10 @@ func StopCommand(exe string) string {
 	return proc.Quote(exe) + " hook stop"
 }
 
-// IsRalphCommand recognises a Stop hook command that runs ralph: one whose
+// isRalphCommand recognises a Stop hook command that runs ralph: one whose
 // program is named ralph* and whose arguments are `hook stop`, or exactly
 // mine.
-func IsRalphCommand(cmd, mine string) bool {
+func isRalphCommand(cmd, mine string) bool {
 	cmd = strings.TrimSpace(cmd)
 	if mine != "" && cmd == strings.TrimSpace(mine) {
 		return true
@@ -145,7 +145,7 @@ func Install(path, command string) (Result, error) {
 	} else {
 		res.Action = "added"
 	}
-	entry := obj{{"hooks", mustRaw([]commandHook{{Type: "command", Command: command, Timeout: HookTimeoutSeconds}})}}
+	entry := obj{{"hooks", mustRaw([]commandHook{{Type: "command", Command: command, Timeout: hookTimeoutSeconds}})}}
 	groups = append(groups, entry)
 	hooks.set("Stop", mustRaw(groups))
 	doc.set("hooks", mustRaw(hooks))
@@ -232,7 +232,7 @@ func parseGroups(path string, stop []json.RawMessage) ([]obj, string, error) {
 			var e struct {
 				Command string `json:"command"`
 			}
-			if json.Unmarshal(h, &e) == nil && IsRalphCommand(e.Command, "") && found == "" {
+			if json.Unmarshal(h, &e) == nil && isRalphCommand(e.Command, "") && found == "" {
 				found = e.Command
 			}
 		}
@@ -252,7 +252,7 @@ func removeRalph(groups []obj, mine string) ([]obj, int) {
 			var e struct {
 				Command string `json:"command"`
 			}
-			if json.Unmarshal(h, &e) == nil && IsRalphCommand(e.Command, mine) {
+			if json.Unmarshal(h, &e) == nil && isRalphCommand(e.Command, mine) {
 				n++
 				continue
 			}
@@ -432,5 +432,5 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
-// HookTimeoutSeconds is the timeout written into hook entries.
-const HookTimeoutSeconds = 600
+// hookTimeoutSeconds is the timeout written into hook entries.
+const hookTimeoutSeconds = 600

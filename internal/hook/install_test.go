@@ -101,11 +101,11 @@ func TestIsRalphCommand(t *testing.T) {
 		"notify-send done":                  false,
 		"/tmp/go-build/main.test hook stop": false,
 	} {
-		if got := IsRalphCommand(cmd, ""); got != want {
+		if got := isRalphCommand(cmd, ""); got != want {
 			t.Errorf("IsRalphCommand(%q) = %v", cmd, got)
 		}
 	}
-	if !IsRalphCommand("/tmp/go-build/main.test hook stop", "/tmp/go-build/main.test hook stop") {
+	if !isRalphCommand("/tmp/go-build/main.test hook stop", "/tmp/go-build/main.test hook stop") {
 		t.Error("own command not recognised")
 	}
 }
@@ -176,7 +176,7 @@ func TestInstallCodexMCP(t *testing.T) {
 	if err := toml.Unmarshal(b, &doc); err != nil {
 		t.Fatalf("%v in\n%s", err, b)
 	}
-	got := doc.Servers[MCPServerName]
+	got := doc.Servers[mcpServerName]
 	if doc.Model != "o3" || got.Command != argv[0] || !slices.Equal(got.Args, argv[1:]) {
 		t.Fatalf("read back %+v from\n%s", doc, b)
 	}

@@ -18,8 +18,8 @@ const (
 	Opencode = "opencode"
 )
 
-// MCPServerName is the name ralph's server has in every client's config.
-const MCPServerName = "ralph"
+// mcpServerName is the name ralph's server has in every client's config.
+const mcpServerName = "ralph"
 
 // MCPConfigPath is the file holding the agent's MCP servers for scope:
 // Claude Code's .mcp.json (project) or ~/.claude.json (user); Codex's
@@ -85,7 +85,7 @@ func InstallMCP(agent, path string, argv []string) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	servers.set(MCPServerName, mustRaw(entry))
+	servers.set(mcpServerName, mustRaw(entry))
 	doc.set(key, mustRaw(servers))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return res, err
@@ -111,7 +111,7 @@ func installTOMLServer(path string, argv []string) (Result, error) {
 		}
 		return res, &Error{Msg: fmt.Sprintf("%s: %v (nothing was written)", path, err)}
 	}
-	header := "[mcp_servers." + MCPServerName + "]"
+	header := "[mcp_servers." + mcpServerName + "]"
 	body, err := toml.Marshal(struct {
 		Command string   `toml:"command"`
 		Args    []string `toml:"args"`

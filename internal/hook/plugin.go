@@ -11,13 +11,13 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// PluginFiles are the files of a Claude Code plugin that runs ralph:
+// pluginFiles are the files of a Claude Code plugin that runs ralph:
 // .claude-plugin/plugin.json (the manifest), hooks/hooks.json (the Stop
 // hook calling `<bin> hook stop`) and commands/ralph-loop.md (the
 // /ralph-loop slash command running `<bin> loop start "$ARGUMENTS"`).
 // bin is how the hook and the command call ralph: an absolute path works
 // without PATH changes.
-func PluginFiles(bin, version string) map[string]string {
+func pluginFiles(bin, version string) map[string]string {
 	manifest := struct {
 		Name        string   `json:"name"`
 		Version     string   `json:"version"`
@@ -28,7 +28,7 @@ func PluginFiles(bin, version string) map[string]string {
 	hooks.Description = "ralph's Stop hook: decides whether the session may stop or gets the next prompt"
 	hooks.Hooks.Stop = append(hooks.Hooks.Stop, struct {
 		Hooks []commandHook `json:"hooks"`
-	}{[]commandHook{{Type: "command", Command: bin + " hook stop", Timeout: HookTimeoutSeconds}}})
+	}{[]commandHook{{Type: "command", Command: bin + " hook stop", Timeout: hookTimeoutSeconds}}})
 	cmd := fmt.Sprintf(`---
 description: "Start a ralph loop in this session"
 argument-hint: "PROMPT [--max-iterations N] [--completion-promise TEXT] [--check COMMAND] | --prd FILE | --pipeline FILE"
@@ -63,7 +63,7 @@ func jsonText(v any) string {
 // the files it wrote or found unchanged, in order. Files are ralph's own:
 // they are replaced when they differ.
 func WritePlugin(dir, bin, version string) (written, unchanged []string, err error) {
-	files := PluginFiles(bin, version)
+	files := pluginFiles(bin, version)
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

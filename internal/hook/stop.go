@@ -57,9 +57,9 @@ type Armed struct {
 	Agent             string    `json:"agent,omitempty"`
 }
 
-// ClaudeBlockLimit is how many consecutive blocks Claude Code accepts
+// claudeBlockLimit is how many consecutive blocks Claude Code accepts
 // before it stops on its own.
-const ClaudeBlockLimit = 8
+const claudeBlockLimit = 8
 
 // ArmedPath is where the armed loop lives in a repo.
 func ArmedPath(root string) string { return filepath.Join(root, ".ralph", "hook.json") }
@@ -120,7 +120,7 @@ func (a *Armed) Blocked(stopHookActive bool) {
 		a.ConsecutiveBlocks = 0
 	}
 	a.ConsecutiveBlocks++
-	a.LimitReached = a.ConsecutiveBlocks >= ClaudeBlockLimit
+	a.LimitReached = a.ConsecutiveBlocks >= claudeBlockLimit
 }
 
 // Decision is the block reply (Claude Code and Codex read the same shape).

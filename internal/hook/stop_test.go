@@ -25,7 +25,7 @@ func TestScopeAndBlockLimit(t *testing.T) {
 	if mine, _ := a.Scope("s2"); mine {
 		t.Fatal("another session is never blocked")
 	}
-	for i := 0; i < ClaudeBlockLimit; i++ {
+	for i := 0; i < claudeBlockLimit; i++ {
 		a.Blocked(i > 0)
 	}
 	if !a.LimitReached {

@@ -14,12 +14,12 @@ type AnthropicProvider struct {
 	client anthropic.Client
 }
 
-// DefaultAnthropicMaxTokens is max_tokens when Request.MaxTokens is 0.
-const DefaultAnthropicMaxTokens = 8192
+// defaultAnthropicMaxTokens is max_tokens when Request.MaxTokens is 0.
+const defaultAnthropicMaxTokens = 8192
 
-// NewAnthropic builds an Anthropic Messages provider. The SDK's own retries
+// newAnthropic builds an Anthropic Messages provider. The SDK's own retries
 // are off.
-func NewAnthropic(cfg Config) *AnthropicProvider {
+func newAnthropic(cfg Config) *AnthropicProvider {
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	base = strings.TrimSuffix(base, "/v1") // the SDK adds v1/messages
 	if base == "" {
@@ -48,7 +48,7 @@ func (p *AnthropicProvider) Name() string { return Anthropic }
 func (p *AnthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
 	maxTok := int64(req.MaxTokens)
 	if maxTok <= 0 {
-		maxTok = DefaultAnthropicMaxTokens
+		maxTok = defaultAnthropicMaxTokens
 	}
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(req.Model),

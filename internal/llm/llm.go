@@ -147,9 +147,9 @@ func DefaultBaseURL(provider string) string {
 func New(cfg Config) (Provider, error) {
 	switch strings.ToLower(strings.TrimSpace(cfg.Provider)) {
 	case Anthropic, "claude":
-		return NewAnthropic(cfg), nil
+		return newAnthropic(cfg), nil
 	case OpenAI, "openai-compatible", "chat", "ollama", "vllm":
-		return NewOpenAI(cfg), nil
+		return newOpenAI(cfg), nil
 	case "":
 		return nil, errors.New("llm: no provider given (anthropic | openai)")
 	}
@@ -229,7 +229,7 @@ func httpError(provider string, status int, h http.Header, raw string) error {
 		}
 	}
 	if status == http.StatusTooManyRequests {
-		return &RateLimitError{RetryAfter: RetryAfter(h, time.Now()), Message: msg, Status: status}
+		return &RateLimitError{RetryAfter: retryAfter(h, time.Now()), Message: msg, Status: status}
 	}
 	return &APIError{Provider: provider, Status: status, Type: typ, Message: msg}
 }
@@ -271,9 +271,9 @@ func errorBody(raw string) (typ, msg string) {
 	return env.Type, env.Message
 }
 
-// RetryAfter reads retry-after-ms, then retry-after (seconds or an HTTP
+// retryAfter reads retry-after-ms, then retry-after (seconds or an HTTP
 // date). 0 when absent or unreadable.
-func RetryAfter(h http.Header, now time.Time) time.Duration {
+func retryAfter(h http.Header, now time.Time) time.Duration {
 	if h == nil {
 		return 0
 	}

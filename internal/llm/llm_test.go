@@ -32,7 +32,7 @@ func TestLLMRetryAfter(t *testing.T) {
 		for k, v := range c.h {
 			h.Set(k, v)
 		}
-		if got := RetryAfter(h, now); got != c.want {
+		if got := retryAfter(h, now); got != c.want {
 			t.Errorf("RetryAfter(%v) = %s, want %s", c.h, got, c.want)
 		}
 	}
@@ -84,8 +84,8 @@ func errorServer(t *testing.T, status int, header map[string]string, body string
 
 func providers(base string) map[string]Provider {
 	return map[string]Provider{
-		"anthropic": NewAnthropic(Config{BaseURL: base, APIKey: "k"}),
-		"openai":    NewOpenAI(Config{BaseURL: base + "/v1", APIKey: "k"}),
+		"anthropic": newAnthropic(Config{BaseURL: base, APIKey: "k"}),
+		"openai":    newOpenAI(Config{BaseURL: base + "/v1", APIKey: "k"}),
 	}
 }
 
@@ -174,7 +174,7 @@ func TestLLMRequestShapes(t *testing.T) {
 	}
 
 	reply = `{"id":"msg_1","type":"message","role":"assistant","model":"m1","content":[{"type":"text","text":"hello"},{"type":"tool_use","id":"t9","name":"bash","input":{"command":"ls"}}],"stop_reason":"tool_use","usage":{"input_tokens":11,"output_tokens":5}}`
-	resp, err := NewAnthropic(Config{BaseURL: srv.URL + "/v1/", APIKey: "sk-ant"}).Complete(context.Background(), req)
+	resp, err := newAnthropic(Config{BaseURL: srv.URL + "/v1/", APIKey: "sk-ant"}).Complete(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestLLMRequestShapes(t *testing.T) {
 	}
 
 	reply = `{"id":"c","object":"chat.completion","model":"m1","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"","tool_calls":[{"id":"x1","type":"function","function":{"name":"grep","arguments":"{\"pattern\":\"a\"}"}}]}}],"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}`
-	resp, err = NewOpenAI(Config{BaseURL: srv.URL + "/v1", APIKey: "sk-oa"}).Complete(context.Background(), req)
+	resp, err = newOpenAI(Config{BaseURL: srv.URL + "/v1", APIKey: "sk-oa"}).Complete(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestLLMRequestShapes(t *testing.T) {
 
 	// Local servers need no key: a placeholder is sent.
 	reply = `{"id":"c","object":"chat.completion","model":"m1","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}]}`
-	resp, err = NewOpenAI(Config{BaseURL: srv.URL + "/v1"}).Complete(context.Background(), simpleReq())
+	resp, err = newOpenAI(Config{BaseURL: srv.URL + "/v1"}).Complete(context.Background(), simpleReq())
 	if err != nil || resp.Text != "hi" || resp.StopReason != StopEnd {
 		t.Errorf("keyless openai: %+v %v", resp, err)
 	}

@@ -19,9 +19,9 @@ type OpenAIProvider struct {
 	client openai.Client
 }
 
-// NewOpenAI builds a Chat Completions provider. The SDK's own retries are
+// newOpenAI builds a Chat Completions provider. The SDK's own retries are
 // off.
-func NewOpenAI(cfg Config) *OpenAIProvider {
+func newOpenAI(cfg Config) *OpenAIProvider {
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	if base == "" {
 		base = DefaultBaseURL(OpenAI)

@@ -96,7 +96,7 @@ type geminiRequest struct {
 }
 
 func (s *Server) handleGemini(c *call, model, action string) {
-	c.rec.API = APIGemini
+	c.rec.API = apiGemini
 	c.rec.Model = model
 	switch action {
 	case "generateContent", "streamGenerateContent", "countTokens":
@@ -110,7 +110,7 @@ func (s *Server) handleGemini(c *call, model, action string) {
 		return
 	}
 	if action == "countTokens" {
-		c.rec.API = APICountTokens
+		c.rec.API = apiCountTokens
 		writeJSON(c.w, http.StatusOK, map[string]any{"totalTokens": tokens(len(c.body))})
 		return
 	}

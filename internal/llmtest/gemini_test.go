@@ -97,7 +97,7 @@ func TestGeminiStreamingRoundTrip(t *testing.T) {
 	if text != "All done: wrote a.txt." {
 		t.Errorf("text %q", text)
 	}
-	if r := lastReq(t, srv); r.API != APIGemini || r.Model != "gemini-2.5-pro" || r.AssistantTurns != 1 || r.Step != 1 || !r.Stream {
+	if r := lastReq(t, srv); r.API != apiGemini || r.Model != "gemini-2.5-pro" || r.AssistantTurns != 1 || r.Step != 1 || !r.Stream {
 		t.Errorf("log %+v", r)
 	}
 }

@@ -120,7 +120,7 @@ func TestResponsesStreamingRoundTrip(t *testing.T) {
 	if final == nil || final.OutputText() != "All done: wrote a.txt." || len(final.Output) != 1 {
 		t.Fatalf("final %+v", final)
 	}
-	if r := lastReq(t, srv); r.AssistantTurns != 1 || r.Step != 1 || r.API != APIResponses || !r.Stream {
+	if r := lastReq(t, srv); r.AssistantTurns != 1 || r.Step != 1 || r.API != apiResponses || !r.Stream {
 		t.Errorf("log %+v", r)
 	}
 }

@@ -90,15 +90,15 @@ func LoadScript(path string) (*Script, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	s, err := ParseScript(data)
+	s, err := parseScript(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// ParseScript parses a JSON script and validates it.
-func ParseScript(data []byte) (*Script, error) {
+// parseScript parses a JSON script and validates it.
+func parseScript(data []byte) (*Script, error) {
 	var s Script
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -19,13 +19,13 @@ import (
 // API names used in LoggedRequest.API.
 const (
 	APIAnthropic   = "anthropic"
-	APICountTokens = "count_tokens"
-	APIResponses   = "responses"
+	apiCountTokens = "count_tokens"
+	apiResponses   = "responses"
 	APIChat        = "chat"
-	APIGemini      = "gemini"
-	APIModels      = "models"
-	APIHealth      = "health"
-	APIUnknown     = "unknown"
+	apiGemini      = "gemini"
+	apiModels      = "models"
+	apiHealth      = "health"
+	apiUnknown     = "unknown"
 )
 
 // LoggedRequest is what the server records about one request.
@@ -222,7 +222,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		Time:      time.Now().UTC(),
 		Method:    r.Method,
 		Path:      r.URL.RequestURI(),
-		API:       APIUnknown,
+		API:       apiUnknown,
 		Step:      -1,
 		UserAgent: r.UserAgent(),
 	}
@@ -264,7 +264,7 @@ func (s *Server) route(c *call) {
 		if i := strings.LastIndex(rest, ":"); i > 0 && strings.HasPrefix(rest, "/models/") {
 			model, action := rest[len("/models/"):i], rest[i+1:]
 			if method != http.MethodPost {
-				c.rec.API = APIGemini
+				c.rec.API = apiGemini
 				geminiError(c.w, http.StatusMethodNotAllowed, "method "+method+" not allowed", 0)
 				return
 			}
@@ -272,7 +272,7 @@ func (s *Server) route(c *call) {
 			return
 		}
 		if ver != "v1" && method == http.MethodGet {
-			c.rec.API = APIModels
+			c.rec.API = apiModels
 			geminiModels(c, strings.TrimPrefix(strings.TrimPrefix(rest, "/models"), "/"))
 			return
 		}
@@ -291,13 +291,13 @@ func (s *Server) route(c *call) {
 		}
 		s.handleAnthropic(c)
 	case op == "/messages/count_tokens":
-		c.rec.API = APICountTokens
+		c.rec.API = apiCountTokens
 		if !allow(c, http.MethodPost, anthropicError) {
 			return
 		}
 		s.handleAnthropicCount(c)
 	case op == "/responses":
-		c.rec.API = APIResponses
+		c.rec.API = apiResponses
 		if !allow(c, http.MethodPost, openaiError) {
 			return
 		}
@@ -309,13 +309,13 @@ func (s *Server) route(c *call) {
 		}
 		s.handleChat(c)
 	case op == "/models" || strings.HasPrefix(op, "/models/"):
-		c.rec.API = APIModels
+		c.rec.API = apiModels
 		if !allow(c, http.MethodGet, openaiError) {
 			return
 		}
 		listModels(c, strings.TrimPrefix(strings.TrimPrefix(op, "/models"), "/"))
 	case p == "" || p == "/healthz" || p == "/health":
-		c.rec.API = APIHealth
+		c.rec.API = apiHealth
 		writeJSON(c.w, http.StatusOK, map[string]any{"ok": true, "steps": len(s.script.Steps)})
 	default:
 		if strings.HasPrefix(p, "/v1beta") || strings.HasPrefix(p, "/v1alpha") {

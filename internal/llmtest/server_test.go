@@ -103,7 +103,7 @@ func TestLogFile(t *testing.T) {
 	if err := json.Unmarshal(log[1].Body, &s); err != nil || s != "not json at all" || log[1].Status != 400 {
 		t.Errorf("malformed body logged as %s (status %d)", log[1].Body, log[1].Status)
 	}
-	if log[2].API != APIModels || log[2].Status != 200 {
+	if log[2].API != apiModels || log[2].Status != 200 {
 		t.Errorf("models %+v", log[2])
 	}
 	if got := srv.Requests(); len(got) != 3 {
@@ -155,7 +155,7 @@ func TestLoadScript(t *testing.T) {
 		t.Errorf("yaml script %+v %s", s, s.Steps[0].ToolCalls[0].Input)
 	}
 	for _, bad := range []string{`{"steps":[{"tool_calls":[{"input":{}}]}]}`, `{"steps":[{"status":200}]}`, `{"stepz":[]}`, `{`} {
-		if _, err := ParseScript([]byte(bad)); err == nil {
+		if _, err := parseScript([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
 	}
@@ -239,7 +239,7 @@ func TestStreamLoggedBeforeItsEnd(t *testing.T) {
 // TestBranches: a request whose body contains a branch's When plays that
 // branch's steps, counted from its own start; others play Steps.
 func TestBranches(t *testing.T) {
-	s, err := ParseScript([]byte(`{"steps": [{"text": "worker"}], "branches": [{"when": "# Role: Reviewer", "steps": [{"text": "REVIEW: approve"}]}]}`))
+	s, err := parseScript([]byte(`{"steps": [{"text": "worker"}], "branches": [{"when": "# Role: Reviewer", "steps": [{"text": "REVIEW: approve"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestBranches(t *testing.T) {
 	if steps, b := s.stepsFor([]byte(`{"messages":[{"role":"user","content":"build it"}]}`)); b != 0 || steps[0].Text != "worker" {
 		t.Fatalf("branch %d %+v", b, steps)
 	}
-	if _, err := ParseScript([]byte(`{"steps": [], "branches": [{"steps": []}]}`)); err == nil || !strings.Contains(err.Error(), "branch 0: empty when") {
+	if _, err := parseScript([]byte(`{"steps": [], "branches": [{"steps": []}]}`)); err == nil || !strings.Contains(err.Error(), "branch 0: empty when") {
 		t.Fatalf("err %v", err)
 	}
 }

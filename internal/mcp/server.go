@@ -117,8 +117,8 @@ func (r *server) fail(err error) error {
 
 // --- tools
 
-// RunInput are the run tool's arguments.
-type RunInput struct {
+// runInput are the run tool's arguments.
+type runInput struct {
 	Repo          string `json:"repo,omitempty" jsonschema:"the repository (default the server's folder)"`
 	PRD           string `json:"prd,omitempty" jsonschema:"the PRD file (default prd.json)"`
 	Tasks         string `json:"tasks,omitempty" jsonschema:"a task tree (tasks.jsonl) instead of a PRD"`
@@ -130,21 +130,21 @@ type RunInput struct {
 	NoGates       bool   `json:"no_gates,omitempty" jsonschema:"run without quality gates (items pass on the agent's word)"`
 }
 
-// RunOutput is what run returns.
-type RunOutput struct {
+// runOutput is what run returns.
+type runOutput struct {
 	RunID string `json:"run_id"`
 	PID   int    `json:"pid"`
 	Log   string `json:"log" jsonschema:"where the run's output goes"`
 }
 
-func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, RunOutput, error) {
+func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (*sdk.CallToolResult, runOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, RunOutput{}, err
+		return nil, runOutput{}, err
 	}
 	p := engine.PathsFor(repo)
 	if active, holder := engine.ActiveRun(p); active {
-		return nil, RunOutput{}, r.fail(usage.Errorf("a run is already active in %s (%v): `ralph stop` it, or wait", repo, holder))
+		return nil, runOutput{}, r.fail(usage.Errorf("a run is already active in %s (%v): `ralph stop` it, or wait", repo, holder))
 	}
 	args := []string{"run", "--plain"}
 	for _, a := range []struct{ flag, v string }{{"--prd", in.PRD}, {"--tasks", in.Tasks}, {"--agent", in.Agent}, {"--agent-cmd", in.AgentCmd}, {"--model", in.Model}} {
@@ -163,15 +163,15 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (
 	}
 	self, err := Executable()
 	if err != nil {
-		return nil, RunOutput{}, err
+		return nil, runOutput{}, err
 	}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return nil, RunOutput{}, err
+		return nil, runOutput{}, err
 	}
 	logPath := filepath.Join(p.Dir, "mcp-run.log")
 	logf, err := store.OpenOwn(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, RunOutput{}, err
+		return nil, runOutput{}, err
 	}
 	before := lastRunID(p)
 	// Its own session: the run outlives this request and the server.
@@ -181,7 +181,7 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {
 		logf.Close()
-		return nil, RunOutput{}, err
+		return nil, runOutput{}, err
 	}
 	logf.Close()
 	exited := make(chan error, 1)
@@ -189,12 +189,12 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (
 	deadline := time.After(30 * time.Second)
 	for {
 		if id := lastRunID(p); id != "" && id != before {
-			return nil, RunOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
+			return nil, runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
 		}
 		select {
 		case err := <-exited:
 			if id := lastRunID(p); id != "" && id != before {
-				return nil, RunOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
+				return nil, runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
 			}
 			b, _ := os.ReadFile(logPath)
 			code := r.ExitCode(err)
@@ -202,11 +202,11 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (
 			if errors.As(err, &ee) {
 				code = ee.ExitCode()
 			}
-			return nil, RunOutput{}, &ToolError{Code: code, Msg: strings.TrimSpace(tailLines(string(b), 20))}
+			return nil, runOutput{}, &ToolError{Code: code, Msg: strings.TrimSpace(tailLines(string(b), 20))}
 		case <-deadline:
-			return nil, RunOutput{}, fmt.Errorf("the run did not start within 30 s (pid %d; its output is in %s)", c.Process.Pid, logPath)
+			return nil, runOutput{}, fmt.Errorf("the run did not start within 30 s (pid %d; its output is in %s)", c.Process.Pid, logPath)
 		case <-ctx.Done():
-			return nil, RunOutput{}, ctx.Err()
+			return nil, runOutput{}, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -245,8 +245,8 @@ func tailLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// RepoInput is a tool argument naming only the repository.
-type RepoInput struct {
+// repoInput is a tool argument naming only the repository.
+type repoInput struct {
 	Repo string `json:"repo,omitempty" jsonschema:"the repository (default the server's folder)"`
 }
 
@@ -259,8 +259,8 @@ type StatusItem struct {
 	Commit   string `json:"commit,omitempty"`
 }
 
-// StatusOutput is seed 002's status metadata.
-type StatusOutput struct {
+// statusOutput is seed 002's status metadata.
+type statusOutput struct {
 	RunID         string       `json:"run_id"`
 	AllPassed     bool         `json:"all_passed"`
 	ReadyToMerge  bool         `json:"ready_to_merge" jsonschema:"every item passed and the run ended complete"`
@@ -276,14 +276,14 @@ type StatusOutput struct {
 	Items         []StatusItem `json:"items"`
 }
 
-func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in RepoInput) (*sdk.CallToolResult, StatusOutput, error) {
+func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, statusOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, StatusOutput{}, err
+		return nil, statusOutput{}, err
 	}
 	out, err := r.Invoke(ctx, repo, "status", "--json")
 	if err != nil {
-		return nil, StatusOutput{}, err
+		return nil, statusOutput{}, err
 	}
 	var doc struct {
 		State   *engine.State `json:"state"`
@@ -293,10 +293,10 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in RepoInpu
 		Total   int           `json:"total"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.State == nil {
-		return nil, StatusOutput{}, fmt.Errorf("reading ralph status --json: %v", err)
+		return nil, statusOutput{}, fmt.Errorf("reading ralph status --json: %v", err)
 	}
 	st := doc.State
-	res := StatusOutput{RunID: st.RunID, FeatureBranch: st.Branch, Passed: doc.Passed, Total: doc.Total, Blocked: doc.Blocked,
+	res := statusOutput{RunID: st.RunID, FeatureBranch: st.Branch, Passed: doc.Passed, Total: doc.Total, Blocked: doc.Blocked,
 		Status: st.Status, Active: doc.Active, Iteration: st.Iteration, MaxIterations: st.MaxIterations, StopReason: st.StopReason}
 	res.AllPassed = doc.Total > 0 && doc.Passed == doc.Total
 	res.ReadyToMerge = res.AllPassed && st.Status == engine.StatusComplete && !doc.Active
@@ -307,8 +307,8 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in RepoInpu
 	return nil, res, nil
 }
 
-// CreatePRDInput are create_prd's arguments.
-type CreatePRDInput struct {
+// createPRDInput are create_prd's arguments.
+type createPRDInput struct {
 	Repo    string `json:"repo,omitempty"`
 	Project string `json:"project" jsonschema:"the project's name"`
 	Feature string `json:"feature" jsonschema:"the feature's name (the branch is named after it)"`
@@ -316,15 +316,15 @@ type CreatePRDInput struct {
 	Force   bool   `json:"force,omitempty" jsonschema:"overwrite an existing file"`
 }
 
-// TextOutput is a command's own words.
-type TextOutput struct {
+// textOutput is a command's own words.
+type textOutput struct {
 	Text string `json:"text"`
 }
 
-func (r *server) createPRD(ctx context.Context, _ *sdk.CallToolRequest, in CreatePRDInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) createPRD(ctx context.Context, _ *sdk.CallToolRequest, in createPRDInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	args := []string{"prd", "new", "--project", in.Project, "--feature", in.Feature, "-o", inRepo(repo, in.Path, "prd.json")}
 	if in.Force {
@@ -334,73 +334,73 @@ func (r *server) createPRD(ctx context.Context, _ *sdk.CallToolRequest, in Creat
 }
 
 // text runs a command and returns its output as the tool's text.
-func (r *server) text(ctx context.Context, repo string, args ...string) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) text(ctx context.Context, repo string, args ...string) (*sdk.CallToolResult, textOutput, error) {
 	out, err := r.Invoke(ctx, repo, args...)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	if strings.TrimSpace(out) == "" {
 		out = "ok: ralph " + strings.Join(args, " ")
 	}
-	return nil, TextOutput{Text: strings.TrimSpace(out)}, nil
+	return nil, textOutput{Text: strings.TrimSpace(out)}, nil
 }
 
-// PathInput names a file in the repository.
-type PathInput struct {
+// pathInput names a file in the repository.
+type pathInput struct {
 	Repo string `json:"repo,omitempty"`
 	Path string `json:"path,omitempty" jsonschema:"the file (default prd.json)"`
 }
 
-func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in PathInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pathInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	return r.text(ctx, repo, "prd", "validate", inRepo(repo, in.Path, "prd.json"))
 }
 
-func (r *server) stop(ctx context.Context, _ *sdk.CallToolRequest, in RepoInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) stop(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	p := engine.PathsFor(repo)
 	active, holder := engine.ActiveRun(p)
 	if !active {
-		return nil, TextOutput{}, r.fail(usage.Errorf("no run is active in %s; nothing to stop", repo))
+		return nil, textOutput{}, r.fail(usage.Errorf("no run is active in %s; nothing to stop", repo))
 	}
 	if err := r.Stop(p, "the MCP stop tool"); err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
-	return nil, TextOutput{Text: fmt.Sprintf("asked the run (%v) to stop after its current iteration", holder)}, nil
+	return nil, textOutput{Text: fmt.Sprintf("asked the run (%v) to stop after its current iteration", holder)}, nil
 }
 
-// IDInput names an item or a task.
-type IDInput struct {
+// idInput names an item or a task.
+type idInput struct {
 	Repo string `json:"repo,omitempty"`
 	ID   string `json:"id" jsonschema:"the item's or task's id"`
 }
 
-func (r *server) approve(ctx context.Context, _ *sdk.CallToolRequest, in IDInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) approve(ctx context.Context, _ *sdk.CallToolRequest, in idInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	return r.text(ctx, repo, "approve", in.ID)
 }
 
-// TaskAddInput are task_add's arguments.
-type TaskAddInput struct {
+// taskAddInput are task_add's arguments.
+type taskAddInput struct {
 	Repo   string `json:"repo,omitempty"`
 	Title  string `json:"title"`
 	Parent string `json:"parent,omitempty" jsonschema:"the parent task's id (a subtask)"`
 	File   string `json:"file,omitempty" jsonschema:"the task tree (default tasks.jsonl)"`
 }
 
-func (r *server) taskAdd(ctx context.Context, _ *sdk.CallToolRequest, in TaskAddInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) taskAdd(ctx context.Context, _ *sdk.CallToolRequest, in taskAddInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	args := append([]string{"task", "add"}, fileArg(repo, in.File)...)
 	if in.Parent != "" {
@@ -429,40 +429,40 @@ func inRepo(repo, p, def string) string {
 	return filepath.Join(repo, p)
 }
 
-// TaskFileInput names the task tree.
-type TaskFileInput struct {
+// taskFileInput names the task tree.
+type taskFileInput struct {
 	Repo   string `json:"repo,omitempty"`
 	File   string `json:"file,omitempty" jsonschema:"the task tree (default tasks.jsonl)"`
 	Status string `json:"status,omitempty" jsonschema:"task_list: only tasks with this status"`
 }
 
-func (r *server) taskNext(ctx context.Context, _ *sdk.CallToolRequest, in TaskFileInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) taskNext(ctx context.Context, _ *sdk.CallToolRequest, in taskFileInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	return r.text(ctx, repo, append([]string{"task", "next", "--json"}, fileArg(repo, in.File)...)...)
 }
 
-// TaskIDInput names a task.
-type TaskIDInput struct {
+// taskIDInput names a task.
+type taskIDInput struct {
 	Repo string `json:"repo,omitempty"`
 	ID   string `json:"id"`
 	File string `json:"file,omitempty" jsonschema:"the task tree (default tasks.jsonl)"`
 }
 
-func (r *server) taskComplete(ctx context.Context, _ *sdk.CallToolRequest, in TaskIDInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) taskComplete(ctx context.Context, _ *sdk.CallToolRequest, in taskIDInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	return r.text(ctx, repo, append(append([]string{"task", "complete"}, fileArg(repo, in.File)...), in.ID)...)
 }
 
-func (r *server) taskList(ctx context.Context, _ *sdk.CallToolRequest, in TaskFileInput) (*sdk.CallToolResult, TextOutput, error) {
+func (r *server) taskList(ctx context.Context, _ *sdk.CallToolRequest, in taskFileInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TextOutput{}, err
+		return nil, textOutput{}, err
 	}
 	args := append([]string{"task", "list", "--json"}, fileArg(repo, in.File)...)
 	if in.Status != "" {
@@ -471,28 +471,28 @@ func (r *server) taskList(ctx context.Context, _ *sdk.CallToolRequest, in TaskFi
 	return r.text(ctx, repo, args...)
 }
 
-// TailInput are tail's arguments.
-type TailInput struct {
+// tailInput are tail's arguments.
+type tailInput struct {
 	Repo string `json:"repo,omitempty"`
 	N    int    `json:"n,omitempty" jsonschema:"how many events (default 20, at most 500)"`
 }
 
-// TailOutput is the last events.
-type TailOutput struct {
+// tailOutput is the last events.
+type tailOutput struct {
 	Events []engine.Event `json:"events"`
 }
 
-func (r *server) tail(ctx context.Context, _ *sdk.CallToolRequest, in TailInput) (*sdk.CallToolResult, TailOutput, error) {
+func (r *server) tail(ctx context.Context, _ *sdk.CallToolRequest, in tailInput) (*sdk.CallToolResult, tailOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
-		return nil, TailOutput{}, err
+		return nil, tailOutput{}, err
 	}
 	n := in.N
 	if n <= 0 {
 		n = 20
 	}
 	if n > 500 {
-		return nil, TailOutput{}, r.fail(usage.Errorf("n must be at most 500"))
+		return nil, tailOutput{}, r.fail(usage.Errorf("n must be at most 500"))
 	}
 	var evs []engine.Event
 	err = store.ReadJSONL(engine.PathsFor(repo).Events, func(_ int, b []byte) error {
@@ -506,9 +506,9 @@ func (r *server) tail(ctx context.Context, _ *sdk.CallToolRequest, in TailInput)
 		return nil
 	})
 	if err != nil && !os.IsNotExist(err) {
-		return nil, TailOutput{}, err
+		return nil, tailOutput{}, err
 	}
-	return nil, TailOutput{Events: evs}, nil
+	return nil, tailOutput{Events: evs}, nil
 }
 
 // --- resources

@@ -265,16 +265,16 @@ func evalFileLines(env Env, fl *FileLines) (bool, string) {
 		}
 		return false, fmt.Sprintf("%s cannot be read (%v), needs %d lines", fl.Path, unwrapPathErr(err), fl.Min)
 	}
-	n := CountLines(b)
+	n := countLines(b)
 	if n >= fl.Min {
 		return true, fmt.Sprintf("%s has %d lines (≥ %d)", fl.Path, n, fl.Min)
 	}
 	return false, fmt.Sprintf("%s has %d %s, needs %d", fl.Path, n, plural(n, "line"), fl.Min)
 }
 
-// CountLines counts lines as `wc -l` would, plus a last line without a
+// countLines counts lines as `wc -l` would, plus a last line without a
 // newline.
-func CountLines(b []byte) int {
+func countLines(b []byte) int {
 	n := bytes.Count(b, []byte("\n"))
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		n++

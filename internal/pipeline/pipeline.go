@@ -82,15 +82,15 @@ func (s *Stage) Render(d engine.PromptData) (string, error) {
 	return strings.TrimSpace(b.String()), nil
 }
 
-// ParseError is a YAML syntax or shape error (exit 2).
-type ParseError struct {
+// parseError is a YAML syntax or shape error (exit 2).
+type parseError struct {
 	File string
 	Line int
 	Col  int
 	Msg  string
 }
 
-func (e *ParseError) Error() string {
+func (e *parseError) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 	}
@@ -98,7 +98,7 @@ func (e *ParseError) Error() string {
 }
 
 // UsageError marks bad input for the exit-code table.
-func (e *ParseError) UsageError() bool { return true }
+func (e *parseError) UsageError() bool { return true }
 
 // Problem is one broken rule.
 type Problem struct {
@@ -108,13 +108,13 @@ type Problem struct {
 	Msg       string
 }
 
-// ValidationError lists every broken rule of a pipeline file (exit 2).
-type ValidationError struct {
+// validationError lists every broken rule of a pipeline file (exit 2).
+type validationError struct {
 	File     string
 	Problems []Problem
 }
 
-func (e *ValidationError) Error() string {
+func (e *validationError) Error() string {
 	var lines []string
 	for _, p := range e.Problems {
 		where := e.File
@@ -134,17 +134,17 @@ func (e *ValidationError) Error() string {
 }
 
 // UsageError marks bad input for the exit-code table.
-func (e *ValidationError) UsageError() bool { return true }
+func (e *validationError) UsageError() bool { return true }
 
 // Load reads and validates path; prompt files are read relative to its
 // folder.
 func Load(path string) (*Pipeline, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &ParseError{File: path, Msg: err.Error()}
+		return nil, &parseError{File: path, Msg: err.Error()}
 	}
 	dir := filepath.Dir(path)
-	return Parse(path, b, func(name string) ([]byte, error) {
+	return parse(path, b, func(name string) ([]byte, error) {
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(dir, name)
 		}
@@ -152,15 +152,15 @@ func Load(path string) (*Pipeline, error) {
 	})
 }
 
-// Parse parses and validates pipeline text. name is used in errors;
+// parse parses and validates pipeline text. name is used in errors;
 // readFile reads a stage's prompt_file (nil: prompt files are an error).
-func Parse(name string, b []byte, readFile func(string) ([]byte, error)) (*Pipeline, error) {
+func parse(name string, b []byte, readFile func(string) ([]byte, error)) (*Pipeline, error) {
 	var p Pipeline
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, &ParseError{File: name, Msg: "the file is empty (it needs name and stages)"}
+		return nil, &parseError{File: name, Msg: "the file is empty (it needs name and stages)"}
 	}
 	if err := yaml.UnmarshalWithOptions(b, &p, yaml.Strict()); err != nil {
-		pe := &ParseError{File: name, Msg: err.Error()}
+		pe := &parseError{File: name, Msg: err.Error()}
 		var ye yaml.Error
 		if errors.As(err, &ye) {
 			pe.Msg = strings.TrimSpace(ye.GetMessage())
@@ -175,7 +175,7 @@ func Parse(name string, b []byte, readFile func(string) ([]byte, error)) (*Pipel
 	v := &validator{file: f}
 	p.validate(v, readFile)
 	if len(v.problems) > 0 {
-		return nil, &ValidationError{File: name, Problems: v.problems}
+		return nil, &validationError{File: name, Problems: v.problems}
 	}
 	return &p, nil
 }

@@ -25,7 +25,7 @@ stages:
           - command: [sh, -c, "exit 0"]
     max_iterations: 4
 `
-	p, err := Parse("p.yaml", []byte(src), nil)
+	p, err := parse("p.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ stages:
     prompt: "{{.Nope}}"
     exit: {command: []}
 `
-	_, err := Parse("pipeline.yaml", []byte(src), nil)
+	_, err := parse("pipeline.yaml", []byte(src), nil)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -82,24 +82,24 @@ stages:
 			t.Errorf("missing %q in:\n%s", want, msg)
 		}
 	}
-	var ve *ValidationError
+	var ve *validationError
 	if ok := asValidation(err, &ve); !ok || !ve.UsageError() {
 		t.Fatalf("error type %T", err)
 	}
 }
 
-func asValidation(err error, ve **ValidationError) bool {
-	v, ok := err.(*ValidationError)
+func asValidation(err error, ve **validationError) bool {
+	v, ok := err.(*validationError)
 	*ve = v
 	return ok
 }
 
 func TestSyntaxAndStrictErrors(t *testing.T) {
-	_, err := Parse("p.yaml", []byte("name: p\nstages:\n  - name: a\n    promt: x\n"), nil)
+	_, err := parse("p.yaml", []byte("name: p\nstages:\n  - name: a\n    promt: x\n"), nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "p.yaml:4:5: ") || !strings.Contains(err.Error(), "promt") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = Parse("p.yaml", []byte("name: [\n"), nil)
+	_, err = parse("p.yaml", []byte("name: [\n"), nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "p.yaml:") {
 		t.Fatalf("err = %v", err)
 	}
@@ -178,7 +178,7 @@ func TestPresetPagent(t *testing.T) {
 
 func TestCountLines(t *testing.T) {
 	for s, n := range map[string]int{"": 0, "a": 1, "a\n": 1, "a\nb": 2, "\n\n": 2} {
-		if got := CountLines([]byte(s)); got != n {
+		if got := countLines([]byte(s)); got != n {
 			t.Errorf("CountLines(%q) = %d, want %d", s, got, n)
 		}
 	}

@@ -76,7 +76,7 @@ func LoadPreset(name, prd string) (*Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(name+" (built-in)", []byte(files["pipeline.yaml"]), func(p string) ([]byte, error) {
+	return parse(name+" (built-in)", []byte(files["pipeline.yaml"]), func(p string) ([]byte, error) {
 		s, ok := files[path.Clean(p)]
 		if !ok {
 			return nil, fmt.Errorf("%s: not in the built-in pipeline", p)

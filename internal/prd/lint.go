@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// BiteSized is the largest complexity a story may have and still be one
+// biteSized is the largest complexity a story may have and still be one
 // iteration's work (seed 001: bite-sized).
-const BiteSized = 2
+const biteSized = 2
 
 // vague are words that make an acceptance criterion a matter of opinion
 // unless a number pins them down ("fast" vs "under 200 ms").
@@ -24,8 +24,8 @@ var digit = regexp.MustCompile(`[0-9]`)
 func (p *PRD) Lint() []string {
 	var out []string
 	for _, s := range p.Stories {
-		if s.Complexity > BiteSized {
-			out = append(out, fmt.Sprintf("%s: complexity %d is above %d: split it into stories of one iteration each", s.ID, s.Complexity, BiteSized))
+		if s.Complexity > biteSized {
+			out = append(out, fmt.Sprintf("%s: complexity %d is above %d: split it into stories of one iteration each", s.ID, s.Complexity, biteSized))
 		}
 		if len(s.AcceptanceCriteria) == 0 {
 			out = append(out, fmt.Sprintf("%s: no acceptance criteria: give checks a test or a command can decide", s.ID))

@@ -96,7 +96,7 @@ func (o *object[T]) lookup(key string) int {
 
 // name is a field's spelling in a format.
 func (o *object[T]) name(snake string, f Format) string {
-	if f == FormatCamel {
+	if f == formatCamel {
 		return o.fields[o.lookup(snake)].camel
 	}
 	return snake
@@ -116,8 +116,8 @@ var topObject = &object[PRD]{
 		{"updated_at", "updatedAt", func(p *PRD) any { return &p.UpdatedAt }},
 	},
 	layout: [2]string{
-		FormatSnake: "project feature branch_name version description? user_stories technical_requirements quality_checks created_at updated_at",
-		FormatCamel: "project feature? branchName version? description userStories technicalRequirements? qualityChecks? createdAt? updatedAt?",
+		formatSnake: "project feature branch_name version description? user_stories technical_requirements quality_checks created_at updated_at",
+		formatCamel: "project feature? branchName version? description userStories technicalRequirements? qualityChecks? createdAt? updatedAt?",
 	},
 }
 
@@ -140,8 +140,8 @@ var storyObject = &object[Story]{
 		{"critical", "critical", func(s *Story) any { return &s.Critical }},
 	},
 	layout: [2]string{
-		FormatSnake: "id title description acceptance_criteria priority? depends_on complexity? passes notes? checks? allow_gate_changes? allow_test_changes? agent? model? critical?",
-		FormatCamel: "id title description acceptanceCriteria priority? passes notes dependsOn? complexity? checks? allowGateChanges? allowTestChanges? agent? model? critical?",
+		formatSnake: "id title description acceptance_criteria priority? depends_on complexity? passes notes? checks? allow_gate_changes? allow_test_changes? agent? model? critical?",
+		formatCamel: "id title description acceptanceCriteria priority? passes notes dependsOn? complexity? checks? allowGateChanges? allowTestChanges? agent? model? critical?",
 	},
 }
 
@@ -152,7 +152,7 @@ var qualityObject = &object[QualityChecks]{
 		{"test", "test", func(q *QualityChecks) any { return &q.Test }},
 		{"build", "build", func(q *QualityChecks) any { return &q.Build }},
 	},
-	layout: [2]string{FormatSnake: "typecheck lint test build", FormatCamel: "typecheck lint test build"},
+	layout: [2]string{formatSnake: "typecheck lint test build", formatCamel: "typecheck lint test build"},
 }
 
 // source is where a parsed object came from: the file, the object in it,
@@ -249,7 +249,7 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 	case "":
 		return nil, &ParseError{File: name, Msg: `no "user_stories" (snake_case) or "userStories" (camelCase) array; not a prd.json?`}
 	case "userStories":
-		p.Format = FormatCamel
+		p.Format = formatCamel
 	}
 	p.src, src.was = src, *p
 	src.was.Stories, src.was.TechnicalRequirements = slices.Clone(p.Stories), slices.Clone(p.TechnicalRequirements)

@@ -95,10 +95,10 @@ func TestParseAccepts(t *testing.T) {
 			func(p *PRD) bool { s := p.Stories[0]; return s.Priority == 0 && s.DependsOn == nil && !s.Passes }},
 		{"whole number written as float", `{"user_stories": [{"id": "A", "priority": 2.0, "complexity": 3e0}]}`,
 			func(p *PRD) bool { return p.Stories[0].Priority == 2 && p.Stories[0].Complexity == 3 }},
-		{"BOM", "\xef\xbb\xbf{\"userStories\": []}", func(p *PRD) bool { return p.Format == FormatCamel }},
+		{"BOM", "\xef\xbb\xbf{\"userStories\": []}", func(p *PRD) bool { return p.Format == formatCamel }},
 		{"camel spelling in snake file", `{"user_stories": [{"id": "A", "acceptanceCriteria": ["x"]}], "qualityChecks": {"lint": "l"}}`,
 			func(p *PRD) bool {
-				return p.Format == FormatSnake && p.Stories[0].AcceptanceCriteria[0] == "x" && p.QualityChecks.Lint == "l"
+				return p.Format == formatSnake && p.Stories[0].AcceptanceCriteria[0] == "x" && p.QualityChecks.Lint == "l"
 			}},
 	}
 	for _, tt := range tests {

@@ -25,19 +25,19 @@ import (
 type Format int
 
 const (
-	// FormatSnake is the snake_case dialect: user_stories, acceptance_criteria,
+	// formatSnake is the snake_case dialect: user_stories, acceptance_criteria,
 	// depends_on, quality_checks, branch_name, created_at, updated_at.
-	FormatSnake Format = iota
-	// FormatCamel is the bash Ralph dialect: userStories, acceptanceCriteria,
+	formatSnake Format = iota
+	// formatCamel is the bash Ralph dialect: userStories, acceptanceCriteria,
 	// branchName, passes, notes (and dependsOn when dependencies are used).
-	FormatCamel
+	formatCamel
 )
 
 func (f Format) String() string {
 	switch f {
-	case FormatSnake:
+	case formatSnake:
 		return "snake"
-	case FormatCamel:
+	case formatCamel:
 		return "camel"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
@@ -67,10 +67,10 @@ type PRD struct {
 
 // format is the PRD's format, a zero or unknown one read as snake_case.
 func (p *PRD) format() Format {
-	if p.Format == FormatCamel {
-		return FormatCamel
+	if p.Format == formatCamel {
+		return formatCamel
 	}
-	return FormatSnake
+	return formatSnake
 }
 
 // Story is one user story.

@@ -40,8 +40,8 @@ func TestParseExamples(t *testing.T) {
 		gates    int
 		lastDeps []string
 	}{
-		{"prd-snake.json", FormatSnake, "todo-api", "feature/task-priorities", 4, 4, []string{"US-002", "US-003"}},
-		{"prd-camel.json", FormatCamel, "notes-app", "ralph/tag-filter", 2, 0, nil},
+		{"prd-snake.json", formatSnake, "todo-api", "feature/task-priorities", 4, 4, []string{"US-002", "US-003"}},
+		{"prd-camel.json", formatCamel, "notes-app", "ralph/tag-filter", 2, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -361,7 +361,7 @@ func TestTemplate(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatalf("template does not validate: %v", err)
 	}
-	if p.Format != FormatSnake || p.BranchName != "feature/task-priorities" || p.Version != "1.0" ||
+	if p.Format != formatSnake || p.BranchName != "feature/task-priorities" || p.Version != "1.0" ||
 		p.CreatedAt != "2026-01-02T02:04:05Z" || p.UpdatedAt != p.CreatedAt {
 		t.Errorf("unexpected template: %+v", p)
 	}
@@ -495,7 +495,7 @@ func TestWriteBackKeepsTheFilesLayout(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := strings.ReplaceAll(src, "\n", nl)
 			p := mustParse(t, in)
-			if p.Format != FormatCamel {
+			if p.Format != formatCamel {
 				t.Fatalf("format %v", p.Format)
 			}
 			p.MarkPassed("US-1")
@@ -599,7 +599,7 @@ func TestNextStoryIsTheFirstReady(t *testing.T) {
 // canonical layout and read back as the same model: each layout names
 // every field.
 func TestCanonicalRoundTrip(t *testing.T) {
-	for _, f := range []Format{FormatSnake, FormatCamel} {
+	for _, f := range []Format{formatSnake, formatCamel} {
 		p := &PRD{Format: f, Project: "p", Feature: "f", BranchName: "b", Version: "1", Description: "d",
 			TechnicalRequirements: []string{"go"}, QualityChecks: QualityChecks{"t", "l", "x", "b"}, CreatedAt: "c", UpdatedAt: "u",
 			Stories: []Story{{ID: "A", Title: "a", Description: "d", AcceptanceCriteria: []string{"x", "[1, 2]"}, Passes: true,

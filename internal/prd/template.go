@@ -15,7 +15,7 @@ var now = time.Now
 func Template(project, feature string) *PRD {
 	ts := now().UTC().Format(time.RFC3339)
 	return &PRD{
-		Format:     FormatSnake,
+		Format:     formatSnake,
 		Project:    project,
 		Feature:    feature,
 		BranchName: "feature/" + Slug(feature),

@@ -15,34 +15,34 @@ import (
 // Validation rules, as found in Problem.Rule. They are stable strings so
 // that callers (and agents reading the output) can act on them.
 const (
-	RuleNoStories         = "no-stories"
-	RuleMissingID         = "missing-id"
-	RuleDuplicateID       = "duplicate-id"
-	RuleMissingTitle      = "missing-title"
-	RuleUnknownDependency = "unknown-dependency"
-	RuleSelfDependency    = "self-dependency"
-	RuleDependencyCycle   = "dependency-cycle"
-	RulePriorityRange     = "priority-range"
-	RuleComplexityRange   = "complexity-range"
-	RuleBranchName        = "branch-name"
-	RuleBadID             = "bad-id"
-	RuleIDTooLong         = "id-too-long"
-	RuleUnknownAgent      = "unknown-agent"
-	RuleBlankCheck        = "blank-check"
+	ruleNoStories         = "no-stories"
+	ruleMissingID         = "missing-id"
+	ruleDuplicateID       = "duplicate-id"
+	ruleMissingTitle      = "missing-title"
+	ruleUnknownDependency = "unknown-dependency"
+	ruleSelfDependency    = "self-dependency"
+	ruleDependencyCycle   = "dependency-cycle"
+	rulePriorityRange     = "priority-range"
+	ruleComplexityRange   = "complexity-range"
+	ruleBranchName        = "branch-name"
+	ruleBadID             = "bad-id"
+	ruleIDTooLong         = "id-too-long"
+	ruleUnknownAgent      = "unknown-agent"
+	ruleBlankCheck        = "blank-check"
 )
 
 // Priority and complexity bounds. 999 leaves room for any hand-numbered
 // scheme while catching values that are clearly not priorities.
 const (
-	MaxPriority   = 999
-	MaxComplexity = 5
+	maxPriority   = 999
+	maxComplexity = 5
 )
 
-// MaxIDLength bounds a story id, in characters. A run names files after
+// maxIDLength bounds a story id, in characters. A run names files after
 // ids (transcripts NNNN-<id>.<role>.log, prompts, plans) and a file name
 // is at most 255 bytes; 128 leaves room for the rest of the name. Branch
 // names take a bounded slug of the id instead.
-const MaxIDLength = 128
+const maxIDLength = 128
 
 // Problem is one broken rule. StoryID is empty for problems that are not
 // about one identifiable story (then Message says where).
@@ -63,7 +63,7 @@ func (p Problem) String() string {
 // MaxIDLength (a message naming a 100,000-character id would bury the
 // problem in it).
 func shortID(id string) string {
-	if utf8.RuneCountInString(id) <= MaxIDLength {
+	if utf8.RuneCountInString(id) <= maxIDLength {
 		return id
 	}
 	r := []rune(id)
@@ -104,11 +104,11 @@ func (p *PRD) Validate() error {
 		probs = append(probs, Problem{StoryID: id, Rule: rule, Message: fmt.Sprintf(format, args...)})
 	}
 	if len(p.Stories) == 0 {
-		add("", RuleNoStories, "%s is empty; there is nothing to work on", storiesKey)
+		add("", ruleNoStories, "%s is empty; there is nothing to work on", storiesKey)
 	}
 	if p.BranchName != "" {
 		if why := git.BranchNameProblem(p.BranchName); why != "" {
-			add("", RuleBranchName, "%s %q is not a valid git branch name: %s", topObject.name("branch_name", f), p.BranchName, why)
+			add("", ruleBranchName, "%s %q is not a valid git branch name: %s", topObject.name("branch_name", f), p.BranchName, why)
 		}
 	}
 
@@ -124,52 +124,52 @@ func (p *PRD) Validate() error {
 		label, where := s.ID, ""
 		if strings.TrimSpace(s.ID) == "" {
 			label, where = "", fmt.Sprintf("%s[%d]: ", storiesKey, i)
-			add("", RuleMissingID, "%smissing id", where)
+			add("", ruleMissingID, "%smissing id", where)
 		} else if j := first[s.ID]; j != i {
-			add(label, RuleDuplicateID, "duplicate id (%s[%d] repeats %s[%d])", storiesKey, i, storiesKey, j)
+			add(label, ruleDuplicateID, "duplicate id (%s[%d] repeats %s[%d])", storiesKey, i, storiesKey, j)
 		}
-		if n := utf8.RuneCountInString(s.ID); n > MaxIDLength {
-			add(label, RuleIDTooLong, "%sid is %d characters long; ids are at most %d (files of the run are named after them)", where, n, MaxIDLength)
+		if n := utf8.RuneCountInString(s.ID); n > maxIDLength {
+			add(label, ruleIDTooLong, "%sid is %d characters long; ids are at most %d (files of the run are named after them)", where, n, maxIDLength)
 		}
 		if why := badIDRune(s.ID); why != "" {
-			add("", RuleBadID, "%s[%d]: id %q holds %s; ids are single-line names of visible characters", storiesKey, i, shortID(s.ID), why)
+			add("", ruleBadID, "%s[%d]: id %q holds %s; ids are single-line names of visible characters", storiesKey, i, shortID(s.ID), why)
 		}
 		if strings.TrimSpace(s.Title) == "" {
-			add(label, RuleMissingTitle, "%smissing title", where)
+			add(label, ruleMissingTitle, "%smissing title", where)
 		}
 		depsKey := cmp.Or(s.src.key("depends_on"), storyObject.name("depends_on", f))
 		for _, d := range s.DependsOn {
 			switch {
 			case d == s.ID:
-				add(label, RuleSelfDependency, "%sdepends on itself (%s)", where, depsKey)
+				add(label, ruleSelfDependency, "%sdepends on itself (%s)", where, depsKey)
 			default:
 				if _, ok := first[d]; !ok {
-					add(label, RuleUnknownDependency, "%sunknown dependency %q (%s)", where, shortID(d), depsKey)
+					add(label, ruleUnknownDependency, "%sunknown dependency %q (%s)", where, shortID(d), depsKey)
 				}
 			}
 		}
 		for j, c := range s.Checks {
 			if strings.TrimSpace(c) == "" {
-				add(label, RuleBlankCheck, "%s%s[%d] is blank; a blank command passes every time: give the command or remove it", where, cmp.Or(s.src.key("checks"), "checks"), j)
+				add(label, ruleBlankCheck, "%s%s[%d] is blank; a blank command passes every time: give the command or remove it", where, cmp.Or(s.src.key("checks"), "checks"), j)
 			}
 		}
 		if s.Agent != "" && !slices.Contains(agent.Names(), s.Agent) {
-			add(label, RuleUnknownAgent, "%sagent %q is not one ralph knows (%s)", where, s.Agent, strings.Join(agent.Names(), ", "))
+			add(label, ruleUnknownAgent, "%sagent %q is not one ralph knows (%s)", where, s.Agent, strings.Join(agent.Names(), ", "))
 		}
 		if s.Priority != 0 || s.priorityGiven {
-			if s.Priority < 1 || s.Priority > MaxPriority {
-				add(label, RulePriorityRange, "%spriority %d out of range; use 1 (highest) to %d, or leave it out", where, s.Priority, MaxPriority)
+			if s.Priority < 1 || s.Priority > maxPriority {
+				add(label, rulePriorityRange, "%spriority %d out of range; use 1 (highest) to %d, or leave it out", where, s.Priority, maxPriority)
 			}
 		}
 		if s.Complexity != 0 || s.complexityGiven {
-			if s.Complexity < 1 || s.Complexity > MaxComplexity {
-				add(label, RuleComplexityRange, "%scomplexity %d out of range; use 1 to %d, or leave it out", where, s.Complexity, MaxComplexity)
+			if s.Complexity < 1 || s.Complexity > maxComplexity {
+				add(label, ruleComplexityRange, "%scomplexity %d out of range; use 1 to %d, or leave it out", where, s.Complexity, maxComplexity)
 			}
 		}
 	}
 
 	for _, cyc := range p.cycles(first) {
-		add(cyc[0], RuleDependencyCycle, "dependency cycle %s", strings.Join(cyc, " -> "))
+		add(cyc[0], ruleDependencyCycle, "dependency cycle %s", strings.Join(cyc, " -> "))
 	}
 
 	if len(probs) == 0 {

@@ -20,43 +20,43 @@ func TestValidateRules(t *testing.T) {
 		{
 			name: "no stories",
 			src:  `{"userStories": []}`,
-			want: []Problem{{"", RuleNoStories, "userStories is empty; there is nothing to work on"}},
+			want: []Problem{{"", ruleNoStories, "userStories is empty; there is nothing to work on"}},
 		},
 		{
 			name: "missing id",
 			src:  `{"user_stories": [{"id": "A", "title": "a"}, {"title": "b"}]}`,
-			want: []Problem{{"", RuleMissingID, "user_stories[1]: missing id"}},
+			want: []Problem{{"", ruleMissingID, "user_stories[1]: missing id"}},
 		},
 		{
 			name: "duplicate id",
 			src:  `{"user_stories": [{"id": "A", "title": "a"}, {"id": "B", "title": "b"}, {"id": "A", "title": "c"}]}`,
-			want: []Problem{{"A", RuleDuplicateID, "duplicate id (user_stories[2] repeats user_stories[0])"}},
+			want: []Problem{{"A", ruleDuplicateID, "duplicate id (user_stories[2] repeats user_stories[0])"}},
 		},
 		{
 			name: "missing title",
 			src:  `{"user_stories": [{"id": "A", "title": "  "}]}`,
-			want: []Problem{{"A", RuleMissingTitle, "missing title"}},
+			want: []Problem{{"A", ruleMissingTitle, "missing title"}},
 		},
 		{
 			name: "unknown dependency",
 			src:  `{"user_stories": [{"id": "US-003", "title": "a", "depends_on": ["US-009"]}]}`,
-			want: []Problem{{"US-003", RuleUnknownDependency, `unknown dependency "US-009" (depends_on)`}},
+			want: []Problem{{"US-003", ruleUnknownDependency, `unknown dependency "US-009" (depends_on)`}},
 		},
 		{
 			name: "unknown dependency camel",
 			src:  `{"userStories": [{"id": "US-003", "title": "a", "dependsOn": ["US-009"]}]}`,
-			want: []Problem{{"US-003", RuleUnknownDependency, `unknown dependency "US-009" (dependsOn)`}},
+			want: []Problem{{"US-003", ruleUnknownDependency, `unknown dependency "US-009" (dependsOn)`}},
 		},
 		{
 			name: "self dependency",
 			src:  `{"user_stories": [{"id": "A", "title": "a", "depends_on": ["A"]}]}`,
-			want: []Problem{{"A", RuleSelfDependency, "depends on itself (depends_on)"}},
+			want: []Problem{{"A", ruleSelfDependency, "depends on itself (depends_on)"}},
 		},
 		{
 			name: "two-story cycle",
 			src: `{"user_stories": [{"id": "US-001", "title": "a", "depends_on": ["US-002"]},
 				{"id": "US-002", "title": "b", "depends_on": ["US-001"]}]}`,
-			want: []Problem{{"US-001", RuleDependencyCycle, "dependency cycle US-001 -> US-002 -> US-001"}},
+			want: []Problem{{"US-001", ruleDependencyCycle, "dependency cycle US-001 -> US-002 -> US-001"}},
 		},
 		{
 			name: "cycle found from outside starts at earliest story",
@@ -64,64 +64,64 @@ func TestValidateRules(t *testing.T) {
 				{"id": "A", "title": "a", "depends_on": ["B"]},
 				{"id": "B", "title": "b", "depends_on": ["C"]},
 				{"id": "C", "title": "c", "depends_on": ["A"]}]}`,
-			want: []Problem{{"A", RuleDependencyCycle, "dependency cycle A -> B -> C -> A"}},
+			want: []Problem{{"A", ruleDependencyCycle, "dependency cycle A -> B -> C -> A"}},
 		},
 		{
 			name: "priority range",
 			src: `{"user_stories": [{"id": "A", "title": "a", "priority": -1}, {"id": "B", "title": "b", "priority": 1000},
 				{"id": "C", "title": "c", "priority": 0}, {"id": "D", "title": "d", "priority": null}]}`,
 			want: []Problem{
-				{"A", RulePriorityRange, "priority -1 out of range; use 1 (highest) to 999, or leave it out"},
-				{"B", RulePriorityRange, "priority 1000 out of range; use 1 (highest) to 999, or leave it out"},
-				{"C", RulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
+				{"A", rulePriorityRange, "priority -1 out of range; use 1 (highest) to 999, or leave it out"},
+				{"B", rulePriorityRange, "priority 1000 out of range; use 1 (highest) to 999, or leave it out"},
+				{"C", rulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
 			},
 		},
 		{
 			name: "complexity range",
 			src:  `{"user_stories": [{"id": "A", "title": "a", "complexity": 6}, {"id": "B", "title": "b", "complexity": 0}]}`,
 			want: []Problem{
-				{"A", RuleComplexityRange, "complexity 6 out of range; use 1 to 5, or leave it out"},
-				{"B", RuleComplexityRange, "complexity 0 out of range; use 1 to 5, or leave it out"},
+				{"A", ruleComplexityRange, "complexity 6 out of range; use 1 to 5, or leave it out"},
+				{"B", ruleComplexityRange, "complexity 0 out of range; use 1 to 5, or leave it out"},
 			},
 		},
 		{
 			name: "id length",
-			src: `{"user_stories": [{"id": "` + strings.Repeat("é", MaxIDLength) + `", "title": "a"},
-				{"id": "` + strings.Repeat("x", MaxIDLength+1) + `", "title": "b"}]}`,
-			want: []Problem{{strings.Repeat("x", MaxIDLength+1), RuleIDTooLong, "id is 129 characters long; ids are at most 128 (files of the run are named after them)"}},
+			src: `{"user_stories": [{"id": "` + strings.Repeat("é", maxIDLength) + `", "title": "a"},
+				{"id": "` + strings.Repeat("x", maxIDLength+1) + `", "title": "b"}]}`,
+			want: []Problem{{strings.Repeat("x", maxIDLength+1), ruleIDTooLong, "id is 129 characters long; ids are at most 128 (files of the run are named after them)"}},
 		},
 		{
 			name: "invisible characters in ids",
 			src: `{"user_stories": [{"id": "\ufeffA", "title": "a"}, {"id": "B\u202e", "title": "b"},
 				{"id": "C\u2028D", "title": "c"}, {"id": "dé ✓ 1", "title": "d"}]}`,
 			want: []Problem{
-				{"", RuleBadID, `user_stories[0]: id "\ufeffA" holds a byte order mark (U+FEFF); ids are single-line names of visible characters`},
-				{"", RuleBadID, `user_stories[1]: id "B\u202e" holds an invisible character (U+202E); ids are single-line names of visible characters`},
-				{"", RuleBadID, `user_stories[2]: id "C\u2028D" holds a line break or control character; ids are single-line names of visible characters`},
+				{"", ruleBadID, `user_stories[0]: id "\ufeffA" holds a byte order mark (U+FEFF); ids are single-line names of visible characters`},
+				{"", ruleBadID, `user_stories[1]: id "B\u202e" holds an invisible character (U+202E); ids are single-line names of visible characters`},
+				{"", ruleBadID, `user_stories[2]: id "C\u2028D" holds a line break or control character; ids are single-line names of visible characters`},
 			},
 		},
 		{
 			name: "unknown agent",
 			src:  `{"user_stories": [{"id": "A", "title": "a", "agent": "claude"}, {"id": "B", "title": "b", "agent": "gpt"}]}`,
-			want: []Problem{{"B", RuleUnknownAgent, `agent "gpt" is not one ralph knows (amp, claude, cmd, codex, gemini, native, opencode, scripted)`}},
+			want: []Problem{{"B", ruleUnknownAgent, `agent "gpt" is not one ralph knows (amp, claude, cmd, codex, gemini, native, opencode, scripted)`}},
 		},
 		{
 			name: "blank check",
 			src:  `{"userStories": [{"id": "A", "title": "a", "checks": ["make test", " "]}]}`,
-			want: []Problem{{"A", RuleBlankCheck, "checks[1] is blank; a blank command passes every time: give the command or remove it"}},
+			want: []Problem{{"A", ruleBlankCheck, "checks[1] is blank; a blank command passes every time: give the command or remove it"}},
 		},
 		{
 			name: "all problems collected",
 			src: `{"user_stories": [{"id": "A", "depends_on": ["A", "Q"], "priority": 0},
 				{"id": "A", "title": "b"}, {"title": "c", "complexity": 9}]}`,
 			want: []Problem{
-				{"A", RuleMissingTitle, "missing title"},
-				{"A", RuleSelfDependency, "depends on itself (depends_on)"},
-				{"A", RuleUnknownDependency, `unknown dependency "Q" (depends_on)`},
-				{"A", RulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
-				{"A", RuleDuplicateID, "duplicate id (user_stories[1] repeats user_stories[0])"},
-				{"", RuleMissingID, "user_stories[2]: missing id"},
-				{"", RuleComplexityRange, "user_stories[2]: complexity 9 out of range; use 1 to 5, or leave it out"},
+				{"A", ruleMissingTitle, "missing title"},
+				{"A", ruleSelfDependency, "depends on itself (depends_on)"},
+				{"A", ruleUnknownDependency, `unknown dependency "Q" (depends_on)`},
+				{"A", rulePriorityRange, "priority 0 out of range; use 1 (highest) to 999, or leave it out"},
+				{"A", ruleDuplicateID, "duplicate id (user_stories[1] repeats user_stories[0])"},
+				{"", ruleMissingID, "user_stories[2]: missing id"},
+				{"", ruleComplexityRange, "user_stories[2]: complexity 9 out of range; use 1 to 5, or leave it out"},
 			},
 		},
 	}
@@ -171,7 +171,7 @@ func TestValidateBranchNameAndControlIDs(t *testing.T) {
 	}
 	err = p.Validate()
 	var ve *ValidationError
-	if !errors.As(err, &ve) || len(ve.Problems) != 2 || ve.Problems[0].Rule != RuleBranchName || ve.Problems[1].Rule != RuleBadID {
+	if !errors.As(err, &ve) || len(ve.Problems) != 2 || ve.Problems[0].Rule != ruleBranchName || ve.Problems[1].Rule != ruleBadID {
 		t.Fatalf("problems %v", err)
 	}
 	if !strings.Contains(err.Error(), `branch_name "feature/../x" is not a valid git branch name: it must not contain '..'`) {
@@ -204,7 +204,7 @@ func TestValidateBranchNameAsGit(t *testing.T) {
 	for _, name := range []string{"HEAD", "-x", "@", "a b", strings.Repeat("b", 251)} {
 		p := mustParse(t, `{"branchName": "`+name+`", "userStories": [{"id": "A", "title": "a"}]}`)
 		var ve *ValidationError
-		if err := p.Validate(); !errors.As(err, &ve) || ve.Problems[0].Rule != RuleBranchName || !strings.Contains(err.Error(), "prd.json: branchName ") {
+		if err := p.Validate(); !errors.As(err, &ve) || ve.Problems[0].Rule != ruleBranchName || !strings.Contains(err.Error(), "prd.json: branchName ") {
 			t.Errorf("branchName %q: %v", name, err)
 		}
 	}

@@ -170,14 +170,14 @@ type fileShape struct {
 	} `yaml:"council"`
 }
 
-// ParseError is a problem in roles.yaml at a place.
-type ParseError struct {
+// parseError is a problem in roles.yaml at a place.
+type parseError struct {
 	File      string
 	Line, Col int
 	Msg       string
 }
 
-func (e *ParseError) Error() string {
+func (e *parseError) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 	}
@@ -187,7 +187,7 @@ func (e *ParseError) Error() string {
 func (s *Set) parseTriggers(name string, b []byte) error {
 	var f fileShape
 	if err := yaml.UnmarshalWithOptions(b, &f, yaml.Strict()); err != nil {
-		pe := &ParseError{File: name, Msg: err.Error()}
+		pe := &parseError{File: name, Msg: err.Error()}
 		var ye yaml.Error
 		if errors.As(err, &ye) {
 			pe.Msg = strings.TrimSpace(ye.GetMessage())
@@ -227,15 +227,15 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 		what := fmt.Sprintf("trigger %d", i+1)
 		if strings.TrimSpace(t.Condition) == "" {
 			l, c := pos(at)
-			return &ParseError{File: name, Line: l, Col: c, Msg: what + ": condition is required (an expression such as \"branch_commits >= 5\")"}
+			return &parseError{File: name, Line: l, Col: c, Msg: what + ": condition is required (an expression such as \"branch_commits >= 5\")"}
 		}
 		if t.Role == "" {
 			l, c := pos(at)
-			return &ParseError{File: name, Line: l, Col: c, Msg: what + ": role is required"}
+			return &parseError{File: name, Line: l, Col: c, Msg: what + ": role is required"}
 		}
 		if _, ok := s.roles[t.Role]; !ok {
 			l, c := pos(at + ".role")
-			return &ParseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("%s: no role %q: the roles in force are %s (add roles/%s.md or .ralph/roles/%s.md)", what, t.Role, strings.Join(s.Names(), ", "), t.Role, t.Role)}
+			return &parseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("%s: no role %q: the roles in force are %s (add roles/%s.md or .ralph/roles/%s.md)", what, t.Role, strings.Join(s.Names(), ", "), t.Role, t.Role)}
 		}
 		prog, err := compileCondition(name, what, t.Condition, line, col)
 		if err != nil {
@@ -250,7 +250,7 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 		what := fmt.Sprintf("council rule %d", i+1)
 		if strings.TrimSpace(c.Condition) == "" {
 			l, col := pos(at)
-			return &ParseError{File: name, Line: l, Col: col, Msg: what + ": condition is required (an expression such as \"task_title contains 'auth'\")"}
+			return &parseError{File: name, Line: l, Col: col, Msg: what + ": condition is required (an expression such as \"task_title contains 'auth'\")"}
 		}
 		line, col := pos(at + ".condition")
 		prog, err := compileCondition(name, what, c.Condition, line, col)
@@ -264,10 +264,10 @@ func (s *Set) parseTriggers(name string, b []byte) error {
 	for r, a := range f.Agents {
 		l, c := pos("$.agents." + r)
 		if _, ok := s.roles[r]; !ok {
-			return &ParseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("agents: no role %q: the roles in force are %s", r, strings.Join(s.Names(), ", "))}
+			return &parseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("agents: no role %q: the roles in force are %s", r, strings.Join(s.Names(), ", "))}
 		}
 		if a.Agent == "" && a.Model == "" && a.AgentCmd == "" {
-			return &ParseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("agents.%s: give agent, model or agent_cmd", r)}
+			return &parseError{File: name, Line: l, Col: c, Msg: fmt.Sprintf("agents.%s: give agent, model or agent_cmd", r)}
 		}
 		s.Agents[r] = a
 		s.AgentsLine[r] = l
@@ -293,7 +293,7 @@ func compileCondition(name, what, cond string, line, col int) (*vm.Program, erro
 			col += fe.Column
 		}
 	}
-	return nil, &ParseError{File: name, Line: line, Col: col, Msg: fmt.Sprintf("%s: condition %q: %s (the facts a condition can use: %s)", what, cond, msg, strings.Join(Facts(), ", "))}
+	return nil, &parseError{File: name, Line: line, Col: col, Msg: fmt.Sprintf("%s: condition %q: %s (the facts a condition can use: %s)", what, cond, msg, strings.Join(Facts(), ", "))}
 }
 
 // CouncilRule is the first council rule that holds for env, or nil.

@@ -24,9 +24,9 @@ const (
 	ControlPlane  = "CONTROL_PLANE.md"
 )
 
-// DefaultScheme is the cadence of a run folder whose orchestration.json
+// defaultScheme is the cadence of a run folder whose orchestration.json
 // names none: five worker iterations, then one review.
-const DefaultScheme = "W5R"
+const defaultScheme = "W5R"
 
 // Orchestration is a run folder's orchestration.json.
 type OrchestrationFile struct {
@@ -41,8 +41,8 @@ type OrchestrationFile struct {
 
 var schemeRE = regexp.MustCompile(`^W([1-9][0-9]{0,3})R([1-9][0-9]{0,2})?$`)
 
-// ParseScheme reads "W<n>R<m>" (R alone is R1).
-func ParseScheme(s string) (workers, reviewers int, err error) {
+// parseScheme reads "W<n>R<m>" (R alone is R1).
+func parseScheme(s string) (workers, reviewers int, err error) {
 	m := schemeRE.FindStringSubmatch(s)
 	if m == nil {
 		return 0, 0, fmt.Errorf("scheme %q: want W<n>R<m> (n worker iterations, then m reviews; R alone is R1), like W5R or W2R1", s)
@@ -73,9 +73,9 @@ func ReadOrchestration(dir string) (*OrchestrationFile, error) {
 		return nil, fmt.Errorf("%s: %s", p, jsonProblem(b, err))
 	}
 	if o.Scheme == "" {
-		o.Scheme = DefaultScheme
+		o.Scheme = defaultScheme
 	}
-	if o.Workers, o.Reviewers, err = ParseScheme(o.Scheme); err != nil {
+	if o.Workers, o.Reviewers, err = parseScheme(o.Scheme); err != nil {
 		return nil, fmt.Errorf("%s: %v", p, err)
 	}
 	return &o, nil

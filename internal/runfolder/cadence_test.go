@@ -16,7 +16,7 @@ func TestParseScheme(t *testing.T) {
 		{in: "W5R", w: 5, r: 1}, {in: "W2R1", w: 2, r: 1}, {in: "W10R3", w: 10, r: 3},
 		{in: "W0R", bad: true}, {in: "R5W", bad: true}, {in: "W5", bad: true}, {in: "w5r", bad: true}, {in: "W5R0", bad: true}, {in: "", bad: true},
 	} {
-		w, r, err := ParseScheme(c.in)
+		w, r, err := parseScheme(c.in)
 		if c.bad != (err != nil) || !c.bad && (w != c.w || r != c.r) {
 			t.Errorf("ParseScheme(%q) = %d, %d, %v", c.in, w, r, err)
 		}
@@ -34,7 +34,7 @@ func TestReadOrchestration(t *testing.T) {
 		}
 	}
 	write(`{}`)
-	if o, err := ReadOrchestration(dir); err != nil || o.Scheme != DefaultScheme || o.Workers != 5 || o.Reviewers != 1 {
+	if o, err := ReadOrchestration(dir); err != nil || o.Scheme != defaultScheme || o.Workers != 5 || o.Reviewers != 1 {
 		t.Fatalf("empty file: %+v, %v", o, err)
 	}
 	write(`{"scheme": "W3R2", "loop_settings": {"force_steering": true}}`)

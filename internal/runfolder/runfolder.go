@@ -76,7 +76,7 @@ func New(root, name, prdMD string, now time.Time) (string, error) {
 		PRDJSON:       string(js),
 		Prompt:        promptFor(name, rel),
 		Progress:      "# Progress: " + name + "\n\nOne entry per iteration, appended at the end: the story, what changed, the files, what was learned.\n",
-		Orchestration: "{\"scheme\": \"" + DefaultScheme + "\", \"loop_settings\": {\"force_steering\": false}}\n",
+		Orchestration: "{\"scheme\": \"" + defaultScheme + "\", \"loop_settings\": {\"force_steering\": false}}\n",
 		ControlPlane:  controlPlane,
 	}
 	for f, content := range files {

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// Mask is what a secret is replaced with.
-const Mask = "[masked]"
+// mask is what a secret is replaced with.
+const mask = "[masked]"
 
 // minValue is the shortest environment value treated as a secret: shorter
 // ones ("1", "true") would mask ordinary words.
@@ -87,14 +87,14 @@ func (m *Masker) String(s string) string {
 	if m != nil {
 		for _, v := range m.values {
 			if strings.Contains(s, v) {
-				s = strings.ReplaceAll(s, v, Mask)
+				s = strings.ReplaceAll(s, v, mask)
 			}
 		}
 	}
 	if !mayHaveShape(s) {
 		return s
 	}
-	return shapes.ReplaceAllString(s, Mask)
+	return shapes.ReplaceAllString(s, mask)
 }
 
 // Strings masks each of ss in place and returns it.

@@ -70,7 +70,7 @@ func TestWriterBatchesSmallWrites(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Replace(text, key, Mask, 1)
+	want := strings.Replace(text, key, mask, 1)
 	if out.String() != want {
 		t.Fatalf("masked stream differs: %d bytes, want %d; key left: %v", out.Len(), len(want), strings.Contains(out.String(), key))
 	}
@@ -105,7 +105,7 @@ func TestWriterFlushesALoneLine(t *testing.T) {
 	}
 	w.Write([]byte("ijklmnop done\n"))
 	w.Close()
-	if got := out.String(); strings.Contains(got, "abcdefgh") || !strings.Contains(got, "the token is "+Mask+" done\n") {
+	if got := out.String(); strings.Contains(got, "abcdefgh") || !strings.Contains(got, "the token is "+mask+" done\n") {
 		t.Fatalf("the split secret: %q", got)
 	}
 }

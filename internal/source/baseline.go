@@ -17,10 +17,10 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// BaselineFile is where the baseline is kept, under .ralph/: outside
+// baselineFile is where the baseline is kept, under .ralph/: outside
 // state.json, so it can be taken again on its own when missing or when
 // the base moved.
-const BaselineFile = "baseline.json"
+const baselineFile = "baseline.json"
 
 // Baseline is what the run-wide gates (quality_checks, --gate) say about
 // an untouched base commit, taken before the first agent run: which
@@ -66,7 +66,7 @@ func TakeBaseline(ctx context.Context, repo *git.Repo, dir, rev string, runner g
 	if err != nil || commit == "" {
 		return nil, nil
 	}
-	b := &Baseline{path: filepath.Join(dir, BaselineFile), repo: repo, runner: runner}
+	b := &Baseline{path: filepath.Join(dir, baselineFile), repo: repo, runner: runner}
 	var saved Baseline
 	if err := store.ReadJSON(b.path, &saved); err == nil && saved.Commit == commit && slices.Equal(saved.Gates, gates) {
 		b.Commit, b.Taken, b.Gates, b.Results = saved.Commit, saved.Taken, saved.Gates, saved.Results

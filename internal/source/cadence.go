@@ -25,24 +25,24 @@ import (
 
 // Trailers of the commits a cadence records.
 const (
-	ReviewTrailer   = "Ralph-Review"
-	SteeringTrailer = "Ralph-Steering"
+	reviewTrailer   = "Ralph-Review"
+	steeringTrailer = "Ralph-Steering"
 )
 
 // Item kinds and ids of the cadence's own iterations. Story ids may not
 // take these prefixes (steering is refused one that does).
 const (
-	KindReview   = "review"
-	KindSteering = "steering"
+	kindReview   = "review"
+	kindSteering = "steering"
 	reviewID     = "review-"
 	steeringID   = "steering-"
 )
 
 // Review modes (seed 001): why a review runs.
 const (
-	ModePeriodic = "periodic" // the scheme's rhythm
-	ModeAdhoc    = "adhoc"    // control.json asked for one
-	ModeFinal    = "final"    // a worker wrote output/worker_result.json
+	modePeriodic = "periodic" // the scheme's rhythm
+	modeAdhoc    = "adhoc"    // control.json asked for one
+	modeFinal    = "final"    // a worker wrote output/worker_result.json
 )
 
 // Cadence runs a run folder's PRD with seed 001's worker/reviewer rhythm:
@@ -131,13 +131,13 @@ func (c *Cadence) Next(st *engine.State, busy map[string]bool) (*engine.Item, er
 	if ok, err := runfolder.ReadJSON(c.path(runfolder.Control), &ctl); err != nil {
 		return nil, usage.Errorf("%v", err)
 	} else if ok && ctl.ReviewRequested {
-		return c.reviewItem(ls.Reviews+1, ModeAdhoc), nil
+		return c.reviewItem(ls.Reviews+1, modeAdhoc), nil
 	}
 	var wr runfolder.WorkerResultFile
 	if ok, err := runfolder.ReadJSON(c.path(runfolder.WorkerResult), &wr); err != nil {
 		return nil, usage.Errorf("%v", err)
 	} else if ok && wr.Complete {
-		return c.reviewItem(ls.Reviews+1, ModeFinal), nil
+		return c.reviewItem(ls.Reviews+1, modeFinal), nil
 	}
 	next, err := c.PRD.Next(st, busy)
 	if err != nil {
@@ -145,14 +145,14 @@ func (c *Cadence) Next(st *engine.State, busy map[string]bool) (*engine.Item, er
 	}
 	if next == nil {
 		if ls.WorkersSinceReview > 0 && c.allPassed(st) {
-			it := c.reviewItem(ls.Reviews+1, ModeFinal)
+			it := c.reviewItem(ls.Reviews+1, modeFinal)
 			it.RoleWhy = "every story passes: a final review decides whether the run is complete"
 			return it, nil
 		}
 		return nil, nil
 	}
 	if ls.ReviewsLeft > 0 || ls.WorkersSinceReview >= c.Orch.Workers {
-		return c.reviewItem(ls.Reviews+1, ModePeriodic), nil
+		return c.reviewItem(ls.Reviews+1, modePeriodic), nil
 	}
 	return next, nil
 }
@@ -187,7 +187,7 @@ func (c *Cadence) Lookup(id string) *engine.Item {
 		c.mu.Lock()
 		mode := c.ls.ReviewMode
 		if c.ls.Item != id || mode == "" {
-			mode = ModePeriodic
+			mode = modePeriodic
 		}
 		c.mu.Unlock()
 		return c.reviewItem(n, mode)
@@ -198,9 +198,9 @@ func (c *Cadence) Lookup(id string) *engine.Item {
 func (c *Cadence) reviewItem(n int, mode string) *engine.Item {
 	id := fmt.Sprintf("%s%d", reviewID, n)
 	why := map[string]string{
-		ModePeriodic: fmt.Sprintf("%s cadence: %s, then %s", c.Orch.Scheme, count(c.Orch.Workers, "worker iteration"), count(c.Orch.Reviewers, "review")),
-		ModeAdhoc:    c.rel(runfolder.Control) + " asked for a review",
-		ModeFinal:    c.rel(runfolder.WorkerResult) + " says the work is done: a final review decides",
+		modePeriodic: fmt.Sprintf("%s cadence: %s, then %s", c.Orch.Scheme, count(c.Orch.Workers, "worker iteration"), count(c.Orch.Reviewers, "review")),
+		modeAdhoc:    c.rel(runfolder.Control) + " asked for a review",
+		modeFinal:    c.rel(runfolder.WorkerResult) + " says the work is done: a final review decides",
 	}[mode]
 	desc := fmt.Sprintf(`Task envelope:
 - phase: review
@@ -219,10 +219,10 @@ STEERING_NEEDED: no
 
 "yes" when the stories need reshaping (a story too big, missing, wrong or in the wrong order): a steering iteration follows and edits %s. Change no other file: no code, no stories (steering does that). You may set "steering_requested": true in %s, and nothing else there.`,
 		mode, c.Orch.Scheme, c.rel(runfolder.PRDJSON), c.Branch, c.rel(runfolder.Progress),
-		map[string]string{ModePeriodic: "This is the periodic review of the cadence.", ModeAdhoc: "A person asked for this review.",
-			ModeFinal: "A worker says every story is done: decide whether the run really is complete. Say STEERING_NEEDED: yes if work is missing, and name it."}[mode],
+		map[string]string{modePeriodic: "This is the periodic review of the cadence.", modeAdhoc: "A person asked for this review.",
+			modeFinal: "A worker says every story is done: decide whether the run really is complete. Say STEERING_NEEDED: yes if work is missing, and name it."}[mode],
 		c.rel(runfolder.Review), c.rel(runfolder.PRDMarkdown), c.rel(runfolder.PRDJSON), c.rel(runfolder.LoopState))
-	return &engine.Item{ID: id, Title: mode + " review " + strconv.Itoa(n), Kind: KindReview, Branch: c.Branch,
+	return &engine.Item{ID: id, Title: mode + " review " + strconv.Itoa(n), Kind: kindReview, Branch: c.Branch,
 		Description: desc, Role: "reviewer", RoleWhy: why, RoleText: reviewRole}
 }
 
@@ -240,7 +240,7 @@ Rules (ralph checks them, and undoes an edit that breaks one, with the reason):
 - the file must stay a valid PRD (what `+"`ralph prd validate`"+` checks: ids, dependencies, no cycles).
 You may also edit %s. Change no other file.`,
 		c.rel(runfolder.Review), c.rel(runfolder.PRDJSON), c.rel(runfolder.PRDMarkdown), reviewID, steeringID, c.rel(runfolder.PRDMarkdown))
-	return &engine.Item{ID: fmt.Sprintf("%s%d", steeringID, n), Title: "steering " + strconv.Itoa(n), Kind: KindSteering, Branch: c.Branch,
+	return &engine.Item{ID: fmt.Sprintf("%s%d", steeringID, n), Title: "steering " + strconv.Itoa(n), Kind: kindSteering, Branch: c.Branch,
 		Description: desc, Role: "reviewer", RoleWhy: "the review said STEERING_NEEDED: yes", RoleText: steeringRole}
 }
 
@@ -290,7 +290,7 @@ func count(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
-func isCadence(it *engine.Item) bool { return it.Kind == KindReview || it.Kind == KindSteering }
+func isCadence(it *engine.Item) bool { return it.Kind == kindReview || it.Kind == kindSteering }
 
 // Prepare consumes what the item serves (the ad-hoc request, the worker's
 // result, a new round) and writes loop_state.json, then readies the tree
@@ -311,18 +311,18 @@ func (c *Cadence) serve(it *engine.Item) error {
 	again := c.ls.Item == it.ID
 	c.ls.Item = it.ID
 	switch it.Kind {
-	case KindReview:
-		c.ls.Phase = KindReview
+	case kindReview:
+		c.ls.Phase = kindReview
 		mode, _, _ := strings.Cut(it.Title, " ")
 		if !again {
 			c.ls.ReviewMode = mode
 			switch mode {
-			case ModePeriodic:
+			case modePeriodic:
 				if c.ls.ReviewsLeft == 0 {
 					c.ls.ReviewsLeft = c.Orch.Reviewers
 				}
 				c.ls.WorkersSinceReview = 0
-			case ModeAdhoc:
+			case modeAdhoc:
 				var ctl runfolder.ControlFile
 				if _, err := runfolder.ReadJSON(c.path(runfolder.Control), &ctl); err != nil {
 					return err
@@ -331,15 +331,15 @@ func (c *Cadence) serve(it *engine.Item) error {
 				if err := writeJSON(c.path(runfolder.Control), ctl); err != nil {
 					return err
 				}
-			case ModeFinal:
+			case modeFinal:
 				c.ls.WorkersSinceReview = 0
 				if err := os.Remove(c.path(runfolder.WorkerResult)); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
 			}
 		}
-	case KindSteering:
-		c.ls.Phase = KindSteering
+	case kindSteering:
+		c.ls.Phase = kindSteering
 	default:
 		c.ls.Phase = "worker"
 	}
@@ -380,7 +380,7 @@ func (c *Cadence) checkState(kind string) (tampered string) {
 		return ""
 	}
 	var got runfolder.LoopStateFile
-	if err == nil && json.Unmarshal(b, &got) == nil && kind == KindReview {
+	if err == nil && json.Unmarshal(b, &got) == nil && kind == kindReview {
 		want := c.ls
 		want.SteeringRequested = got.SteeringRequested
 		if got == want {
@@ -390,12 +390,12 @@ func (c *Cadence) checkState(kind string) (tampered string) {
 		}
 	}
 	_ = c.writeState()
-	who := map[string]string{KindReview: "the review", KindSteering: "the steering iteration"}[kind]
+	who := map[string]string{kindReview: "the review", kindSteering: "the steering iteration"}[kind]
 	if who == "" {
 		who = "the worker"
 	}
 	allowed := "it must not edit it"
-	if kind == KindReview {
+	if kind == kindReview {
 		allowed = "a review may set steering_requested and nothing else"
 	}
 	return fmt.Sprintf("%s edited %s (the control plane: %s, see %s); restored", who, c.rel(runfolder.LoopState), allowed, c.rel(runfolder.ControlPlane))
@@ -455,7 +455,7 @@ func (c *Cadence) verifyOwn(ctx context.Context, a *engine.Attempt, st *engine.S
 		return fail("tampering: "+tampered, "You edited "+c.rel(runfolder.LoopState)+" beyond what your role may ("+c.rel(runfolder.ControlPlane)+"). It was restored; do the "+it.Kind+" again.")
 	}
 	allowed := map[string]bool{c.rel(runfolder.Progress): true}
-	if it.Kind == KindReview {
+	if it.Kind == kindReview {
 		allowed[c.rel(runfolder.Review)] = true
 	} else {
 		allowed[c.rel(runfolder.PRDJSON)] = true
@@ -490,7 +490,7 @@ func (c *Cadence) verifyOwn(ctx context.Context, a *engine.Attempt, st *engine.S
 			fmt.Sprintf("A %s changes only %s. The previous one also changed %s; all of its work was set aside on %s. Do the %s again, changing only those files.",
 				it.Kind, strings.Join(sortedKeys(allowed), ", "), what, side, it.Kind))
 	}
-	if it.Kind == KindReview {
+	if it.Kind == kindReview {
 		return c.judgeReview(ctx, repo, a, st, changed)
 	}
 	return c.judgeSteering(ctx, repo, a, st)
@@ -700,10 +700,10 @@ func (c *Cadence) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdic
 		return c.PRD.Accept(ctx, a, v, st)
 	}
 	repo := c.Git.At(a.Dir)
-	key, subject := ReviewTrailer, fmt.Sprintf("review(%s): %s", strings.TrimPrefix(it.ID, reviewID), v.Summary)
+	key, subject := reviewTrailer, fmt.Sprintf("review(%s): %s", strings.TrimPrefix(it.ID, reviewID), v.Summary)
 	var before func() ([]string, error)
-	if it.Kind == KindSteering {
-		key, subject = SteeringTrailer, fmt.Sprintf("steer(%s): %s", strings.TrimPrefix(it.ID, steeringID), strings.TrimPrefix(v.Summary, "steering: "))
+	if it.Kind == kindSteering {
+		key, subject = steeringTrailer, fmt.Sprintf("steer(%s): %s", strings.TrimPrefix(it.ID, steeringID), strings.TrimPrefix(v.Summary, "steering: "))
 		before = func() ([]string, error) {
 			if err := c.adopt(); err != nil {
 				return nil, err
@@ -716,7 +716,7 @@ func (c *Cadence) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdic
 			return []string{c.File, c.path(runfolder.Steering)}, repo.AddPaths(ctx, c.path(runfolder.Steering))
 		}
 	}
-	msg := CommitMessage(subject, nil, "", itemTrailers(key, it.ID, st.RunID)...)
+	msg := commitMessage(subject, nil, "", itemTrailers(key, it.ID, st.RunID)...)
 	sha, err := c.guard.commitVerified(ctx, repo, c.Branch, a, v, st, msg, true, before)
 	if err != nil {
 		c.restore("")
@@ -767,13 +767,13 @@ func (c *Cadence) advance(it *engine.Item, summary string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch it.Kind {
-	case KindReview:
+	case kindReview:
 		n, _ := strconv.Atoi(strings.TrimPrefix(it.ID, reviewID))
 		if n <= c.ls.Reviews {
 			return
 		}
 		c.ls.Reviews = n
-		if c.ls.ReviewMode == ModePeriodic && c.ls.ReviewsLeft > 0 {
+		if c.ls.ReviewMode == modePeriodic && c.ls.ReviewsLeft > 0 {
 			c.ls.ReviewsLeft--
 		}
 		yes := strings.HasSuffix(summary, "STEERING_NEEDED: yes")
@@ -781,7 +781,7 @@ func (c *Cadence) advance(it *engine.Item, summary string) {
 		if yes || forced || c.ls.SteeringRequested {
 			c.ls.SteeringDue = true
 		}
-	case KindSteering:
+	case kindSteering:
 		n, _ := strconv.Atoi(strings.TrimPrefix(it.ID, steeringID))
 		if n <= c.ls.Steerings {
 			return
@@ -808,13 +808,13 @@ func (c *Cadence) Recover(ctx context.Context, it *engine.Item, st *engine.State
 	if !isCadence(it) {
 		return c.PRD.Recover(ctx, it, st)
 	}
-	key := ReviewTrailer
-	if it.Kind == KindSteering {
-		key = SteeringTrailer
+	key := reviewTrailer
+	if it.Kind == kindSteering {
+		key = steeringTrailer
 	}
 	if sha := committedIn(ctx, c.Git, "HEAD", key, it.ID, st.RunID); sha != "" {
 		c.recovered(ctx, sha)
-		if it.Kind == KindSteering {
+		if it.Kind == kindSteering {
 			if err := c.adopt(); err != nil {
 				return "", false, err
 			}

@@ -29,8 +29,8 @@ type Loop struct {
 	files gateFiles
 }
 
-// LoopItemID is the one item of a plain loop.
-const LoopItemID = "loop"
+// loopItemID is the one item of a plain loop.
+const loopItemID = "loop"
 
 func (l *Loop) Info() engine.SourceInfo {
 	return engine.SourceInfo{Kind: "loop", Path: filepath.Join(l.Root, ".ralph", "loop"), ItemKind: "loop"}
@@ -46,12 +46,12 @@ func (l *Loop) Items() []engine.Item {
 	}
 	// The one item may use every iteration of the loop, so the loop ends on
 	// max_iterations rather than on a blocked item.
-	return []engine.Item{{ID: LoopItemID, Title: title, Kind: "loop", MaxAttempts: l.MaxIterations + 1}}
+	return []engine.Item{{ID: loopItemID, Title: title, Kind: "loop", MaxAttempts: l.MaxIterations + 1}}
 }
 
 func (l *Loop) Next(st *engine.State, busy map[string]bool) (*engine.Item, error) {
-	is := st.Items[LoopItemID]
-	if busy[LoopItemID] || (is != nil && (is.Status == engine.ItemPassed || is.Status == engine.ItemBlocked)) {
+	is := st.Items[loopItemID]
+	if busy[loopItemID] || (is != nil && (is.Status == engine.ItemPassed || is.Status == engine.ItemBlocked)) {
 		return nil, nil
 	}
 	it := l.Items()[0]

@@ -245,7 +245,7 @@ func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdi
 	if title == "" {
 		title = id
 	}
-	msg := CommitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(StageTrailer, id, st.RunID)...)
+	msg := commitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(stageTrailer, id, st.RunID)...)
 	commit, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.branch, a, v, st, msg, false, nil)
 	if err != nil {
 		return "", err
@@ -254,12 +254,12 @@ func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdi
 	return commit, nil
 }
 
-// StageTrailer marks the commit that recorded a pipeline stage.
-const StageTrailer = "Ralph-Stage"
+// stageTrailer marks the commit that recorded a pipeline stage.
+const stageTrailer = "Ralph-Stage"
 
 // Recover reports whether a stage's commit landed before a crash.
 func (s *Pipeline) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	if sha := committedIn(ctx, s.Git, "HEAD", StageTrailer, it.ID, st.RunID); sha != "" {
+	if sha := committedIn(ctx, s.Git, "HEAD", stageTrailer, it.ID, st.RunID); sha != "" {
 		s.guard.recordTip(sha)
 		return sha, true, nil
 	}

@@ -147,7 +147,7 @@ func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, s
 
 // Recover reports whether a story's commit landed before a crash.
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	if sha := committedIn(ctx, s.Git, "HEAD", StoryTrailer, it.ID, st.RunID); sha != "" {
+	if sha := committedIn(ctx, s.Git, "HEAD", storyTrailer, it.ID, st.RunID); sha != "" {
 		s.recovered(ctx, sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
@@ -177,7 +177,7 @@ func (s *PRD) Block(ctx context.Context, it *engine.Item, st *engine.State, reas
 	if base == "" {
 		return nil
 	}
-	msg := CommitMessage(fmt.Sprintf("wip(%s): %s (blocked)", it.ID, it.Title), nil, "", "Ralph-Blocked: "+it.ID, "Reason: "+reason)
+	msg := commitMessage(fmt.Sprintf("wip(%s): %s (blocked)", it.ID, it.Title), nil, "", "Ralph-Blocked: "+it.ID, "Reason: "+reason)
 	if _, err := parkWork(ctx, s.Git, "blocked", it.ID, st.RunID, st.Preexisting, msg, true); err != nil {
 		return err
 	}

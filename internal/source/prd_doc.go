@@ -21,8 +21,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// StoryTrailer marks the commit that recorded a story.
-const StoryTrailer = "Ralph-Story"
+// storyTrailer marks the commit that recorded a story.
+const storyTrailer = "Ralph-Story"
 
 // prdDoc is what the sequential and the parallel PRD sources share: the
 // harness's own copy of the PRD (loaded at start) and the file in the tree
@@ -151,7 +151,7 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 		var idx map[string]string
 		if s.Git.BranchExists(ctx, s.Branch) {
 			var err error
-			idx, err = s.Git.TrailerIndex(ctx, s.Branch, StoryTrailer, RunTrailer, st.RunID)
+			idx, err = s.Git.TrailerIndex(ctx, s.Branch, storyTrailer, runTrailer, st.RunID)
 			if err != nil {
 				return fmt.Errorf("reading the commits of %s: %w", s.Branch, err)
 			}
@@ -165,7 +165,7 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			switch sha := idx[oneLine(story.ID)]; {
 			case sha != "" && (is.Commit == "" || is.Commit == sha || lostCommit(ctx, s.Git, is.Commit)):
 				is.Commit = sha
-			case sha == "" && is.Commit != "" && committedIn(ctx, s.Git, is.Commit, StoryTrailer, story.ID, st.RunID) == is.Commit:
+			case sha == "" && is.Commit != "" && committedIn(ctx, s.Git, is.Commit, storyTrailer, story.ID, st.RunID) == is.Commit:
 				// The commit exists with the story's and this run's trailers
 				// but the branch lost it (rewritten): the story stays
 				// passed, and the guard restores the branch at the next
@@ -357,8 +357,8 @@ func storiesByID(p *prd.PRD) map[string]*prd.Story {
 
 // storyMessage is the message of a story's commit on the feature branch.
 func storyMessage(a *engine.Attempt, result, runID string) string {
-	return CommitMessage(fmt.Sprintf("feat(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, result,
-		itemTrailers(StoryTrailer, a.Item.ID, runID)...)
+	return commitMessage(fmt.Sprintf("feat(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, result,
+		itemTrailers(storyTrailer, a.Item.ID, runID)...)
 }
 
 // BaselineGates are the gates the baseline runs — the PRD's quality

@@ -652,7 +652,7 @@ func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v e
 			return treeChanged(ctx, wt, v.Tree, tree)
 		}
 	}
-	msg := CommitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
+	msg := commitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
 	sha, files, err := commitWork(ctx, wt, "", nil, msg, true)
 	if err != nil {
 		return err
@@ -807,7 +807,7 @@ func hunks(s string) string {
 // Recover finds whether a story's squash commit landed, and otherwise
 // clears a half-done merge from the main tree.
 func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	if sha := committedIn(ctx, s.Git, s.Branch, StoryTrailer, it.ID, st.RunID); sha != "" {
+	if sha := committedIn(ctx, s.Git, s.Branch, storyTrailer, it.ID, st.RunID); sha != "" {
 		// The merge queue made this commit: the branch's known tip moves
 		// to it (else the next merge would take it for someone else's
 		// commit and restore the branch without it).

@@ -12,9 +12,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/git"
 )
 
-// RunTrailer names the run on every commit ralph makes for an item, so a
+// runTrailer names the run on every commit ralph makes for an item, so a
 // resumed run finds its own commits and never another run's.
-const RunTrailer = "Ralph-Run"
+const runTrailer = "Ralph-Run"
 
 // noGatesSummary is the verdict of a claim with nothing to check it.
 const noGatesSummary = "claimed complete (no quality gates configured)"
@@ -109,7 +109,7 @@ func union(a, b []string) []string {
 // the newest of rev's last 500 commits with both trailers — or "". It is
 // how every source tells, after a crash, whether its commit landed.
 func committedIn(ctx context.Context, repo *git.Repo, rev, key, id, runID string) string {
-	return repo.FindTrailer(ctx, rev, 500, key, oneLine(id), RunTrailer, oneLine(runID))
+	return repo.FindTrailer(ctx, rev, 500, key, oneLine(id), runTrailer, oneLine(runID))
 }
 
 // lostCommit reports whether the state names commit sha but the
@@ -153,10 +153,10 @@ func forgetLostBases(ctx context.Context, repo *git.Repo, st *engine.State) {
 	}
 }
 
-// CommitMessage builds subject, bullet body and trailers. Subject and
+// commitMessage builds subject, bullet body and trailers. Subject and
 // bullets are data (titles, learnings an agent wrote): line breaks in them
 // are folded so they never add lines, and never a trailer, to the message.
-func CommitMessage(subject string, bullets []string, result string, trailers ...string) string {
+func commitMessage(subject string, bullets []string, result string, trailers ...string) string {
 	var b strings.Builder
 	b.WriteString(oneLine(subject))
 	b.WriteString("\n\n")
@@ -193,5 +193,5 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == 0x85 || r == 
 
 // itemTrailers are the trailers of an item's commit.
 func itemTrailers(key, id, runID string) []string {
-	return []string{key + ": " + id, RunTrailer + ": " + runID}
+	return []string{key + ": " + id, runTrailer + ": " + runID}
 }

@@ -12,21 +12,21 @@ func FuzzCommitMessage(f *testing.F) {
 	f.Add("two\nRalph-Story: S-9", "S-1\nRalph-Run: x", "learned\n\nRalph-Story: S-2", "r\r\n")
 	f.Add("\x00\x1b[31m\u2028x\u0085", "A.1", "", "")
 	f.Fuzz(func(t *testing.T, title, id, learning, runID string) {
-		msg := CommitMessage("feat("+id+"): "+title, []string{learning}, "verified", itemTrailers(StoryTrailer, id, runID)...)
+		msg := commitMessage("feat("+id+"): "+title, []string{learning}, "verified", itemTrailers(storyTrailer, id, runID)...)
 		lines := strings.Split(msg, "\n")
 		if strings.ContainsAny(lines[0], "\r\x00") || lines[1] != "" {
 			t.Fatalf("subject is not one line: %q", msg)
 		}
 		var trailers []string
 		for _, l := range lines {
-			if strings.HasPrefix(l, StoryTrailer+":") || strings.HasPrefix(l, RunTrailer+":") {
+			if strings.HasPrefix(l, storyTrailer+":") || strings.HasPrefix(l, runTrailer+":") {
 				trailers = append(trailers, l)
 			}
 		}
-		if len(trailers) != 2 || !strings.HasPrefix(trailers[0], StoryTrailer+":") || !strings.HasPrefix(trailers[1], RunTrailer+":") {
+		if len(trailers) != 2 || !strings.HasPrefix(trailers[0], storyTrailer+":") || !strings.HasPrefix(trailers[1], runTrailer+":") {
 			t.Fatalf("trailer lines %q in %q", trailers, msg)
 		}
-		if got := strings.TrimSpace(strings.TrimPrefix(trailers[0], StoryTrailer+":")); got != oneLine(id) {
+		if got := strings.TrimSpace(strings.TrimPrefix(trailers[0], storyTrailer+":")); got != oneLine(id) {
 			t.Fatalf("story trailer %q, id %q", got, id)
 		}
 		for _, l := range lines {

@@ -20,15 +20,15 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// PauseBeforeMergeCommitEnv is for tests only: when it names a path, the
+// pauseBeforeMergeCommitEnv is for tests only: when it names a path, the
 // tasks source creates PATH.ready after staging a squash merge and waits
 // (up to 5 minutes) until PATH exists before committing it, so a test can
 // kill -9 the run in the middle of a merge.
-const PauseBeforeMergeCommitEnv = "RALPH_TEST_PAUSE_BEFORE_MERGE_COMMIT"
+const pauseBeforeMergeCommitEnv = "RALPH_TEST_PAUSE_BEFORE_MERGE_COMMIT"
 
-// TaskTrailer is the trailer on every squash commit the tasks loop makes;
+// taskTrailer is the trailer on every squash commit the tasks loop makes;
 // Recover looks for it to tell whether a merge landed before a crash.
-const TaskTrailer = "Ralph-Task"
+const taskTrailer = "Ralph-Task"
 
 // InputError marks a problem with the user's input (a tasks file that does
 // not validate): the CLI maps it to exit code 2.
@@ -731,8 +731,8 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		}
 		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
 		sha, err := s.merge(ctx, it, branch, st, "", logOf(a), func(subjects []string) string {
-			return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, maskAll(a, subjects)...), a.Learnings...), v.Summary,
-				itemTrailers(TaskTrailer, it.ID, st.RunID)...)
+			return commitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, maskAll(a, subjects)...), a.Learnings...), v.Summary,
+				itemTrailers(taskTrailer, it.ID, st.RunID)...)
 		})
 		if err != nil {
 			return "", err
@@ -741,8 +741,8 @@ func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict,
 		return sha, s.afterSplit(it.ID)
 	}
 	sha, err := s.merge(ctx, it, branch, st, v.Tree, logOf(a), func(subjects []string) string {
-		return CommitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(maskAll(a, subjects), a.Learnings...), v.Summary,
-			append([]string{"Completes: " + it.ID}, itemTrailers(TaskTrailer, it.ID, st.RunID)...)...)
+		return commitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(maskAll(a, subjects), a.Learnings...), v.Summary,
+			append([]string{"Completes: " + it.ID}, itemTrailers(taskTrailer, it.ID, st.RunID)...)...)
 	})
 	if err != nil {
 		return "", err
@@ -886,7 +886,7 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 }
 
 func pauseForTest(ctx context.Context) error {
-	p := os.Getenv(PauseBeforeMergeCommitEnv)
+	p := os.Getenv(pauseBeforeMergeCommitEnv)
 	if p == "" {
 		return nil
 	}
@@ -986,7 +986,7 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 		return "", false, err
 	}
 	cur, _ := s.Git.CurrentBranch(ctx)
-	if tip := committedIn(ctx, s.Git, s.base, TaskTrailer, it.ID, st.RunID); tip != "" {
+	if tip := committedIn(ctx, s.Git, s.base, taskTrailer, it.ID, st.RunID); tip != "" {
 		s.baseTip = tip
 		if cur != s.base {
 			if err := s.switchTo(ctx, s.base, nil); err != nil {

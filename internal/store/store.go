@@ -185,8 +185,8 @@ func tornFragment(f *os.File, size int64) (int64, error) {
 	return start, nil
 }
 
-// ErrTornLine marks a last line that did not parse; ReadJSONL skips it.
-var ErrTornLine = errors.New("torn last line")
+// errTornLine marks a last line that did not parse; ReadJSONL skips it.
+var errTornLine = errors.New("torn last line")
 
 // ReadJSONL calls fn for every line of path. A last line that is not valid
 // JSON (a crash mid-append) is skipped; a bad line elsewhere is an error
@@ -200,11 +200,11 @@ func ReadJSONL(path string, fn func(line int, raw []byte) error) error {
 		return err
 	}
 	defer f.Close()
-	return ScanJSONL(path, f, fn)
+	return scanJSONL(path, f, fn)
 }
 
-// ScanJSONL is ReadJSONL over a reader.
-func ScanJSONL(name string, r io.Reader, fn func(line int, raw []byte) error) error {
+// scanJSONL is ReadJSONL over a reader.
+func scanJSONL(name string, r io.Reader, fn func(line int, raw []byte) error) error {
 	br := bufio.NewReaderSize(r, 64*1024)
 	n := 0
 	var pending []byte

@@ -7,15 +7,15 @@ import (
 	"unicode/utf8"
 )
 
-// MaxIDLen bounds a task id: ids become branch names (task/<id>-<slug>)
+// maxIDLen bounds a task id: ids become branch names (task/<id>-<slug>)
 // and transcript file names, which file systems and git limit.
-const MaxIDLen = 128
+const maxIDLen = 128
 
 // idProblem says what is wrong with id, "" if nothing; what names it in
 // the message ("id", "task id").
 func idProblem(what, id string) string {
-	if n := utf8.RuneCountInString(id); n > MaxIDLen {
-		return fmt.Sprintf("%s is %d characters long; ids are at most %d (they become branch and file names)", what, n, MaxIDLen)
+	if n := utf8.RuneCountInString(id); n > maxIDLen {
+		return fmt.Sprintf("%s is %d characters long; ids are at most %d (they become branch and file names)", what, n, maxIDLen)
 	}
 	if !wellFormedID(id) {
 		return fmt.Sprintf("invalid %s %q: use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)", what, id)
@@ -53,8 +53,8 @@ func ParentID(id string) string {
 	return ""
 }
 
-// Depth is the number of dots in id (0 for a top-level task).
-func Depth(id string) int { return strings.Count(id, ".") }
+// depth is the number of dots in id (0 for a top-level task).
+func depth(id string) int { return strings.Count(id, ".") }
 
 // isAncestor reports whether a is a proper ancestor of b.
 func isAncestor(a, b string) bool {

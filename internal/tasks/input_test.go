@@ -20,7 +20,7 @@ const (
 // Every malformed line is refused with its file, line, task (when known)
 // and rule, by Load and by Update alike, and Update writes nothing.
 func TestInputErrors(t *testing.T) {
-	long := strings.Repeat("A", MaxIDLen+1)
+	long := strings.Repeat("A", maxIDLen+1)
 	cases := []struct {
 		name, active, done string
 		want               []string // whole problems, the directory cut off
@@ -71,7 +71,7 @@ func TestInputErrors(t *testing.T) {
 			[]string{`tasks-done.jsonl:1: task X: field "Commit": field names are case-sensitive, write "commit"`}},
 		{"id too long", `{"id":"` + long + `","title":"a"}` + "\n", "",
 			[]string{`tasks.jsonl:1: task "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"…: id is 129 characters long; ids are at most 128 (they become branch and file names)`}},
-		{"child id too long", `{"id":"A","title":"a","leaf":false}` + "\n" + `{"id":"A.` + long[:MaxIDLen-1] + `","title":"a"}` + "\n", "",
+		{"child id too long", `{"id":"A","title":"a","leaf":false}` + "\n" + `{"id":"A.` + long[:maxIDLen-1] + `","title":"a"}` + "\n", "",
 			[]string{`tasks.jsonl:2: task "A.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"…: id is 129 characters long; ids are at most 128 (they become branch and file names)`}},
 		{"id with a newline", `{"id":"A\n","title":"a"}` + "\n", "",
 			[]string{`tasks.jsonl:1: task "A\n": invalid id "A\n": use segments of letters, digits, _ or - separated by single dots (A, A.1, A.1.2)`}},
@@ -115,7 +115,7 @@ func TestInputErrors(t *testing.T) {
 // unknown fields whose names are not a known field's in another case, and
 // null as an absent field. Unchanged lines keep their bytes.
 func TestInputAccepted(t *testing.T) {
-	id128 := strings.Repeat("B", MaxIDLen)
+	id128 := strings.Repeat("B", maxIDLen)
 	in := `{"id":"A","title":"café ☕","status":"pending","leaf":true,"Owner":"me","titles":["x"],"STATUS_NOTE":"n"}` + "\n" +
 		`{"id":"` + id128 + `","title":"b","status":null,"leaf":null}` + "\n"
 	s := newStore(t, in, "")
@@ -146,13 +146,13 @@ func TestInputFromCommands(t *testing.T) {
 		want string
 	}{
 		{"add a long id", func(set *Set) error {
-			_, err := set.Add(strings.Repeat("A", MaxIDLen+1), "t", "")
+			_, err := set.Add(strings.Repeat("A", maxIDLen+1), "t", "")
 			return err
 		}, "task id is 129 characters long; ids are at most 128 (they become branch and file names)"},
 		{"add a bad id", func(set *Set) error { _, err := set.Add("A..1", "t", ""); return err },
 			`invalid task id "A..1": use segments`},
 		{"a child id grows too long", func(set *Set) error {
-			long := strings.Repeat("C", MaxIDLen-1)
+			long := strings.Repeat("C", maxIDLen-1)
 			if _, err := set.Add(long, "c", ""); err != nil {
 				return err
 			}
@@ -184,10 +184,10 @@ func TestInputFromCommands(t *testing.T) {
 	// One more: a child id of exactly 128 characters is fine.
 	s := newStore(t, okA+"\n", "")
 	update(t, s, func(set *Set) error {
-		if _, err := set.Add(strings.Repeat("C", MaxIDLen-2), "c", ""); err != nil {
+		if _, err := set.Add(strings.Repeat("C", maxIDLen-2), "c", ""); err != nil {
 			return err
 		}
-		_, err := set.Add("", "child", strings.Repeat("C", MaxIDLen-2))
+		_, err := set.Add("", "child", strings.Repeat("C", maxIDLen-2))
 		return err
 	})
 }

@@ -407,7 +407,7 @@ func (s *Set) Tree() string {
 	slices.SortStableFunc(all, byID)
 	var b strings.Builder
 	for _, t := range all {
-		b.WriteString(strings.Repeat("  ", Depth(t.ID)))
+		b.WriteString(strings.Repeat("  ", depth(t.ID)))
 		switch {
 		case t.Archived() || t.Status == StatusComplete:
 			b.WriteString("[x] ")

@@ -202,7 +202,7 @@ func (p Problem) String() string {
 // control characters (a hand-written line's), then quoted and cut short.
 func shownID(id string) string {
 	r := []rune(id)
-	if len(r) <= MaxIDLen && !strings.ContainsFunc(id, unicode.IsControl) {
+	if len(r) <= maxIDLen && !strings.ContainsFunc(id, unicode.IsControl) {
 		return id
 	}
 	if len(r) > 40 {

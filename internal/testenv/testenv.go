@@ -43,7 +43,7 @@ func Main(m *testing.M) int {
 	}
 	start := time.Now().Add(-time.Second) // file times may be coarse
 	code := m.Run()
-	if left := Leftovers(sys, start); len(left) > 0 {
+	if left := leftovers(sys, start); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "testenv: agent CLIs wrote into the system temp dir %s during the tests: %s\n", sys, strings.Join(left, ", "))
 		if code == 0 {
 			code = 1
@@ -74,9 +74,9 @@ func Isolate(root string, set func(key, value string) error) error {
 // temp dir when they are not given their own.
 var offenders = []string{"gemini-", "opencode", "codex", "claude-"}
 
-// Leftovers lists what the agent CLIs created or changed in dir since
+// leftovers lists what the agent CLIs created or changed in dir since
 // start.
-func Leftovers(dir string, since time.Time) []string {
+func leftovers(dir string, since time.Time) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
