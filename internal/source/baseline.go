@@ -14,6 +14,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -81,10 +82,23 @@ func TakeBaseline(ctx context.Context, repo *git.Repo, dir, rev string, runner g
 	return b, b.save()
 }
 
+// baselineTag marks the processes a baseline starts (the checkout and the
+// gates), so the next run can stop what a killed one left running there.
+const baselineTag = "RALPH_BASELINE_TREE"
+
 // run runs the gates on commit's tree and returns every gate's result.
 func (b *Baseline) run(ctx context.Context, commit string, log io.Writer) ([]gate.Result, error) {
 	tree := filepath.Join(filepath.Dir(b.path), "baseline-tree")
-	// A tree a killed run left behind goes first.
+	// A tree a killed run left behind goes first, with what that run left
+	// running in it: its processes carry the tree's tag (a killed `git
+	// worktree add` hangs on, or leaves git's "initializing" lock, which
+	// no prune clears and every later add of the path trips on).
+	tag := baselineTag + "=" + tree
+	proc.KillTagged(tag, true)
+	ctx = proc.WithTag(ctx, tag)
+	if _, err := b.repo.RepairHalfAdded(ctx, tree); err != nil {
+		return nil, fmt.Errorf("repairing the baseline's tree a killed run left: %w", err)
+	}
 	_ = b.repo.WorktreeRemove(ctx, tree)
 	_ = os.RemoveAll(tree)
 	_ = b.repo.WorktreePrune(ctx)
