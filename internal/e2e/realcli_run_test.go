@@ -107,7 +107,8 @@ const finalMessage = "Made the story's file with mark.sh.\n\n## Learnings\n- " +
 
 const branch = "ralph/e2e-marks"
 
-// twoStoryPRD: the PRD-wide test gate and each story's own checks.
+// twoStoryPRD: the PRD-wide test gate (it passes at the base, where
+// one.txt does not exist yet) and each story's own checks.
 const twoStoryPRD = `{
   "project": "e2e",
   "branch_name": "` + branch + `",
@@ -119,7 +120,7 @@ const twoStoryPRD = `{
      "acceptance_criteria": ["two.txt holds two"], "priority": 2, "passes": false,
      "checks": ["grep -qx two two.txt"]}
   ],
-  "quality_checks": {"test": "grep -qx one one.txt"}
+  "quality_checks": {"test": "test ! -e one.txt || grep -qx one one.txt"}
 }
 `
 
@@ -131,7 +132,7 @@ const oneStoryPRD = `{
      "acceptance_criteria": ["one.txt holds one"], "priority": 1, "passes": false,
      "checks": ["grep -qx one one.txt"]}
   ],
-  "quality_checks": {"test": "grep -qx one one.txt"}
+  "quality_checks": {"test": "test ! -e one.txt || grep -qx one one.txt"}
 }
 `
 
