@@ -95,6 +95,21 @@ func (g *branchGuard) known(base string) string {
 	return base
 }
 
+// recordRecovered records sha, a story's commit found after a crash, as
+// the tip unless the tip has already moved past it: in a parallel run a
+// merge made since the resume may be on top of it, and moving the tip back
+// would take that merge for someone else's commit and restore the branch
+// without it.
+func (g *branchGuard) recordRecovered(ctx context.Context, repo *git.Repo, sha string) {
+	g.mu.Lock()
+	tip := g.tip
+	g.mu.Unlock()
+	if tip != "" && tip != sha && g.descends(ctx, repo, sha, tip) {
+		return
+	}
+	g.recordTip(sha)
+}
+
 func (g *branchGuard) recordTip(sha string) {
 	g.mu.Lock()
 	g.tip = sha

@@ -816,7 +816,7 @@ func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.S
 			s.resumedTip = sha
 		}
 		s.mu.Unlock()
-		s.guard.recordTip(sha)
+		s.guard.recordRecovered(ctx, s.Git, sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
