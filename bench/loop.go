@@ -177,9 +177,14 @@ func timePassing(root, bin string, n, rep int, ralph bool) time.Duration {
 // fails: one story, with every limit that would block it before n
 // iterations raised; ralph's time is divided by the iterations its event
 // log shows it ran, so a run that stops early is not read as cheap ones.
+// failGate passes on the untouched base (ralph runs the gates there
+// before any agent) and fails once the agent wrote its file: every
+// iteration then fails, for ralph and the script alike.
+const failGate = "test ! -e out-S-1.txt"
+
 func timeFailing(root, bin string, n, rep int, ralph bool) time.Duration {
 	if ralph {
-		dir := loopRepo(root, rep, "ralph-fail", "false", 1)
+		dir := loopRepo(root, rep, "ralph-fail", failGate, 1)
 		start := time.Now()
 		// It stops at --max-iterations (exit 3) with the story not done, as intended.
 		_, _ = runErr(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh",
@@ -197,7 +202,7 @@ func timeFailing(root, bin string, n, rep int, ralph bool) time.Duration {
 		}
 		return took / time.Duration(max(ran, 1))
 	}
-	dir := loopRepo(root, rep, "script-fail", "false", 1)
+	dir := loopRepo(root, rep, "script-fail", failGate, 1)
 	start := time.Now()
 	run(dir, gitEnv, "sh", "thin.sh", strconv.Itoa(n), "false", "0")
 	return time.Since(start) / time.Duration(n)
