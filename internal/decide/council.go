@@ -61,7 +61,7 @@ func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 		return next, err
 	}
 	it, cur, k := x.Item, x.Current, c.Members
-	x.Emit(event(x, "council_started", fmt.Sprintf("%s passed its gates and needs a council (%s): %s vote, a majority must approve", it.ID, why, plural(k, "member")),
+	x.Emit(event(x, "council_started", fmt.Sprintf("%s passed its gates and needs a council (%s): %s vote, a majority must approve", it.ID, why, engine.Plural(k, "member")),
 		map[string]any{"members": k, "why": why}))
 	text, err := c.Roles.Text(councilRole)
 	if err != nil {
@@ -191,7 +191,7 @@ func prompt(text string, it *engine.Item, v engine.Verdict, base string, m, k in
 	}
 	b.WriteString("## The work\n\n")
 	if base != "" {
-		fmt.Fprintf(&b, "The work began at commit %s: review `git log %s..HEAD`, `git diff %s` and the uncommitted changes (`git status`).\n", base, short(base), short(base))
+		fmt.Fprintf(&b, "The work began at commit %s: review `git log %s..HEAD`, `git diff %s` and the uncommitted changes (`git status`).\n", base, engine.ShortSHA(base), engine.ShortSHA(base))
 	} else {
 		b.WriteString("Review the uncommitted changes (`git status`, `git diff`) and the latest commits.\n")
 	}

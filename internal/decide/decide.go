@@ -8,7 +8,6 @@
 package decide
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -77,20 +76,6 @@ func rel(p engine.Paths, path string) string {
 		return r
 	}
 	return path
-}
-
-func short(sha string) string {
-	if len(sha) > 8 {
-		return sha[:8]
-	}
-	return sha
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // oneLine folds s into one line of at most n bytes.

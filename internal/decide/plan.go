@@ -68,9 +68,9 @@ func (p plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict)
 			what = append(what, "changed "+strings.Join(files[:min(len(files), 10)], ", "))
 		}
 		if commits > 0 {
-			what = append(what, fmt.Sprintf("made %s", plural(commits, "commit")))
+			what = append(what, fmt.Sprintf("made %s", engine.Plural(commits, "commit")))
 		}
-		return failPlan("the planning iteration changed code", fmt.Sprintf("A planning iteration changes no code, and this one %s. Undo that (git reset --hard %s; git clean -fd), then write only the plan to %s.", strings.Join(what, " and "), short(cur.StartHead), plan)), nil
+		return failPlan("the planning iteration changed code", fmt.Sprintf("A planning iteration changes no code, and this one %s. Undo that (git reset --hard %s; git clean -fd), then write only the plan to %s.", strings.Join(what, " and "), engine.ShortSHA(cur.StartHead), plan)), nil
 	case strings.TrimSpace(string(b)) == "":
 		return failPlan("plan not written", fmt.Sprintf("No plan was written: write the plan to %s (and change nothing else).", plan)), nil
 	}

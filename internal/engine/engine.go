@@ -273,7 +273,7 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	} else {
 		var n int
 		e.box.read(func(st *State) { n = st.Total() })
-		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, plural(n, e.info().ItemKind), cfg.Agent.Name), Data: runFacts(e.box.snapshot())})
+		e.emit(Event{Type: "run_started", Message: fmt.Sprintf("run %s over %s (%s) with agent %s", e.runID(), e.info().Path, Plural(n, e.info().ItemKind), cfg.Agent.Name), Data: runFacts(e.box.snapshot())})
 	}
 
 	// Finish iterations a crash left half-done before anything new starts:
@@ -698,7 +698,7 @@ func (e *Engine) recover(ctx context.Context) error {
 				return err
 			}
 			if done {
-				e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("%s was committed as %s before the crash", it.ID, short(commit))})
+				e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("%s was committed as %s before the crash", it.ID, ShortSHA(commit))})
 				e.markPassed(it, c.Iteration, commit, "passed (recovered after crash)")
 				continue
 			}
@@ -737,14 +737,16 @@ func (e *Engine) itemByID(id string) *Item {
 	return nil
 }
 
-func short(sha string) string {
+// ShortSHA is a commit id as messages show it (8 characters).
+func ShortSHA(sha string) string {
 	if len(sha) > 8 {
 		return sha[:8]
 	}
 	return sha
 }
 
-func plural(n int, word string) string {
+// Plural is "1 story", "2 stories": n and word, plural when n is not 1.
+func Plural(n int, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("%d %s", n, word)
 	}

@@ -373,7 +373,7 @@ func (e *Engine) commit(ctx context.Context, x *Iteration, v Verdict) error {
 	e.appendProgress(it, cur, "passed", v, att.Learnings, x.Files, commit)
 	e.markPassed(it, cur.Iteration, commit, v.Summary)
 	e.appendSummary(it, att, x.Files, commit)
-	fmt.Fprintf(att.Log, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, short(commit))
+	fmt.Fprintf(att.Log, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, ShortSHA(commit))
 	// Dependents may start now; the tree is tidied after that, off their
 	// path (and off the agent slots).
 	e.slots.poke()
@@ -542,7 +542,7 @@ func (e *Engine) markPassed(it *Item, iteration int, commit, summary string) {
 		st.dropCurrent(it.ID)
 		st.Breaker = Breaker{}
 	})
-	e.emit(Event{Type: "item_passed", Iteration: iteration, Item: it.ID, Message: fmt.Sprintf("%s passed (%s), commit %s", it.ID, summary, short(commit)), Data: map[string]any{"commit": commit}})
+	e.emit(Event{Type: "item_passed", Iteration: iteration, Item: it.ID, Message: fmt.Sprintf("%s passed (%s), commit %s", it.ID, summary, ShortSHA(commit)), Data: map[string]any{"commit": commit}})
 	if it.Kind == "stage" {
 		var next *Item
 		if n, err := e.cfg.Source.Next(e.box.snapshot(), nil); err == nil {
@@ -704,7 +704,7 @@ func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit st
 	if len(att.Learnings) > 0 {
 		fmt.Fprintf(&b, "- Learnings: %s\n", strings.Join(att.Learnings, "; "))
 	}
-	fmt.Fprintf(&b, "- Iterations: %d (%s)\n", len(is.Iterations), plural(is.Attempts, "failed attempt"))
+	fmt.Fprintf(&b, "- Iterations: %d (%s)\n", len(is.Iterations), Plural(is.Attempts, "failed attempt"))
 	switch u := is.Usage; {
 	case u == nil:
 		b.WriteString("- Cost: not reported by the agent\n")
@@ -720,7 +720,7 @@ func (e *Engine) appendSummary(it *Item, att *Attempt, files []string, commit st
 // or summary entry (at most 20 files named).
 func commitAndFiles(b *strings.Builder, commit, label string, files []string) {
 	if commit != "" {
-		fmt.Fprintf(b, "- Commit: %s\n", short(commit))
+		fmt.Fprintf(b, "- Commit: %s\n", ShortSHA(commit))
 	}
 	if len(files) > 20 {
 		files = append(files[:20:20], fmt.Sprintf("… %d more", len(files)-20))

@@ -241,11 +241,11 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 				plans = append(plans, fmt.Sprintf("%s (%s)", id, relTo(cfg.Paths.Root, PlanFile(cfg.Paths, id))))
 			}
 			return StatusAwaitingApproval, fmt.Sprintf("%s waiting for plan approval: %s; `ralph approve ID` or `ralph reject ID --reason …`, then `ralph run` goes on",
-				plural(len(w), kind), strings.Join(plans, ", "))
+				Plural(len(w), kind), strings.Join(plans, ", "))
 		}
 		passed, blocked, total := st.Counts()
 		if passed == total {
-			return StatusComplete, fmt.Sprintf("all %s passed", plural(total, kind))
+			return StatusComplete, fmt.Sprintf("all %s passed", Plural(total, kind))
 		}
 		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", kind, passed, blocked, total-passed-blocked)
 	}
