@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,6 +44,10 @@ type RemoteAgent struct {
 	Attest      *Attestations
 	results     jetstream.KeyValue
 	files       jetstream.ObjectStore
+	// fetching: one fetch at a time into the repository's one object
+	// store (two at once can each take the other's half-written objects
+	// for present and fail "did not send all necessary objects").
+	fetching sync.Mutex
 }
 
 // Shared is what a source lets the agent edit besides the tree's commits.
@@ -151,7 +156,11 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	// The job's ref is fetched without a local ref of its own (the
 	// fast-forward keeps the commit); the fast-forward to the commit the
 	// worker reported fails unless the fetch brought it.
-	fetch := func() error { return repo.Fetch(ctx, r.Remote, "refs/ralph/jobs/"+key) }
+	fetch := func() error {
+		r.fetching.Lock()
+		defer r.fetching.Unlock()
+		return repo.Fetch(ctx, r.Remote, "refs/ralph/jobs/"+key)
+	}
 	if r.Listing != nil {
 		err = r.Listing(fetch)
 	} else {
