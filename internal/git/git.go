@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,8 +43,20 @@ func (r *Repo) cmd(args ...string) proc.Cmd {
 	return proc.Cmd{Argv: argv, Env: gitEnv()}
 }
 
+// gitEnv is the environment of every git command ralph runs. Hooks are
+// off and so is the file-system monitor: what ralph stages and commits is
+// decided by git alone, never by a script someone put in .git/hooks,
+// core.hooksPath or core.fsmonitor (a post-commit hook could amend ralph's
+// commit, a monitor could hide a changed file from the add). The settings
+// come through GIT_CONFIG_COUNT, after any the user's environment carries.
 func gitEnv() []string {
 	extra := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
+	n, _ := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT"))
+	for _, kv := range [][2]string{{"core.hooksPath", os.DevNull}, {"core.fsmonitor", "false"}} {
+		extra = append(extra, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, kv[1]))
+		n++
+	}
+	extra = append(extra, "GIT_CONFIG_COUNT="+strconv.Itoa(n))
 	if os.Getenv("GIT_AUTHOR_NAME") == "" && !hasGlobalIdentity() {
 		extra = append(extra,
 			"GIT_AUTHOR_NAME=ralph", "GIT_AUTHOR_EMAIL=ralph@localhost",

@@ -192,25 +192,31 @@ func logOr(w io.Writer) io.Writer {
 	return w
 }
 
-// judging is what judge needs to hold a verdict against the baseline:
-// handed through the context by a source's Verify, since judge is
-// shared by every source and most have none.
+// judging is what judge needs to hold a verdict against the item's base:
+// handed through the context by a source's Verify, since judge is shared
+// by every source.
 type judging struct {
-	baseline         *Baseline
-	base             string // the item's base commit ("" the baseline's)
+	baseline         *Baseline // nil: none
+	base             string    // the item's base commit ("" HEAD, or the baseline's)
 	allowTestChanges bool
+	// since is when the run started: ignored files changed after it are
+	// set aside while the gates run (aside.go), but outputs, the gates'
+	// own.
+	since   time.Time
+	outputs *gateOutputs
+	keep    []string // ralph's own files in the tree, never set aside
 }
 
 type judgingKey struct{}
 
-// withBaseline is ctx carrying what judge holds an item's verdict
-// against: the run's baseline (nil: none), the item's base commit, and
-// whether the item may lose tests.
-func withBaseline(ctx context.Context, b *Baseline, base string, allowTestChanges bool) context.Context {
-	if b == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, judgingKey{}, judging{baseline: b, base: base, allowTestChanges: allowTestChanges})
+// withJudging is ctx carrying what judge holds an item's verdict against.
+func withJudging(ctx context.Context, j judging) context.Context {
+	return context.WithValue(ctx, judgingKey{}, j)
+}
+
+func judgingOf(ctx context.Context) judging {
+	j, _ := ctx.Value(judgingKey{}).(judging)
+	return j
 }
 
 // againstBaseline finishes judge's verdict on the gates:
@@ -221,7 +227,7 @@ func withBaseline(ctx context.Context, b *Baseline, base string, allowTestChange
 //   - the summary carries the test counts ("test: 42 passed, …"), which
 //     the commit's "Verified by ralph" line and status show.
 func againstBaseline(ctx context.Context, a *engine.Attempt, v engine.Verdict, runner gate.Runner, gates []gate.Gate) engine.Verdict {
-	j, _ := ctx.Value(judgingKey{}).(judging)
+	j := judgingOf(ctx)
 	var base []gate.Result
 	if j.baseline != nil {
 		base = j.baseline.at(ctx, j.base, a.Log)

@@ -3,9 +3,11 @@ package source
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -328,6 +330,16 @@ func short(sha string) string {
 // writes into the tree would otherwise get unverified files committed —
 // and it carries that tree, so Accept can commit nothing else.
 //
+// The commit holds exactly the bytes the gates judged:
+//   - a staged file whose blob is not the file's bytes (a clean filter or
+//     a conversion from the attributes) fails the verdict: the gates would
+//     judge other bytes than the commit holds;
+//   - ignored files the run created or changed are set aside while the
+//     gates run (aside.go), so only the commit and what was there before
+//     the run are judged;
+//   - untracked files the gates wrote (a binary of `go build`) are removed:
+//     never judged, they never reach a commit, and they fail nothing.
+//
 // With recheckedAtCommit the source's commit snapshots the tree again and
 // refuses anything but v.Tree (treeChanged), which covers the gates'
 // writes too: the second snapshot here is then skipped.
@@ -339,8 +351,47 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	if err != nil {
 		return engine.Verdict{Claimed: true, Summary: "could not snapshot the tree", Failure: err.Error()}
 	}
+	j := judgingOf(ctx)
+	// The files written since the run started; paths the add left out
+	// (the user's, ralph's own) are not committed.
+	differ, err := repo.NotAsStaged(ctx, func(p string) bool {
+		return !keepsPath(preexisting, p) && writtenSince(filepath.Join(repo.Dir, p), j.since)
+	})
+	if err != nil || len(differ) > 0 {
+		_ = staged.Restore(ctx)
+		if err != nil {
+			return engine.Verdict{Claimed: true, Summary: "could not compare the staged files with the tree", Failure: err.Error()}
+		}
+		return notAsStaged(differ)
+	}
+	var set *aside
+	if !j.since.IsZero() && len(gates) > 0 {
+		if set, err = setAside(ctx, repo, j.since, j.outputs, append(slices.Clip(preexisting), j.keep...)); err != nil {
+			_ = staged.Restore(ctx)
+			return engine.Verdict{Claimed: true, Summary: "could not set aside the files the gates must not see", Failure: err.Error()}
+		}
+		if note := set.note(); note != "" {
+			fmt.Fprintln(logOf(a), "ralph: "+note)
+		}
+	}
+	var gatesStarted time.Time
+	if set != nil {
+		gatesStarted = j.outputs.clock(ctx, repo)
+	}
 	v := judge(ctx, a, claimed, unclaimed, runner, gates)
+	// While the index still holds everything the agent made, what is
+	// untracked now the gates wrote.
+	if removed := removeGateFiles(ctx, repo, preexisting); len(removed) > 0 {
+		fmt.Fprintf(logOf(a), "ralph: removed what the gates wrote into the tree (never judged, never committed): %s\n", strings.Join(removed, ", "))
+	}
+	if set != nil {
+		j.outputs.gatesRan(repo.Dir, gatesStarted, j.outputs.clock(ctx, repo), set.moved)
+		set.putBack()
+	}
 	if !v.Passed {
+		if note := set.note(); note != "" && v.Failure != "" {
+			v.Failure += "\n\n" + note
+		}
 		// The index goes back to what the agent left (if it cannot, the
 		// agent finds its work staged: nothing is lost).
 		_ = staged.Restore(ctx)
@@ -360,6 +411,17 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	}
 	v.Tree = staged.Tree
 	return v
+}
+
+// notAsStaged fails a claim whose staged files are not the bytes in the
+// tree.
+func notAsStaged(paths []string) engine.Verdict {
+	list := strings.Join(paths, ", ")
+	return engine.Verdict{Claimed: true, Tampered: []string{"git would commit other bytes than the tree holds: " + list},
+		Summary: "git would commit other bytes than the gates see: " + list,
+		Failure: "These files would be committed with other contents than the tree holds, so the quality gates would judge something that is not committed: " + list +
+			". A git filter (filter= in .gitattributes or .git/info/attributes with a filter.*.clean command in the git config) or an end-of-line or encoding conversion (text, eol, working-tree-encoding) changes them when they are staged. " +
+			"Do not add or change git filters or attributes; write each file exactly as it should be committed (for example with the line endings git keeps)."}
 }
 
 // treeChanged rejects a commit whose tree is no longer the one the gates

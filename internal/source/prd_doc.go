@@ -57,6 +57,8 @@ type prdDoc struct {
 	// baseline holds every story's verdict against the run-wide gates at
 	// its base (UseBaseline; nil: none).
 	baseline *Baseline
+	// outputs are the ignored files the gates wrote (aside.go).
+	outputs gateOutputs
 }
 
 // openPRDDoc loads and validates path.

@@ -554,7 +554,7 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	ctx = withBaseline(ctx, s.baseline, at, s.allowTestChanges(a.Item.ID))
+	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.StartedAt, outputs: &s.outputs})
 	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
@@ -608,6 +608,7 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 		return "", err
 	}
 	results, ok := s.Gates.Run(ctx, main.Dir, gates, a.Log)
+	removeGateFiles(ctx, main, st.Preexisting) // the index holds all that is committed
 	if !ok {
 		undo()
 		return "", &engine.Rejected{

@@ -60,9 +60,10 @@ type Tasks struct {
 	GateList []gate.Gate
 
 	base     string
-	baseline *Baseline // the run-wide gates at the base (UseBaseline)
-	baseTip  string    // the base branch's head as ralph last left it
-	files    gateFiles // the files the gates run, checked at every Verify
+	baseline *Baseline   // the run-wide gates at the base (UseBaseline)
+	outputs  gateOutputs // the ignored files the gates wrote (aside.go)
+	baseTip  string      // the base branch's head as ralph last left it
+	files    gateFiles   // the files the gates run, checked at every Verify
 	set      *tasks.Set
 	// tracked are the leaves with a record (Sparse): in the run's state,
 	// claimed, completed or blocked in the file, or offered by Next. The
@@ -558,7 +559,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	} else {
 		tampered = append(tampered, gt...)
 	}
-	ctx = withBaseline(ctx, s.baseline, s.baseTip, s.allowTestChanges(id))
+	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.baseTip, allowTestChanges: s.allowTestChanges(id), since: st.StartedAt, outputs: &s.outputs, keep: s.controlRel()})
 	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
 		s.Gates, s.GateList, false)
@@ -865,7 +866,9 @@ func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *e
 		// result is not the tree the gates ran on: they run again on it.
 		if verified != "" && len(s.GateList) > 0 {
 			if tree, err := s.Git.WriteTree(ctx); err == nil && tree != verified {
-				if results, ok := s.Gates.Run(ctx, s.Root, s.GateList, log); !ok {
+				results, ok := s.Gates.Run(ctx, s.Root, s.GateList, log)
+				removeGateFiles(ctx, s.Git, append(s.notWork(ctx, st), s.controlRel()...))
+				if !ok {
 					undo()
 					return &engine.Rejected{Summary: "gates failed on the merged tree: " + gate.Summary(results),
 						Failure: fmt.Sprintf("Your branch passed its gates, but %s has moved since, and on the tree merged with it the gates fail (the merge was undone). Merge %s into your branch, fix what broke, then complete the task again.\n\n%s", s.base, s.base, gate.FailureContext(results, 4<<10))}

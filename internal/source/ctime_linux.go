@@ -1,0 +1,16 @@
+package source
+
+import (
+	"io/fs"
+	"syscall"
+	"time"
+)
+
+// changeTime is fi's inode change time: set by the kernel on every write,
+// rename, link or chmod, never by a process (utimes sets only the others).
+func changeTime(fi fs.FileInfo) time.Time {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return fi.ModTime()
+}
