@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,13 +24,14 @@ import (
 
 // LoopStartOptions are `ralph loop start`'s settings.
 type LoopStartOptions struct {
-	IO            *Factory
-	Prompt        string
-	MaxIterations int
-	Promise       string
-	Checks        []string
-	PRD           string
-	Pipeline      string
+	IO                   *Factory
+	Prompt               string
+	MaxIterations        int
+	Promise              string
+	Checks               []string
+	PRD                  string
+	Pipeline             string
+	AllowFailingBaseline bool
 }
 
 // newCmdLoop builds `ralph loop`.
@@ -82,6 +84,7 @@ that file, verified by the harness's gates and exit conditions.`,
 	cmd.Flags().StringArrayVar(&opts.Checks, "check", nil, "with PROMPT: a `COMMAND` (run with sh -c) that must pass before the promise counts (repeatable)")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD `FILE` instead of a prompt")
 	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (a `FILE`, or pagent)")
+	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "with --prd: arm even when a quality check already fails on the untouched base (it is then not blamed on any story)")
 	return cmd
 }
 
@@ -114,7 +117,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err != nil {
 		return err
 	}
-	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC()}
+	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), AllowFailingBaseline: o.AllowFailingBaseline}
 	switch {
 	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
 		return usage.Errorf("give one of PROMPT, --prd, --pipeline")
@@ -141,7 +144,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true)
+	eng, err := hookEngine(ctx, root, repo, a, o.IO.GateRunner(0), true)
 	if err != nil {
 		return err
 	}
@@ -172,8 +175,10 @@ func absFrom(f *Factory, p string) string {
 	return filepath.Join(wd, p)
 }
 
-// hookEngine builds the engine for an armed loop.
-func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
+// hookEngine builds the engine for an armed loop. A PRD's run-wide gates
+// run on the untouched base first, as for ralph run (kept in
+// .ralph/baseline.json, so a Stop re-runs them only when the base moved).
+func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
 	cfg := engine.Config{
 		Paths: engine.PathsFor(root), Git: repo,
 		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
@@ -196,6 +201,9 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 			return nil, err
 		}
 		cfg.Source = src
+		if err := takeBaseline(ctx, repo, cfg.Paths, src, gates, a.AllowFailingBaseline, io.Discard); err != nil {
+			return nil, err
+		}
 	case "pipeline":
 		src, err := source.OpenPipeline(a.Path, root, repo, gates.Proc, gates.Timeout)
 		if err != nil {
@@ -340,7 +348,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	eng, err := hookEngine(top, f.GitAt(top), a, f.GateRunner(o.Timeout), false)
+	eng, err := hookEngine(ctx, top, f.GitAt(top), a, f.GateRunner(o.Timeout), false)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil

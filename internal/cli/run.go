@@ -613,7 +613,18 @@ func (r *openedRun) run(ctx context.Context) error {
 // the source then holds every verdict against it (tests that passed
 // there must still pass).
 func (r *openedRun) baseline(ctx context.Context) error {
-	src, ok := r.cfg.Source.(interface {
+	var warn io.Writer = r.o.IO.IO.ErrOut
+	if r.o.JSON {
+		warn = io.Discard
+	}
+	return takeBaseline(ctx, r.repo, r.cfg.Paths, r.cfg.Source, r.o.IO.GateRunner(r.o.GateTimeout), r.o.AllowFailingBaseline, warn)
+}
+
+// takeBaseline is the baseline of every driver (ralph run, the Stop-hook
+// loop): a source with run-wide gates gets them run on its base, or the
+// results already kept for that commit.
+func takeBaseline(ctx context.Context, repo *git.Repo, paths engine.Paths, work engine.Source, runner gate.Runner, allowFailing bool, warn io.Writer) error {
+	src, ok := work.(interface {
 		BaselineGates(context.Context) (string, []gate.Gate)
 		UseBaseline(*source.Baseline)
 	})
@@ -624,8 +635,7 @@ func (r *openedRun) baseline(ctx context.Context) error {
 	if len(gates) == 0 {
 		return nil
 	}
-	paths := r.cfg.Paths
-	if err := r.repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(paths.Dir, 0o755); err != nil {
@@ -636,22 +646,20 @@ func (r *openedRun) baseline(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
-	b, err := source.TakeBaseline(ctx, r.repo, paths.Dir, rev, r.o.IO.GateRunner(r.o.GateTimeout), gates, log)
+	b, err := source.TakeBaseline(ctx, repo, paths.Dir, rev, runner, gates, log)
 	if err != nil || b == nil {
 		return err
 	}
 	if failing := b.Failing(); len(failing) > 0 {
-		if !r.o.AllowFailingBaseline {
+		if !allowFailing {
 			return &source.BaselineFailure{B: b}
 		}
-		if !r.o.JSON {
-			var names []string
-			for _, f := range failing {
-				names = append(names, f.Name)
-			}
-			fmt.Fprintf(r.o.IO.IO.ErrOut, "ralph: warning: on the base %.8s %s already failed (--allow-failing-baseline: not blamed on any %s; see .ralph/baseline.log)\n",
-				b.Commit, strings.Join(names, ", "), r.cfg.Source.Info().ItemKind)
+		var names []string
+		for _, f := range failing {
+			names = append(names, f.Name)
 		}
+		fmt.Fprintf(warn, "ralph: warning: on the base %.8s %s already failed (--allow-failing-baseline: not blamed on any %s; see .ralph/baseline.log)\n",
+			b.Commit, strings.Join(names, ", "), work.Info().ItemKind)
 	}
 	src.UseBaseline(b)
 	return nil

@@ -55,6 +55,10 @@ type Armed struct {
 	LimitReached      bool      `json:"claude_block_limit_reached,omitempty"`
 	ArmedAt           time.Time `json:"armed_at"`
 	Agent             string    `json:"agent,omitempty"`
+	// AllowFailingBaseline: the PRD's run-wide gates may fail on the base
+	// (loop start --allow-failing-baseline); such a gate is not blamed on
+	// any story.
+	AllowFailingBaseline bool `json:"allow_failing_baseline,omitempty"`
 }
 
 // claudeBlockLimit is how many consecutive blocks Claude Code accepts
