@@ -83,8 +83,10 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 		}
 		delete(running, d.id)
 		e.slots.done(d.id)
+		// In memory only: the next write (the next iteration's, or the
+		// stop's) carries it, and a run that opens syncs again anyway.
 		var serr error
-		_ = e.box.update(func(st *State) { serr = e.syncState(st, syncIteration) })
+		e.box.mutate(func(st *State) { serr = e.syncState(st, syncIteration) })
 		if serr != nil {
 			e.emit(Event{Type: "source_error", Message: serr.Error()})
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -73,6 +74,7 @@ type Tasks struct {
 	// checkedRef is the last branch name git accepted.
 	checkedRef string
 	beforeSet  *tasks.Set
+	loaded     filesStamp // the files' stamp when set was read (reload)
 	split      map[string]splitInfo
 	state      *engine.State // the run's, as Prepare was given it
 }
@@ -170,7 +172,15 @@ func (s *Tasks) Info() engine.SourceInfo {
 // Base is the branch tasks are merged into.
 func (s *Tasks) Base() string { return s.base }
 
+// reload reads the task files again, unless neither changed since the
+// set the run sees was read from them: parsing 5,000 tasks costs more
+// than the rest of an iteration, and an iteration asks at its end and
+// again when the next one is chosen.
 func (s *Tasks) reload() error {
+	stamp, ok := s.stamp()
+	if ok && s.set != nil && stamp == s.loaded {
+		return nil
+	}
 	set, err := s.Store.Load()
 	if err != nil {
 		var ve *tasks.ValidationError
@@ -180,7 +190,38 @@ func (s *Tasks) reload() error {
 		return err
 	}
 	s.use(set)
+	if ok {
+		s.loaded = stamp // taken before the read: a write meanwhile shows next time
+	}
 	return nil
+}
+
+// filesStamp tells one state of both task files from another: size,
+// modification time and inode of each (every writer either renames a new
+// file in or appends, and both change them).
+type filesStamp [2]struct {
+	size, mtime int64
+	ino         uint64
+}
+
+// stamp is the task files' stamp now; false when one cannot be read.
+func (s *Tasks) stamp() (filesStamp, bool) {
+	var st filesStamp
+	for i, p := range []string{s.File, s.Store.DonePath} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return st, false
+		}
+		sys, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return st, false
+		}
+		st[i].size, st[i].mtime, st[i].ino = fi.Size(), fi.ModTime().UnixNano(), uint64(sys.Ino)
+	}
+	return st, true
 }
 
 // use makes set the tasks the run sees.
@@ -492,7 +533,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 			return engine.Verdict{Summary: "tasks file invalid", Failure: err.Error(), Tampered: tampered}
 		}
 	}
-	s.set = after
+	s.set, s.loaded = after, filesStamp{}
 	// Tasks other than this one marked complete by hand: only the loop
 	// completes tasks. Put them back.
 	var others []string

@@ -343,3 +343,40 @@ func TestTasksAsideMarkerAndCopies(t *testing.T) {
 		t.Fatalf("missing copy: %v", err)
 	}
 }
+
+// The run's view of the task files is parsed again only when a file
+// changed: a rewrite (renamed in, the same size) and an append to the
+// archive are both seen; nothing changed keeps the view as it was.
+func TestTasksReloadOnlyWhenTheFilesChanged(t *testing.T) {
+	_, _, src := newTaskRepo(t)
+	first := src.set
+	if err := src.reload(); err != nil || src.set != first {
+		t.Fatalf("unchanged files read again (err %v)", err)
+	}
+	err := src.Store.Update(func(set *tasks.Set) error {
+		tk, _ := set.Get("B")
+		tk.Title = "DOCS"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if tk, _ := src.set.Get("B"); tk.Title != "DOCS" {
+		t.Fatalf("the rewritten title is %q", tk.Title)
+	}
+	f, err := os.OpenFile(src.Store.DonePath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":"C","title":"old","status":"complete","leaf":true,"completed":"2026-01-02T03:04:05Z","commit":"0123456789abcdef0123456789abcdef01234567"}` + "\n")
+	f.Close()
+	if err := src.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if tk, ok := src.set.Get("C"); !ok || !tk.Archived() {
+		t.Fatal("the task appended to the archive is not seen")
+	}
+}

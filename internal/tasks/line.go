@@ -59,8 +59,12 @@ func parseLine(line []byte) (*Task, error) {
 		// Not JSON either, but never a torn write: say what it is.
 		return nil, errBOM
 	}
-	if !json.Valid(line) {
-		err := json.Unmarshal(line, new(any))
+	// Unmarshal checks that the whole line is JSON before it decodes any
+	// of it: one scan of the line, where json.Valid first would be two.
+	var v lineJSON
+	err := json.Unmarshal(line, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
 		return nil, &syntaxError{"invalid JSON: " + err.Error()}
 	}
 	if !utf8.Valid(line) {
@@ -78,8 +82,6 @@ func parseLine(line []byte) (*Task, error) {
 		}
 		return t, err
 	}
-	var v lineJSON
-	err := json.Unmarshal(line, &v)
 	t := &Task{ID: v.ID, Title: v.Title, Status: StatusPending, Leaf: true, Reason: v.Reason,
 		Completed: v.Completed, Commit: v.Commit, raw: line, agent: v.Agent, model: v.Model, critical: v.Critical,
 		allowTestChanges: v.AllowTestChanges}
