@@ -40,7 +40,7 @@ type gateOutputs struct {
 	// their change time says after the move back (the kernel's clock for
 	// it is coarse, and could put it inside the span just recorded).
 	never  map[string]map[string]bool
-	gitDir map[string]string
+	gitDir map[string][2]string
 }
 
 func (o *gateOutputs) trusted(dir, path string, ctime time.Time) bool {
@@ -83,22 +83,63 @@ func (o *gateOutputs) gatesRan(dir string, from, to time.Time, aside []string) {
 // for that tree: on the same file system (a rename), outside the tree
 // (no gate or test runner finds them there).
 func (o *gateOutputs) asideDir(ctx context.Context, repo *git.Repo) (string, error) {
-	o.mu.Lock()
-	dir, ok := o.gitDir[repo.Dir]
-	o.mu.Unlock()
-	if !ok {
-		var err error
-		if dir, err = repo.Run(ctx, "rev-parse", "--absolute-git-dir"); err != nil {
-			return "", err
-		}
-		o.mu.Lock()
-		if o.gitDir == nil {
-			o.gitDir = map[string]string{}
-		}
-		o.gitDir[repo.Dir] = dir
-		o.mu.Unlock()
+	dirs, err := o.gitDirs(ctx, repo)
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(dir, "ralph-aside"), nil
+	return filepath.Join(dirs[0], "ralph-aside"), nil
+}
+
+// gitDirs are repo's git folder and the common one (the main
+// repository's, for a linked worktree), asked of git once per tree.
+func (o *gateOutputs) gitDirs(ctx context.Context, repo *git.Repo) ([2]string, error) {
+	o.mu.Lock()
+	dirs, ok := o.gitDir[repo.Dir]
+	o.mu.Unlock()
+	if ok {
+		return dirs, nil
+	}
+	out, err := repo.Run(ctx, "rev-parse", "--absolute-git-dir", "--git-common-dir")
+	own, common, found := strings.Cut(out, "\n")
+	if err != nil || !found {
+		return dirs, fmt.Errorf("finding the git folder of %s: %v", repo.Dir, err)
+	}
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(repo.Dir, common)
+	}
+	dirs = [2]string{own, filepath.Clean(common)}
+	o.mu.Lock()
+	if o.gitDir == nil {
+		o.gitDir = map[string][2]string{}
+	}
+	o.gitDir[repo.Dir] = dirs
+	o.mu.Unlock()
+	return dirs, nil
+}
+
+// disableNewHooks moves the git hooks written since since out of the
+// repository's hooks folder (into ralph-disabled-hooks beside it) and
+// returns their names. ralph runs git with hooks off, so they could not
+// touch its commits; but left in place they would run for the user's own
+// git commands.
+func (o *gateOutputs) disableNewHooks(ctx context.Context, repo *git.Repo, since time.Time) []string {
+	dirs, err := o.gitDirs(ctx, repo)
+	if err != nil {
+		return nil
+	}
+	hooks := filepath.Join(dirs[1], "hooks")
+	entries, _ := os.ReadDir(hooks)
+	var moved []string
+	for _, e := range entries {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".sample") || !writtenSince(filepath.Join(hooks, e.Name()), since) {
+			continue
+		}
+		to := filepath.Join(dirs[1], "ralph-disabled-hooks", e.Name())
+		if os.MkdirAll(filepath.Dir(to), 0o700) == nil && os.Rename(filepath.Join(hooks, e.Name()), to) == nil {
+			moved = append(moved, e.Name())
+		}
+	}
+	return moved
 }
 
 // clock reads the file system's clock for change times, which is coarser

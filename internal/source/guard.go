@@ -364,6 +364,10 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 		}
 		return notAsStaged(differ)
 	}
+	var hooked []string
+	if !j.since.IsZero() {
+		hooked = j.outputs.disableNewHooks(ctx, repo, j.since)
+	}
 	var set *aside
 	if !j.since.IsZero() && len(gates) > 0 {
 		if set, err = setAside(ctx, repo, j.since, j.outputs, append(slices.Clip(preexisting), j.keep...)); err != nil {
@@ -387,6 +391,9 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	if set != nil {
 		j.outputs.gatesRan(repo.Dir, gatesStarted, j.outputs.clock(ctx, repo), set.moved)
 		set.putBack()
+	}
+	if len(hooked) > 0 {
+		v.Tampered = append(v.Tampered, fmt.Sprintf("git hooks written during the run (%s) were moved to ralph-disabled-hooks in the git folder: ralph's git runs with hooks off, and they would have run for your own git commands", strings.Join(hooked, ", ")))
 	}
 	if !v.Passed {
 		if note := set.note(); note != "" && v.Failure != "" {
