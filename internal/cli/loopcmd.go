@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
+	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -141,7 +143,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true)
+	eng, err := hookEngine(root, repo, a, o.IO.GateRunner(0), true, o.IO.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -172,9 +174,15 @@ func absFrom(f *Factory, p string) string {
 	return filepath.Join(wd, p)
 }
 
-// hookEngine builds the engine for an armed loop.
-func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
-	cfg := engine.Config{
+// hookEngine builds the engine for an armed loop. Every Stop-hook step is
+// a resume: the policy files are checked against the pinned policy
+// before they are read, as `ralph run` does.
+func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool, errOut io.Writer) (*engine.Engine, error) {
+	guard, err := policy.Check(engine.PathsFor(root), policy.Options{Fresh: fresh}, errOut)
+	if err != nil {
+		return nil, err
+	}
+	cfg := engine.Config{Policy: guard,
 		Paths: engine.PathsFor(root), Git: repo,
 		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
 		Prompt: engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
@@ -195,7 +203,7 @@ func hookEngine(root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, f
 		if err != nil {
 			return nil, err
 		}
-		cfg.Source = src
+		cfg.Source, guard.PRD = src, src.Info().PRDPath
 	case "pipeline":
 		src, err := source.OpenPipeline(a.Path, root, repo, gates.Proc, gates.Timeout)
 		if err != nil {
@@ -340,7 +348,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	eng, err := hookEngine(top, f.GitAt(top), a, f.GateRunner(o.Timeout), false)
+	eng, err := hookEngine(top, f.GitAt(top), a, f.GateRunner(o.Timeout), false, f.IO.ErrOut)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
