@@ -148,11 +148,14 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 	if err != nil || st == nil || o.Fresh || (st.Status == engine.StatusComplete && !o.Resume) {
 		return g, nil // a new run: it pins what the files say
 	}
-	report := func(typ, msg string) {
-		fmt.Fprintf(errOut, "ralph: %s\n", msg)
+	record := func(typ, msg string) {
 		if !o.DryRun {
 			_ = store.AppendJSONL(p.Events, engine.Event{Time: time.Now().UTC(), Type: typ, RunID: st.RunID, Message: msg})
 		}
+	}
+	report := func(typ, msg string) {
+		fmt.Fprintf(errOut, "ralph: %s\n", msg)
+		record(typ, msg)
 	}
 	snap, err := load(p, st.RunID)
 	if err != nil {
@@ -165,7 +168,7 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 			fmt.Fprintf(errOut, "ralph: warning: %s; the run would refuse to go on without --reload-policy\n", msg)
 			return g, nil
 		}
-		report("tamper_detected", msg)
+		record("tamper_detected", msg)
 		return nil, usage.Errorf("%s: the run does not go on with a policy it cannot trust; if a person changed the files, `ralph run --reload-policy` takes the policy in them", msg)
 	}
 	g.snap = snap
