@@ -144,7 +144,7 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 	if running, _ := engine.ActiveRun(p); running {
 		return g, nil // the run cannot open: another holds it
 	}
-	st, err := engine.LoadState(p.State)
+	st, _, err := engine.LoadOrRebuildState(p)
 	if err != nil || st == nil || o.Fresh || (st.Status == engine.StatusComplete && !o.Resume) {
 		return g, nil // a new run: it pins what the files say
 	}
