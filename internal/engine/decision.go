@@ -47,11 +47,24 @@ import (
 // decisionKeyFile is where the run's decision key is kept: outside the
 // repository, one per repository and run id.
 func decisionKeyFile(p Paths, runID string) (string, error) {
+	return keptOutside(p, "\x00"+runID, ".key")
+}
+
+// KeptOutside is where ralph keeps a file of its own about the repository
+// at p outside it, beside the run keys, so that an agent working in the
+// repository does not come across it (the policy a run pinned).
+func KeptOutside(p Paths, name string) (string, error) {
+	return keptOutside(p, "", "."+name)
+}
+
+// keptOutside is $XDG_STATE_HOME/ralph/keys/<hash of the root and
+// tag><suffix>.
+func keptOutside(p Paths, tag, suffix string) (string, error) {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("no place for ralph's decision key: %w", err)
+			return "", fmt.Errorf("no place for ralph's keys: %w", err)
 		}
 		base = filepath.Join(home, ".local", "state")
 	}
@@ -59,8 +72,8 @@ func decisionKeyFile(p Paths, runID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(root + "\x00" + runID))
-	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+".key"), nil
+	sum := sha256.Sum256([]byte(root + tag))
+	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+suffix), nil
 }
 
 // decisionKey reads the run's decision key, making it the first time

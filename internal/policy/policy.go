@@ -4,15 +4,15 @@
 // (the task tree's gates, the council size, everything else it sets) and
 // roles.yaml (triggers, council rules, per-role agents).
 //
-// A new run pins what the files say (.ralph/policy.json, sealed with the
-// run's key the way plan decisions are: engine.RunSeal). From then on the
-// files are checked against the pinned policy before a resume reads them
-// (Check) and after every agent run (Guard.Restore): what differs is put
+// A new run pins what the files say (beside the run key outside the
+// repository, sealed with it the way plan decisions are: engine.RunSeal).
+// From then on the files are checked against the pinned policy before a
+// later start reads them (Check) and after every agent run (Guard.Restore): what differs is put
 // back — a PRD's policy fields through the prd package's write-back,
 // keeping passes and notes; the YAML files as their pinned bytes — the
 // edited file is kept in .ralph/policy-edits/, and the change is reported.
-// A snapshot whose seal does not match stops a resume: only a person
-// starting the run with --reload-policy takes the files as they are.
+// A snapshot whose seal does not match stops the run: only a person
+// starting it with --reload-policy (or --fresh) takes the files as they are.
 package policy
 
 import (
@@ -76,8 +76,16 @@ type File struct {
 // (roles.Load reads the triggers from either roles.yaml).
 var yamlFiles = []string{".ralph/config.yaml", ".ralph/roles.yaml", "config/roles.yaml"}
 
-// file is where the snapshot is kept.
-func file(p engine.Paths) string { return filepath.Join(p.Dir, "policy.json") }
+// file is where the snapshot is kept: outside the repository, beside the
+// run keys, so that an agent working in it does not remove or replace it
+// by the way (and a person finds it named in the messages).
+func file(p engine.Paths) string {
+	f, err := engine.KeptOutside(p, "policy.json")
+	if err != nil {
+		return filepath.Join(p.Dir, "policy.json") // no home: the repository's own folder
+	}
+	return f
+}
 
 // fields are what the seal covers: the snapshot without its seal.
 func (s Snapshot) fields() []string {
@@ -86,17 +94,24 @@ func (s Snapshot) fields() []string {
 	return []string{"policy", string(b)}
 }
 
-// load reads the pinned snapshot of run runID and checks its seal.
+// errNoSnapshot: no run pinned a policy in this repository yet.
+var errNoSnapshot = errors.New("is missing")
+
+// load reads the pinned snapshot and checks that it is run runID's ("":
+// the run it names) with its seal.
 func load(p engine.Paths, runID string) (*Snapshot, error) {
 	var s Snapshot
 	if err := store.ReadJSON(file(p), &s); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, errors.New("is missing")
+			return nil, errNoSnapshot
 		}
 		return nil, fmt.Errorf("is unreadable (%v)", err)
 	}
-	if s.RunID != runID {
-		return nil, fmt.Errorf("names run %q", s.RunID)
+	if runID == "" {
+		runID = s.RunID
+	}
+	if s.RunID != runID || runID == "" {
+		return nil, fmt.Errorf("names run %q, not the saved run's", s.RunID)
 	}
 	ok, err := engine.RunSealed(p, runID, s.Seal, s.fields()...)
 	if err != nil {
@@ -134,32 +149,46 @@ type Guard struct {
 }
 
 // Check is the first thing a run (or a Stop-hook step) does, before it
-// reads any policy file: when the saved run goes on, the files are
-// checked against the policy it pinned. A change is put back, kept aside
-// and reported on errOut and in the run's events — unless o.Reload, which
-// takes it and reports what it takes. A snapshot that is missing or whose
-// seal does not match refuses the resume (a usage error) unless o.Reload.
+// reads any policy file: the files are checked against the policy the
+// last run in the repository pinned — whether that run goes on or a new
+// one starts, since a new run pins what the files say. A change is put
+// back, kept aside and reported on errOut and in the run's events, unless
+// o.Reload takes it (and reports what it takes) or o.Fresh starts a new
+// run, which is the user's word for a new policy too. A snapshot that is
+// missing while a saved run is unfinished, names another run than the
+// saved state, or whose seal does not match refuses to go on (a usage
+// error) unless o.Reload.
 func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 	g := &Guard{paths: p, reload: o.Reload}
 	if running, _ := engine.ActiveRun(p); running {
 		return g, nil // the run cannot open: another holds it
 	}
-	st, _, err := engine.LoadOrRebuildState(p)
-	if err != nil || st == nil || o.Fresh || (st.Status == engine.StatusComplete && !o.Resume) {
+	if o.Fresh {
 		return g, nil // a new run: it pins what the files say
+	}
+	st, _, err := engine.LoadOrRebuildState(p)
+	if err != nil {
+		return g, nil // the engine reports the state it cannot read
+	}
+	runID := ""
+	if st != nil {
+		runID = st.RunID
 	}
 	record := func(typ, msg string) {
 		if !o.DryRun {
-			_ = store.AppendJSONL(p.Events, engine.Event{Time: time.Now().UTC(), Type: typ, RunID: st.RunID, Message: msg})
+			_ = store.AppendJSONL(p.Events, engine.Event{Time: time.Now().UTC(), Type: typ, RunID: runID, Message: msg})
 		}
 	}
 	report := func(typ, msg string) {
 		fmt.Fprintf(errOut, "ralph: %s\n", msg)
 		record(typ, msg)
 	}
-	snap, err := load(p, st.RunID)
+	snap, err := load(p, runID)
+	if errors.Is(err, errNoSnapshot) && (st == nil || st.Status == engine.StatusComplete) {
+		return g, nil // no unfinished run to hold to a policy
+	}
 	if err != nil {
-		msg := fmt.Sprintf("the policy run %s pinned when it started (%s) %v", st.RunID, rel(p, file(p)), err)
+		msg := fmt.Sprintf("the policy run %s pinned when it started (%s) %v", runID, file(p), err)
 		switch {
 		case o.Reload:
 			report("policy_reloaded", msg+"; --reload-policy: the policy in the files is taken")
@@ -181,18 +210,18 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 		if len(what) == 0 {
 			what = []string{"no change"}
 		}
-		report("policy_reloaded", fmt.Sprintf("policy reloaded (--reload-policy) for run %s: %s", st.RunID, strings.Join(what, "; ")))
+		report("policy_reloaded", fmt.Sprintf("policy reloaded (--reload-policy) for run %s: %s", snap.RunID, strings.Join(what, "; ")))
 		return g, nil
 	}
 	for _, c := range changes {
 		if o.DryRun {
-			fmt.Fprintf(errOut, "ralph: warning: %s differs from the policy run %s pinned (%s): a run restores it\n", c.Path, st.RunID, strings.Join(c.Fields, ", "))
+			fmt.Fprintf(errOut, "ralph: warning: %s differs from the policy run %s pinned (%s): a run restores it\n", c.Path, snap.RunID, strings.Join(c.Fields, ", "))
 			continue
 		}
 		aside, err := c.restore(p)
-		msg := fmt.Sprintf("%s was changed since run %s pinned its policy (%s); restored", c.Path, st.RunID, strings.Join(c.Fields, ", "))
+		msg := fmt.Sprintf("%s was changed since run %s pinned its policy (%s); restored", c.Path, snap.RunID, strings.Join(c.Fields, ", "))
 		if err != nil {
-			msg = fmt.Sprintf("%s was changed since run %s pinned its policy (%s); restoring it failed: %v", c.Path, st.RunID, strings.Join(c.Fields, ", "), err)
+			msg = fmt.Sprintf("%s was changed since run %s pinned its policy (%s); restoring it failed: %v", c.Path, snap.RunID, strings.Join(c.Fields, ", "), err)
 		} else if aside != "" {
 			msg += ", the edited file is kept as " + aside
 		}
@@ -244,6 +273,9 @@ func (g *Guard) pin(runID string) error {
 		return err
 	}
 	b = append(b, '\n')
+	if err := os.MkdirAll(filepath.Dir(file(g.paths)), 0o700); err != nil {
+		return fmt.Errorf("pinning the run's policy: %w", err)
+	}
 	if err := store.WriteFile(file(g.paths), b, 0o600); err != nil {
 		return fmt.Errorf("pinning the run's policy: %w", err)
 	}
@@ -264,7 +296,7 @@ func (g *Guard) Restore(string) []string {
 	var out []string
 	if b, err := os.ReadFile(file(g.paths)); err != nil || !bytes.Equal(b, g.written) {
 		if err := store.WriteFile(file(g.paths), g.written, 0o600); err == nil {
-			out = append(out, fmt.Sprintf("%s, the run's pinned policy, was changed by the agent; restored", rel(g.paths, file(g.paths))))
+			out = append(out, fmt.Sprintf("%s, the run's pinned policy, was changed by the agent; restored", file(g.paths)))
 		}
 	}
 	for _, c := range g.snap.compare(g.paths.Root) {
