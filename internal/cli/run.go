@@ -62,8 +62,8 @@ type RunOptions struct {
 	DryRun               bool
 	Fresh                bool
 	Resume               bool
-	// ReloadPolicy takes the policy in the files for a resumed run
-	// (reported); without it a resume restores the one the run pinned.
+	// ReloadPolicy takes the policy in the files (reported); without it
+	// a start restores the one the last run pinned.
 	ReloadPolicy     bool
 	ResetBreaker     bool
 	NoMask           bool
@@ -159,7 +159,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
 	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
-	fl.BoolVar(&opts.ReloadPolicy, "reload-policy", false, "when resuming, take the gates, story checks and flags, .ralph/config.yaml and roles.yaml as the files say now (a person's change; reported). Without it a resume restores the policy the run started with and keeps the edited files in .ralph/policy-edits/")
+	fl.BoolVar(&opts.ReloadPolicy, "reload-policy", false, "take the gates, story checks and flags, .ralph/config.yaml and roles.yaml as the files say now (a person's change since the last run pinned them; reported). Without it ralph restores the policy the last run pinned and keeps the edited files in .ralph/policy-edits/")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
