@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
+	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -144,7 +145,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(ctx, root, repo, a, o.IO.GateRunner(0), true)
+	eng, err := hookEngine(ctx, root, repo, a, o.IO.GateRunner(0), true, o.IO.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -175,11 +176,17 @@ func absFrom(f *Factory, p string) string {
 	return filepath.Join(wd, p)
 }
 
-// hookEngine builds the engine for an armed loop. A PRD's run-wide gates
-// run on the untouched base first, as for ralph run (kept in
-// .ralph/baseline.json, so a Stop re-runs them only when the base moved).
-func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool) (*engine.Engine, error) {
-	cfg := engine.Config{
+// hookEngine builds the engine for an armed loop. Every Stop-hook step is
+// a resume: the policy files are checked against the pinned policy before
+// they are read, as `ralph run` does. A PRD's run-wide gates run on the
+// untouched base first, as for ralph run (kept in .ralph/baseline.json,
+// so a Stop re-runs them only when the base moved).
+func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool, errOut io.Writer) (*engine.Engine, error) {
+	guard, err := policy.Check(engine.PathsFor(root), policy.Options{Fresh: fresh}, errOut)
+	if err != nil {
+		return nil, err
+	}
+	cfg := engine.Config{Policy: guard,
 		Paths: engine.PathsFor(root), Git: repo,
 		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
 		Prompt: engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
@@ -200,7 +207,7 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 		if err != nil {
 			return nil, err
 		}
-		cfg.Source = src
+		cfg.Source, guard.PRD = src, src.Info().PRDPath
 		if err := takeBaseline(ctx, repo, cfg.Paths, src, gates, a.AllowFailingBaseline, io.Discard); err != nil {
 			return nil, err
 		}
@@ -348,7 +355,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	eng, err := hookEngine(ctx, top, f.GitAt(top), a, f.GateRunner(o.Timeout), false)
+	eng, err := hookEngine(ctx, top, f.GitAt(top), a, f.GateRunner(o.Timeout), false, f.IO.ErrOut)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil

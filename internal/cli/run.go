@@ -21,6 +21,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/source"
@@ -61,11 +62,14 @@ type RunOptions struct {
 	DryRun               bool
 	Fresh                bool
 	Resume               bool
-	ResetBreaker         bool
-	NoMask               bool
-	JSON                 bool
-	Plain                bool
-	RateLimitBackoff     time.Duration
+	// ReloadPolicy takes the policy in the files (reported); without it
+	// a start restores the one the last run pinned.
+	ReloadPolicy     bool
+	ResetBreaker     bool
+	NoMask           bool
+	JSON             bool
+	Plain            bool
+	RateLimitBackoff time.Duration
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration
@@ -82,6 +86,9 @@ type RunOptions struct {
 	// win over the config file).
 	flagSet func(name string) bool
 	root    string // the repository, once openRun found it
+	// policy is the run's pinned policy, checked before any policy file
+	// is read (checkPolicy).
+	policy *policy.Guard
 	// coord is set by `ralph coordinator`: the agent runs on workers.
 	coord *coordinatorFlags
 }
@@ -152,6 +159,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
 	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
+	fl.BoolVar(&opts.ReloadPolicy, "reload-policy", false, "take the gates, story checks and flags, .ralph/config.yaml and roles.yaml as the files say now (a person's change since the last run pinned them; reported). Without it ralph restores the policy the last run pinned and keeps the edited files in .ralph/policy-edits/")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
@@ -177,16 +185,20 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
-		{"State", []string{"fresh", "resume", "reset-breaker", "allow-dirty"}},
+		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command"}},
 	})
 	return cmd
 }
 
-// applyConfig fills the flags not given from .ralph/config.yaml.
+// applyConfig fills the flags not given from .ralph/config.yaml, once the
+// policy files are what the run pinned (checkPolicy).
 func (o *RunOptions) applyConfig(ctx context.Context) error {
 	root, _, err := o.IO.Repo(ctx)
 	if err != nil {
+		return err
+	}
+	if err := o.checkPolicy(root); err != nil {
 		return err
 	}
 	c, err := o.IO.Config(root)
@@ -277,6 +289,18 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	return nil
 }
 
+// checkPolicy checks the policy files against the policy the saved run
+// pinned before any of them is read (internal/policy): a resume restores
+// and reports what changed, or takes it with --reload-policy.
+func (o *RunOptions) checkPolicy(root string) error {
+	if o.policy != nil {
+		return nil
+	}
+	g, err := policy.Check(engine.PathsFor(root), policy.Options{Reload: o.ReloadPolicy, Fresh: o.Fresh, Resume: o.Resume, DryRun: o.DryRun}, o.IO.IO.ErrOut)
+	o.policy = g
+	return err
+}
+
 // sortedPairs renders m as KEY=VALUE strings in key order.
 func sortedPairs(m map[string]string) []string {
 	out := make([]string, 0, len(m))
@@ -341,6 +365,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	f := o.IO
 	root, repo, err := f.Repo(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := o.checkPolicy(root); err != nil {
 		return nil, err
 	}
 	paths := engine.PathsFor(root)
@@ -424,6 +451,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel},
 		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
+	}
+	if !o.DryRun {
+		if info := src.Info(); info.Kind == "prd" {
+			o.policy.PRD = info.PRDPath
+		}
+		cfg.Policy = o.policy
 	}
 	// The task loop's own: the agent finds the task tree, and --watch.
 	if o.Tasks != "" {

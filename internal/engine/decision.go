@@ -47,11 +47,24 @@ import (
 // decisionKeyFile is where the run's decision key is kept: outside the
 // repository, one per repository and run id.
 func decisionKeyFile(p Paths, runID string) (string, error) {
+	return keptOutside(p, "\x00"+runID, ".key")
+}
+
+// KeptOutside is where ralph keeps a file of its own about the repository
+// at p outside it, beside the run keys, so that an agent working in the
+// repository does not come across it (the policy a run pinned).
+func KeptOutside(p Paths, name string) (string, error) {
+	return keptOutside(p, "", "."+name)
+}
+
+// keptOutside is $XDG_STATE_HOME/ralph/keys/<hash of the root and
+// tag><suffix>.
+func keptOutside(p Paths, tag, suffix string) (string, error) {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("no place for ralph's decision key: %w", err)
+			return "", fmt.Errorf("no place for ralph's keys: %w", err)
 		}
 		base = filepath.Join(home, ".local", "state")
 	}
@@ -59,8 +72,8 @@ func decisionKeyFile(p Paths, runID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(root + "\x00" + runID))
-	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+".key"), nil
+	sum := sha256.Sum256([]byte(root + tag))
+	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+suffix), nil
 }
 
 // decisionKey reads the run's decision key, making it the first time
@@ -100,20 +113,51 @@ func decisionKey(p Paths, runID string) ([]byte, error) {
 	return b, nil
 }
 
-// seal is the HMAC of everything a decision says, under the run's key.
-func (d PlanDecision) seal(key []byte) string {
+// sealOf is the HMAC of fields under key, each field framed by its
+// length so that no two lists of fields share a seal.
+func sealOf(key []byte, fields ...string) string {
 	m := hmac.New(sha256.New, key)
-	for _, f := range []string{d.Item, strconv.Itoa(d.Rev), strconv.FormatBool(d.Approve), d.Reason, d.At.UTC().Format(time.RFC3339Nano)} {
+	for _, f := range fields {
 		fmt.Fprintf(m, "%d:%s;", len(f), f)
 	}
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// sealMatches reports whether seal is the seal of fields under key.
+func sealMatches(key []byte, seal string, fields ...string) bool {
+	got, err := hex.DecodeString(seal)
+	want, _ := hex.DecodeString(sealOf(key, fields...))
+	return err == nil && hmac.Equal(got, want)
+}
+
+// seal is the HMAC of everything a decision says, under the run's key.
+func (d PlanDecision) seal(key []byte) string {
+	return sealOf(key, d.Item, strconv.Itoa(d.Rev), strconv.FormatBool(d.Approve), d.Reason, d.At.UTC().Format(time.RFC3339Nano))
+}
+
 // sealed reports whether d carries the seal of the run's key.
 func (d PlanDecision) sealed(key []byte) bool {
-	got, err := hex.DecodeString(d.Seal)
-	want, _ := hex.DecodeString(d.seal(key))
-	return err == nil && hmac.Equal(got, want)
+	return sealMatches(key, d.Seal, d.Item, strconv.Itoa(d.Rev), strconv.FormatBool(d.Approve), d.Reason, d.At.UTC().Format(time.RFC3339Nano))
+}
+
+// RunSeal seals fields with the run's key the way plan decisions are
+// sealed: other files the run must be able to trust after a crash (the
+// policy it started with, internal/policy) use it.
+func RunSeal(p Paths, runID string, fields ...string) (string, error) {
+	key, err := decisionKey(p, runID)
+	if err != nil {
+		return "", err
+	}
+	return sealOf(key, fields...), nil
+}
+
+// RunSealed reports whether seal is the run's seal of fields.
+func RunSealed(p Paths, runID, seal string, fields ...string) (bool, error) {
+	key, err := decisionKey(p, runID)
+	if err != nil {
+		return false, err
+	}
+	return sealMatches(key, seal, fields...), nil
 }
 
 // fromIteration says why the calling process is part of an iteration of

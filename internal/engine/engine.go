@@ -73,6 +73,9 @@ type Config struct {
 	// the gates, in the order they are asked (internal/decide: plan
 	// approval, reviews, the council, test-fix re-runs).
 	Deciders []Decider
+	// Policy pins the rules that judge items for the whole run (nil: the
+	// files are trusted as they are).
+	Policy   Policy
 	Parallel int // workers; 0 or 1 = sequential (the same scheduler)
 	// Watch keeps the loop alive when nothing is ready: it polls the source
 	// every Watch interval without running an agent (no tokens spent) until
@@ -308,6 +311,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		return nil, false, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
 	}
 	st, resumed, err := e.loadOrStart(ctx)
+	if err == nil && cfg.Policy != nil {
+		err = cfg.Policy.Open(st.RunID, resumed)
+	}
 	if err != nil {
 		lock.Unlock()
 		return nil, false, err

@@ -55,6 +55,7 @@ func (e *Engine) iterate(ctx context.Context, it *Item, number int) error {
 	}
 	defer x.Attempt.Log.Close()
 	if err := e.runAgent(ctx, x); err != nil || x.Attempt.Result.RateLimit != nil {
+		e.restorePolicy(x)
 		return err
 	}
 	if err := e.signals(x); err != nil {
@@ -90,6 +91,9 @@ func (e *Engine) conclude(ctx context.Context, x *Iteration) error {
 			e.compactProgress(ctx)
 		}
 	}()
+	// What the agent changed of the run's policy is put back before its
+	// work is judged or committed.
+	e.restorePolicy(x)
 	v, err := e.verify(ctx, x)
 	if err != nil {
 		return err

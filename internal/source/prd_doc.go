@@ -278,6 +278,9 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 		if d := onDisk[st.ID]; d != nil && d.AllowTestChanges != st.AllowTestChanges {
 			tampered = append(tampered, fmt.Sprintf("the agent changed allow_test_changes on %s in %s; restored", st.ID, filepath.Base(s.File)))
 		}
+		if d := onDisk[st.ID]; d != nil && d.Critical != st.Critical {
+			tampered = append(tampered, fmt.Sprintf("the agent changed critical on %s in %s; restored", st.ID, filepath.Base(s.File)))
+		}
 	}
 	mine := s.Doc.PassedInFile()
 	for id := range disk.PassedInFile() {
