@@ -33,8 +33,18 @@ func ValidateChanges(before, after *Set) error {
 	slices.SortStableFunc(added, func(a, b *Task) int { return a.line - b.line })
 	for _, t := range added {
 		now[t.ID] = true
-		if had[t.ID] != nil {
+		if h := had[t.ID]; h != nil {
+			// What judges a task is a person's to loosen, never the agent's.
+			if h.critical && !t.critical {
+				add(after.activeName, t, `"critical" was removed; only a person changes how a task is judged`)
+			}
+			if !h.allowTestChanges && t.allowTestChanges {
+				add(after.activeName, t, `"allow_test_changes" was set; only a person lets a task lose tests`)
+			}
 			continue
+		}
+		if t.allowTestChanges {
+			add(after.activeName, t, `a new task cannot set "allow_test_changes"; only a person lets a task lose tests`)
 		}
 		if before.archived[t.ID] != nil {
 			add(after.activeName, t, "id %s is already used by a completed task (in %s); pick a new id", t.ID, after.doneName)

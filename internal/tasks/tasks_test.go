@@ -771,6 +771,40 @@ func TestValidateChanges(t *testing.T) {
 	}
 }
 
+// The flags that judge a task are loosened only by a person: an agent's
+// edit that removes "critical" or sets "allow_test_changes" (on a task of
+// before or a new one) is a problem; making a task stricter is not.
+func TestValidateChangesJudgingFlags(t *testing.T) {
+	s := newStore(t, strings.Replace(seed, `{"id":"A.2","title":"add login endpoint","status":"pending","leaf":true}`,
+		`{"id":"A.2","title":"add login endpoint","status":"pending","leaf":true,"critical":true}`, 1), "")
+	before := mustLoad(t, s)
+	edited := strings.NewReplacer(
+		`"leaf":true,"critical":true}`, `"leaf":true}`,
+		`{"id":"B","title":"write tests","status":"pending","leaf":true}`, `{"id":"B","title":"write tests","status":"pending","leaf":true,"allow_test_changes":true}`,
+		`{"id":"A.1.1","title":"choose session library","status":"pending","leaf":true}`, `{"id":"A.1.1","title":"choose session library","status":"pending","leaf":true,"critical":true}`,
+	).Replace(seed) + `{"id":"A.3","title":"new","status":"pending","leaf":true,"allow_test_changes":true}` + "\n"
+	write(t, s.ActivePath, edited)
+	err := ValidateChanges(before, mustLoad(t, s))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("no problem found: %v", err)
+	}
+	var got []string
+	for _, p := range ve.Problems {
+		got = append(got, p.ID+": "+p.Msg)
+	}
+	want := []string{
+		`A.2: "critical" was removed; only a person changes how a task is judged`,
+		`B: "allow_test_changes" was set; only a person lets a task lose tests`,
+		`A.3: a new task cannot set "allow_test_changes"; only a person lets a task lose tests`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestTaskJSON(t *testing.T) {
 	set := mustLoad(t, newStore(t, seed, ""))
 	b, _ := set.Get("B")
