@@ -17,12 +17,14 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -84,6 +86,12 @@ type RunOptions struct {
 	root    string // the repository, once openRun found it
 	// coord is set by `ralph coordinator`: the agent runs on workers.
 	coord *coordinatorFlags
+	// NoSandbox runs agents and gates unconfined; sandboxCfg is the
+	// config's `sandbox:` (the user's and the project's), sandbox the one
+	// openRun readied.
+	NoSandbox  bool
+	sandboxCfg config.Sandbox
+	sandbox    *sandbox.Sandbox
 }
 
 // newCmdRun builds `ralph run`.
@@ -155,6 +163,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
+	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the agents and the gates without the sandbox (bubblewrap): they can then write anywhere you can and reach any host")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
@@ -274,7 +283,8 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("interval") && c.Interval > 0 {
 		o.Interval = time.Duration(c.Interval)
 	}
-	return nil
+	o.sandboxCfg, err = sandboxSettings(c.Sandbox)
+	return err
 }
 
 // sortedPairs renders m as KEY=VALUE strings in key order.
@@ -354,7 +364,11 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	// Git's auto-maintenance runs once when the run ends instead of after
 	// every commit.
 	repo.BatchMaintenance = true
-	gates := f.GateRunner(o.GateTimeout)
+	// The sandbox, or why it cannot start: before anything is written.
+	if o.sandbox, err = openSandbox(o.sandboxCfg, o.NoSandbox, paths); err != nil && !o.DryRun {
+		return nil, err
+	}
+	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
 	if o.coord != nil {
 		// Gate results a worker reports for exactly the tree verified
 		// here stand for it (see cluster.Attestations).
@@ -417,12 +431,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	}
 	cfg := engine.Config{
 		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, Roles: rs, Deciders: rules,
-		Agent:  engine.AgentConfig{Default: ag, Name: o.Agent, Model: o.Model, Env: o.Env, For: o.agentChooser(rs, ag)},
+		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
 		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
 	}
 	// The task loop's own: the agent finds the task tree, and --watch.
@@ -636,7 +650,7 @@ func (r *openedRun) baseline(ctx context.Context) error {
 		return err
 	}
 	defer log.Close()
-	b, err := source.TakeBaseline(ctx, r.repo, paths.Dir, rev, r.o.IO.GateRunner(r.o.GateTimeout), gates, log)
+	b, err := source.TakeBaseline(ctx, r.repo, paths.Dir, rev, confinedGates(r.o.IO.GateRunner(r.o.GateTimeout), r.o.sandbox), gates, log)
 	if err != nil || b == nil {
 		return err
 	}
