@@ -585,6 +585,13 @@ func (r *openedRun) run(ctx context.Context) error {
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
+	// The run's sandbox record (.ralph/sandbox.json), or none for a run
+	// without the sandbox, so that status never shows an earlier run's.
+	if o.sandbox != nil {
+		o.sandbox.Save()
+	} else {
+		_ = os.Remove(sandbox.RecordFile(cfg.Paths.Dir))
+	}
 	if err := r.baseline(ctx); err != nil {
 		return err
 	}

@@ -27,6 +27,12 @@ func sandboxSettings(project config.Sandbox) (config.Sandbox, error) {
 		return config.Sandbox{}, err
 	}
 	s := user.Merge(project)
+	// Paths may name variables ($HOME, $GOPATH); ~ is expanded later.
+	for _, l := range []*[]string{&s.Writable, &s.Hidden, &s.Caches} {
+		for i, p := range *l {
+			(*l)[i] = os.ExpandEnv(p)
+		}
+	}
 	if err := sandbox.CheckNetwork(s.Network, false); err != nil {
 		return s, usage.Errorf("sandbox: %v", err)
 	}
@@ -86,29 +92,7 @@ func confine(a agent.Agent, sb *sandbox.Sandbox, paths engine.Paths, baseURL str
 		return a
 	}
 	name := a.Name()
-	var hosts []string
-	base := baseURL
-	if base == "" {
-		base = os.Getenv("RALPH_" + strings.ToUpper(name) + "_BASE_URL")
-	}
-	if base != "" {
-		hosts = append(hosts, sandbox.HostOf(base))
-	} else {
-		hosts = append(hosts, sandbox.ModelHosts(name)...)
-	}
-	lookup := func(k string) string {
-		for _, kv := range slices.Backward(env) {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return os.Getenv(k)
-	}
-	for _, k := range sandbox.BaseURLEnv {
-		if h := sandbox.HostOf(lookup(k)); h != "" && !slices.Contains(hosts, h) {
-			hosts = append(hosts, h)
-		}
-	}
+	hosts := agentHosts(name, baseURL, env)
 	return &confinedAgent{Agent: a, sb: sb, paths: paths, hosts: hosts, state: sandbox.StateDirs(name)}
 }
 
@@ -186,4 +170,50 @@ func (o *RunOptions) confinedChooser(choose func(*engine.Item, string) (engine.A
 		}
 		return c, err
 	}
+}
+
+// sandboxCheck is doctor's word on the sandbox: that it starts here, and
+// what it allows the run's agent and gates.
+func (o *RunOptions) sandboxCheck(root string) preflightCheck {
+	c := preflightCheck{Name: "sandbox"}
+	sb, err := openSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
+	switch {
+	case err != nil:
+		c.Err = err
+	case sb == nil:
+		c.Found = "off (--no-sandbox or sandbox.enabled: false): agents and gates can write anywhere you can and reach any host"
+	default:
+		c.Found = sb.Explain(agentHosts(o.Agent, o.BaseURL, o.Env))
+	}
+	return c
+}
+
+// agentHosts is an agent's model API: its base URL's host (given, or in
+// $RALPH_<NAME>_BASE_URL), else the adapter's own hosts, and the hosts of
+// the *_BASE_URL variables that point a CLI elsewhere.
+func agentHosts(name, baseURL string, env []string) []string {
+	var hosts []string
+	base := baseURL
+	if base == "" {
+		base = os.Getenv("RALPH_" + strings.ToUpper(name) + "_BASE_URL")
+	}
+	if base != "" {
+		hosts = append(hosts, sandbox.HostOf(base))
+	} else {
+		hosts = append(hosts, sandbox.ModelHosts(name)...)
+	}
+	lookup := func(k string) string {
+		for _, kv := range slices.Backward(env) {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return os.Getenv(k)
+	}
+	for _, k := range sandbox.BaseURLEnv {
+		if h := sandbox.HostOf(lookup(k)); h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -201,6 +202,7 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 	}
 	s.mu.Lock()
 	s.record.Confined++
+	s.saveLocked()
 	s.mu.Unlock()
 	return ss, nil
 }
@@ -293,6 +295,13 @@ func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
 	for _, p := range ss.use.Writable {
 		rw(p)
 	}
+	// The session's folder (its sockets) and ralph's binary (the init)
+	// are shown at their paths even where the sandbox has a /dev of its
+	// own (a tmpfs in /dev/shm).
+	ro(ss.dir)
+	if len(ss.listen) > 0 {
+		ro(ss.sb.helper)
+	}
 	rw(ss.tmp)
 	for inside, outside := range ss.use.Binds {
 		mounts = append(mounts, mount{kind: "rw", path: expand(inside), src: outside})
@@ -347,6 +356,9 @@ func (ss *Session) Describe() string {
 		net = "the host's network"
 	case NetProxy:
 		net = "network only to " + strings.Join(ss.allow.list(), ", ")
+		if ss.allow.empty() {
+			net = "no network (every request to the proxy is denied and recorded)"
+		}
 	}
 	return fmt.Sprintf("sandboxed (bubblewrap): writes only to %s, git's folders, a private tmp and the caches; %s", workRoot(ss.use.Dir), net)
 }
@@ -389,7 +401,11 @@ func (s *Sandbox) saveLocked() {
 		return
 	}
 	s.record.UpdatedAt = time.Now().UTC()
-	_ = store.WriteJSON(RecordFile(s.RecordDir), s.record)
+	_ = os.MkdirAll(s.RecordDir, 0o755)
+	if b, err := json.MarshalIndent(s.record, "", "  "); err == nil {
+		// Not fsynced: a record for people, rewritten at every start.
+		_ = store.WriteFileNoSync(RecordFile(s.RecordDir), append(b, '\n'), 0o644)
+	}
 }
 
 // Gates returns a proc.Runner that confines every command it runs as a
@@ -428,4 +444,64 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 	}
 	defer ss.Close()
 	return g.inner.Run(proc.WithConfiner(ctx, ss), c)
+}
+
+// Summary is the record in one line, for `ralph status` and the
+// dashboard: that the run's agents and gates ran sandboxed, and which
+// hosts they were denied.
+func (r *Record) Summary() string {
+	if r == nil {
+		return ""
+	}
+	s := fmt.Sprintf("on (bubblewrap): %d confined, agents' network %s, gates' none unless set", r.Confined, r.AgentNet)
+	if len(r.Denied) == 0 {
+		return s + "; nothing denied"
+	}
+	var ds []string
+	for _, d := range r.Denied {
+		x := d.Host + " (" + d.By
+		if d.Count > 1 {
+			x += fmt.Sprintf(", %d times", d.Count)
+		}
+		ds = append(ds, x+")")
+	}
+	return s + "; denied " + strings.Join(ds, ", ")
+}
+
+// Explain says what the sandbox allows, for `ralph doctor`; hosts are the
+// run's agent's model API.
+func (s *Sandbox) Explain(hosts []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bubblewrap (%s) starts here. Writable: the work tree, git's objects, refs, index and logs, a private tmp", s.bwrap)
+	if len(s.record.Writable) > 0 {
+		fmt.Fprintf(&b, ", %s", strings.Join(s.record.Writable, ", "))
+	}
+	b.WriteString(", the agent CLI's own state. Read-only: everything else, ralph's state folder and .git/config, hooks and info. ")
+	fmt.Fprintf(&b, "Hidden: %s. ", strings.Join(s.record.Hidden, ", "))
+	switch s.AgentNetwork {
+	case NetHost:
+		b.WriteString("Agents' network: the host's, unfiltered (network: host). ")
+	default:
+		allowed := newAllowlist(append(append([]string{}, s.AllowHosts...), hosts...)).list()
+		if len(allowed) == 0 {
+			b.WriteString("Agents' network: none. ")
+		} else {
+			fmt.Fprintf(&b, "Agents' network: only %s, through ralph's proxy. ", strings.Join(allowed, ", "))
+		}
+	}
+	gates := "Gates' network: none"
+	if d := s.GateNetwork["*"]; d != "" {
+		gates = "Gates' network: " + d
+	}
+	var named []string
+	for name, n := range s.GateNetwork {
+		if name != "*" {
+			named = append(named, name+": "+n)
+		}
+	}
+	sort.Strings(named)
+	if len(named) > 0 {
+		gates += " (" + strings.Join(named, ", ") + ")"
+	}
+	return b.String() + gates
 }
