@@ -50,7 +50,15 @@ func TestScripts(t *testing.T) {
 			// The scripts' agents and gates leave marks for the script in
 			// $WORK (outside their repository): the sandbox lets them,
 			// through the user's config (sandbox_escapes.txtar replaces it).
-			userConfig := filepath.Join(env.WorkDir, ".iso", "xdg", "config", "ralph", "config.yaml")
+			// The config home is outside $WORK, which some scripts make
+			// the repository itself (its files would make the tree dirty).
+			configHome, err := os.MkdirTemp("", "ralph-script-config-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(configHome) })
+			env.Setenv("XDG_CONFIG_HOME", configHome)
+			userConfig := filepath.Join(configHome, "ralph", "config.yaml")
 			if err := os.MkdirAll(filepath.Dir(userConfig), 0o755); err != nil {
 				return err
 			}
