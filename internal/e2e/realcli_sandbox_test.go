@@ -24,12 +24,22 @@ func TestRealCLISandbox(t *testing.T) {
 	for _, c := range cliCases {
 		t.Run(c.name, func(t *testing.T) {
 			requireCLI(t, c.bin)
-			testSandboxEscapes(t, c)
+			testSandboxEscapes(t, c, func(srv *llmtest.Server, extra ...string) []string { return runArgs(c, srv, extra...) })
 		})
 	}
+	// The native agent: its bash tool is confined like a CLI; its file
+	// tools write from ralph's process and refuse what the sandbox would.
+	t.Run("native", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("end-to-end runs: skipped with -short")
+		}
+		testSandboxEscapes(t, nativeCase, func(srv *llmtest.Server, extra ...string) []string {
+			return nativeArgs("anthropic", srv.URL(), extra...)
+		})
+	})
 }
 
-func testSandboxEscapes(t *testing.T, c cliCase) {
+func testSandboxEscapes(t *testing.T, c cliCase, args func(srv *llmtest.Server, extra ...string) []string) {
 	if _, err := sandbox.Bwrap(); err != nil {
 		t.Fatalf("the sandbox is on by default and must start here: %v", err)
 	}
@@ -59,11 +69,15 @@ func testSandboxEscapes(t *testing.T, c cliCase) {
 		try("host", "curl -sf -m 10 "+forbidden.URL+"/ >/dev/null") +
 		try("host-direct", "curl -sf -m 10 --noproxy '*' "+forbidden.URL+"/ >/dev/null") +
 		"echo tries'-'done"
-	steps := append([]llmtest.Step{{ToolCalls: []llmtest.ToolCall{c.shell(escape)}}}, storySteps(c, dir)...)
+	steps := []llmtest.Step{{ToolCalls: []llmtest.ToolCall{c.shell(escape)}}}
+	if c.name == "native" {
+		steps = append(steps, llmtest.Step{ToolCalls: []llmtest.ToolCall{c.write(dir, ".git/hooks/post-commit", "#!/bin/sh\necho hooked\n")}})
+	}
+	steps = append(steps, storySteps(c, dir)...)
 	srv := startServer(t, &llmtest.Script{Steps: steps})
 	bashrc, _ := os.ReadFile(filepath.Join(home, ".bashrc"))
 
-	res := ralph(t, dir, nil, runArgs(c, srv, "--max-attempts", "1")...)
+	res := ralph(t, dir, nil, args(srv, "--max-attempts", "1")...)
 	t.Logf("%s: sandboxed run took %s, %d requests", c.name, res.duration.Round(1e6), len(srv.Requests()))
 	tr := transcripts(t, dir, "US-001")
 	if res.code != 0 {
@@ -86,6 +100,12 @@ func testSandboxEscapes(t *testing.T, c cliCase) {
 		if strings.Contains(got, "ESCAPED-"+what+"\\n") || !strings.Contains(got, "blocked-"+what+"\\n") {
 			t.Errorf("%s: the try %q was not blocked\n%s", c.name, what, tail(tr, 6000))
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git", "hooks", "post-commit")); err == nil {
+		t.Errorf("%s wrote a git hook", c.name)
+	}
+	if c.name == "native" && !strings.Contains(got, "the sandbox does not let the agent write there") {
+		t.Errorf("native: write_file into .git/hooks was not refused by the sandbox")
 	}
 	if _, err := os.Stat(outside); err == nil {
 		t.Errorf("%s wrote outside the repository: %s", c.name, outside)

@@ -261,13 +261,8 @@ func (ss *Session) deny(hostport string) {
 	ss.sb.noteDenied(ss.use.Label, hostport)
 }
 
-// Confine rewrites c to run inside the session's sandbox.
-func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
-	dir := c.Dir
-	if dir == "" {
-		dir = ss.use.Dir
-	}
-	dir = expand(dir)
+// mounts are the session's mounts for a command in dir.
+func (ss *Session) mounts(dir string) []mount {
 	root := workRoot(dir)
 	var mounts []mount
 	rw := func(p string) { mounts = append(mounts, mount{kind: "rw", path: expand(p)}) }
@@ -309,6 +304,34 @@ func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
 	for _, h := range append(append([]string{}, DefaultHidden...), ss.sb.Hidden...) {
 		mounts = append(mounts, mount{kind: "hide", path: expand(h)})
 	}
+	return mounts
+}
+
+// MayWrite reports whether a confined process of this session could write
+// path (for the native agent's file tools, which write from ralph's own
+// process): the deepest mount at or above it decides.
+func (ss *Session) MayWrite(path string) bool {
+	path = expand(path)
+	best, kind := -1, "ro"
+	for _, m := range ss.mounts(ss.use.Dir) {
+		if path != m.path && !strings.HasPrefix(path, m.path+string(filepath.Separator)) {
+			continue
+		}
+		if d := depth(m.path); d >= best {
+			best, kind = d, m.kind
+		}
+	}
+	return kind == "rw"
+}
+
+// Confine rewrites c to run inside the session's sandbox.
+func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
+	dir := c.Dir
+	if dir == "" {
+		dir = ss.use.Dir
+	}
+	dir = expand(dir)
+	mounts := ss.mounts(dir)
 	env := map[string]string{"TMPDIR": ss.tmp, "TMP": ss.tmp, "TEMP": ss.tmp, "RALPH_SANDBOX": "bwrap"}
 	for _, kv := range c.Env {
 		if k, _, _ := strings.Cut(kv, "="); isProxyEnv(k) {
