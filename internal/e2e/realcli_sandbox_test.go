@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -42,6 +43,9 @@ func TestRealCLISandbox(t *testing.T) {
 func testSandboxEscapes(t *testing.T, c cliCase, args func(srv *llmtest.Server, extra ...string) []string) {
 	if _, err := sandbox.Bwrap(); err != nil {
 		t.Fatalf("the sandbox is on by default and must start here: %v", err)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the network tries need curl (scripts/install-tools.sh installs it)")
 	}
 	var reached atomic.Int32
 	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -104,23 +104,24 @@ var (
 // Bwrap is bubblewrap's path once it has been seen to start a sandbox
 // (asked once per process).
 func Bwrap() (string, error) {
-	probeOnce.Do(func() {
-		path, err := exec.LookPath("bwrap")
-		if err != nil {
-			probeErr = fmt.Errorf("%w: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) or run with --no-sandbox", ErrUnavailable)
-			return
-		}
-		var stderr bytes.Buffer
-		cmd := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--die-with-parent", "true")
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			probeErr = fmt.Errorf("%w: %s could not start a sandbox (%s); allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile for bwrap), or run with --no-sandbox",
-				ErrUnavailable, path, strings.TrimSpace(firstNonEmpty(stderr.String(), err.Error())))
-			return
-		}
-		probePath = path
-	})
+	probeOnce.Do(func() { probePath, probeErr = probe() })
 	return probePath, probeErr
+}
+
+// probe finds bwrap on $PATH and starts one sandbox with it.
+func probe() (string, error) {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", fmt.Errorf("%w: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) or run with --no-sandbox", ErrUnavailable)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--die-with-parent", "true")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: %s could not start a sandbox (%s); allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor profile for bwrap), or run with --no-sandbox",
+			ErrUnavailable, path, strings.TrimSpace(firstNonEmpty(stderr.String(), err.Error())))
+	}
+	return path, nil
 }
 
 func firstNonEmpty(s ...string) string {
