@@ -94,7 +94,7 @@ func exists(p string) bool {
 // bwrapArgs renders the mounts, deepest last (a later mount covers an
 // earlier one at or above its path), after the fixed part.
 func bwrapArgs(unshareNet bool, mounts []mount, chdir string, env map[string]string) []string {
-	args := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
+	args := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"}
 	if unshareNet {
 		args = append(args, "--unshare-net")
 	}

@@ -195,6 +195,11 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 		ss.network = NetNone
 	}
 	ss.allow = newAllowlist(append(append([]string{}, s.AllowHosts...), u.Hosts...))
+	if ss.network == NetProxy && ss.allow.empty() {
+		// Nothing to reach: no proxy, and no init to start (the
+		// network's own loopback is all there is).
+		ss.network = NetNone
+	}
 	if ss.network == NetProxy {
 		if err := ss.openGateway(); err != nil {
 			os.RemoveAll(dir)
