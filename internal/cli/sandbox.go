@@ -217,3 +217,36 @@ func agentHosts(name, baseURL string, env []string) []string {
 	}
 	return hosts
 }
+
+// confine puts the worker's jobs in the sandbox: the worker's folder (its
+// clone and trees) is read-only but for the job's tree and git's folders.
+// Only the user's config is read (the worker has no project of its own).
+func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
+	s, err := sandboxSettings(config.Sandbox{})
+	if err != nil {
+		return err
+	}
+	if o.NoSandbox || (s.Enabled != nil && !*s.Enabled) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	sb, err := sandbox.New(sandbox.Policy{
+		Writable: s.Writable, Caches: s.Caches, Hidden: s.Hidden, AllowHosts: s.AllowHosts,
+		AgentNetwork: s.Network, GateNetwork: s.GateNetwork, Protect: []string{dir}, RecordDir: dir,
+	})
+	if err != nil {
+		return usage.Errorf("%v", err)
+	}
+	paths := engine.PathsFor(dir)
+	paths.Dir = dir
+	w.ConfineAgent = func(a agent.Agent, base string) agent.Agent {
+		if base == "" {
+			base = o.BaseURL
+		}
+		return confine(a, sb, paths, base, o.Env)
+	}
+	w.ConfineGates = sb.Gates
+	return nil
+}
