@@ -104,8 +104,8 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	defer os.RemoveAll(scratch)
 	use := sandbox.Use{
 		Label: "agent " + c.Name(), Dir: req.Dir, Network: c.sb.AgentNetwork, Hosts: c.hosts,
-		Writable: append(append([]string{scratch}, c.state...), filepath.Join(c.paths.Dir, "agents")),
-		Binds:    map[string]string{},
+		Writable: []string{scratch, filepath.Join(c.paths.Dir, "agents")}, State: c.state,
+		Binds: map[string]string{},
 	}
 	if req.ItemID != "" {
 		use.Label += " · " + req.ItemID

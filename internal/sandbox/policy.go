@@ -95,7 +95,9 @@ func ModelHosts(adapter string) []string {
 }
 
 // StateDirs are where an agent CLI keeps its own state (login, sessions,
-// settings): bound writable into its sandbox, never copied (see README).
+// settings): bound writable into its sandbox, never copied (see README),
+// made first when missing (the CLI could not make them in a read-only
+// home). A path ending in ".json" is a file, bound only when it exists.
 func StateDirs(adapter string) []string {
 	xdg := func(env, def, sub string) string {
 		if v := os.Getenv(env); v != "" {

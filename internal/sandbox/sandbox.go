@@ -153,7 +153,10 @@ type Use struct {
 	Dir      string   // the work tree (its top is found from here)
 	Network  string   // NetNone, NetProxy or NetHost
 	Hosts    []string // allowed besides Policy.AllowHosts (the model's API)
-	Writable []string // besides the policy's (the agent's state)
+	Writable []string // besides the policy's
+	// State is the agent CLI's own state (StateDirs): folders made when
+	// missing, then bound writable like Writable.
+	State []string
 	// Binds are writable folders shown at another path: a scratch that
 	// ralph copies out of, over a folder the agent must not write.
 	Binds map[string]string // inside path → outside folder
@@ -185,6 +188,13 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 	dir, err := os.MkdirTemp(socketRoot(), "ralph-sandbox-")
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range u.State {
+		p = expand(p)
+		if !strings.HasSuffix(p, ".json") {
+			_ = os.MkdirAll(p, 0o700)
+		}
+		u.Writable = append(u.Writable, p)
 	}
 	ss := &Session{sb: s, use: u, dir: dir, tmp: filepath.Join(dir, "tmp"), network: u.Network, denied: map[string]int{}}
 	if err := os.Mkdir(ss.tmp, 0o700); err != nil {
