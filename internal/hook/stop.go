@@ -55,6 +55,9 @@ type Armed struct {
 	LimitReached      bool      `json:"claude_block_limit_reached,omitempty"`
 	ArmedAt           time.Time `json:"armed_at"`
 	Agent             string    `json:"agent,omitempty"`
+	// NoSandbox: the loop was armed with --no-sandbox, so its gates run
+	// unconfined.
+	NoSandbox bool `json:"no_sandbox,omitempty"`
 }
 
 // claudeBlockLimit is how many consecutive blocks Claude Code accepts
