@@ -61,6 +61,13 @@ func gitPaths(root string) (rw, ro []string) {
 		}
 	}
 	if admin != "" {
+		// A linked worktree: the main tree's HEAD and index are not its
+		// to change (ralph merges there).
+		for _, name := range []string{"HEAD", "index"} {
+			if p := filepath.Join(common, name); exists(p) {
+				ro = append(ro, p)
+			}
+		}
 		rw = append(rw, admin)
 		for _, name := range []string{"config.worktree", "commondir", "gitdir"} {
 			if p := filepath.Join(admin, name); exists(p) {

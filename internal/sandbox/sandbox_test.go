@@ -166,6 +166,8 @@ echo ok`); code != 0 || !strings.Contains(out, "ok") {
 		"ssh key":         "cat " + filepath.Join(f.home, ".ssh", "id_rsa"),
 		"netrc":           "grep -q password " + filepath.Join(f.home, ".netrc"),
 		"other worktrees": "echo x > " + filepath.Join(common, "worktrees", "x"),
+		"the main HEAD":   "echo x > " + filepath.Join(common, "HEAD"),
+		"the main index":  "echo x > " + filepath.Join(common, "index"),
 	} {
 		if out, code := sh(t, ctx, ss, f.tree, script); code == 0 {
 			t.Errorf("%s: %q succeeded in the sandbox:\n%s", what, script, out)
