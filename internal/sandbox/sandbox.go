@@ -84,6 +84,7 @@ func New(p Policy) (*Sandbox, error) {
 	if p.Caches == nil {
 		p.Caches = DefaultCaches()
 	}
+	removeOrphans()
 	s := &Sandbox{Policy: p, bwrap: bw, helper: helperPath()}
 	s.record = Record{Engine: "bwrap", Started: time.Now().UTC(), AgentNet: p.AgentNetwork, Allowed: newAllowlist(p.AllowHosts).list()}
 	for _, w := range append(append([]string{}, p.Writable...), p.Caches...) {
@@ -185,7 +186,7 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 		u.Dir, _ = os.Getwd()
 	}
 	u.Dir = expand(u.Dir)
-	dir, err := os.MkdirTemp(socketRoot(), "ralph-sandbox-")
+	dir, err := os.MkdirTemp(socketRoot(), sessionPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +222,22 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 	s.saveLocked()
 	s.mu.Unlock()
 	return ss, nil
+}
+
+// sessionPrefix starts a session folder's name, then ralph's pid and a
+// dash: a folder whose ralph is gone (killed, say) is removed by the next
+// New.
+const sessionPrefix = "ralph-sandbox-"
+
+// removeOrphans removes the session folders whose ralph no longer runs.
+func removeOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(socketRoot(), sessionPrefix+"*-*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), sessionPrefix), "-", 2)[0])
+		if err == nil && pid != os.Getpid() && !proc.Alive(pid) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // socketRoot is where sessions keep their folder: the temp folder, unless

@@ -335,3 +335,29 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("err = %v, want the install hint and --no-sandbox", err)
 	}
 }
+
+// TestOrphanSessionsRemoved: a session folder whose ralph was killed is
+// removed by the next sandbox; a live one's stays.
+func TestOrphanSessionsRemoved(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(socketRoot(), fmt.Sprintf("%s%d-1", sessionPrefix, dead.Process.Pid))
+	live := filepath.Join(socketRoot(), fmt.Sprintf("%s%d-2", sessionPrefix, os.Getpid()))
+	for _, d := range []string{orphan, live} {
+		if err := os.MkdirAll(filepath.Join(d, "tmp"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(Policy{Caches: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(orphan); err == nil {
+		t.Errorf("the orphan %s is still there", orphan)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live session's folder went: %v", err)
+	}
+}
