@@ -21,11 +21,13 @@
 //	          --version` (goal: complete < 50 ms, peak memory < 64 MB)
 //	memory    prompt bytes at iteration 200 vs 10 with the progress
 //	          memory (goal ≤ 1.2×), an early learning still present
+//	sandbox   wall time per passing iteration with the sandbox (agent and
+//	          gate in bubblewrap) vs --no-sandbox (goal: ≤ 30 ms more)
 //	dist      coordinator and 1, 2, 4 worker processes vs `ralph run
 //	          --parallel 2` and the lower bound (goals: 4 workers ≥ 3.2×
 //	          the throughput, makespan ≤ 1.2× the bound)
 //
-// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|schedule[:dist]|tasks|memory|dist]... (default: every table but schedule:dist)
+// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|schedule[:dist]|tasks|memory|dist|sandbox]... (default: every table but schedule:dist)
 package main
 
 import (
@@ -50,7 +52,7 @@ func main() {
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "flat", "output", "parallel", "schedule", "tasks", "memory", "dist"}
+		which = []string{"loop", "flat", "output", "parallel", "schedule", "tasks", "memory", "dist", "sandbox"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -76,8 +78,10 @@ func main() {
 			benchMemory(tmp, bin)
 		case "dist":
 			benchDist(tmp, bin)
+		case "sandbox":
+			benchSandbox(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, schedule[:dist], tasks, memory, dist)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, schedule[:dist], tasks, memory, dist, sandbox)\n", w)
 			os.Exit(2)
 		}
 	}

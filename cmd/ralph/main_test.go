@@ -58,6 +58,24 @@ func TestScripts(t *testing.T) {
 			for k, v := range goEnv {
 				env.Setenv(k, v)
 			}
+			// The scripts' agents and gates leave marks for the script in
+			// $WORK (outside their repository): the sandbox lets them,
+			// through the user's config (sandbox_escapes.txtar replaces it).
+			// The config home is outside $WORK, which some scripts make
+			// the repository itself (its files would make the tree dirty).
+			configHome, err := os.MkdirTemp("", "ralph-script-config-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(configHome) })
+			env.Setenv("XDG_CONFIG_HOME", configHome)
+			userConfig := filepath.Join(configHome, "ralph", "config.yaml")
+			if err := os.MkdirAll(filepath.Dir(userConfig), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(userConfig, []byte("sandbox:\n  writable: ["+strconv.Quote(env.WorkDir)+"]\n"), 0o644); err != nil {
+				return err
+			}
 			env.Setenv("GOFLAGS", "-buildvcs=false")
 			env.Setenv("GIT_AUTHOR_NAME", "Test")
 			env.Setenv("GIT_AUTHOR_EMAIL", "test@example.com")

@@ -464,6 +464,11 @@ func (t *nativeTools) call(ctx context.Context, name string, input json.RawMessa
 	}
 	var out string
 	var err error
+	if name == "write_file" || name == "edit_file" {
+		if err := t.mayWrite(ctx, args.Path); err != nil {
+			return err.Error(), true
+		}
+	}
 	switch name {
 	case "read_file":
 		out, err = t.readFile(args.Path)
@@ -533,6 +538,28 @@ func (t *nativeTools) path(p string) (string, error) {
 		return "", fmt.Errorf("path %q escapes the work tree (through a symlink)", p)
 	}
 	return full, nil
+}
+
+// writeChecker is what a sandbox (internal/sandbox's session, on the
+// context as the proc.Confiner) says a confined process may write. The
+// file tools write from ralph's own process, so they ask it, and refuse
+// what the agent's commands could not write either (.git/config,
+// .git/hooks, .ralph/…).
+type writeChecker interface{ MayWrite(path string) bool }
+
+func (t *nativeTools) mayWrite(ctx context.Context, p string) error {
+	wc, ok := proc.ConfinerOf(ctx).(writeChecker)
+	if !ok {
+		return nil
+	}
+	full, err := t.path(p)
+	if err != nil {
+		return err
+	}
+	if !wc.MayWrite(full) {
+		return fmt.Errorf("%s: the sandbox does not let the agent write there (read-only: .git/config, .git/hooks, .git/info and .ralph/)", t.rel(full))
+	}
+	return nil
 }
 
 func (t *nativeTools) rel(full string) string {

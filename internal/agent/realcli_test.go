@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/llmtest"
+	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/testenv"
 )
 
@@ -87,9 +89,20 @@ func runReal(t *testing.T, c realCLI, dir string, script *llmtest.Script) (Resul
 	}
 	zero := 0
 	a.(interface{ cli() *cliBase }).cli().MaxRetries = &zero
+	// In the sandbox, as ralph runs every agent: the CLI reaches the
+	// server through the sandbox's proxy (or its own loopback's forward).
+	sb, err := sandbox.New(sandbox.Policy{})
+	if err != nil {
+		t.Fatal(err) // the sandbox is on by default: never skipped
+	}
+	ss, err := sb.Open(sandbox.Use{Label: "agent " + c.name, Dir: dir, Network: sandbox.NetProxy, Hosts: []string{srv.URL()}, State: sandbox.StateDirs(c.name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
 	var transcript bytes.Buffer
 	start := time.Now()
-	res, err := a.Run(t.Context(), Request{
+	res, err := a.Run(proc.WithConfiner(t.Context(), ss), Request{
 		Prompt:     "Create hello.txt containing hello, then say done.",
 		Dir:        dir,
 		Timeout:    90 * time.Second,

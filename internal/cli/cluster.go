@@ -466,6 +466,7 @@ type WorkerOptions struct {
 	AgentFlags
 	RateLimitBackoff time.Duration
 	flagSet          func(string) bool
+	NoSandbox        bool
 }
 
 // newCmdWorker builds `ralph worker`.
@@ -503,6 +504,7 @@ had go back to the queue.`,
 	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
 	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (or put it in the URL: nats://TOKEN@host:port)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
+	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the jobs' agents and gates without the sandbox (bubblewrap)")
 	opts.conn.register(cmd)
 	opts.AgentFlags.register(fl)
 	return cmd
@@ -533,6 +535,9 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
 	w := &cluster.Worker{Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	if err := o.confine(w, dir); err != nil {
+		return err
+	}
 	if o.flagSet("agent") {
 		if w.Override, err = o.AgentFlags.build(); err != nil {
 			return err

@@ -148,6 +148,7 @@ check fails. It writes nothing.`,
 	fl.StringArrayVar(&o.Gates, "gate", nil, "with --tasks: gate `NAME=COMMAND` (repeatable)")
 	fl.StringVar(&o.Summarizer, "summarizer", "", "the progress summariser's agent `NAME`")
 	fl.StringVar(&o.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: its `ARGV`")
+	fl.BoolVar(&o.NoSandbox, "no-sandbox", false, "check for a run without the sandbox")
 	completeAgents(cmd, "agent", "summarizer")
 	return cmd
 }
@@ -184,6 +185,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 		checks = append(checks, c)
 	}
 	checks = append(checks, preflight(ctx, root, repo, ags, commands)...)
+	checks = append(checks, o.sandboxCheck(root))
 	dirty, err := repo.StatusPorcelain(ctx, ".ralph/")
 	c := preflightCheck{Name: "work tree", Found: "clean"}
 	switch {

@@ -33,6 +33,7 @@ type LoopStartOptions struct {
 	PRD                  string
 	Pipeline             string
 	AllowFailingBaseline bool
+	NoSandbox            bool
 }
 
 // newCmdLoop builds `ralph loop`.
@@ -86,6 +87,7 @@ that file, verified by the harness's gates and exit conditions.`,
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD `FILE` instead of a prompt")
 	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (a `FILE`, or pagent)")
 	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "with --prd: arm even when a quality check already fails on the untouched base (it is then not blamed on any story)")
+	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the loop's gates and checks without the sandbox (bubblewrap)")
 	return cmd
 }
 
@@ -110,6 +112,7 @@ func newCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.
 		},
 	}
 	cmd.Flags().IntVar(&opts.MaxIterations, "max-iterations", 50, "stop the pipeline after `N` iterations in all")
+	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the pipeline's gates and conditions without the sandbox (bubblewrap)")
 	return cmd
 }
 
@@ -118,7 +121,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err != nil {
 		return err
 	}
-	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), AllowFailingBaseline: o.AllowFailingBaseline}
+	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), AllowFailingBaseline: o.AllowFailingBaseline, NoSandbox: o.NoSandbox}
 	switch {
 	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
 		return usage.Errorf("give one of PROMPT, --prd, --pipeline")
@@ -141,11 +144,17 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if old, _ := hook.LoadArmed(root); old != nil {
 		return usage.Errorf("%s is already armed in %s (since %s); `ralph loop cancel` first", loopName("a", old.Kind), root, old.ArmedAt.Format(time.RFC3339))
 	}
+	// The gates run in the sandbox, or the loop is refused before
+	// anything is written.
+	gates, err := loopGates(o.IO, root, a, 0)
+	if err != nil {
+		return err
+	}
 	// The loop's state lives in .ralph/: never in the user's commits.
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(ctx, root, repo, a, o.IO.GateRunner(0), true, o.IO.IO.ErrOut)
+	eng, err := hookEngine(ctx, root, repo, a, gates, true, o.IO.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -355,7 +364,12 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	eng, err := hookEngine(ctx, top, f.GitAt(top), a, f.GateRunner(o.Timeout), false, f.IO.ErrOut)
+	gates, err := loopGates(f, top, a, o.Timeout)
+	if err != nil {
+		logEvent("hook_error", "stop allowed: "+err.Error())
+		return nil
+	}
+	eng, err := hookEngine(ctx, top, f.GitAt(top), a, gates, false, f.IO.ErrOut)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
@@ -404,4 +418,23 @@ func loopName(article, kind string) string {
 		name = article + " " + name
 	}
 	return name
+}
+
+// loopGates is the gate runner of an in-session loop: in the sandbox
+// unless the loop was armed with --no-sandbox.
+func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (gate.Runner, error) {
+	gates := f.GateRunner(timeout)
+	c, err := f.Config(root)
+	if err != nil {
+		return gates, err
+	}
+	s, err := sandboxSettings(c.Sandbox)
+	if err != nil {
+		return gates, err
+	}
+	sb, err := openSandbox(s, a.NoSandbox, engine.PathsFor(root))
+	if err != nil {
+		return gates, err
+	}
+	return confinedGates(gates, sb), nil
 }

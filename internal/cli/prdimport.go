@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -32,6 +33,8 @@ type PRDImportOptions struct {
 	Force   bool
 	Timeout time.Duration
 	flagSet func(string) bool
+	// NoSandbox runs the prep agent without the sandbox.
+	NoSandbox bool
 }
 
 // newCmdPRDImport builds `ralph prd import`.
@@ -70,6 +73,7 @@ prompts and transcripts stay in .ralph/import/.`,
 	fl.StringVarP(&opts.Output, "output", "o", "", "`FILE` to write (default prd.json beside PRD.md)")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the stories, write nothing")
 	fl.BoolVar(&opts.Force, "force", false, "overwrite an existing output file")
+	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the prep agent without the sandbox (bubblewrap)")
 	fl.DurationVar(&opts.Timeout, "timeout", 20*time.Minute, "time limit (`DURATION`) of each agent iteration")
 	opts.AgentFlags.register(fl)
 	completeAgents(cmd, "agent")
@@ -122,6 +126,16 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	if err != nil {
 		return err
 	}
+	s, err := sandboxSettings(c.Sandbox)
+	if err != nil {
+		return err
+	}
+	paths := engine.PathsFor(dir)
+	sb, err := openSandbox(s, o.NoSandbox, paths)
+	if err != nil {
+		return err
+	}
+	ag = confine(ag, sb, paths, o.BaseURL, o.Env)
 
 	stamp := time.Now().UTC().Format("20060102-150405")
 	var problems, lint []string

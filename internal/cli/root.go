@@ -23,6 +23,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -240,6 +241,8 @@ func requireFlags(cmd *cobra.Command, names ...string) {
 
 // Main runs ralph with the process's arguments and returns the exit code.
 func Main() int {
+	// Started as the sandbox's init (see internal/sandbox): that, and exit.
+	sandbox.RunInitIfAsked(os.Args)
 	f := &Factory{IO: iostreams.System(), Getwd: os.Getwd}
 	return run(f, os.Args[1:])
 }

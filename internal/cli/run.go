@@ -17,6 +17,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -24,6 +25,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -91,6 +93,12 @@ type RunOptions struct {
 	policy *policy.Guard
 	// coord is set by `ralph coordinator`: the agent runs on workers.
 	coord *coordinatorFlags
+	// NoSandbox runs agents and gates unconfined; sandboxCfg is the
+	// config's `sandbox:` (the user's and the project's), sandbox the one
+	// openRun readied.
+	NoSandbox  bool
+	sandboxCfg config.Sandbox
+	sandbox    *sandbox.Sandbox
 }
 
 // newCmdRun builds `ralph run`.
@@ -163,6 +171,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
+	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the agents and the gates without the sandbox (bubblewrap): they can then write anywhere you can and reach any host")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
@@ -286,7 +295,8 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("interval") && c.Interval > 0 {
 		o.Interval = time.Duration(c.Interval)
 	}
-	return nil
+	o.sandboxCfg, err = sandboxSettings(c.Sandbox)
+	return err
 }
 
 // checkPolicy checks the policy files against the policy the saved run
@@ -381,7 +391,11 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	// Git's auto-maintenance runs once when the run ends instead of after
 	// every commit.
 	repo.BatchMaintenance = true
-	gates := f.GateRunner(o.GateTimeout)
+	// The sandbox, or why it cannot start: before anything is written.
+	if o.sandbox, err = openSandbox(o.sandboxCfg, o.NoSandbox, paths); err != nil && !o.DryRun {
+		return nil, err
+	}
+	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
 	if o.coord != nil {
 		// Gate results a worker reports for exactly the tree verified
 		// here stand for it (see cluster.Attestations).
@@ -444,12 +458,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	}
 	cfg := engine.Config{
 		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, Roles: rs, Deciders: rules,
-		Agent:  engine.AgentConfig{Default: ag, Name: o.Agent, Model: o.Model, Env: o.Env, For: o.agentChooser(rs, ag)},
+		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: sum, SummarizerModel: sumModel},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
 		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
 	}
 	if !o.DryRun {
@@ -604,6 +618,13 @@ func (r *openedRun) run(ctx context.Context) error {
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
 	}
+	// The run's sandbox record (.ralph/sandbox.json), or none for a run
+	// without the sandbox, so that status never shows an earlier run's.
+	if o.sandbox != nil {
+		o.sandbox.Save()
+	} else {
+		_ = os.Remove(sandbox.RecordFile(cfg.Paths.Dir))
+	}
 	if err := r.baseline(ctx); err != nil {
 		return err
 	}
@@ -650,7 +671,7 @@ func (r *openedRun) baseline(ctx context.Context) error {
 	if r.o.JSON {
 		warn = io.Discard
 	}
-	return takeBaseline(ctx, r.repo, r.cfg.Paths, r.cfg.Source, r.o.IO.GateRunner(r.o.GateTimeout), r.o.AllowFailingBaseline, warn)
+	return takeBaseline(ctx, r.repo, r.cfg.Paths, r.cfg.Source, confinedGates(r.o.IO.GateRunner(r.o.GateTimeout), r.o.sandbox), r.o.AllowFailingBaseline, warn)
 }
 
 // takeBaseline is the baseline of every driver (ralph run, the Stop-hook

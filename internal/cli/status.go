@@ -13,6 +13,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -58,6 +59,9 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
+				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
+					out["sandbox"] = rec
+				}
 				if ws := cluster.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
 					out["workers"] = ws
 				}
@@ -65,7 +69,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			md := statusMarkdown(st, active) + plansMarkdown(p, st)
+			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + plansMarkdown(p, st)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir))
 			}
@@ -311,4 +315,22 @@ func isSeparator(row []string) bool {
 		}
 	}
 	return true
+}
+
+// withSandbox adds the run's sandbox line after the status line: on, and
+// what it denied; off when the run left no record (--no-sandbox).
+func withSandbox(md string, rec *sandbox.Record) string {
+	line := "- **Sandbox:** off (agents and gates ran unconfined)\n"
+	if rec != nil {
+		line = "- **Sandbox:** " + rec.Summary() + "\n"
+	}
+	i := strings.Index(md, "- **Status:**")
+	if i < 0 {
+		return md + line
+	}
+	j := strings.IndexByte(md[i:], '\n')
+	if j < 0 {
+		return md + "\n" + line
+	}
+	return md[:i+j+1] + line + md[i+j+1:]
 }

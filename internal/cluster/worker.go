@@ -39,6 +39,11 @@ type Worker struct {
 	// RateLimitBackoff is the pause published when an agent hit a limit
 	// without saying when it resets.
 	RateLimitBackoff time.Duration
+	// ConfineAgent and ConfineGates, when set, put each job's agent (with
+	// the base URL the job gives it, its model's API) and gates in the
+	// sandbox (the CLI's; nil: unconfined).
+	ConfineAgent func(a agent.Agent, baseURL string) agent.Agent
+	ConfineGates func(proc.Runner) proc.Runner
 
 	js      jetstream.JetStream
 	cfg     RunConfig
@@ -244,6 +249,13 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 			return fail(err)
 		}
 	}
+	if w.ConfineAgent != nil {
+		base := job.Agent.BaseURL
+		if w.Override != nil {
+			base = ""
+		}
+		ag = w.ConfineAgent(ag, base)
+	}
 	promptDir, err := os.MkdirTemp("", "ralph-job-")
 	if err != nil {
 		return fail(err)
@@ -302,6 +314,9 @@ func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job j
 	fmt.Fprintf(log, "\n[ralph worker] gates on %s\n", short(sha))
 	tag := proc.TagEnv + "=worker-" + job.Key
 	runner := gate.Runner{Proc: w.Runner, Timeout: job.GateTimeout}
+	if w.ConfineGates != nil {
+		runner.Proc = w.ConfineGates(w.Runner)
+	}
 	results, _ := runner.Run(proc.WithTag(ctx, tag), tree.Dir, job.Gates, log)
 	proc.KillTagged(tag, false)
 	if dirty, err := tree.StatusPorcelain(ctx); err != nil || len(dirty) > 0 {

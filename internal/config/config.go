@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -59,6 +60,89 @@ type Config struct {
 	Summarizer      string   `yaml:"summarizer"`
 	SummarizerCmd   string   `yaml:"summarizer_cmd"`
 	SummarizerModel string   `yaml:"summarizer_model"`
+	// Sandbox: what the agents and gates may write, see and reach (also
+	// read from the user's config, UserPath).
+	Sandbox Sandbox `yaml:"sandbox"`
+}
+
+// Sandbox is the `sandbox:` section.
+type Sandbox struct {
+	// Enabled false runs without the sandbox, like --no-sandbox.
+	Enabled *bool `yaml:"enabled"`
+	// Network is the agents' network: proxy (the default: their model's
+	// API and AllowHosts only) or host (unfiltered).
+	Network string `yaml:"network"`
+	// AllowHosts are hosts (host or host:port) every agent may reach.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// Writable are more writable paths (~ allowed).
+	Writable []string `yaml:"writable"`
+	// Caches replace the default package caches (writable) when set.
+	Caches []string `yaml:"caches"`
+	// Hidden are more paths no agent or gate sees.
+	Hidden []string `yaml:"hidden"`
+	// GateNetwork is a gate's network by name (none, proxy or host;
+	// "*" for every gate); none by default.
+	GateNetwork map[string]string `yaml:"gate_network"`
+}
+
+// Merge lays over onto s: lists add up, over's settings win.
+func (s Sandbox) Merge(over Sandbox) Sandbox {
+	out := s
+	if over.Enabled != nil {
+		out.Enabled = over.Enabled
+	}
+	if over.Network != "" {
+		out.Network = over.Network
+	}
+	out.AllowHosts = append(append([]string{}, s.AllowHosts...), over.AllowHosts...)
+	out.Writable = append(append([]string{}, s.Writable...), over.Writable...)
+	out.Hidden = append(append([]string{}, s.Hidden...), over.Hidden...)
+	if over.Caches != nil {
+		out.Caches = append(append([]string{}, s.Caches...), over.Caches...)
+	}
+	if len(s.GateNetwork)+len(over.GateNetwork) > 0 {
+		out.GateNetwork = map[string]string{}
+		for k, v := range s.GateNetwork {
+			out.GateNetwork[k] = v
+		}
+		for k, v := range over.GateNetwork {
+			out.GateNetwork[k] = v
+		}
+	}
+	return out
+}
+
+// UserPath is the user's own config, $XDG_CONFIG_HOME/ralph/config.yaml;
+// only its `sandbox:` section is read.
+func UserPath() string {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "ralph", "config.yaml")
+}
+
+// LoadUserSandbox reads the `sandbox:` section of the user's config (an
+// empty one when there is no file).
+func LoadUserSandbox() (Sandbox, error) {
+	path := UserPath()
+	if path == "" {
+		return Sandbox{}, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Sandbox{}, nil
+	}
+	if err != nil {
+		return Sandbox{}, err
+	}
+	var c struct {
+		Sandbox Sandbox `yaml:"sandbox"`
+	}
+	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
+		return Sandbox{}, fmt.Errorf("%s: %s (only sandbox: is read from the user's config)", path, yaml.FormatError(err, false, true))
+	}
+	return c.Sandbox, nil
 }
 
 // Duration accepts "90s", "5m", "1h30m".

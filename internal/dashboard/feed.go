@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 )
 
 // tailLines is how many lines of each agent's activity the view keeps.
@@ -41,7 +42,10 @@ type Snapshot struct {
 	// Remote are a coordinator's workers on other machines (none for a
 	// local run), while the run is active.
 	Remote []cluster.WorkerInfo
-	Err    error
+	// Sandbox is the run's sandbox in one line (what it denied), "" for a
+	// run without it.
+	Sandbox string
+	Err     error
 }
 
 // Feed reads a run's files incrementally: the events appended since the
@@ -80,6 +84,7 @@ func (f *Feed) Poll() Snapshot {
 	if s.Active {
 		s.Remote = cluster.ReadWorkersFile(f.Paths.Dir)
 	}
+	s.Sandbox = sandbox.ReadRecord(f.Paths.Dir).Summary()
 	f.readEvents()
 	if st != nil {
 		for _, c := range st.Current {

@@ -196,6 +196,14 @@ func (m *Model) Render() string {
 		}
 	}
 	b.WriteString("\n")
+	if m.snap.Sandbox != "" {
+		line := "sandbox " + m.snap.Sandbox
+		if strings.Contains(line, "; denied ") {
+			b.WriteString(yellow.Render(clip(line, max(m.width, 80))) + "\n")
+		} else {
+			b.WriteString(faint.Render(clip(line, max(m.width, 80))) + "\n")
+		}
+	}
 	if st.RateLimitedAt != nil && st.RateLimitedAt.After(m.now()) && m.snap.Active {
 		fmt.Fprintf(&b, "%s\n", yellow.Render(fmt.Sprintf("rate limited: waiting %s (until %s)", elapsed(st.RateLimitedAt.Sub(m.now())), st.RateLimitedAt.Local().Format("15:04:05"))))
 	}

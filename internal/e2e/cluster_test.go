@@ -158,7 +158,7 @@ func (p *bgProc) String() string { return strings.Join(p.cmd.Args, " ") + ":\n" 
 func TestClusterDiamondThreeWorkers(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(8))
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	w1dir := t.TempDir()
 	w1 := startBg(t, w1dir, env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { return strings.Contains(w1.out.String(), "waiting for a coordinator") })
@@ -194,10 +194,12 @@ func TestClusterWorkerKilled(t *testing.T) {
 	// The first run of S-2 says where it is and hangs.
 	hook := `if [ "$RALPH_ITEM_ID" = S-2 ] && [ ! -f "$MARK/s2.pid" ]; then echo "$PPID $$" > "$MARK/s2.tmp"; mv "$MARK/s2.tmp" "$MARK/s2.pid"; sleep 60; fi` + "\n"
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
-	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
-	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
+	// --no-sandbox: the hook tells the worker's and its agent's pids,
+	// which a sandbox's pid namespace would hide.
+	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--no-sandbox")
+	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--no-sandbox")
 	var pids []byte
 	waitFor(t, func() bool { pids, _ = os.ReadFile(filepath.Join(mark, "s2.pid")); return len(pids) > 0 })
 	f := strings.Fields(string(pids))
@@ -228,7 +230,7 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(6))
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
@@ -265,7 +267,7 @@ func TestClusterCoordinatorMoves(t *testing.T) {
 	}
 	t.Cleanup(srv.Shutdown)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	args := []string{"coordinator", "--prd", "prd.json", "--remote", remote, "--nats", url,
 		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m"}
 	co := startBg(t, repo, env, bin, args...)
@@ -344,7 +346,7 @@ func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limite
 	t.Helper()
 	repo, remote, mark, url := clusterSetup(t, prd)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark, "REMOTE=" + remote}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark), "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, append(args, "--rate-limit-backoff", "3s")...)...)
 	w1 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	w2 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
@@ -450,7 +452,7 @@ esac
 {"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
 {"id":"B","title":"docs","status":"pending","leaf":true}
 `})
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	// The remote as a path relative to the repository, as people type it.
 	rel, err := filepath.Rel(repo, remote)
 	if err != nil {
@@ -539,7 +541,7 @@ echo '<promise>COMPLETE</promise>'
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},{"id":"S-3","title":"c","priority":1}],
 "quality_checks":{"test":"sh check.sh"}}` + "\n"
 	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,20 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// sandboxWritable is the environment entry (XDG_CONFIG_HOME) of a user
+// config that lets the sandboxed agents and gates write dir too, for
+// tests whose agents leave marks outside their repository.
+func sandboxWritable(t *testing.T, dir string) string {
+	t.Helper()
+	home := t.TempDir()
+	cfg := filepath.Join(home, "ralph", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("sandbox:\n  writable: ["+strconv.Quote(dir)+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return "XDG_CONFIG_HOME=" + home
 }

@@ -70,9 +70,13 @@ func testMCPClient(t *testing.T, c cliCase) {
 	}
 	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
 		{ToolCalls: []llmtest.ToolCall{mcpCall("create_prd", map[string]any{"project": "mcp", "feature": "Two marks", "path": "prd.json"})}},
-		{ToolCalls: []llmtest.ToolCall{c.shell("printf '%s' '" + mcpPRD + "' > prd.json && git add -A && git commit -qm 'the stories'")}},
+		// Not the CLI's own private home (.ralph/agents): it is no part
+		// of the project, and changes while the run's gates run.
+		{ToolCalls: []llmtest.ToolCall{c.shell("printf '%s' '" + mcpPRD + "' > prd.json && git add -A -- . ':!.ralph' && git commit -qm 'the stories'")}},
 		{ToolCalls: []llmtest.ToolCall{mcpCall("run", map[string]any{"agent": "cmd", "agent_cmd": "sh agent.sh"})}},
-		{ToolCalls: []llmtest.ToolCall{c.shell("sleep 5")}},
+		// The run goes on in the background: wait until it is done (its
+		// agents and gates start sandboxes, slower on a loaded machine).
+		{ToolCalls: []llmtest.ToolCall{c.shell(`for i in $(seq 90); do grep -Eqs '"status": ?"complete"' .ralph/state.json && break; sleep 1; done`)}},
 		{ToolCalls: []llmtest.ToolCall{mcpCall("status", map[string]any{})}},
 		{Text: "e2e-mcp-done: the loop ran; every story passed."},
 	}})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 )
 
 // Gate is one named command.
@@ -82,7 +83,9 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 			command = g.Command
 		}
 		w := newOutputReader(io.MultiWriter(log, tail), rendered, verbose)
-		env := proc.Environ(nil, r.Env...)
+		// $RALPH_GATE names the gate to its command, and to the sandbox
+		// (its network is chosen by name).
+		env := proc.Environ(nil, append(append([]string{}, r.Env...), sandbox.GateEnv+"="+g.Name)...)
 		start := time.Now()
 		res, err := r.Proc.Run(ctx, proc.Cmd{
 			Argv: argv(command, env), Dir: dir, Env: env,

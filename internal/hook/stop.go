@@ -59,6 +59,9 @@ type Armed struct {
 	// (loop start --allow-failing-baseline); such a gate is not blamed on
 	// any story.
 	AllowFailingBaseline bool `json:"allow_failing_baseline,omitempty"`
+	// NoSandbox: the loop was armed with --no-sandbox, so its gates run
+	// unconfined.
+	NoSandbox bool `json:"no_sandbox,omitempty"`
 }
 
 // claudeBlockLimit is how many consecutive blocks Claude Code accepts

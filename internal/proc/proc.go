@@ -67,20 +67,35 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	if err != nil {
 		return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrNotFound, c.Argv[0])
 	}
-	cmd := exec.Command(path, c.Argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
+	env := c.Env
 	if tags := tagsOf(ctx); len(tags) > 0 {
 		// The iteration's mark (WithTag), inherited by all it starts.
-		cmd.Env = Environ(cmd.Env, tags...)
+		env = Environ(env, tags...)
 	}
 	if c.Dir != "" {
 		// Tools that trust $PWD (opencode does) must see the child's own
 		// directory, not the one ralph was started in.
 		if abs, err := filepath.Abs(c.Dir); err == nil {
-			cmd.Env = Environ(cmd.Env, "PWD="+abs)
+			env = Environ(env, "PWD="+abs)
 		}
 	}
+	if cf := ConfinerOf(ctx); cf != nil {
+		inner := c
+		inner.Argv = append([]string{path}, c.Argv[1:]...)
+		inner.Env = env
+		confined, done, err := cf.Confine(inner)
+		if err != nil {
+			return Result{ExitCode: -1}, fmt.Errorf("proc: confine %s: %w", c.Argv[0], err)
+		}
+		defer done()
+		if path, err = exec.LookPath(confined.Argv[0]); err != nil {
+			return Result{ExitCode: -1}, fmt.Errorf("%w: %s", ErrNotFound, confined.Argv[0])
+		}
+		c.Argv, env = confined.Argv, confined.Env
+	}
+	cmd := exec.Command(path, c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = env
 	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/sandbox"
 )
 
 // xdgDirs are the base directories the CLIs fall back to for caches,
@@ -23,6 +25,9 @@ var xdgDirs = []string{"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XD
 // Main runs the tests with TMPDIR and the XDG dirs inside a fresh folder
 // and returns the exit code for os.Exit. Call it from TestMain.
 func Main(m *testing.M) int {
+	// A test binary that runs ralph in process is also the init of the
+	// sandboxes it starts.
+	sandbox.RunInitIfAsked(os.Args)
 	sys := os.TempDir()
 	root, err := os.MkdirTemp(sys, "ralph-test-")
 	if err != nil {
