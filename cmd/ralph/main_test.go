@@ -44,17 +44,6 @@ func TestScripts(t *testing.T) {
 			if err := testenv.Isolate(filepath.Join(env.WorkDir, ".iso"), func(k, v string) error { env.Setenv(k, v); return nil }); err != nil {
 				return err
 			}
-			// They are no part of a repository made at $WORK: git's
-			// default excludes file (XDG_CONFIG_HOME/git/ignore) says so,
-			// or ralph's run key under XDG_STATE_HOME would be the user's
-			// work.
-			ignore := filepath.Join(env.Getenv("XDG_CONFIG_HOME"), "git", "ignore")
-			if err := os.MkdirAll(filepath.Dir(ignore), 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(ignore, []byte("/.iso/\n/.home/\n"), 0o644); err != nil {
-				return err
-			}
 			for k, v := range goEnv {
 				env.Setenv(k, v)
 			}
@@ -69,6 +58,17 @@ func TestScripts(t *testing.T) {
 			}
 			env.Defer(func() { os.RemoveAll(configHome) })
 			env.Setenv("XDG_CONFIG_HOME", configHome)
+			// The isolated dirs are no part of a repository made at $WORK:
+			// git's default excludes file (XDG_CONFIG_HOME/git/ignore) says
+			// so, or ralph's run key under XDG_STATE_HOME would be the
+			// user's work.
+			ignore := filepath.Join(configHome, "git", "ignore")
+			if err := os.MkdirAll(filepath.Dir(ignore), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(ignore, []byte("/.iso/\n/.home/\n"), 0o644); err != nil {
+				return err
+			}
 			userConfig := filepath.Join(configHome, "ralph", "config.yaml")
 			if err := os.MkdirAll(filepath.Dir(userConfig), 0o755); err != nil {
 				return err
