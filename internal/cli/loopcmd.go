@@ -226,6 +226,9 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 			return nil, err
 		}
 		cfg.Source = src
+		if a.Path != "pagent" {
+			guard.Whole = append(guard.Whole, a.Path)
+		}
 	default:
 		return nil, fmt.Errorf("%s: unknown loop kind %q", hook.ArmedPath(root), a.Kind)
 	}

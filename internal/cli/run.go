@@ -470,6 +470,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		if info := src.Info(); info.Kind == "prd" {
 			o.policy.PRD = info.PRDPath
 		}
+		if o.Pipeline != "" && o.Pipeline != "pagent" {
+			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
+		}
 		cfg.Policy = o.policy
 	}
 	// The task loop's own: the agent finds the task tree, and --watch.

@@ -142,6 +142,9 @@ type Guard struct {
 	// PRD is the absolute path of the PRD the run judges by ("" none),
 	// set once the source is open.
 	PRD string
+	// Whole are more policy files to pin whole (absolute paths): a
+	// pipeline's file, whose stages carry their gates and exit conditions.
+	Whole []string
 
 	mu      sync.Mutex
 	snap    *Snapshot
@@ -252,7 +255,13 @@ func (g *Guard) pin(runID string) error {
 		}
 		s.PRD = prdPolicy(doc, rel(g.paths, g.PRD))
 	}
-	for _, name := range yamlFiles {
+	names := slices.Clone(yamlFiles)
+	for _, abs := range g.Whole {
+		if r := rel(g.paths, abs); !strings.HasPrefix(r, "..") && !filepath.IsAbs(r) {
+			names = append(names, r)
+		}
+	}
+	for _, name := range names {
 		b, err := os.ReadFile(filepath.Join(g.paths.Root, name))
 		switch {
 		case err == nil:
