@@ -311,8 +311,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 		return nil, false, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
 	}
 	st, resumed, err := e.loadOrStart(ctx)
+	var pinnedAt time.Time
 	if err == nil && cfg.Policy != nil {
-		err = cfg.Policy.Open(st.RunID, resumed)
+		pinnedAt, err = cfg.Policy.Open(st.RunID, resumed)
 	}
 	if err != nil {
 		lock.Unlock()
@@ -322,6 +323,9 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	removeOldJournal(cfg.Paths.State)
 	if err := e.box.update(func(st *State) {
 		st.Status, st.StopReason, st.TranscriptMax = StatusRunning, "", cfg.Limits.TranscriptMax
+		if !pinnedAt.IsZero() {
+			st.PolicyPinnedAt = pinnedAt
+		}
 	}); err != nil {
 		lock.Unlock()
 		return nil, false, err

@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Policy keeps the rules that judge items — the gates, the items' checks
 // and flags, the roles' triggers and council rules — as the run started
@@ -11,8 +14,10 @@ import "fmt"
 type Policy interface {
 	// Open is called once the run's state is known: a new run pins the
 	// policy in the files; a resume keeps the one pinned before (or pins
-	// the files' under --reload-policy).
-	Open(runID string, resumed bool) error
+	// the files' under --reload-policy). It returns when the policy in
+	// force was pinned: the run takes the environment (the files git
+	// ignores) as it was then, too (State.EnvSince).
+	Open(runID string, resumed bool) (time.Time, error)
 	// Restore puts the pinned policy back where an agent changed it (the
 	// main tree, and dir when it is another tree) and says what it found.
 	Restore(dir string) []string

@@ -81,6 +81,20 @@ type State struct {
 	// Preexisting lists paths that were dirty when the run started with
 	// --allow-dirty: they are the user's, and ralph never commits them.
 	Preexisting []string `json:"preexisting,omitempty"`
+	// PolicyPinnedAt is when the policy in force was pinned (the run's
+	// start, or a later --reload-policy): files git ignores that changed
+	// since are the run's, not the user's environment (EnvSince).
+	PolicyPinnedAt time.Time `json:"policy_pinned_at,omitempty"`
+}
+
+// EnvSince is when the run took the environment as it is: the later of
+// its start and its policy's pinning. Files git ignores that changed
+// after it are set aside while gates run.
+func (st *State) EnvSince() time.Time {
+	if st.PolicyPinnedAt.After(st.StartedAt) {
+		return st.PolicyPinnedAt
+	}
+	return st.StartedAt
 }
 
 // ItemState is the harness's record of one story/task/stage.

@@ -235,14 +235,17 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 
 // Open is engine.Policy: a new run, a resume Check did not see, or one
 // started with --reload-policy pins the policy in the files.
-func (g *Guard) Open(runID string, resumed bool) error {
+func (g *Guard) Open(runID string, resumed bool) (time.Time, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if resumed && !g.reload && g.snap != nil && g.snap.RunID == runID {
 		g.written, _ = os.ReadFile(file(g.paths))
-		return nil
+		return g.snap.At, nil
 	}
-	return g.pin(runID)
+	if err := g.pin(runID); err != nil {
+		return time.Time{}, err
+	}
+	return g.snap.At, nil
 }
 
 // pin seals the policy in the files as run runID's. Called with g.mu held.

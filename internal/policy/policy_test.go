@@ -37,7 +37,7 @@ func repo(t *testing.T) (engine.Paths, *Guard) {
 		write(t, filepath.Join(root, name), text)
 	}
 	g := &Guard{paths: p, PRD: filepath.Join(root, "prd.json")}
-	if err := g.Open("run-1", false); err != nil {
+	if _, err := g.Open("run-1", false); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.WriteJSON(p.State, &engine.State{Version: 1, RunID: "run-1", Source: "prd", Status: engine.StatusRunning}); err != nil {
@@ -160,7 +160,7 @@ func TestCheckRestoresBeforeAResume(t *testing.T) {
 	}
 	// The resume keeps the pinned policy.
 	before := read(t, file(p))
-	if err := g.Open("run-1", true); err != nil || read(t, file(p)) != before {
+	if _, err := g.Open("run-1", true); err != nil || read(t, file(p)) != before {
 		t.Errorf("Open on a resume re-pinned (err %v)", err)
 	}
 }
@@ -180,7 +180,7 @@ func TestCheckReloadTakesTheFiles(t *testing.T) {
 		t.Errorf("Check said %q", errOut.String())
 	}
 	g.PRD = filepath.Join(p.Root, "prd.json")
-	if err := g.Open("run-1", true); err != nil {
+	if _, err := g.Open("run-1", true); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, filepath.Join(p.Root, ".ralph/config.yaml")) != weak {

@@ -239,7 +239,7 @@ func (a *aside) note() string {
 		list, more = list[:10], fmt.Sprintf(" and %d more", len(a.moved)-10)
 	}
 	return fmt.Sprintf("Files git ignores that this run created or changed were set aside while the gates ran (only the commit and what was there before the run are judged): %s%s. "+
-		"If the gates need such files, make the gates create them (for example `npm ci && npm test`); files a person put there after the run started count from the next new run (ralph run --fresh).", strings.Join(list, ", "), more)
+		"If the gates need such files, make the gates create them (for example `npm ci && npm test`); files a person put there after the run started count once the run is started with --reload-policy (or --fresh).", strings.Join(list, ", "), more)
 }
 
 // removeGateFiles deletes the untracked files the gates left in the tree

@@ -115,7 +115,7 @@ func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) e
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.guard.known(baseOf(st, a.Item.ID)), allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.StartedAt, outputs: &s.outputs})
+	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.guard.known(baseOf(st, a.Item.ID)), allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
 	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v = s.guard.settle(ctx, repo, a, v, st.Preexisting)
 	v.Tampered = append(tampered, v.Tampered...)

@@ -554,7 +554,7 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	if ferr != nil {
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.StartedAt, outputs: &s.outputs})
+	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
 	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v

@@ -600,7 +600,7 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	} else {
 		tampered = append(tampered, gt...)
 	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.baseTip, allowTestChanges: s.allowTestChanges(id), since: st.StartedAt, outputs: &s.outputs, keep: s.controlRel()})
+	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.baseTip, allowTestChanges: s.allowTestChanges(id), since: st.EnvSince(), outputs: &s.outputs, keep: s.controlRel()})
 	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
 		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
 		s.Gates, s.GateList, false)
