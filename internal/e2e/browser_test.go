@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -146,12 +147,16 @@ func TestServeTokenOffLoopback(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
+func waitFor(t *testing.T, ok func() bool, logs ...fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
+			var b strings.Builder
+			for _, l := range logs {
+				b.WriteString("\n---\n" + l.String())
+			}
+			t.Fatal("timed out waiting" + b.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

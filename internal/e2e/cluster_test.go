@@ -232,14 +232,14 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
-	waitFor(t, func() bool { return len(featCommitsQuiet(remote)) >= 2 })
+	waitFor(t, func() bool { return len(featCommitsQuiet(remote)) >= 2 }, co, w1, w2)
 	// ralph status, a reader, shows the remote workers while the run lasts.
 	var st runResult
 	waitFor(t, func() bool {
 		st = runBin(t, repo, "", nil, bin, "status")
 		_, workers, ok := strings.Cut(st.stdout, "## Workers")
 		return ok && strings.Count(workers, "| 2 | ") == 2 // two workers of 2 slots
-	})
+	}, co, w1, w2)
 	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
 	co.wait(t, 30*time.Second)
 	co2 := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
