@@ -3,12 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/httpauth"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -41,6 +40,8 @@ type coordinatorFlags struct {
 	Token  string
 	Lease  time.Duration
 	conn   natsFlags
+	// The embedded server's certificate and key: TLS for its clients.
+	ListenCert, ListenKey string
 
 	srv     *server.Server
 	nc      *nats.Conn
@@ -62,10 +63,53 @@ type coordinatorFlags struct {
 // natsFlags are how a client reaches a NATS server.
 type natsFlags struct {
 	Creds, CA, Cert, Key string
+	TokenFile            string
+}
+
+// TokenEnv is the variable a NATS token may come in (instead of a flag
+// or a URL, which other users of the machine can see in the process
+// list).
+const TokenEnv = "RALPH_NATS_TOKEN"
+
+// token is the NATS token given by flag, by --token-file or in
+// $RALPH_NATS_TOKEN ("" when none).
+func (n natsFlags) token(flag string) (string, error) {
+	env := os.Getenv(TokenEnv)
+	// Read once: the agents and gates this process starts do not inherit
+	// it.
+	_ = os.Unsetenv(TokenEnv)
+	if flag != "" {
+		return flag, nil
+	}
+	if n.TokenFile != "" {
+		b, err := os.ReadFile(n.TokenFile)
+		if err != nil {
+			return "", usage.Errorf("--token-file: %v", err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", usage.Errorf("--token-file %s is empty", n.TokenFile)
+	}
+	return env, nil
+}
+
+// requireCredentials refuses a connection to url that would give none:
+// a NATS server that takes anyone lets anyone read the jobs and answer
+// them.
+func (n natsFlags) requireCredentials(url, token, flag string) error {
+	if token != "" || n.Creds != "" || n.Cert != "" {
+		return nil
+	}
+	if u, err := neturl.Parse(url); err == nil && u.User != nil {
+		return nil
+	}
+	return usage.Errorf("%s %s: no NATS credentials: give --token, --token-file, $%s, --creds or a client certificate (--tls-cert)", flag, url, TokenEnv)
 }
 
 func (n *natsFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	fl.StringVar(&n.TokenFile, "token-file", "", "read the NATS token from `FILE` (a copy of the coordinator's .ralph/nats-token)")
 	fl.StringVar(&n.Creds, "creds", "", "NATS credentials `FILE` (with --nats)")
 	fl.StringVar(&n.CA, "tls-ca", "", "root CA `FILE` for a NATS server with TLS")
 	fl.StringVar(&n.Cert, "tls-cert", "", "client certificate `FILE` for mutual TLS (with --tls-key)")
@@ -109,9 +153,17 @@ in the merge queue: a story passes only as a verified commit on the feature
 branch, which is pushed to the remote after every merge.
 
 By default the coordinator embeds a NATS server on --listen (loopback unless
-told otherwise; off loopback it requires a token, generated and printed when
---token is not given) and prints the URL workers connect to. With --nats it
-uses an existing server or cluster instead.
+told otherwise) that admits only clients with its token: --token, or one
+generated on the first start, printed once and kept in .ralph/nats-token
+(readable by you only). Workers give it with --token-file (a copy of that
+file) or $RALPH_NATS_TOKEN. With --listen-tls-cert and --listen-tls-key the
+server speaks TLS only (workers trust it with --tls-ca). With --nats it uses
+an existing server or cluster instead, with credentials (--token,
+--token-file, --creds or a client certificate).
+
+No secret travels in a job: a job carries the prompt, the story and the
+RALPH_* variables, never the values of .ralph/config.yaml's env: a worker's
+agent takes its API keys from the worker's own environment.
 
 A worker heartbeats while it works; a worker that dies has its job delivered
 again to another after --lease. The run's state is kept on NATS too: a
@@ -137,7 +189,9 @@ split, add) are merged back into this repository's files by task id.`
 	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
 	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
 	fl.StringVar(&co.Listen, "listen", cluster.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
-	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (generated when --listen is not loopback)")
+	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (default: generated once and kept in .ralph/nats-token)")
+	fl.StringVar(&co.ListenCert, "listen-tls-cert", "", "the embedded NATS server's TLS certificate `FILE` (with --listen-tls-key): workers connect over TLS")
+	fl.StringVar(&co.ListenKey, "listen-tls-key", "", "the embedded NATS server's TLS key `FILE`")
 	fl.DurationVar(&co.Lease, "lease", cluster.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
 	co.conn.register(cmd)
 	return cmd
@@ -186,19 +240,30 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	co.paths = engine.PathsFor(root)
 	out := o.IO.IO.ErrOut
 	url := co.NATS
-	token := co.Token
+	token, err := co.conn.token(co.Token)
+	if err != nil {
+		return nil, err
+	}
+	tokenFile, madeToken := "", false
 	if url == "" {
-		host, _, _ := strings.Cut(co.Listen, ":")
-		if token == "" && !cluster.Loopback(host) {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			token = hex.EncodeToString(b)
+		if token == "" {
+			// Kept for the next start (workers reconnect with it) and
+			// for the person to copy to the workers' machines.
+			tokenFile = filepath.Join(co.paths.Dir, "nats-token")
+			if token, madeToken, err = httpauth.LoadOrCreateToken(tokenFile); err != nil {
+				return nil, fmt.Errorf("the NATS token (%s): %w", tokenFile, err)
+			}
 		}
-		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
+		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), cluster.ServerAuth{Token: token, TLSCert: co.ListenCert, TLSKey: co.ListenKey})
 		if err != nil {
 			return nil, usage.Errorf("%v", err)
 		}
 		co.srv, url = s, u
+		if co.ListenCert != "" && co.conn.CA == "" {
+			co.conn.CA = co.ListenCert // its own certificate, for its own connection
+		}
+	} else if err := co.conn.requireCredentials(url, token, "--nats"); err != nil {
+		return nil, err
 	}
 	nc, err := cluster.Connect(url, co.conn.options(token, "ralph coordinator"))
 	if err != nil {
@@ -218,12 +283,15 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			return nil, err
 		}
 	}
-	shown := url
-	if token != "" && co.Token == "" {
-		shown = withToken(url, token)
-		fmt.Fprintf(out, "ralph: NATS token (generated): %s\n", token)
+	switch {
+	case madeToken:
+		fmt.Fprintf(out, "ralph: NATS token (generated, shown once, kept in %s): %s\n", tokenFile, token)
+		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", url, url, tokenFile, TokenEnv)
+	case tokenFile != "":
+		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", url, url, tokenFile, TokenEnv)
+	default:
+		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s and the same credentials\n", url, url)
 	}
-	fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s\n", url, shown)
 	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
 		if spec.Command, err = proc.SplitArgs(o.AgentCmd); err != nil {
@@ -254,16 +322,6 @@ func absRemote(remote string) string {
 		return abs
 	}
 	return remote
-}
-
-// withToken puts token into a nats:// URL's user part.
-func withToken(u, token string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	p.User = url.User(token)
-	return p.String()
 }
 
 // observe pushes the feature branch after every merge, so a person (and
@@ -501,7 +559,7 @@ had go back to the queue.`,
 	fl.StringVar(&opts.NATS, "nats", "", "the coordinator's NATS `URL` (required)")
 	fl.StringVar(&opts.Dir, "dir", "ralph-worker", "`DIR` for the worker's clone of the remote and its trees")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
-	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (or put it in the URL: nats://TOKEN@host:port)")
+	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (better: --token-file or $"+TokenEnv+", which the process list does not show)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
 	opts.conn.register(cmd)
 	opts.AgentFlags.register(fl)
@@ -539,7 +597,14 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 		}
 		w.OverrideName = o.Agent
 	}
-	nc, err := cluster.Connect(o.NATS, o.conn.options(o.Token, "ralph worker "+id))
+	token, err := o.conn.token(o.Token)
+	if err != nil {
+		return err
+	}
+	if err := o.conn.requireCredentials(o.NATS, token, "--nats"); err != nil {
+		return err
+	}
+	nc, err := cluster.Connect(o.NATS, o.conn.options(token, "ralph worker "+id))
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
 	}

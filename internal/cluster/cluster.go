@@ -22,6 +22,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,10 +182,19 @@ func Connect(url string, o ConnOptions) (*nats.Conn, error) {
 	return nats.Connect(url, opts...)
 }
 
+// ServerAuth is how the embedded server admits clients: the token every
+// client gives, and, with a certificate and its key, TLS.
+type ServerAuth struct {
+	Token           string
+	TLSCert, TLSKey string
+}
+
 // StartServer starts the embedded NATS server with JetStream, storing in
-// dir, on listen (host:port; port 0 picks a free one). Off loopback a
-// token is required. It returns the server and the URL clients use.
-func StartServer(listen, dir, token string) (*server.Server, string, error) {
+// dir, on listen (host:port; port 0 picks a free one). Every client must
+// give auth.Token, on loopback too: any local process could otherwise
+// read the jobs and answer them. It returns the server and the URL clients
+// use (tls:// with TLS).
+func StartServer(listen, dir string, auth ServerAuth) (*server.Server, string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("--listen %q: want host:port", listen)
@@ -196,11 +206,20 @@ func StartServer(listen, dir, token string) (*server.Server, string, error) {
 	if p == 0 {
 		p = server.RANDOM_PORT
 	}
-	if !Loopback(host) && token == "" {
-		return nil, "", fmt.Errorf("--listen %s is reachable from other machines: give --token (workers then connect with it)", listen)
+	if auth.Token == "" {
+		return nil, "", errors.New("the embedded NATS server needs a token for its clients")
 	}
-	s, err := server.NewServer(&server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-		Authorization: token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"})
+	opts := &server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		Authorization: auth.Token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"}
+	if auth.TLSCert != "" || auth.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(auth.TLSCert, auth.TLSKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("the NATS server's TLS certificate: %w", err)
+		}
+		opts.TLS, opts.TLSTimeout = true, 5
+		opts.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, "", err
 	}

@@ -113,7 +113,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	}
 	defer watch.Stop()
 	job := job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
-		Prompt: req.Prompt, Env: req.Env, Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
+		Prompt: req.Prompt, Env: jobEnvOf(req.Env), Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
 		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore, GateTimeout: r.GateTimeout}
 	if r.GatesFor != nil && r.Attest != nil {
 		job.Gates = r.GatesFor(req.ItemID)
@@ -210,6 +210,24 @@ func (r *RemoteAgent) commitTree(ctx context.Context, repo *git.Repo, req agent.
 	}
 	return repo.Commit(ctx, fmt.Sprintf("wip(%s): the tree before remote iteration %d\n", req.ItemID, req.Iteration), false)
 }
+
+// jobEnvOf is what of an iteration's environment a job carries: ralph's
+// own RALPH_* variables. The rest — the values of the config's env:, API
+// keys among them — stays here: a worker's agent takes its credentials
+// from the worker's own environment, and nothing secret crosses NATS.
+func jobEnvOf(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "RALPH_") && !secretName.MatchString(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// secretName: a variable named like a secret stays here, RALPH_ or not.
+var secretName = regexp.MustCompile(`(?i)KEY|TOKEN|SECRET|PASSW|CREDENTIAL`)
 
 // treeEnv finds the variables of env that name dir or a path in it.
 func treeEnv(env []string, dir string) map[string]string {

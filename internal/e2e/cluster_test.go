@@ -32,6 +32,12 @@ echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
 echo '<promise>COMPLETE</promise>'
 `
 
+// testToken is the NATS token of the tests' coordinators and workers,
+// given the way the README says: in $RALPH_NATS_TOKEN.
+const testToken = "e2e-nats-token-0123456789"
+
+var natsTokenEnv = "RALPH_NATS_TOKEN=" + testToken
+
 // bgProc is a background ralph process with its output.
 type bgProc struct {
 	cmd *exec.Cmd
@@ -158,7 +164,7 @@ func (p *bgProc) String() string { return strings.Join(p.cmd.Args, " ") + ":\n" 
 func TestClusterDiamondThreeWorkers(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(8))
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	w1dir := t.TempDir()
 	w1 := startBg(t, w1dir, env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { return strings.Contains(w1.out.String(), "waiting for a coordinator") })
@@ -194,7 +200,7 @@ func TestClusterWorkerKilled(t *testing.T) {
 	// The first run of S-2 says where it is and hangs.
 	hook := `if [ "$RALPH_ITEM_ID" = S-2 ] && [ ! -f "$MARK/s2.pid" ]; then echo "$PPID $$" > "$MARK/s2.tmp"; mv "$MARK/s2.tmp" "$MARK/s2.pid"; sleep 60; fi` + "\n"
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
@@ -228,7 +234,7 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(6))
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
@@ -259,20 +265,20 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 func TestClusterCoordinatorMoves(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, _ := clusterSetup(t, diamond(6))
-	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), "")
+	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), cluster.ServerAuth{Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	args := []string{"coordinator", "--prd", "prd.json", "--remote", remote, "--nats", url,
 		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m"}
 	co := startBg(t, repo, env, bin, args...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	// Two stories merged, pushed, and in the state on NATS.
-	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test"})
+	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test", Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +350,7 @@ func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limite
 	t.Helper()
 	repo, remote, mark, url := clusterSetup(t, prd)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark, "REMOTE=" + remote}
+	env := []string{natsTokenEnv, "MARK=" + mark, "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, append(args, "--rate-limit-backoff", "3s")...)...)
 	w1 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	w2 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
@@ -450,7 +456,7 @@ esac
 {"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
 {"id":"B","title":"docs","status":"pending","leaf":true}
 `})
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	// The remote as a path relative to the repository, as people type it.
 	rel, err := filepath.Rel(repo, remote)
 	if err != nil {
@@ -539,7 +545,7 @@ echo '<promise>COMPLETE</promise>'
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},{"id":"S-3","title":"c","priority":1}],
 "quality_checks":{"test":"sh check.sh"}}` + "\n"
 	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
-	env := []string{"MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
