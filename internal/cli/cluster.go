@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,17 @@ type coordinatorFlags struct {
 	conn   natsFlags
 	// The embedded server's certificate and key: TLS for its clients.
 	ListenCert, ListenKey string
+	QueueTimeout          time.Duration
+	MaxPause              time.Duration
+	TakeOver              bool
+
+	names cluster.Names
+	lease *cluster.Lease
+	// lost is set once another coordinator took the run over: this one
+	// stops, and never pushes or writes the run's state again.
+	lost      atomic.Bool
+	cancelMu  sync.Mutex
+	cancelRun context.CancelFunc // stops the engine (set by the run)
 
 	srv     *server.Server
 	nc      *nats.Conn
@@ -193,6 +205,9 @@ split, add) are merged back into this repository's files by task id.`
 	fl.StringVar(&co.ListenCert, "listen-tls-cert", "", "the embedded NATS server's TLS certificate `FILE` (with --listen-tls-key): workers connect over TLS")
 	fl.StringVar(&co.ListenKey, "listen-tls-key", "", "the embedded NATS server's TLS key `FILE`")
 	fl.DurationVar(&co.Lease, "lease", cluster.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
+	fl.BoolVar(&co.TakeOver, "take-over", false, "take the run over from the coordinator that holds it (one whose machine died), without waiting for its lease to run out")
+	fl.DurationVar(&co.QueueTimeout, "queue-timeout", cluster.DefaultQueueTimeout, "how long a job may wait for a worker (`DURATION`) before the run stops for want of one")
+	fl.DurationVar(&co.MaxPause, "max-pause", cluster.DefaultMaxPause, "the longest a rate limit a worker reports pauses every worker (`DURATION`), whatever reset time it names")
 	co.conn.register(cmd)
 	return cmd
 }
@@ -213,9 +228,6 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		FeatureBranch() string
 		ListingWorktrees(func() error) error
 	}:
-		if o.Parallel < 2 {
-			return nil, usage.Errorf("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
-		}
 		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
 	case interface {
 		Base() string
@@ -232,6 +244,9 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	if co.Lease < time.Second {
 		return nil, usage.Errorf("--lease must be at least 1s")
+	}
+	if co.QueueTimeout < time.Second || co.MaxPause < time.Second {
+		return nil, usage.Errorf("--queue-timeout and --max-pause must be at least 1s")
 	}
 	co.Remote = absRemote(co.Remote)
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
@@ -275,7 +290,11 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := cluster.Setup(sctx, co.js, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
+	co.names = cluster.NamesFor(co.feature)
+	if err := co.takeLease(sctx, ctx, root); err != nil {
+		return nil, err
+	}
+	if err := cluster.Setup(sctx, co.js, co.names, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease, MaxPause: co.MaxPause}); err != nil {
 		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
 	}
 	if !o.Fresh {
@@ -286,11 +305,11 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	switch {
 	case madeToken:
 		fmt.Fprintf(out, "ralph: NATS token (generated, shown once, kept in %s): %s\n", tokenFile, token)
-		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", url, url, tokenFile, TokenEnv)
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
 	case tokenFile != "":
-		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", url, url, tokenFile, TokenEnv)
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
 	default:
-		fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s and the same credentials\n", url, url)
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s and the same credentials\n", co.names.Run, url, url)
 	}
 	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
@@ -300,12 +319,67 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	go co.mirrorWorkers(ctx, co.paths.Dir)
 	go co.mirrorState(ctx)
-	ra := &cluster.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
-		GateTimeout: o.GateTimeout, Attest: co.attest}
+	ra := &cluster.RemoteAgent{JS: co.js, Names: co.names, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
+		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Log: out}
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
 	}
 	return ra, nil
+}
+
+// takeLease makes this coordinator the run's only one (a lease on NATS,
+// renewed while it runs; runCtx bounds the renewal): a second one is
+// refused, naming the first, unless the first's lease ran out, it is a
+// dead process of this machine, or --take-over.
+func (co *coordinatorFlags) takeLease(ctx, runCtx context.Context, root string) error {
+	host, _ := os.Hostname()
+	id, err := httpauth.NewToken()
+	if err != nil {
+		return err
+	}
+	ttl := co.Lease
+	if ttl < 3*time.Second {
+		ttl = 3 * time.Second
+	}
+	lease, before, err := cluster.Acquire(ctx, co.js, co.names.Run, cluster.Holder{ID: id, Host: host, PID: os.Getpid(), Dir: root}, ttl, co.TakeOver)
+	if errors.Is(err, cluster.ErrLeaseHeld) {
+		return usage.Errorf("run %s: %v: stop that coordinator, wait for its lease to run out, or give --take-over", co.names.Run, err)
+	}
+	if err != nil {
+		return fmt.Errorf("taking run %s's lease on NATS: %w", co.names.Run, err)
+	}
+	if before != nil {
+		fmt.Fprintf(os.Stderr, "ralph: took run %s over from the coordinator %s\n", co.names.Run, before)
+	}
+	co.lease = lease
+	go lease.Keep(runCtx)
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-lease.Lost():
+			co.lost.Store(true)
+			h, _ := lease.Holder(context.WithoutCancel(runCtx))
+			fmt.Fprintf(os.Stderr, "ralph: another coordinator (%s) took run %s over: this one stops and leaves the run to it\n", h, co.names.Run)
+			co.cancelMu.Lock()
+			if co.cancelRun != nil {
+				co.cancelRun()
+			}
+			co.cancelMu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// runContext is the run's context, ended when the lease is lost.
+func (co *coordinatorFlags) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	co.cancelMu.Lock()
+	co.cancelRun = cancel
+	co.cancelMu.Unlock()
+	if co.lost.Load() {
+		cancel()
+	}
+	return ctx, cancel
 }
 
 // absRemote makes a remote that is a local path absolute (from the
@@ -365,6 +439,9 @@ func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *en
 // coordinator that takes the run up from NATS then finds no merge on the
 // remote the state does not expect.
 func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
+	if co.lost.Load() {
+		return // the run is another coordinator's now
+	}
 	ctx = context.WithoutCancel(ctx)
 	ref := "refs/heads/" + co.feature
 	tip, err := repo.RevParse(ctx, ref)
@@ -396,6 +473,9 @@ func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
 	if co.feature != "" && co.nc != nil {
 		co.pushFeature(ctx, repo)
 	}
+	if co.lease != nil {
+		co.lease.Release(context.WithoutCancel(ctx))
+	}
 	if co.nc != nil {
 		co.nc.Close()
 	}
@@ -426,6 +506,9 @@ func (co *coordinatorFlags) mirrorState(ctx context.Context) {
 func (co *coordinatorFlags) putState(ctx context.Context) {
 	co.stateMu.Lock()
 	defer co.stateMu.Unlock()
+	if co.lost.Load() {
+		return
+	}
 	st, _, err := engine.LoadOrRebuildState(co.paths)
 	if err != nil || st == nil {
 		return
@@ -434,7 +517,7 @@ func (co *coordinatorFlags) putState(ctx context.Context) {
 	if err != nil || bytes.Equal(b, co.stateSent) {
 		return
 	}
-	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
+	kv, err := co.js.KeyValue(ctx, co.names.Settings)
 	if err != nil {
 		return
 	}
@@ -451,7 +534,7 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
 		return nil // this repository's own state (or its error) rules
 	}
-	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
+	kv, err := co.js.KeyValue(ctx, co.names.Settings)
 	if err != nil {
 		return nil
 	}
@@ -462,7 +545,7 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	st := &engine.State{}
 	info := src.Info()
 	if err := json.Unmarshal(e.Value(), st); err != nil || st.RunID == "" {
-		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", cluster.BucketRun, cluster.KeyState, err)
+		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", co.names.Settings, cluster.KeyState, err)
 	}
 	if st.Source != info.Kind || filepath.Base(st.SourcePath) != filepath.Base(info.Path) {
 		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
@@ -482,6 +565,7 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 		}
 	}
 	st.SourcePath = info.Path
+	co.reconcile(ctx, repo, st)
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -497,12 +581,44 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	return nil
 }
 
+// reconcile makes the state taken from NATS agree with this clone: the
+// dead coordinator's iterations under way had their work in its own trees
+// (a worker's fetched commit, a story waiting in the merge queue), which
+// this clone does not have: they run again, no attempt spent. A story
+// passed whose commit is not on the feature branch the remote holds (the
+// coordinator died between recording the merge and pushing it) is not
+// passed: it runs again too. What is left believed is on the branch.
+func (co *coordinatorFlags) reconcile(ctx context.Context, repo *git.Repo, st *engine.State) {
+	for _, c := range st.Current {
+		if is := st.Items[c.Item]; is != nil && is.Status == engine.ItemRunning {
+			is.Status = engine.ItemPending
+		}
+		st.Refunds++
+		fmt.Fprintf(os.Stderr, "ralph: %s was under way on the coordinator that stopped (iteration %d, %s); its work is not in this clone: it runs again (no attempt spent)\n", c.Item, c.Iteration, c.Phase)
+	}
+	st.Current = nil
+	if co.feature == "" || co.userBranch {
+		return // a task tree's record is its own files
+	}
+	for _, id := range st.Order {
+		is := st.Items[id]
+		if is == nil || is.Status != engine.ItemPassed {
+			continue
+		}
+		if is.Commit != "" && repo.IsAncestor(ctx, is.Commit, "refs/heads/"+co.feature) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "ralph: %s is passed in the run's state, but its commit %s is not on %s at %s: it runs again\n", id, engine.ShortSHA(is.Commit), co.feature, co.Remote)
+		is.Status, is.Commit, is.PassedAt, is.Reason = engine.ItemPending, "", nil, ""
+	}
+}
+
 // mirrorWorkers writes the live workers to .ralph/workers.json every
 // second while the run lasts.
 func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
 	defer cluster.RemoveWorkersFile(dir)
 	for {
-		if ws, err := cluster.Workers(ctx, co.js); err == nil {
+		if ws, err := cluster.Workers(ctx, co.js, co.names); err == nil {
 			_ = cluster.WriteWorkersFile(dir, ws)
 		}
 		select {
@@ -517,6 +633,7 @@ func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
 type WorkerOptions struct {
 	IO       *Factory
 	NATS     string
+	Run      string
 	Dir      string
 	Parallel int
 	Token    string
@@ -557,6 +674,7 @@ had go back to the queue.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.NATS, "nats", "", "the coordinator's NATS `URL` (required)")
+	fl.StringVar(&opts.Run, "run", "", "the run to work for (`NAME`, as the coordinator prints it): needed only when several coordinators share the NATS server")
 	fl.StringVar(&opts.Dir, "dir", "ralph-worker", "`DIR` for the worker's clone of the remote and its trees")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
 	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (better: --token-file or $"+TokenEnv+", which the process list does not show)")
@@ -590,7 +708,7 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	defer lock.Unlock()
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
-	w := &cluster.Worker{Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	w := &cluster.Worker{RunName: o.Run, Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
 	if o.flagSet("agent") {
 		if w.Override, err = o.AgentFlags.build(); err != nil {
 			return err

@@ -286,7 +286,7 @@ func TestClusterCoordinatorMoves(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var merged []string
 	waitFor(t, func() bool {
-		kv, err := js.KeyValue(t.Context(), cluster.BucketRun)
+		kv, err := js.KeyValue(t.Context(), cluster.NamesFor("ralph/d").Settings)
 		if err != nil {
 			return false
 		}
