@@ -538,6 +538,14 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	if err != nil {
 		return nil
 	}
+	// The branch first, then the state: a coordinator puts the state
+	// before it pushes a merge, so every merge the fetched branch holds is
+	// in the state read after it.
+	fetched := false
+	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
+		ref := "refs/heads/" + co.feature
+		fetched = repo.FetchRefs(ctx, co.Remote, ref, ref) == nil
+	}
 	e, err := kv.Get(ctx, cluster.KeyState)
 	if err != nil {
 		return nil
@@ -551,11 +559,10 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
 		return nil
 	}
-	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
-		ref := "refs/heads/" + co.feature
-		if err := repo.FetchRefs(ctx, co.Remote, ref, ref); err != nil {
-			return fmt.Errorf("fetching %s from %s to resume run %s: %w", co.feature, co.Remote, st.RunID, err)
-		}
+	if co.feature != "" && !fetched && !repo.BranchExists(ctx, co.feature) {
+		// Nothing it merged reached the remote: nothing to take up.
+		fmt.Fprintf(os.Stderr, "ralph: run %s on NATS never pushed %s to %s: starting it anew here\n", st.RunID, co.feature, co.Remote)
+		return nil
 	}
 	// The tree as the dead coordinator left it: on the branch it merges
 	// into (the run writes the PRD's progress there).
