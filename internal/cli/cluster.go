@@ -317,13 +317,13 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 	}
-	go co.mirrorWorkers(ctx, co.paths.Dir)
-	go co.mirrorState(ctx)
 	ra := &cluster.RemoteAgent{JS: co.js, Names: co.names, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
 		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Log: out}
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
 	}
+	go co.mirrorWorkers(ctx, co.paths.Dir, ra)
+	go co.mirrorState(ctx)
 	return ra, nil
 }
 
@@ -620,14 +620,16 @@ func (co *coordinatorFlags) reconcile(ctx context.Context, repo *git.Repo, st *e
 	}
 }
 
-// mirrorWorkers writes the live workers to .ralph/workers.json every
-// second while the run lasts.
-func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
+// mirrorWorkers writes the live workers to .ralph/workers.json, and the
+// jobs queued or running to .ralph/jobs.json, every second while the run
+// lasts.
+func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string, ra *cluster.RemoteAgent) {
 	defer cluster.RemoveWorkersFile(dir)
 	for {
 		if ws, err := cluster.Workers(ctx, co.js, co.names); err == nil {
 			_ = cluster.WriteWorkersFile(dir, ws)
 		}
+		_ = cluster.WriteJobsFile(dir, ra.Jobs())
 		select {
 		case <-ctx.Done():
 			return

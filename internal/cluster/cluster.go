@@ -156,6 +156,16 @@ func resultKey(key, proof string) string {
 	return key + "." + proof
 }
 
+// jobRef is where a claim's commit goes on the remote: per claim, so that
+// a worker whose lease ran out and the one that took its job over never
+// push to one ref.
+func jobRef(key, proof string) string {
+	if len(proof) > 16 {
+		proof = proof[:16]
+	}
+	return "refs/ralph/jobs/" + key + "/" + proof
+}
+
 // outcome is a worker's report of a job.
 type outcome struct {
 	Key    string `json:"key"`
@@ -163,7 +173,7 @@ type outcome struct {
 	Host   string `json:"host"`
 	// Secret is what the claim's Proof is the hash of.
 	Secret string       `json:"secret"`
-	Commit string       `json:"commit,omitempty"` // pushed to refs/ralph/jobs/<key>
+	Commit string       `json:"commit,omitempty"` // pushed to jobRef(key, proof)
 	Result agent.Result `json:"result"`
 	Output string       `json:"output,omitempty"` // the agent's output (capped)
 	Error  string       `json:"error,omitempty"`  // the job could not run
@@ -419,8 +429,12 @@ func WriteWorkersFile(dir string, ws []WorkerInfo) error {
 	return store.WriteFileNoSync(filepath.Join(dir, WorkersFile), append(b, '\n'), 0o644)
 }
 
-// RemoveWorkersFile removes it when the coordinator stops.
-func RemoveWorkersFile(dir string) { _ = os.Remove(filepath.Join(dir, WorkersFile)) }
+// RemoveWorkersFile removes it, and the jobs file, when the coordinator
+// stops.
+func RemoveWorkersFile(dir string) {
+	_ = os.Remove(filepath.Join(dir, WorkersFile))
+	_ = os.Remove(filepath.Join(dir, JobsFile))
+}
 
 // ReadWorkersFile is the coordinator's list of workers in dir, or nil
 // when there is none or it is stale (a coordinator that died).
@@ -439,4 +453,55 @@ func ReadWorkersFile(dir string) []WorkerInfo {
 		return nil
 	}
 	return ws
+}
+
+// JobInfo is one of the coordinator's jobs as status shows it: queued (no
+// worker holds it) or running on a worker.
+type JobInfo struct {
+	Item   string    `json:"item"`
+	Key    string    `json:"key"`
+	State  string    `json:"state"` // queued | running
+	Worker string    `json:"worker,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Since  time.Time `json:"since"`
+}
+
+// Job states.
+const (
+	JobQueued  = "queued"
+	JobRunning = "running"
+)
+
+// JobsFile is where a coordinator mirrors its jobs, beside WorkersFile.
+const JobsFile = "jobs.json"
+
+// WriteJobsFile writes js to dir's jobs file.
+func WriteJobsFile(dir string, js []JobInfo) error {
+	if js == nil {
+		js = []JobInfo{}
+	}
+	b, err := json.MarshalIndent(js, "", "  ")
+	if err != nil {
+		return err
+	}
+	return store.WriteFileNoSync(filepath.Join(dir, JobsFile), append(b, '\n'), 0o644)
+}
+
+// ReadJobsFile is the coordinator's jobs in dir, or nil when there is no
+// fresh file.
+func ReadJobsFile(dir string) []JobInfo {
+	path := filepath.Join(dir, JobsFile)
+	fi, err := os.Stat(path)
+	if err != nil || time.Since(fi.ModTime()) > workersFresh {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var js []JobInfo
+	if json.Unmarshal(b, &js) != nil {
+		return nil
+	}
+	return js
 }

@@ -53,6 +53,8 @@ type RemoteAgent struct {
 	claims  jetstream.KeyValue
 	workers jetstream.KeyValue
 	files   jetstream.ObjectStore
+	jobsMu  sync.Mutex
+	jobs    map[string]*JobInfo // by key, while Run waits for them
 	// fetching: one fetch at a time into the repository's one object
 	// store (two at once can each take the other's half-written objects
 	// for present and fail "did not send all necessary objects").
@@ -79,6 +81,53 @@ func (r *RemoteAgent) Plan(req agent.Request) (agent.Invocation, error) {
 
 // DefaultQueueTimeout is how long a job waits for a worker by default.
 const DefaultQueueTimeout = 10 * time.Minute
+
+// Jobs are the jobs Run waits for now, by item.
+func (r *RemoteAgent) Jobs() []JobInfo {
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
+	out := make([]JobInfo, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		out = append(out, *j)
+	}
+	slices.SortFunc(out, func(a, b JobInfo) int { return strings.Compare(a.Item, b.Item) })
+	return out
+}
+
+// setJob records a job's state (nil c: queued); gone drops it.
+func (r *RemoteAgent) setJob(key, item string, c *claim, gone bool) {
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
+	if gone {
+		delete(r.jobs, key)
+		return
+	}
+	if r.jobs == nil {
+		r.jobs = map[string]*JobInfo{}
+	}
+	j := &JobInfo{Item: item, Key: key, State: JobQueued, Since: time.Now().UTC()}
+	if c != nil {
+		j.State, j.Worker, j.Host = JobRunning, c.Worker, c.Host
+	}
+	if old := r.jobs[key]; old != nil && old.State == j.State && old.Worker == j.Worker {
+		return
+	}
+	r.jobs[key] = j
+}
+
+// dropRefs deletes the job's refs from the remote: its base, and the
+// commit of every claim.
+func (r *RemoteAgent) dropRefs(ctx context.Context, repo *git.Repo, key string) {
+	pairs := []string{"", "refs/ralph/bases/" + key}
+	if out, err := repo.Run(ctx, "ls-remote", "--", r.Remote, "refs/ralph/jobs/"+key+"/*"); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(l); len(f) == 2 {
+				pairs = append(pairs, "", f[1])
+			}
+		}
+	}
+	_ = repo.PushForce(ctx, r.Remote, pairs...)
+}
 
 // ErrNoWorker is the error of a job no worker took in time.
 var ErrNoWorker = errors.New("no worker took the job")
@@ -129,9 +178,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	}
 	// The job's refs leave the remote with the job: its commit is here
 	// once fetched, or no longer wanted.
-	defer func() {
-		_ = repo.PushForce(context.WithoutCancel(ctx), r.Remote, "", "refs/ralph/bases/"+key, "", "refs/ralph/jobs/"+key)
-	}()
+	defer r.dropRefs(context.WithoutCancel(ctx), repo, key)
 	results, err := r.results.Watch(ctx, key+".*")
 	if err != nil {
 		return agent.Result{}, err
@@ -170,6 +217,8 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err := queue(0); err != nil {
 		return agent.Result{}, err
 	}
+	r.setJob(key, req.ItemID, nil, false)
+	defer r.setJob(key, req.ItemID, nil, true)
 	fmt.Fprintf(w, "[ralph] job %s queued for a worker (%s at %s)\n", key, branch, short(base))
 	done := false
 	defer func() {
@@ -196,6 +245,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 					// Its worker is gone: the job comes back to the queue
 					// when its lease runs out.
 					current, queued = claim{}, time.Now()
+					r.setJob(key, req.ItemID, nil, false)
 				}
 				if current.Worker == "" && time.Since(queued) > queueTimeout {
 					return agent.Result{}, fmt.Errorf("remote agent: job %s (%s): %w within --queue-timeout %s; start workers (ralph worker --nats …), then run the coordinator again", key, req.ItemID, ErrNoWorker, queueTimeout)
@@ -213,6 +263,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 					continue
 				}
 				current = c
+				r.setJob(key, req.ItemID, &c, false)
 				if taken.IsZero() {
 					taken = time.Now()
 				}
@@ -235,6 +286,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 				if o.Error != "" {
 					fmt.Fprintf(w, "\n[ralph] worker %s could not run the job: %s; it goes back to the queue\n", o.Worker, o.Error)
 					current, queued = claim{}, time.Now()
+					r.setJob(key, req.ItemID, nil, false)
 					continue
 				}
 				out, accepted = o, true
@@ -249,7 +301,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		fetch := func() error {
 			r.fetching.Lock()
 			defer r.fetching.Unlock()
-			return repo.Fetch(ctx, r.Remote, "refs/ralph/jobs/"+key)
+			return repo.Fetch(ctx, r.Remote, jobRef(key, current.Proof))
 		}
 		if r.Listing != nil {
 			err = r.Listing(fetch)
@@ -265,12 +317,13 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		// Someone moved the job's ref after the worker pushed: what the
 		// remote holds is not the worker's commit. Not the agent's
 		// failure: the job runs again.
-		r.report(w, "[ralph] job %s: the remote's refs/ralph/jobs/%s is not worker %s's commit %s (someone else pushed there): ignored, the job is queued again\n", key, key, out.Worker, short(out.Commit))
+		r.report(w, "[ralph] job %s: the remote's %s is not worker %s's commit %s (someone else pushed there): ignored, the job is queued again\n", key, jobRef(key, current.Proof), out.Worker, short(out.Commit))
 		requeued++
 		if err := queue(requeued); err != nil {
 			return agent.Result{}, err
 		}
 		current, queued = claim{}, time.Now()
+		r.setJob(key, req.ItemID, nil, false)
 	}
 	fmt.Fprintf(w, "[ralph] worker %s on %s ran job %s\n", out.Worker, out.Host, key)
 	_, _ = io.WriteString(w, out.Output)

@@ -274,7 +274,7 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 		w.mu.Unlock()
 	}()
 	w.logf("%s: iteration %d (attempt %d) from %s", job.Item, job.Iteration, job.Attempt, short(job.Base))
-	out := w.run1(jobCtx, slot, job)
+	out := w.run1(jobCtx, slot, job, proof)
 	if ctx.Err() != nil {
 		return // stopping: the job goes to another worker
 	}
@@ -320,7 +320,7 @@ func randomHex() (string, error) {
 
 // run1 prepares the slot's tree, waits out a shared pause, runs the agent
 // and pushes what it did.
-func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
+func (w *Worker) run1(ctx context.Context, slot int, job job, proof string) outcome {
 	fail := func(err error) outcome { return outcome{Error: err.Error()} }
 	// Always from the coordinator's base: what else is on the remote may
 	// be anyone's.
@@ -384,7 +384,10 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 		return fail(err)
 	}
 	gates := w.runGates(ctx, tree, sha, job, &output)
-	if err := tree.PushForce(ctx, origin, sha, "refs/ralph/jobs/"+job.Key); err != nil {
+	if ctx.Err() != nil {
+		return fail(ctx.Err()) // the job is no longer this worker's
+	}
+	if err := tree.PushForce(ctx, origin, sha, jobRef(job.Key, proof)); err != nil {
 		return fail(fmt.Errorf("pushing: %w", err))
 	}
 	return outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, SharedSums: sums, Gates: gates}

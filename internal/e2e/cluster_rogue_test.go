@@ -126,7 +126,7 @@ func TestClusterRogueCommit(t *testing.T) {
 	repo, remote, mark, url := clusterSetup(t, diamond(3))
 	hook := `#!/bin/sh
 while read old new ref; do
-	case "$ref" in refs/ralph/jobs/*-S-2)
+	case "$ref" in refs/ralph/jobs/*-S-2/*)
 		if mkdir "$MARK/rogue-done" 2>/dev/null; then
 			blob=$(echo rogue | git hash-object -w --stdin)
 			tree=$( (git ls-tree "$new"; printf '100644 blob %s\trogue.txt\n' "$blob") | git mktree)
@@ -169,9 +169,14 @@ func TestClusterQueueTimeout(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(3))
 	env := []string{natsTokenEnv, "MARK=" + mark}
-	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--parallel", "1", "--queue-timeout", "2s")...)
+	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--parallel", "1", "--queue-timeout", "6s")...)
+	// ralph status tells the queued job from a running one.
+	waitFor(t, func() bool {
+		st := runBin(t, repo, "", nil, bin, "status")
+		return strings.Contains(st.stdout, "## Jobs") && strings.Contains(st.stdout, "| queued | — |")
+	}, co)
 	code := co.wait(t, time.Minute)
-	if code == 0 || !strings.Contains(co.out.String(), "no worker took the job within --queue-timeout 2s") {
+	if code == 0 || !strings.Contains(co.out.String(), "no worker took the job within --queue-timeout 6s") {
 		t.Fatalf("coordinator exit %d\n%s", code, co)
 	}
 	if refs := git(t, remote, "for-each-ref", "refs/ralph/"); strings.TrimSpace(refs) != "" {

@@ -186,6 +186,10 @@ func TestClusterDiamondThreeWorkers(t *testing.T) {
 	if n := strings.Count(string(starts), "start "); n != 8 {
 		t.Fatalf("%d agent runs for 8 stories:\n%s", n, starts)
 	}
+	// Only the branches remain on the remote: every job's refs left it.
+	if refs := git(t, remote, "for-each-ref", "--format=%(refname)"); strings.TrimSpace(refs) != "refs/heads/main\nrefs/heads/ralph/d" {
+		t.Fatalf("the remote's refs after the run:\n%s", refs)
+	}
 	// The repository's own tree is the feature branch, clean.
 	if st := git(t, repo, "status", "--porcelain", "--untracked-files=no"); st != "" {
 		t.Fatalf("the coordinator's tree is dirty:\n%s", st)
@@ -212,6 +216,12 @@ func TestClusterWorkerKilled(t *testing.T) {
 	if worker != w1.cmd.Process.Pid && worker != w2.cmd.Process.Pid {
 		t.Fatalf("S-2's agent's parent %d is neither worker (%d, %d)", worker, w1.cmd.Process.Pid, w2.cmd.Process.Pid)
 	}
+	// ralph status shows S-2's job running on its worker.
+	waitFor(t, func() bool {
+		st := runBin(t, repo, "", nil, bin, "status")
+		_, jobs, ok := strings.Cut(st.stdout, "## Jobs")
+		return ok && strings.Contains(jobs, "| S-2 | ") && strings.Contains(jobs, "| running | ")
+	}, co)
 	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
