@@ -9,7 +9,9 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/httpauth"
+	"github.com/ralph-loop/ralph/internal/mcp"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -638,6 +641,45 @@ func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string, ra *c
 	}
 }
 
+// workerMarkEnv marks every process a worker's jobs start.
+const workerMarkEnv = "RALPH_WORKER_MARK"
+
+// startWorkerGuard starts `ralph worker guard`: it waits for this process
+// to end, then kills every process that carries mark.
+func startWorkerGuard(mark string) error {
+	self, err := mcp.Executable()
+	if err != nil {
+		return err
+	}
+	c := exec.Command(self, "worker", "guard", strconv.Itoa(os.Getpid()), mark)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	go func() { _ = c.Wait() }()
+	return nil
+}
+
+// newCmdWorkerGuard builds the hidden `ralph worker guard PID MARK`.
+func newCmdWorkerGuard() *cobra.Command {
+	return &cobra.Command{
+		Use:    "guard PID MARK",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid, err := strconv.Atoi(args[0])
+			if err != nil {
+				return err
+			}
+			for os.Getppid() == pid {
+				time.Sleep(200 * time.Millisecond)
+			}
+			proc.KillTagged(args[1], true)
+			return nil
+		},
+	}
+}
+
 // WorkerOptions are `ralph worker`'s settings.
 type WorkerOptions struct {
 	IO       *Factory
@@ -690,6 +732,7 @@ had go back to the queue.`,
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
 	opts.conn.register(cmd)
 	opts.AgentFlags.register(fl)
+	cmd.AddCommand(newCmdWorkerGuard())
 	return cmd
 }
 
@@ -738,6 +781,14 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	defer nc.Close()
 	w.NC = nc
 	proc.BecomeSubreaper()
+	// The agents run in process groups of their own: a worker killed
+	// with -9 would leave them running (and spending). A guard process,
+	// in a session of its own, outlives the worker and kills everything
+	// the worker's jobs started once the worker is gone.
+	w.Mark = workerMarkEnv + "=" + id
+	if err := startWorkerGuard(w.Mark); err != nil {
+		fmt.Fprintf(o.IO.IO.ErrOut, "ralph worker: no guard for the agents (they would outlive a killed worker): %v\n", err)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = w.Run(ctx)

@@ -44,6 +44,9 @@ type Worker struct {
 	// RateLimitBackoff is the pause published when an agent hit a limit
 	// without saying when it resets.
 	RateLimitBackoff time.Duration
+	// Mark, when set (KEY=VALUE), is put on every process a job starts,
+	// so that a guard can stop them all when the worker dies.
+	Mark string
 
 	js      jetstream.JetStream
 	names   Names
@@ -359,7 +362,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job job, proof string) outc
 	if req.Timeout <= 0 {
 		req.Timeout = time.Hour
 	}
-	res, err := ag.Run(proc.WithTag(ctx, proc.TagEnv+"=worker-"+job.Key), req)
+	res, err := ag.Run(w.tagged(ctx, job), req)
 	if err != nil && ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
@@ -405,13 +408,23 @@ func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job j
 	fmt.Fprintf(log, "\n[ralph worker] gates on %s\n", short(sha))
 	tag := proc.TagEnv + "=worker-" + job.Key
 	runner := gate.Runner{Proc: w.Runner, Timeout: job.GateTimeout}
-	results, _ := runner.Run(proc.WithTag(ctx, tag), tree.Dir, job.Gates, log)
+	results, _ := runner.Run(w.tagged(ctx, job), tree.Dir, job.Gates, log)
 	proc.KillTagged(tag, false)
 	if dirty, err := tree.StatusPorcelain(ctx); err != nil || len(dirty) > 0 {
 		fmt.Fprintf(log, "\n[ralph worker] the gates changed the tree (%s): the coordinator runs them itself\n", strings.Join(dirty, ", "))
 		return nil
 	}
 	return results
+}
+
+// tagged marks what a job starts: with the job's tag (its leftovers are
+// killed when it ends) and the worker's Mark.
+func (w *Worker) tagged(ctx context.Context, job job) context.Context {
+	tags := []string{proc.TagEnv + "=worker-" + job.Key}
+	if w.Mark != "" {
+		tags = append(tags, w.Mark)
+	}
+	return proc.WithTag(ctx, tags...)
 }
 
 // jobEnv is the agent's environment: the job's, with the variables that

@@ -168,6 +168,9 @@ func waitFor(t *testing.T, ok func() bool, logs ...fmt.Stringer) {
 		if time.Now().After(deadline) {
 			var b strings.Builder
 			for _, l := range logs {
+				if p, ok := l.(*bgProc); ok {
+					p.dumpStacks()
+				}
 				b.WriteString("\n---\n" + l.String())
 			}
 			t.Fatal("timed out waiting" + b.String())

@@ -64,6 +64,21 @@ func startBg(t *testing.T, dir string, env []string, bin string, args ...string)
 	return p
 }
 
+// dumpStacks has a ralph process that seems stuck print its goroutines
+// (Go does on SIGQUIT, and exits) into its output.
+func (p *bgProc) dumpStacks() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	for i := 0; i < 40 && !strings.Contains(p.out.String(), "goroutine "); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+}
+
 // wait waits for the process to exit and returns its exit code.
 func (p *bgProc) wait(t *testing.T, limit time.Duration) int {
 	t.Helper()
@@ -225,7 +240,8 @@ func TestClusterWorkerKilled(t *testing.T) {
 	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(-agentPid, syscall.SIGKILL) // its agent, left behind
+	// Its agent (in a process group of its own) dies with it.
+	waitFor(t, func() bool { return gone(agentPid) }, co, w1, w2)
 	w3 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	if code := co.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("coordinator exit %d\n%s\n%s\n%s\n%s", code, co, w1, w2, w3)
@@ -336,6 +352,17 @@ func TestClusterCoordinatorMoves(t *testing.T) {
 			t.Fatalf("%s, merged before the coordinator died, ran %d times:\n%s\n%s", id, n, starts, co2)
 		}
 	}
+}
+
+// gone reports whether pid no longer runs (a zombie nobody reaped yet
+// counts as gone).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z")
 }
 
 func featCommitsQuiet(remote string) []string {
