@@ -137,7 +137,7 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 			}
 		}
 		if !said {
-			w.logf("waiting for a coordinator at %s", w.NC.Opts.Url)
+			w.logf("waiting for a coordinator at %s", strings.Join(w.NC.Opts.Servers, ", "))
 			said = true
 		}
 		select {

@@ -275,7 +275,7 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
 	co.wait(t, 30*time.Second)
 	co2 := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
-	if code := co2.wait(t, 2*time.Minute); code != 0 {
+	if code := co2.wait(t, 4*time.Minute); code != 0 {
 		t.Fatalf("restarted coordinator exit %d\n%s\n%s\n%s\n%s", code, co, co2, w1, w2)
 	}
 	requireOneEach(t, remote, 6, co, co2, w1, w2)
