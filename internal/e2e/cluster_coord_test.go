@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ralph-loop/ralph/internal/cluster"
 )
@@ -21,6 +27,34 @@ func standaloneNATS(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
+	return url
+}
+
+// natsServerProcess runs a real nats-server — the module's own command,
+// built from the module cache at the version go.mod pins — with
+// JetStream and the tests' token, on loopback, and returns its URL.
+func natsServerProcess(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nats-server")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
+		t.Fatalf("go build nats-server: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	srv := startBg(t, t.TempDir(), nil, bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir(), "--auth", testToken)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	waitFor(t, func() bool {
+		nc, err := nats.Connect(url, nats.Token(testToken))
+		if err != nil {
+			return false
+		}
+		nc.Close()
+		return true
+	}, srv)
+	// Attack: a client without the token is refused by it too.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("the standalone server let a client in without the token")
+	}
 	return url
 }
 
@@ -110,12 +144,33 @@ test -f agent.sh
 `
 	repo, remote, mark, _ := clusterRepo(t, map[string]string{"prd.json": strings.Replace(diamond(4), `"test -f agent.sh"`, `"sh check.sh"`, 1),
 		"agent.sh": clusterAgent, "check.sh": checkSh})
-	url := standaloneNATS(t)
+	url := natsServerProcess(t)
 	os.WriteFile(filepath.Join(mark, "hold"), nil, 0o644)
 	env := []string{natsTokenEnv, "MARK=" + mark, "COORD=" + repo, "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, natsCoordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(mark, "in-merge")); return err == nil }, co, w1)
+	// The run's state on NATS has the story in the merge queue.
+	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test", Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	waitFor(t, func() bool {
+		kv, err := js.KeyValue(t.Context(), cluster.NamesFor("ralph/d").Settings)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(t.Context(), cluster.KeyState)
+		if err != nil {
+			return false
+		}
+		var st struct {
+			Current []struct{ Phase string } `json:"current"`
+		}
+		return json.Unmarshal(e.Value(), &st) == nil && len(st.Current) > 0 && st.Current[0].Phase != "agent"
+	}, co, w1)
 	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
 	co.wait(t, 30*time.Second)
 	os.Remove(filepath.Join(mark, "hold"))
