@@ -303,10 +303,20 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 			defer r.fetching.Unlock()
 			return repo.Fetch(ctx, r.Remote, jobRef(key, current.Proof))
 		}
-		if r.Listing != nil {
-			err = r.Listing(fetch)
-		} else {
-			err = fetch()
+		// A fetch that fails is tried again: its connectivity check reads
+		// every worktree's HEAD, and git beside it (a worktree added or
+		// removed outside the listing lock) can make it fail once.
+		for try := 1; ; try++ {
+			if r.Listing != nil {
+				err = r.Listing(fetch)
+			} else {
+				err = fetch()
+			}
+			if err == nil || try == 3 || ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(w, "[ralph] fetching the worker's commit failed (%v): trying again\n", err)
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 		}
 		if err != nil {
 			return agent.Result{}, fmt.Errorf("remote agent: fetching the worker's commit: %w", err)
