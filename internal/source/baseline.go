@@ -43,7 +43,7 @@ type Baseline struct {
 	// parallel run, and a git command that reads every worktree's HEAD
 	// beside a half-made one fails (a coordinator's fetch of a worker's
 	// commit did: "bad object worktrees/baseline-tree/HEAD").
-	Exclusive func(func() error) error
+	Exclusive func(func() error) error `json:"-"`
 	mu        sync.Mutex
 	// known are the inventories of other commits this run met: an item
 	// cut from a base that moved is judged against its own base.
