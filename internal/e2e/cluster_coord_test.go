@@ -94,7 +94,11 @@ func TestClusterTwoCoordinators(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, _ := clusterSetup(t, diamond(5))
 	url := standaloneNATS(t)
-	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 1\n"), 0o644)
+	// The top story waits for the test's word: the first coordinator
+	// cannot finish the run before the take-over.
+	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(`if [ "$RALPH_ITEM_ID" = S-5 ]; then while [ ! -f "$MARK/go" ]; do sleep 0.1; done; fi
+sleep 1
+`), 0o644)
 	env := []string{natsTokenEnv, "MARK=" + mark}
 	co1 := startBg(t, repo, env, bin, natsCoordinatorArgs(remote, url)...)
 	waitFor(t, func() bool { return strings.Contains(co1.out.String(), "coordinator of run ralph_d") }, co1)
@@ -119,6 +123,7 @@ func TestClusterTwoCoordinators(t *testing.T) {
 	if !strings.Contains(co1.out.String(), "took run ralph_d over: this one stops") {
 		t.Fatalf("the first coordinator did not stop:\n%s\n%s", co1, co4)
 	}
+	os.WriteFile(filepath.Join(mark, "go"), nil, 0o644)
 	if code := co4.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("the coordinator that took over: exit %d\n%s\n%s\n%s\n%s", code, co1, co4, w1, w2)
 	}
