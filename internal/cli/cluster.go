@@ -3,17 +3,18 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	neturl "net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +28,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/httpauth"
+	"github.com/ralph-loop/ralph/internal/mcp"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -41,6 +44,19 @@ type coordinatorFlags struct {
 	Token  string
 	Lease  time.Duration
 	conn   natsFlags
+	// The embedded server's certificate and key: TLS for its clients.
+	ListenCert, ListenKey string
+	QueueTimeout          time.Duration
+	MaxPause              time.Duration
+	TakeOver              bool
+
+	names cluster.Names
+	lease *cluster.Lease
+	// lost is set once another coordinator took the run over: this one
+	// stops, and never pushes or writes the run's state again.
+	lost      atomic.Bool
+	cancelMu  sync.Mutex
+	cancelRun context.CancelFunc // stops the engine (set by the run)
 
 	srv     *server.Server
 	nc      *nats.Conn
@@ -62,10 +78,53 @@ type coordinatorFlags struct {
 // natsFlags are how a client reaches a NATS server.
 type natsFlags struct {
 	Creds, CA, Cert, Key string
+	TokenFile            string
+}
+
+// TokenEnv is the variable a NATS token may come in (instead of a flag
+// or a URL, which other users of the machine can see in the process
+// list).
+const TokenEnv = "RALPH_NATS_TOKEN"
+
+// token is the NATS token given by flag, by --token-file or in
+// $RALPH_NATS_TOKEN ("" when none).
+func (n natsFlags) token(flag string) (string, error) {
+	env := os.Getenv(TokenEnv)
+	// Read once: the agents and gates this process starts do not inherit
+	// it.
+	_ = os.Unsetenv(TokenEnv)
+	if flag != "" {
+		return flag, nil
+	}
+	if n.TokenFile != "" {
+		b, err := os.ReadFile(n.TokenFile)
+		if err != nil {
+			return "", usage.Errorf("--token-file: %v", err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", usage.Errorf("--token-file %s is empty", n.TokenFile)
+	}
+	return env, nil
+}
+
+// requireCredentials refuses a connection to url that would give none:
+// a NATS server that takes anyone lets anyone read the jobs and answer
+// them.
+func (n natsFlags) requireCredentials(url, token, flag string) error {
+	if token != "" || n.Creds != "" || n.Cert != "" {
+		return nil
+	}
+	if u, err := neturl.Parse(url); err == nil && u.User != nil {
+		return nil
+	}
+	return usage.Errorf("%s %s: no NATS credentials: give --token, --token-file, $%s, --creds or a client certificate (--tls-cert)", flag, url, TokenEnv)
 }
 
 func (n *natsFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	fl.StringVar(&n.TokenFile, "token-file", "", "read the NATS token from `FILE` (a copy of the coordinator's .ralph/nats-token)")
 	fl.StringVar(&n.Creds, "creds", "", "NATS credentials `FILE` (with --nats)")
 	fl.StringVar(&n.CA, "tls-ca", "", "root CA `FILE` for a NATS server with TLS")
 	fl.StringVar(&n.Cert, "tls-cert", "", "client certificate `FILE` for mutual TLS (with --tls-key)")
@@ -109,9 +168,17 @@ in the merge queue: a story passes only as a verified commit on the feature
 branch, which is pushed to the remote after every merge.
 
 By default the coordinator embeds a NATS server on --listen (loopback unless
-told otherwise; off loopback it requires a token, generated and printed when
---token is not given) and prints the URL workers connect to. With --nats it
-uses an existing server or cluster instead.
+told otherwise) that admits only clients with its token: --token, or one
+generated on the first start, printed once and kept in .ralph/nats-token
+(readable by you only). Workers give it with --token-file (a copy of that
+file) or $RALPH_NATS_TOKEN. With --listen-tls-cert and --listen-tls-key the
+server speaks TLS only (workers trust it with --tls-ca). With --nats it uses
+an existing server or cluster instead, with credentials (--token,
+--token-file, --creds or a client certificate).
+
+No secret travels in a job: a job carries the prompt, the story and the
+RALPH_* variables, never the values of .ralph/config.yaml's env: a worker's
+agent takes its API keys from the worker's own environment.
 
 A worker heartbeats while it works; a worker that dies has its job delivered
 again to another after --lease. The run's state is kept on NATS too: a
@@ -137,8 +204,13 @@ split, add) are merged back into this repository's files by task id.`
 	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
 	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
 	fl.StringVar(&co.Listen, "listen", cluster.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
-	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (generated when --listen is not loopback)")
+	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (default: generated once and kept in .ralph/nats-token)")
+	fl.StringVar(&co.ListenCert, "listen-tls-cert", "", "the embedded NATS server's TLS certificate `FILE` (with --listen-tls-key): workers connect over TLS")
+	fl.StringVar(&co.ListenKey, "listen-tls-key", "", "the embedded NATS server's TLS key `FILE`")
 	fl.DurationVar(&co.Lease, "lease", cluster.DefaultLease, "how long a silent worker keeps its job before it goes to another (`DURATION`)")
+	fl.BoolVar(&co.TakeOver, "take-over", false, "take the run over from the coordinator that holds it (one whose machine died), without waiting for its lease to run out")
+	fl.DurationVar(&co.QueueTimeout, "queue-timeout", cluster.DefaultQueueTimeout, "how long a job may wait for a worker (`DURATION`) before the run stops for want of one")
+	fl.DurationVar(&co.MaxPause, "max-pause", cluster.DefaultMaxPause, "the longest a rate limit a worker reports pauses every worker (`DURATION`), whatever reset time it names")
 	co.conn.register(cmd)
 	return cmd
 }
@@ -159,9 +231,6 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		FeatureBranch() string
 		ListingWorktrees(func() error) error
 	}:
-		if o.Parallel < 2 {
-			return nil, usage.Errorf("ralph coordinator needs --parallel of at least 2 for a PRD (the iterations queued or running at once)")
-		}
 		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
 	case interface {
 		Base() string
@@ -179,6 +248,9 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if co.Lease < time.Second {
 		return nil, usage.Errorf("--lease must be at least 1s")
 	}
+	if co.QueueTimeout < time.Second || co.MaxPause < time.Second {
+		return nil, usage.Errorf("--queue-timeout and --max-pause must be at least 1s")
+	}
 	co.Remote = absRemote(co.Remote)
 	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
 		return nil, usage.Errorf("--remote %s: git cannot reach it: %v", co.Remote, err)
@@ -186,19 +258,30 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	co.paths = engine.PathsFor(root)
 	out := o.IO.IO.ErrOut
 	url := co.NATS
-	token := co.Token
+	token, err := co.conn.token(co.Token)
+	if err != nil {
+		return nil, err
+	}
+	tokenFile, madeToken := "", false
 	if url == "" {
-		host, _, _ := strings.Cut(co.Listen, ":")
-		if token == "" && !cluster.Loopback(host) {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			token = hex.EncodeToString(b)
+		if token == "" {
+			// Kept for the next start (workers reconnect with it) and
+			// for the person to copy to the workers' machines.
+			tokenFile = filepath.Join(co.paths.Dir, "nats-token")
+			if token, madeToken, err = httpauth.LoadOrCreateToken(tokenFile); err != nil {
+				return nil, fmt.Errorf("the NATS token (%s): %w", tokenFile, err)
+			}
 		}
-		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), token)
+		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), cluster.ServerAuth{Token: token, TLSCert: co.ListenCert, TLSKey: co.ListenKey})
 		if err != nil {
 			return nil, usage.Errorf("%v", err)
 		}
 		co.srv, url = s, u
+		if co.ListenCert != "" && co.conn.CA == "" {
+			co.conn.CA = co.ListenCert // its own certificate, for its own connection
+		}
+	} else if err := co.conn.requireCredentials(url, token, "--nats"); err != nil {
+		return nil, err
 	}
 	nc, err := cluster.Connect(url, co.conn.options(token, "ralph coordinator"))
 	if err != nil {
@@ -210,7 +293,11 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := cluster.Setup(sctx, co.js, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease}); err != nil {
+	co.names = cluster.NamesFor(co.feature)
+	if err := co.takeLease(sctx, ctx, root); err != nil {
+		return nil, err
+	}
+	if err := cluster.Setup(sctx, co.js, co.names, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease, MaxPause: co.MaxPause}); err != nil {
 		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
 	}
 	if !o.Fresh {
@@ -218,26 +305,84 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			return nil, err
 		}
 	}
-	shown := url
-	if token != "" && co.Token == "" {
-		shown = withToken(url, token)
-		fmt.Fprintf(out, "ralph: NATS token (generated): %s\n", token)
+	switch {
+	case madeToken:
+		fmt.Fprintf(out, "ralph: NATS token (generated, shown once, kept in %s): %s\n", tokenFile, token)
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
+	case tokenFile != "":
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
+	default:
+		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s and the same credentials\n", co.names.Run, url, url)
 	}
-	fmt.Fprintf(out, "ralph: coordinator on %s; start workers with: ralph worker --nats %s\n", url, shown)
 	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
 		if spec.Command, err = proc.SplitArgs(o.AgentCmd); err != nil {
 			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 	}
-	go co.mirrorWorkers(ctx, co.paths.Dir)
-	go co.mirrorState(ctx)
-	ra := &cluster.RemoteAgent{JS: co.js, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
-		GateTimeout: o.GateTimeout, Attest: co.attest}
+	ra := &cluster.RemoteAgent{JS: co.js, Names: co.names, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
+		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Log: out}
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
 	}
+	go co.mirrorWorkers(ctx, co.paths.Dir, ra)
+	go co.mirrorState(ctx)
 	return ra, nil
+}
+
+// takeLease makes this coordinator the run's only one (a lease on NATS,
+// renewed while it runs; runCtx bounds the renewal): a second one is
+// refused, naming the first, unless the first's lease ran out, it is a
+// dead process of this machine, or --take-over.
+func (co *coordinatorFlags) takeLease(ctx, runCtx context.Context, root string) error {
+	host, _ := os.Hostname()
+	id, err := httpauth.NewToken()
+	if err != nil {
+		return err
+	}
+	ttl := co.Lease
+	if ttl < 3*time.Second {
+		ttl = 3 * time.Second
+	}
+	lease, before, err := cluster.Acquire(ctx, co.js, co.names.Run, cluster.Holder{ID: id, Host: host, PID: os.Getpid(), Dir: root}, ttl, co.TakeOver)
+	if errors.Is(err, cluster.ErrLeaseHeld) {
+		return usage.Errorf("run %s: %v: stop that coordinator, wait for its lease to run out, or give --take-over", co.names.Run, err)
+	}
+	if err != nil {
+		return fmt.Errorf("taking run %s's lease on NATS: %w", co.names.Run, err)
+	}
+	if before != nil {
+		fmt.Fprintf(os.Stderr, "ralph: took run %s over from the coordinator %s\n", co.names.Run, before)
+	}
+	co.lease = lease
+	go lease.Keep(runCtx)
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-lease.Lost():
+			co.lost.Store(true)
+			h, _ := lease.Holder(context.WithoutCancel(runCtx))
+			fmt.Fprintf(os.Stderr, "ralph: another coordinator (%s) took run %s over: this one stops and leaves the run to it\n", h, co.names.Run)
+			co.cancelMu.Lock()
+			if co.cancelRun != nil {
+				co.cancelRun()
+			}
+			co.cancelMu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// runContext is the run's context, ended when the lease is lost.
+func (co *coordinatorFlags) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	co.cancelMu.Lock()
+	co.cancelRun = cancel
+	co.cancelMu.Unlock()
+	if co.lost.Load() {
+		cancel()
+	}
+	return ctx, cancel
 }
 
 // absRemote makes a remote that is a local path absolute (from the
@@ -254,16 +399,6 @@ func absRemote(remote string) string {
 		return abs
 	}
 	return remote
-}
-
-// withToken puts token into a nats:// URL's user part.
-func withToken(u, token string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	p.User = url.User(token)
-	return p.String()
 }
 
 // observe pushes the feature branch after every merge, so a person (and
@@ -307,6 +442,9 @@ func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *en
 // coordinator that takes the run up from NATS then finds no merge on the
 // remote the state does not expect.
 func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
+	if co.lost.Load() {
+		return // the run is another coordinator's now
+	}
 	ctx = context.WithoutCancel(ctx)
 	ref := "refs/heads/" + co.feature
 	tip, err := repo.RevParse(ctx, ref)
@@ -338,6 +476,9 @@ func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
 	if co.feature != "" && co.nc != nil {
 		co.pushFeature(ctx, repo)
 	}
+	if co.lease != nil {
+		co.lease.Release(context.WithoutCancel(ctx))
+	}
 	if co.nc != nil {
 		co.nc.Close()
 	}
@@ -368,6 +509,9 @@ func (co *coordinatorFlags) mirrorState(ctx context.Context) {
 func (co *coordinatorFlags) putState(ctx context.Context) {
 	co.stateMu.Lock()
 	defer co.stateMu.Unlock()
+	if co.lost.Load() {
+		return
+	}
 	st, _, err := engine.LoadOrRebuildState(co.paths)
 	if err != nil || st == nil {
 		return
@@ -376,7 +520,7 @@ func (co *coordinatorFlags) putState(ctx context.Context) {
 	if err != nil || bytes.Equal(b, co.stateSent) {
 		return
 	}
-	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
+	kv, err := co.js.KeyValue(ctx, co.names.Settings)
 	if err != nil {
 		return
 	}
@@ -393,9 +537,17 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
 		return nil // this repository's own state (or its error) rules
 	}
-	kv, err := co.js.KeyValue(ctx, cluster.BucketRun)
+	kv, err := co.js.KeyValue(ctx, co.names.Settings)
 	if err != nil {
 		return nil
+	}
+	// The branch first, then the state: a coordinator puts the state
+	// before it pushes a merge, so every merge the fetched branch holds is
+	// in the state read after it.
+	fetched := false
+	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
+		ref := "refs/heads/" + co.feature
+		fetched = repo.FetchRefs(ctx, co.Remote, ref, ref) == nil
 	}
 	e, err := kv.Get(ctx, cluster.KeyState)
 	if err != nil {
@@ -404,17 +556,16 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	st := &engine.State{}
 	info := src.Info()
 	if err := json.Unmarshal(e.Value(), st); err != nil || st.RunID == "" {
-		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", cluster.BucketRun, cluster.KeyState, err)
+		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", co.names.Settings, cluster.KeyState, err)
 	}
 	if st.Source != info.Kind || filepath.Base(st.SourcePath) != filepath.Base(info.Path) {
 		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
 		return nil
 	}
-	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
-		ref := "refs/heads/" + co.feature
-		if err := repo.FetchRefs(ctx, co.Remote, ref, ref); err != nil {
-			return fmt.Errorf("fetching %s from %s to resume run %s: %w", co.feature, co.Remote, st.RunID, err)
-		}
+	if co.feature != "" && !fetched && !repo.BranchExists(ctx, co.feature) {
+		// Nothing it merged reached the remote: nothing to take up.
+		fmt.Fprintf(os.Stderr, "ralph: run %s on NATS never pushed %s to %s: starting it anew here\n", st.RunID, co.feature, co.Remote)
+		return nil
 	}
 	// The tree as the dead coordinator left it: on the branch it merges
 	// into (the run writes the PRD's progress there).
@@ -424,6 +575,7 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 		}
 	}
 	st.SourcePath = info.Path
+	co.reconcile(ctx, repo, st)
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -439,14 +591,48 @@ func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, sr
 	return nil
 }
 
-// mirrorWorkers writes the live workers to .ralph/workers.json every
-// second while the run lasts.
-func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
+// reconcile makes the state taken from NATS agree with this clone: the
+// dead coordinator's iterations under way had their work in its own trees
+// (a worker's fetched commit, a story waiting in the merge queue), which
+// this clone does not have: they run again, no attempt spent. A story
+// passed whose commit is not on the feature branch the remote holds (the
+// coordinator died between recording the merge and pushing it) is not
+// passed: it runs again too. What is left believed is on the branch.
+func (co *coordinatorFlags) reconcile(ctx context.Context, repo *git.Repo, st *engine.State) {
+	for _, c := range st.Current {
+		if is := st.Items[c.Item]; is != nil && is.Status == engine.ItemRunning {
+			is.Status = engine.ItemPending
+		}
+		st.Refunds++
+		fmt.Fprintf(os.Stderr, "ralph: %s was under way on the coordinator that stopped (iteration %d, %s); its work is not in this clone: it runs again (no attempt spent)\n", c.Item, c.Iteration, c.Phase)
+	}
+	st.Current = nil
+	if co.feature == "" || co.userBranch {
+		return // a task tree's record is its own files
+	}
+	for _, id := range st.Order {
+		is := st.Items[id]
+		if is == nil || is.Status != engine.ItemPassed {
+			continue
+		}
+		if is.Commit != "" && repo.IsAncestor(ctx, is.Commit, "refs/heads/"+co.feature) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "ralph: %s is passed in the run's state, but its commit %s is not on %s at %s: it runs again\n", id, engine.ShortSHA(is.Commit), co.feature, co.Remote)
+		is.Status, is.Commit, is.PassedAt, is.Reason = engine.ItemPending, "", nil, ""
+	}
+}
+
+// mirrorWorkers writes the live workers to .ralph/workers.json, and the
+// jobs queued or running to .ralph/jobs.json, every second while the run
+// lasts.
+func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string, ra *cluster.RemoteAgent) {
 	defer cluster.RemoveWorkersFile(dir)
 	for {
-		if ws, err := cluster.Workers(ctx, co.js); err == nil {
+		if ws, err := cluster.Workers(ctx, co.js, co.names); err == nil {
 			_ = cluster.WriteWorkersFile(dir, ws)
 		}
+		_ = cluster.WriteJobsFile(dir, ra.Jobs())
 		select {
 		case <-ctx.Done():
 			return
@@ -455,10 +641,50 @@ func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string) {
 	}
 }
 
+// workerMarkEnv marks every process a worker's jobs start.
+const workerMarkEnv = "RALPH_WORKER_MARK"
+
+// startWorkerGuard starts `ralph worker guard`: it waits for this process
+// to end, then kills every process that carries mark.
+func startWorkerGuard(mark string) error {
+	self, err := mcp.Executable()
+	if err != nil {
+		return err
+	}
+	c := exec.Command(self, "worker", "guard", strconv.Itoa(os.Getpid()), mark)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	go func() { _ = c.Wait() }()
+	return nil
+}
+
+// newCmdWorkerGuard builds the hidden `ralph worker guard PID MARK`.
+func newCmdWorkerGuard() *cobra.Command {
+	return &cobra.Command{
+		Use:    "guard PID MARK",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pid, err := strconv.Atoi(args[0])
+			if err != nil {
+				return err
+			}
+			for os.Getppid() == pid {
+				time.Sleep(200 * time.Millisecond)
+			}
+			proc.KillTagged(args[1], true)
+			return nil
+		},
+	}
+}
+
 // WorkerOptions are `ralph worker`'s settings.
 type WorkerOptions struct {
 	IO       *Factory
 	NATS     string
+	Run      string
 	Dir      string
 	Parallel int
 	Token    string
@@ -500,13 +726,15 @@ had go back to the queue.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.NATS, "nats", "", "the coordinator's NATS `URL` (required)")
+	fl.StringVar(&opts.Run, "run", "", "the run to work for (`NAME`, as the coordinator prints it): needed only when several coordinators share the NATS server")
 	fl.StringVar(&opts.Dir, "dir", "ralph-worker", "`DIR` for the worker's clone of the remote and its trees")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
-	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (or put it in the URL: nats://TOKEN@host:port)")
+	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (better: --token-file or $"+TokenEnv+", which the process list does not show)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the jobs' agents and gates without the sandbox (bubblewrap)")
 	opts.conn.register(cmd)
 	opts.AgentFlags.register(fl)
+	cmd.AddCommand(newCmdWorkerGuard())
 	return cmd
 }
 
@@ -534,7 +762,7 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	defer lock.Unlock()
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
-	w := &cluster.Worker{Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	w := &cluster.Worker{RunName: o.Run, Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
 	if err := o.confine(w, dir); err != nil {
 		return err
 	}
@@ -544,13 +772,28 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 		}
 		w.OverrideName = o.Agent
 	}
-	nc, err := cluster.Connect(o.NATS, o.conn.options(o.Token, "ralph worker "+id))
+	token, err := o.conn.token(o.Token)
+	if err != nil {
+		return err
+	}
+	if err := o.conn.requireCredentials(o.NATS, token, "--nats"); err != nil {
+		return err
+	}
+	nc, err := cluster.Connect(o.NATS, o.conn.options(token, "ralph worker "+id))
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
 	}
 	defer nc.Close()
 	w.NC = nc
 	proc.BecomeSubreaper()
+	// The agents run in process groups of their own: a worker killed
+	// with -9 would leave them running (and spending). A guard process,
+	// in a session of its own, outlives the worker and kills everything
+	// the worker's jobs started once the worker is gone.
+	w.Mark = workerMarkEnv + "=" + id
+	if err := startWorkerGuard(w.Mark); err != nil {
+		fmt.Fprintf(o.IO.IO.ErrOut, "ralph worker: no guard for the agents (they would outlive a killed worker): %v\n", err)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = w.Run(ctx)

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/hook"
+	"github.com/ralph-loop/ralph/internal/httpauth"
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/mcp"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -19,8 +22,10 @@ import (
 
 // MCPOptions are `ralph mcp`'s settings.
 type MCPOptions struct {
-	IO   *Factory
-	HTTP string
+	IO         *Factory
+	HTTP       string
+	AllowRepos []string
+	AllowHosts []string
 }
 
 // newCmdMCP builds `ralph mcp`.
@@ -39,6 +44,13 @@ ralph://state and ralph://transcript/{iteration} of the repository the
 server runs in. Every tool runs the same command code as the CLI: its
 errors are tool errors with the CLI's message and exit code.
 
+Over HTTP (--http) every request must carry the server's token as
+"Authorization: Bearer TOKEN": generated on first use, printed once and kept
+in .ralph/mcp-token (readable by you only). Requests naming another host
+(a DNS-rebinding page) or coming from a web page of another origin are
+refused. The tools act on this repository only, and on those --allow-repo
+names. Over stdio the client is your own agent: nothing changes.
+
 Install it in an agent's MCP configuration with ` + "`ralph mcp install`" + `.`,
 		Example: `  ralph mcp                       # stdio, for an agent's MCP client
   ralph mcp --http 127.0.0.1:7331  # streamable HTTP at http://127.0.0.1:7331/mcp`,
@@ -51,6 +63,8 @@ Install it in an agent's MCP configuration with ` + "`ralph mcp install`" + `.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.HTTP, "http", "", "serve streamable HTTP on `ADDR` (path /mcp) instead of stdio")
+	cmd.Flags().StringArrayVar(&opts.AllowRepos, "allow-repo", nil, "with --http: another repository (`DIR`) the tools may act on (repeatable)")
+	cmd.Flags().StringArrayVar(&opts.AllowHosts, "allow-host", nil, "with --http: a host `NAME` clients may reach the server by, besides IP addresses, localhost and this machine's name (repeatable)")
 	cmd.AddCommand(newCmdMCPInstall(f, nil))
 	return cmd
 }
@@ -60,18 +74,47 @@ func runMCP(ctx context.Context, o *MCPOptions) error {
 	if err != nil {
 		return err
 	}
-	srv := mcp.NewServer(MCPServerOptions(o.IO, wd))
+	opts := MCPServerOptions(o.IO, wd)
 	if o.HTTP == "" {
-		return mcp.ServeStdio(ctx, srv)
+		if len(o.AllowRepos)+len(o.AllowHosts) > 0 {
+			return usage.Errorf("--allow-repo and --allow-host go with --http (over stdio the tools act where the client says)")
+		}
+		return mcp.ServeStdio(ctx, mcp.NewServer(opts))
+	}
+	// Over HTTP the caller is whoever reaches the port: it proves it
+	// holds the token, and acts on the repositories named here only.
+	opts.Repos = []string{wd}
+	for _, r := range o.AllowRepos {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return usage.Errorf("--allow-repo %s: not a folder", r)
+		}
+		opts.Repos = append(opts.Repos, abs)
+	}
+	tokenFile := filepath.Join(engine.PathsFor(wd).Dir, "mcp-token")
+	token, created, err := httpauth.LoadOrCreateToken(tokenFile)
+	if err != nil {
+		return fmt.Errorf("the MCP server's token (%s): %w", tokenFile, err)
 	}
 	ln, err := net.Listen("tcp", o.HTTP)
 	if err != nil {
 		return usage.Errorf("--http %s: %v", o.HTTP, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.HTTPHandler(srv))
-	fmt.Fprintf(o.IO.IO.ErrOut, "ralph: MCP over streamable HTTP at http://%s/mcp\n", ln.Addr())
-	return serveHTTP(ctx, ln, mux)
+	mux.Handle("/mcp", mcp.HTTPHandler(mcp.NewServer(opts)))
+	guard := &httpauth.Guard{Token: token, Hosts: o.AllowHosts}
+	errOut := o.IO.IO.ErrOut
+	fmt.Fprintf(errOut, "ralph: MCP over streamable HTTP at http://%s/mcp\n", ln.Addr())
+	if created {
+		fmt.Fprintf(errOut, "ralph: token (generated, shown once, kept in %s): %s\n", tokenFile, token)
+	} else {
+		fmt.Fprintf(errOut, "ralph: token in %s\n", tokenFile)
+	}
+	fmt.Fprintf(errOut, "ralph: clients send it as the header \"Authorization: Bearer TOKEN\"\n")
+	return serveHTTP(ctx, ln, guard.Wrap(mux))
 }
 
 // MCPServerOptions are the MCP server's over the repository at dir: its

@@ -566,12 +566,19 @@ func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.R
 	return rd, orch, nil
 }
 
+// worktrees says the stories run in worktrees of their own and merge
+// through the queue: with --parallel above 1, and on a coordinator at any
+// --parallel (its workers' commits come into a story's own tree).
+func (o *RunOptions) worktrees() bool {
+	return o.Parallel > 1 || (o.coord != nil && o.Tasks == "" && o.Pipeline == "")
+}
+
 // checkSource checks what the flags ask of the opened source: --parallel
 // runs a PRD in a clean tree, and a source with no gate runs only with
 // --no-gates (a dry run warns).
 func (o *RunOptions) checkSource(root string, src engine.Source) error {
 	info := src.Info()
-	if o.Parallel > 1 {
+	if o.worktrees() {
 		if info.Kind != "prd" {
 			return usage.Errorf("--parallel works with PRD runs; %s runs are sequential", info.Kind)
 		}
@@ -599,6 +606,9 @@ func (o *RunOptions) checkSource(root string, src engine.Source) error {
 func (r *openedRun) run(ctx context.Context) error {
 	o, cfg, out := r.o, r.cfg, r.o.IO.IO
 	if o.coord != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = o.coord.runContext(ctx)
+		defer cancel()
 		defer o.coord.stop(ctx, r.repo)
 	}
 	if o.JSON {
@@ -774,7 +784,7 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 			return nil, usage.Errorf("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
 		}
 	}
-	if o.Parallel > 1 {
+	if o.worktrees() {
 		return source.OpenParallelPRD(p, repo, gates)
 	}
 	return source.OpenPRD(p, repo, gates)

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -13,15 +11,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/httpauth"
 	"github.com/ralph-loop/ralph/internal/usage"
 	"github.com/ralph-loop/ralph/internal/web"
 )
 
 // ServeOptions are `ralph serve`'s settings.
 type ServeOptions struct {
-	IO    *Factory
-	Addr  string
-	Token string
+	IO         *Factory
+	Addr       string
+	Token      string
+	AllowHosts []string
 }
 
 // newCmdServe builds `ralph serve`.
@@ -39,7 +39,12 @@ JavaScript, without the live updates) and never writes anything.
 
 It binds 127.0.0.1 by default. Bound to any other address it requires a
 token on every request, the event stream included (--token, or one it
-generates and prints): open the printed URL, which carries it.`,
+generates and prints): open the printed URL once; the page trades the token
+for a cookie and drops it from the address (scripts send "Authorization:
+Bearer TOKEN"). A request that names another host than an IP address,
+localhost, this machine's name or one --allow-host gives is refused: a web
+page cannot reach the dashboard through your browser by pointing its own
+name at your machine. Secrets in what it shows are masked.`,
 		Example: `  ralph serve                      # http://127.0.0.1:7332/
   ralph serve --addr 0.0.0.0:7332  # prints the URL with its token`,
 		Args: cobra.NoArgs,
@@ -51,7 +56,8 @@ generates and prints): open the printed URL, which carries it.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:7332", "`ADDR` to listen on (host:port)")
-	cmd.Flags().StringVar(&opts.Token, "token", "", "`TOKEN` every request must carry (?token=); generated when --addr is not a loopback address")
+	cmd.Flags().StringVar(&opts.Token, "token", "", "`TOKEN` every request must carry; generated when --addr is not a loopback address")
+	cmd.Flags().StringArrayVar(&opts.AllowHosts, "allow-host", nil, "a host `NAME` the dashboard may be reached by, besides IP addresses, localhost and this machine's name (repeatable)")
 	return cmd
 }
 
@@ -67,11 +73,9 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	}
 	token := o.Token
 	if token == "" && !loopback(host) {
-		b := make([]byte, 16)
-		if _, err := rand.Read(b); err != nil {
+		if token, err = httpauth.NewToken(); err != nil {
 			return err
 		}
-		token = hex.EncodeToString(b)
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -83,7 +87,9 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	}
 	fmt.Fprintf(f.IO.Out, "%s\n", url)
 	fmt.Fprintf(f.IO.ErrOut, "ralph: the dashboard of %s is at %s (Ctrl-C stops it)\n", root, url)
-	return serveHTTP(ctx, ln, web.New(engine.PathsFor(root), token).Handler())
+	srv := web.New(engine.PathsFor(root), token)
+	srv.Hosts = o.AllowHosts
+	return serveHTTP(ctx, ln, srv.Handler())
 }
 
 // serveHTTP serves h on ln until ctx ends (ralph serve, ralph mcp --http).

@@ -65,13 +65,16 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				if ws := cluster.ReadWorkersFile(p.Dir); active && len(ws) > 0 {
 					out["workers"] = ws
 				}
+				if js := cluster.ReadJobsFile(p.Dir); active && len(js) > 0 {
+					out["jobs"] = js
+				}
 				enc := json.NewEncoder(f.IO.Out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
 			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + plansMarkdown(p, st)
 			if active {
-				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir))
+				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
@@ -82,6 +85,24 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
 	return cmd
+}
+
+// jobsMarkdown lists a coordinator's jobs: queued (no worker has taken
+// it) or running, and where.
+func jobsMarkdown(js []cluster.JobInfo) string {
+	if len(js) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n## Jobs\n\n| story | job | state | worker | since |\n|---|---|---|---|---|\n")
+	for _, j := range js {
+		where := "—"
+		if j.Worker != "" {
+			where = j.Worker + " (" + j.Host + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", j.Item, j.Key, j.State, where, time.Since(j.Since).Round(time.Second))
+	}
+	return b.String()
 }
 
 // workersMarkdown lists a coordinator's remote workers (none for a local

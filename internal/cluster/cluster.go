@@ -22,6 +22,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,15 +45,30 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// Names of the JetStream stream, consumer and buckets.
+// Names are a run's JetStream stream, consumer and buckets: every run
+// has its own (named after its branch), so a coordinator of one run never
+// touches another's queue or state.
+type Names struct {
+	Run      string // the run's name
+	Stream   string
+	Subject  string
+	Consumer string
+	Settings string // the run's settings: config, ratelimit, state
+	Results  string // one outcome per job claim
+	Workers  string // one WorkerInfo per worker, expiring
+	Files    string // a job's shared files: <key>/in/<path>, <key>/out/<path>
+	Claims   string // one claim per job key: the worker running it
+}
+
+// NamesFor are the names of the run called run (SafeID of its branch).
+func NamesFor(run string) Names {
+	run = SafeID(run)
+	return Names{Run: run, Stream: "RALPH_JOBS_" + run, Subject: "ralph.jobs." + run, Consumer: "workers",
+		Settings: "ralph_" + run + "_run", Results: "ralph_" + run + "_results", Workers: "ralph_" + run + "_workers",
+		Files: "ralph_" + run + "_files", Claims: "ralph_" + run + "_claims"}
+}
+
 const (
-	streamJobs     = "RALPH_JOBS"
-	subjectJobs    = "ralph.jobs"
-	consumerName   = "workers"
-	BucketRun      = "ralph_run"     // config, ratelimit
-	bucketResults  = "ralph_results" // one Outcome per job key
-	bucketWorkers  = "ralph_workers" // one WorkerInfo per worker, expiring
-	bucketFiles    = "ralph_files"   // a job's shared files: <key>/in/<path>, <key>/out/<path>
 	keyConfig      = "config"
 	keyRateLimit   = "ratelimit"
 	KeyState       = "state" // the coordinator's run state, mirrored
@@ -108,18 +126,62 @@ type job struct {
 	GateTimeout time.Duration `json:"gate_timeout,omitempty"`
 }
 
+// claim says which worker runs a job (the latest delivery's): only its
+// outcome counts. Proof is the SHA-256 of a secret the worker keeps until
+// its outcome carries it, so no other client can report for it.
+// Cancelled and Done are the coordinator's: the job is no longer wanted,
+// or its outcome was taken.
+type claim struct {
+	Worker    string    `json:"worker,omitempty"`
+	Host      string    `json:"host,omitempty"`
+	Proof     string    `json:"proof,omitempty"`
+	Delivery  uint64    `json:"delivery,omitempty"`
+	At        time.Time `json:"at"`
+	Cancelled bool      `json:"cancelled,omitempty"`
+	Done      bool      `json:"done,omitempty"`
+}
+
+// proofOf is the proof a claim holds for secret.
+func proofOf(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// resultKey is where the outcome of a claim goes: per claim, so that no
+// other client's report can take its place.
+func resultKey(key, proof string) string {
+	if len(proof) > 16 {
+		proof = proof[:16]
+	}
+	return key + "." + proof
+}
+
+// jobRef is where a claim's commit goes on the remote: per claim, so that
+// a worker whose lease ran out and the one that took its job over never
+// push to one ref.
+func jobRef(key, proof string) string {
+	if len(proof) > 16 {
+		proof = proof[:16]
+	}
+	return "refs/ralph/jobs/" + key + "/" + proof
+}
+
 // outcome is a worker's report of a job.
 type outcome struct {
-	Key    string       `json:"key"`
-	Worker string       `json:"worker"`
-	Host   string       `json:"host"`
-	Commit string       `json:"commit,omitempty"` // pushed to refs/ralph/jobs/<key>
+	Key    string `json:"key"`
+	Worker string `json:"worker"`
+	Host   string `json:"host"`
+	// Secret is what the claim's Proof is the hash of.
+	Secret string       `json:"secret"`
+	Commit string       `json:"commit,omitempty"` // pushed to jobRef(key, proof)
 	Result agent.Result `json:"result"`
 	Output string       `json:"output,omitempty"` // the agent's output (capped)
 	Error  string       `json:"error,omitempty"`  // the job could not run
 	// Shared are the job's shared files as the agent left them (true:
-	// exists), in the files bucket as <key>/out/<path>.
-	Shared map[string]bool `json:"shared,omitempty"`
+	// exists), in the files bucket as <key>/out/<path>; SharedSums their
+	// SHA-256, so that what the coordinator reads is what the worker put.
+	Shared     map[string]bool   `json:"shared,omitempty"`
+	SharedSums map[string]string `json:"shared_sums,omitempty"`
 	// Gates are the job's gates' results on Commit's tree (none when the
 	// gates wrote into the tree: the coordinator runs them then).
 	Gates []gate.Result `json:"gates,omitempty"`
@@ -132,7 +194,13 @@ func sharedName(key, dir, path string) string { return key + "/" + dir + "/" + p
 type RunConfig struct {
 	Remote string        `json:"remote"`
 	Lease  time.Duration `json:"lease"`
+	// MaxPause bounds a rate-limit pause from the moment it was set: a
+	// worker that claims a reset far ahead stalls nobody for longer.
+	MaxPause time.Duration `json:"max_pause,omitempty"`
 }
+
+// DefaultMaxPause is the longest rate-limit pause when the run sets none.
+const DefaultMaxPause = 30 * time.Minute
 
 // WorkerInfo is a worker's heartbeat.
 type WorkerInfo struct {
@@ -181,10 +249,19 @@ func Connect(url string, o ConnOptions) (*nats.Conn, error) {
 	return nats.Connect(url, opts...)
 }
 
+// ServerAuth is how the embedded server admits clients: the token every
+// client gives, and, with a certificate and its key, TLS.
+type ServerAuth struct {
+	Token           string
+	TLSCert, TLSKey string
+}
+
 // StartServer starts the embedded NATS server with JetStream, storing in
-// dir, on listen (host:port; port 0 picks a free one). Off loopback a
-// token is required. It returns the server and the URL clients use.
-func StartServer(listen, dir, token string) (*server.Server, string, error) {
+// dir, on listen (host:port; port 0 picks a free one). Every client must
+// give auth.Token, on loopback too: any local process could otherwise
+// read the jobs and answer them. It returns the server and the URL clients
+// use (tls:// with TLS).
+func StartServer(listen, dir string, auth ServerAuth) (*server.Server, string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("--listen %q: want host:port", listen)
@@ -196,11 +273,20 @@ func StartServer(listen, dir, token string) (*server.Server, string, error) {
 	if p == 0 {
 		p = server.RANDOM_PORT
 	}
-	if !Loopback(host) && token == "" {
-		return nil, "", fmt.Errorf("--listen %s is reachable from other machines: give --token (workers then connect with it)", listen)
+	if auth.Token == "" {
+		return nil, "", errors.New("the embedded NATS server needs a token for its clients")
 	}
-	s, err := server.NewServer(&server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-		Authorization: token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"})
+	opts := &server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		Authorization: auth.Token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"}
+	if auth.TLSCert != "" || auth.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(auth.TLSCert, auth.TLSKey)
+		if err != nil {
+			return nil, "", fmt.Errorf("the NATS server's TLS certificate: %w", err)
+		}
+		opts.TLS, opts.TLSTimeout = true, 5
+		opts.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, "", err
 	}
@@ -221,11 +307,12 @@ func Loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Setup creates (or updates) the stream, consumer and buckets, and
-// publishes the run's settings. Jobs a previous coordinator left queued
-// are dropped: its engine state says which iterations to run again.
-func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamJobs, Subjects: []string{subjectJobs},
+// Setup creates (or updates) the run's stream, consumer and buckets, and
+// publishes its settings. Jobs a previous coordinator of the run left
+// queued are dropped: its engine state says which iterations to run
+// again. The caller holds the run's lease.
+func Setup(ctx context.Context, js jetstream.JetStream, n Names, cfg RunConfig) error {
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: n.Stream, Subjects: []string{n.Subject},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute})
 	if err != nil {
 		return fmt.Errorf("creating the job stream: %w", err)
@@ -233,21 +320,24 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg RunConfig) error {
 	if err := st.Purge(ctx); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, streamJobs, jetstream.ConsumerConfig{Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy,
+	if _, err := js.CreateOrUpdateConsumer(ctx, n.Stream, jetstream.ConsumerConfig{Durable: n.Consumer, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: cfg.Lease, MaxDeliver: -1, MaxAckPending: 10000}); err != nil {
 		return fmt.Errorf("creating the workers' consumer: %w", err)
 	}
-	run, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketRun, Storage: jetstream.FileStorage})
+	run, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Settings, Storage: jetstream.FileStorage})
 	if err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketResults, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Results, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Workers, Storage: jetstream.FileStorage, TTL: 3 * cfg.Lease}); err != nil {
 		return err
 	}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucketFiles, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: n.Files, Storage: jetstream.FileStorage}); err != nil {
+		return err
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Claims, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(cfg)
@@ -263,8 +353,8 @@ func jobKey(epoch int64, iteration int, item string) string {
 }
 
 // Workers lists the workers whose heartbeat has not expired.
-func Workers(ctx context.Context, js jetstream.JetStream) ([]WorkerInfo, error) {
-	kv, err := js.KeyValue(ctx, bucketWorkers)
+func Workers(ctx context.Context, js jetstream.JetStream, n Names) ([]WorkerInfo, error) {
+	kv, err := js.KeyValue(ctx, n.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -339,8 +429,12 @@ func WriteWorkersFile(dir string, ws []WorkerInfo) error {
 	return store.WriteFileNoSync(filepath.Join(dir, WorkersFile), append(b, '\n'), 0o644)
 }
 
-// RemoveWorkersFile removes it when the coordinator stops.
-func RemoveWorkersFile(dir string) { _ = os.Remove(filepath.Join(dir, WorkersFile)) }
+// RemoveWorkersFile removes it, and the jobs file, when the coordinator
+// stops.
+func RemoveWorkersFile(dir string) {
+	_ = os.Remove(filepath.Join(dir, WorkersFile))
+	_ = os.Remove(filepath.Join(dir, JobsFile))
+}
 
 // ReadWorkersFile is the coordinator's list of workers in dir, or nil
 // when there is none or it is stale (a coordinator that died).
@@ -359,4 +453,55 @@ func ReadWorkersFile(dir string) []WorkerInfo {
 		return nil
 	}
 	return ws
+}
+
+// JobInfo is one of the coordinator's jobs as status shows it: queued (no
+// worker holds it) or running on a worker.
+type JobInfo struct {
+	Item   string    `json:"item"`
+	Key    string    `json:"key"`
+	State  string    `json:"state"` // queued | running
+	Worker string    `json:"worker,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Since  time.Time `json:"since"`
+}
+
+// Job states.
+const (
+	JobQueued  = "queued"
+	JobRunning = "running"
+)
+
+// JobsFile is where a coordinator mirrors its jobs, beside WorkersFile.
+const JobsFile = "jobs.json"
+
+// WriteJobsFile writes js to dir's jobs file.
+func WriteJobsFile(dir string, js []JobInfo) error {
+	if js == nil {
+		js = []JobInfo{}
+	}
+	b, err := json.MarshalIndent(js, "", "  ")
+	if err != nil {
+		return err
+	}
+	return store.WriteFileNoSync(filepath.Join(dir, JobsFile), append(b, '\n'), 0o644)
+}
+
+// ReadJobsFile is the coordinator's jobs in dir, or nil when there is no
+// fresh file.
+func ReadJobsFile(dir string) []JobInfo {
+	path := filepath.Join(dir, JobsFile)
+	fi, err := os.Stat(path)
+	if err != nil || time.Since(fi.ModTime()) > workersFresh {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var js []JobInfo
+	if json.Unmarshal(b, &js) != nil {
+		return nil
+	}
+	return js
 }

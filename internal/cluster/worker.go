@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,11 +27,14 @@ import (
 // Worker pulls jobs and runs them, Slots at a time, each in a tree of its
 // own under Dir.
 type Worker struct {
-	NC    *nats.Conn
-	Dir   string
-	Slots int
-	ID    string
-	Host  string
+	NC *nats.Conn
+	// RunName is the run to work for (its name, as the coordinator
+	// prints it); "" takes the one run that has a coordinator.
+	RunName string
+	Dir     string
+	Slots   int
+	ID      string
+	Host    string
 	// Override, when set, is the worker's own agent (its --agent flags),
 	// used instead of the coordinator's.
 	Override     agent.Agent
@@ -44,12 +49,17 @@ type Worker struct {
 	// sandbox (the CLI's; nil: unconfined).
 	ConfineAgent func(a agent.Agent, baseURL string) agent.Agent
 	ConfineGates func(proc.Runner) proc.Runner
+	// Mark, when set (KEY=VALUE), is put on every process a job starts,
+	// so that a guard can stop them all when the worker dies.
+	Mark string
 
 	js      jetstream.JetStream
+	names   Names
 	cfg     RunConfig
 	run     jetstream.KeyValue
 	results jetstream.KeyValue
 	workers jetstream.KeyValue
+	claims  jetstream.KeyValue
 	files   jetstream.ObjectStore
 	mu      sync.Mutex
 	busy    map[int]string
@@ -82,7 +92,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.logf("%s connected: %d slot(s), working in %s", w.ID, w.Slots, w.Dir)
+	w.logf("%s connected to run %s: %d slot(s), working in %s", w.ID, w.names.Run, w.Slots, w.Dir)
 	go w.warm(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -110,21 +120,29 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, error) {
 	said := false
 	for {
-		if run, err := w.js.KeyValue(ctx, BucketRun); err == nil {
-			// Setup makes every bucket before it publishes the config.
-			if e, err := run.Get(ctx, keyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
-				results, rerr := w.js.KeyValue(ctx, bucketResults)
-				workers, werr := w.js.KeyValue(ctx, bucketWorkers)
-				files, ferr := w.js.ObjectStore(ctx, bucketFiles)
-				cons, cerr := w.js.Consumer(ctx, streamJobs, consumerName)
-				if err := errors.Join(rerr, werr, ferr, cerr); err == nil {
-					w.run, w.results, w.workers, w.files = run, results, workers, files
-					return cons, nil
+		run, err := w.findRun(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if run != "" {
+			n := NamesFor(run)
+			if settings, err := w.js.KeyValue(ctx, n.Settings); err == nil {
+				// Setup makes every bucket before it publishes the config.
+				if e, err := settings.Get(ctx, keyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
+					results, rerr := w.js.KeyValue(ctx, n.Results)
+					workers, werr := w.js.KeyValue(ctx, n.Workers)
+					files, ferr := w.js.ObjectStore(ctx, n.Files)
+					claims, clerr := w.js.KeyValue(ctx, n.Claims)
+					cons, cerr := w.js.Consumer(ctx, n.Stream, n.Consumer)
+					if err := errors.Join(rerr, werr, ferr, clerr, cerr); err == nil {
+						w.names, w.run, w.results, w.workers, w.files, w.claims = n, settings, results, workers, files, claims
+						return cons, nil
+					}
 				}
 			}
 		}
 		if !said {
-			w.logf("waiting for a coordinator at %s", w.NC.Opts.Url)
+			w.logf("waiting for a coordinator at %s", strings.Join(w.NC.Opts.Servers, ", "))
 			said = true
 		}
 		select {
@@ -133,6 +151,39 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// findRun is the run to work for: the one named, or the one run with a
+// coordinator ("" while there is none). Several are an error: the
+// worker must be told which.
+func (w *Worker) findRun(ctx context.Context) (string, error) {
+	if w.RunName != "" {
+		return SafeID(w.RunName), nil
+	}
+	kv, err := w.js.KeyValue(ctx, bucketLeases)
+	if err != nil {
+		return "", nil
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		return "", nil
+	}
+	var live []string
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		var h Holder
+		if err == nil && json.Unmarshal(e.Value(), &h) == nil && time.Now().Before(h.Expires) {
+			live = append(live, k)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return "", nil
+	case 1:
+		return live[0], nil
+	}
+	sort.Strings(live)
+	return "", fmt.Errorf("%d runs have a coordinator on this NATS (%s): give --run", len(live), strings.Join(live, ", "))
 }
 
 // beat is how often a worker renews its lease and its heartbeat: a third
@@ -165,30 +216,60 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-// handle runs one job: the lease is kept alive while it runs, and the
-// message is acknowledged only once the outcome is stored — a worker that
-// dies before that has its job delivered again, to another worker.
+// Why a job's run stopped before its end.
+var (
+	errCancelled = errors.New("the coordinator cancelled the job")
+	errTaken     = errors.New("the job went to another worker (this one's lease ran out)")
+)
+
+// handle runs one job. The worker claims it first — with the hash of a
+// secret that only its outcome will carry, so that nobody else can report
+// for it — and keeps its lease alive while it runs; the message is
+// acknowledged only once the outcome is stored: a worker that dies before
+// that has its job delivered again, to another worker. A job that could
+// not run goes back to the queue. A job the coordinator cancels, or that
+// went to another worker, stops at once, its agent with it.
 func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 	var job job
-	if err := json.Unmarshal(msg.Data(), &job); err != nil || job.Key == "" {
+	if err := json.Unmarshal(msg.Data(), &job); err != nil || job.Key == "" || strings.ContainsAny(job.Key, ".*> ") {
 		w.logf("dropping a malformed job: %v", err)
 		_ = msg.Term()
 		return
 	}
-	if _, err := w.results.Get(ctx, job.Key); err == nil {
-		_ = msg.Ack() // reported already, by a worker whose ack was lost
+	if c, ok := w.claimOf(ctx, job.Key); ok && (c.Done || c.Cancelled) {
+		_ = msg.Ack() // reported already, or no longer wanted
 		return
 	}
-	lease, stop := context.WithCancel(ctx)
-	defer stop()
+	var delivery uint64
+	if meta, err := msg.Metadata(); err == nil {
+		delivery = meta.NumDelivered
+	}
+	secret, err := randomHex()
+	if err != nil {
+		return
+	}
+	proof := proofOf(secret)
+	b, _ := json.Marshal(claim{Worker: w.ID, Host: w.Host, Proof: proof, Delivery: delivery, At: time.Now().UTC()})
+	if _, err := w.claims.Put(ctx, job.Key, b); err != nil {
+		w.logf("%s: claiming job %s: %v", job.Item, job.Key, err)
+		_ = msg.Nak()
+		return
+	}
+	jobCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	go func() {
 		every := w.beat()
 		for {
 			select {
-			case <-lease.Done():
+			case <-jobCtx.Done():
 				return
 			case <-time.After(every):
 				_ = msg.InProgress()
+				if c, ok := w.claimOf(jobCtx, job.Key); ok && c.Cancelled {
+					stop(errCancelled)
+				} else if ok && c.Proof != proof {
+					stop(errTaken)
+				}
 			}
 		}
 	}()
@@ -201,39 +282,62 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 		w.mu.Unlock()
 	}()
 	w.logf("%s: iteration %d (attempt %d) from %s", job.Item, job.Iteration, job.Attempt, short(job.Base))
-	out := w.run1(ctx, slot, job)
+	out := w.run1(jobCtx, slot, job, proof)
 	if ctx.Err() != nil {
 		return // stopping: the job goes to another worker
 	}
-	out.Key, out.Worker, out.Host = job.Key, w.ID, w.Host
-	b, _ := json.Marshal(out)
-	if _, err := w.results.Create(ctx, job.Key, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if cause := context.Cause(jobCtx); cause != nil {
+		w.logf("%s: stopped: %v", job.Item, cause)
+		if errors.Is(cause, errCancelled) {
+			_ = msg.Term()
+		}
+		return
+	}
+	out.Key, out.Worker, out.Host, out.Secret = job.Key, w.ID, w.Host, secret
+	b, _ = json.Marshal(out)
+	if _, err := w.results.Put(ctx, resultKey(job.Key, proof), b); err != nil {
 		w.logf("%s: storing the outcome: %v", job.Item, err)
 		return // not acknowledged: delivered again
 	}
-	_ = msg.Ack()
 	if out.Error != "" {
-		w.logf("%s: could not run: %s", job.Item, out.Error)
-	} else {
-		w.logf("%s: agent exited %d, pushed %s", job.Item, out.Result.ExitCode, short(out.Commit))
+		w.logf("%s: could not run: %s (the job goes back to the queue)", job.Item, out.Error)
+		_ = msg.NakWithDelay(w.beat())
+		return
 	}
+	_ = msg.Ack()
+	w.logf("%s: agent exited %d, pushed %s", job.Item, out.Result.ExitCode, short(out.Commit))
+}
+
+// claimOf reads the job's claim.
+func (w *Worker) claimOf(ctx context.Context, key string) (claim, bool) {
+	e, err := w.claims.Get(ctx, key)
+	if err != nil {
+		return claim{}, false
+	}
+	var c claim
+	return c, json.Unmarshal(e.Value(), &c) == nil
+}
+
+func randomHex() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // run1 prepares the slot's tree, waits out a shared pause, runs the agent
 // and pushes what it did.
-func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
+func (w *Worker) run1(ctx context.Context, slot int, job job, proof string) outcome {
 	fail := func(err error) outcome { return outcome{Error: err.Error()} }
-	tree, base, tip, err := w.tree(ctx, slot, job)
+	began := time.Now()
+	// Always from the coordinator's base: what else is on the remote may
+	// be anyone's.
+	tree, start, err := w.tree(ctx, slot, job)
 	if err != nil {
 		return fail(err)
 	}
 	origin := w.cfg.Remote
-	start := base
-	// A worker that died after pushing leaves its work on the story's
-	// branch: the next one starts from there.
-	if tip != "" && tip != base && tree.IsAncestor(ctx, base, tip) {
-		start = tip
-	}
 	if err := tree.CheckoutDetached(ctx, start); err != nil {
 		return fail(err)
 	}
@@ -271,7 +375,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 	if req.Timeout <= 0 {
 		req.Timeout = time.Hour
 	}
-	res, err := ag.Run(proc.WithTag(ctx, proc.TagEnv+"=worker-"+job.Key), req)
+	res, err := ag.Run(w.tagged(ctx, job), req)
 	if err != nil && ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
@@ -284,7 +388,7 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 	if res.RateLimit != nil {
 		w.publishPause(ctx, res.RateLimit)
 	}
-	shared, err := w.putShared(ctx, tree, start, job)
+	shared, sums, err := w.putShared(ctx, tree, start, job)
 	if err != nil {
 		return fail(err)
 	}
@@ -295,11 +399,14 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 	if err != nil {
 		return fail(err)
 	}
-	gates := w.runGates(ctx, tree, sha, job, &output)
-	if err := tree.PushForce(ctx, origin, sha, "refs/ralph/jobs/"+job.Key, sha, "refs/heads/"+job.Branch); err != nil {
+	gates := w.runGates(ctx, tree, sha, job, &output, began)
+	if ctx.Err() != nil {
+		return fail(ctx.Err()) // the job is no longer this worker's
+	}
+	if err := tree.PushForce(ctx, origin, sha, jobRef(job.Key, proof)); err != nil {
 		return fail(fmt.Errorf("pushing: %w", err))
 	}
-	return outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, Gates: gates}
+	return outcome{Commit: sha, Result: res, Output: output.String(), Shared: shared, SharedSums: sums, Gates: gates}
 }
 
 // runGates runs the job's gates on the commit just made; their log goes
@@ -307,8 +414,18 @@ func (w *Worker) run1(ctx context.Context, slot int, job job) outcome {
 // left as committed (build output ignored by git is fine): otherwise they
 // would not be the results of the commit, and the coordinator runs the
 // gates itself.
-func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job job, log io.Writer) []gate.Result {
+//
+// Nor are they reported for a tree where the commit is not exactly what
+// the gates would read: a file whose committed bytes differ from the
+// tree's (a git filter), or a file git ignores that the job wrote (a test
+// hidden by .git/info/exclude, a replaced runner in node_modules). The
+// coordinator then judges the commit itself, with those set aside.
+func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job job, log io.Writer, began time.Time) []gate.Result {
 	if len(job.Gates) == 0 {
+		return nil
+	}
+	if why := notAttestable(ctx, tree, began); why != "" {
+		fmt.Fprintf(log, "\n[ralph worker] gates not run here (%s): the coordinator runs them itself\n", why)
 		return nil
 	}
 	fmt.Fprintf(log, "\n[ralph worker] gates on %s\n", short(sha))
@@ -317,13 +434,23 @@ func (w *Worker) runGates(ctx context.Context, tree *git.Repo, sha string, job j
 	if w.ConfineGates != nil {
 		runner.Proc = w.ConfineGates(w.Runner)
 	}
-	results, _ := runner.Run(proc.WithTag(ctx, tag), tree.Dir, job.Gates, log)
+	results, _ := runner.Run(w.tagged(ctx, job), tree.Dir, job.Gates, log)
 	proc.KillTagged(tag, false)
 	if dirty, err := tree.StatusPorcelain(ctx); err != nil || len(dirty) > 0 {
 		fmt.Fprintf(log, "\n[ralph worker] the gates changed the tree (%s): the coordinator runs them itself\n", strings.Join(dirty, ", "))
 		return nil
 	}
 	return results
+}
+
+// tagged marks what a job starts: with the job's tag (its leftovers are
+// killed when it ends) and the worker's Mark.
+func (w *Worker) tagged(ctx context.Context, job job) context.Context {
+	tags := []string{proc.TagEnv + "=worker-" + job.Key}
+	if w.Mark != "" {
+		tags = append(tags, w.Mark)
+	}
+	return proc.WithTag(ctx, tags...)
 }
 
 // jobEnv is the agent's environment: the job's, with the variables that
@@ -378,14 +505,15 @@ func (w *Worker) getShared(ctx context.Context, dir string, job job) error {
 // putShared stores the shared files as the agent left them, then puts
 // back the job's Restore paths as the commit the agent started from had
 // them, so that none of it is committed.
-func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job job) (map[string]bool, error) {
+func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, job job) (map[string]bool, map[string]string, error) {
 	var out map[string]bool
+	var sums map[string]string
 	if len(job.Shared) > 0 {
-		out = map[string]bool{}
+		out, sums = map[string]bool{}, map[string]string{}
 		for p := range job.Shared {
 			path, err := inTree(tree.Dir, p)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			b, err := os.ReadFile(path)
 			if errors.Is(err, os.ErrNotExist) {
@@ -393,18 +521,18 @@ func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, jo
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if _, err := w.files.PutBytes(ctx, sharedName(job.Key, "out", p), b); err != nil {
-				return nil, fmt.Errorf("storing %s for the coordinator: %w", p, err)
+				return nil, nil, fmt.Errorf("storing %s for the coordinator: %w", p, err)
 			}
-			out[p] = true
+			out[p], sums[p] = true, proofOf(string(b))
 		}
 	}
 	for _, p := range job.Restore {
 		path, err := inTree(tree.Dir, p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if tree.HasPath(ctx, start, p) {
 			err = tree.RestorePath(ctx, start, p)
@@ -412,10 +540,10 @@ func (w *Worker) putShared(ctx context.Context, tree *git.Repo, start string, jo
 			err = nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("putting %s back: %w", p, err)
+			return nil, nil, fmt.Errorf("putting %s back: %w", p, err)
 		}
 	}
-	return out, nil
+	return out, sums, nil
 }
 
 // inTree is the path p of a job inside dir; a path that leaves the tree
@@ -428,30 +556,28 @@ func inTree(dir, p string) (string, error) {
 }
 
 // tree returns the slot's work tree — a worktree of the worker's clone of
-// the remote, made on first use — with the job's base and the story
-// branch's tip on the remote fetched ("" when it has none; refs are shared
-// between a clone's worktrees: each slot has its own). One fetch brings
-// both, under cloneMu: a fetch reads every worktree's HEAD, and another
-// slot may be adding its worktree.
-func (w *Worker) tree(ctx context.Context, slot int, job job) (tree *git.Repo, base, tip string, err error) {
+// the remote, made on first use — with the job's base fetched (refs are
+// shared between a clone's worktrees: each slot has its own). The fetch
+// runs under cloneMu: it reads every worktree's HEAD, and another slot may
+// be adding its worktree.
+func (w *Worker) tree(ctx context.Context, slot int, job job) (tree *git.Repo, base string, err error) {
 	w.cloneMu.Lock()
 	defer w.cloneMu.Unlock()
 	if err := w.ensureClone(ctx); err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
 	baseRef := fmt.Sprintf("refs/ralph/slot-%d/base", slot)
-	tipRef := fmt.Sprintf("refs/ralph/slot-%d/branch", slot)
-	src := "refs/ralph/bases/" + job.Key
-	if w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef, "refs/heads/"+job.Branch, tipRef) == nil {
-		tip, _ = w.clone.RevParse(ctx, tipRef)
-	} else if err := w.clone.FetchRefs(ctx, w.cfg.Remote, src, baseRef); err != nil {
-		return nil, "", "", fmt.Errorf("fetching the job's base: %w", err)
+	if err := w.clone.FetchRefs(ctx, w.cfg.Remote, "refs/ralph/bases/"+job.Key, baseRef); err != nil {
+		return nil, "", fmt.Errorf("fetching the job's base: %w", err)
 	}
 	if base, err = w.clone.RevParse(ctx, baseRef); err != nil {
-		return nil, "", "", err
+		return nil, "", err
+	}
+	if base != job.Base {
+		return nil, "", fmt.Errorf("the job's base on the remote is %s, not the coordinator's %s", short(base), short(job.Base))
 	}
 	tree, err = w.ensureSlot(ctx, slot, base)
-	return tree, base, tip, err
+	return tree, base, err
 }
 
 // warm clones the remote and adds the slots' trees as soon as the run is
@@ -511,7 +637,8 @@ func (w *Worker) ensureSlot(ctx context.Context, slot int, rev string) (*git.Rep
 }
 
 // waitPause holds the agent's start while a rate limit any worker saw is
-// in force.
+// in force — at most the run's MaxPause from when it was set, whatever
+// reset time it names.
 func (w *Worker) waitPause(ctx context.Context, item string) error {
 	said := false
 	for {
@@ -520,14 +647,22 @@ func (w *Worker) waitPause(ctx context.Context, item string) error {
 			return nil
 		}
 		var p pause
-		if json.Unmarshal(e.Value(), &p) != nil || !time.Now().Before(p.Until) {
+		if json.Unmarshal(e.Value(), &p) != nil {
+			return nil
+		}
+		until := boundPause(p.Until, e.Created(), w.cfg.MaxPause)
+		if !time.Now().Before(until) {
 			return nil
 		}
 		if !said {
-			w.logf("%s: waiting until %s: %s hit a rate limit (%s)", item, p.Until.Format("15:04:05"), p.Worker, p.Message)
+			note := ""
+			if until.Before(p.Until) {
+				note = fmt.Sprintf(", not %s as it said: pauses last at most %s", p.Until.Local().Format(pauseTime), w.maxPause())
+			}
+			w.logf("%s: waiting until %s: %s hit a rate limit (%s)%s", item, until.Local().Format(pauseTime), p.Worker, p.Message, note)
 			said = true
 		}
-		wait := time.Until(p.Until)
+		wait := time.Until(until)
 		if wait > time.Second {
 			wait = time.Second
 		}
@@ -537,6 +672,29 @@ func (w *Worker) waitPause(ctx context.Context, item string) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// pauseTime is how a pause's end is shown: with its date, which may not
+// be today's.
+const pauseTime = "2006-01-02 15:04:05 MST"
+
+func (w *Worker) maxPause() time.Duration {
+	if w.cfg.MaxPause > 0 {
+		return w.cfg.MaxPause
+	}
+	return DefaultMaxPause
+}
+
+// boundPause is a pause's end: until, but no later than max after it was
+// set.
+func boundPause(until, set time.Time, max time.Duration) time.Time {
+	if max <= 0 {
+		max = DefaultMaxPause
+	}
+	if limit := set.Add(max); until.After(limit) {
+		return limit
+	}
+	return until
 }
 
 func (w *Worker) publishPause(ctx context.Context, rl *agent.RateLimit) {
@@ -550,5 +708,27 @@ func (w *Worker) publishPause(ctx context.Context, rl *agent.RateLimit) {
 	}
 	b, _ := json.Marshal(pause{Until: until.UTC(), Message: rl.Message, Worker: w.ID})
 	_, _ = w.run.Put(ctx, keyRateLimit, b)
-	w.logf("rate limit: every worker's next agent waits until %s", until.Format("15:04:05"))
+	w.logf("rate limit: every worker's next agent waits until %s", boundPause(until, time.Now(), w.cfg.MaxPause).Local().Format(pauseTime))
+}
+
+// notAttestable says why the gates' results on tree would not be the
+// results of its commit ("" when they would).
+func notAttestable(ctx context.Context, tree *git.Repo, began time.Time) string {
+	differ, err := tree.NotAsStaged(ctx, func(p string) bool { return git.WrittenSince(filepath.Join(tree.Dir, p), began) })
+	if err != nil {
+		return err.Error()
+	}
+	if len(differ) > 0 {
+		return "committed bytes differ from the tree's: " + strings.Join(differ, ", ")
+	}
+	ignored, err := tree.IgnoredFiles(ctx, ".ralph")
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range ignored {
+		if git.WrittenSince(filepath.Join(tree.Dir, p), began) {
+			return "the job wrote files git ignores, such as " + p
+		}
+	}
+	return ""
 }

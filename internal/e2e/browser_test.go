@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -135,23 +137,47 @@ func TestServeTokenOffLoopback(t *testing.T) {
 			t.Errorf("/%s without the token: %d", path, resp.StatusCode)
 		}
 	}
-	resp, err := http.Get(url)
+	// Attack: a DNS-rebinding page holds no token; nor does a request
+	// with the token under a foreign name get through.
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Host = "rebind.evil.example"
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a rebinding Host with the token: %v %v", err, resp)
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(b), "No run yet") {
-		t.Errorf("with the token: %d %s", resp.StatusCode, b)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "No run yet") || resp.Request.URL.RawQuery != "" {
+		t.Errorf("with the token: %d %s (at %s)", resp.StatusCode, b, resp.Request.URL)
+	}
+	// The cookie it set opens the event stream.
+	if resp, err := c.Get(base + "events?once=1"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("events with the cookie: %v %v", err, resp)
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
+// waitFor polls ok until it holds. The bound is wide: under `make
+// check`'s load a coordinator's start alone (its NATS server, the
+// baseline gates on the untouched base) has taken half a minute, and a
+// wait that gives up while the run still makes progress says nothing.
+func waitFor(t *testing.T, ok func() bool, logs ...fmt.Stringer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
+			var b strings.Builder
+			for _, l := range logs {
+				if p, ok := l.(*bgProc); ok {
+					p.dumpStacks()
+				}
+				b.WriteString("\n---\n" + l.String())
+			}
+			t.Fatal("timed out waiting" + b.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

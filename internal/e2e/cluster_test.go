@@ -32,6 +32,12 @@ echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
 echo '<promise>COMPLETE</promise>'
 `
 
+// testToken is the NATS token of the tests' coordinators and workers,
+// given the way the README says: in $RALPH_NATS_TOKEN.
+const testToken = "e2e-nats-token-0123456789"
+
+var natsTokenEnv = "RALPH_NATS_TOKEN=" + testToken
+
 // bgProc is a background ralph process with its output.
 type bgProc struct {
 	cmd *exec.Cmd
@@ -56,6 +62,21 @@ func startBg(t *testing.T, dir string, env []string, bin string, args ...string)
 		_ = cmd.Wait()
 	})
 	return p
+}
+
+// dumpStacks has a ralph process that seems stuck print its goroutines
+// (Go does on SIGQUIT, and exits) into its output.
+func (p *bgProc) dumpStacks() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return
+	}
+	for i := 0; i < 40 && !strings.Contains(p.out.String(), "goroutine "); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
 }
 
 // wait waits for the process to exit and returns its exit code.
@@ -158,7 +179,7 @@ func (p *bgProc) String() string { return strings.Join(p.cmd.Args, " ") + ":\n" 
 func TestClusterDiamondThreeWorkers(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(8))
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	w1dir := t.TempDir()
 	w1 := startBg(t, w1dir, env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { return strings.Contains(w1.out.String(), "waiting for a coordinator") })
@@ -180,6 +201,10 @@ func TestClusterDiamondThreeWorkers(t *testing.T) {
 	if n := strings.Count(string(starts), "start "); n != 8 {
 		t.Fatalf("%d agent runs for 8 stories:\n%s", n, starts)
 	}
+	// Only the branches remain on the remote: every job's refs left it.
+	if refs := git(t, remote, "for-each-ref", "--format=%(refname)"); strings.TrimSpace(refs) != "refs/heads/main\nrefs/heads/ralph/d" {
+		t.Fatalf("the remote's refs after the run:\n%s", refs)
+	}
 	// The repository's own tree is the feature branch, clean.
 	if st := git(t, repo, "status", "--porcelain", "--untracked-files=no"); st != "" {
 		t.Fatalf("the coordinator's tree is dirty:\n%s", st)
@@ -194,7 +219,7 @@ func TestClusterWorkerKilled(t *testing.T) {
 	// The first run of S-2 says where it is and hangs.
 	hook := `if [ "$RALPH_ITEM_ID" = S-2 ] && [ ! -f "$MARK/s2.pid" ]; then echo "$PPID $$" > "$MARK/s2.tmp"; mv "$MARK/s2.tmp" "$MARK/s2.pid"; sleep 60; fi` + "\n"
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	// --no-sandbox: the hook tells the worker's and its agent's pids,
 	// which a sandbox's pid namespace would hide.
@@ -208,10 +233,17 @@ func TestClusterWorkerKilled(t *testing.T) {
 	if worker != w1.cmd.Process.Pid && worker != w2.cmd.Process.Pid {
 		t.Fatalf("S-2's agent's parent %d is neither worker (%d, %d)", worker, w1.cmd.Process.Pid, w2.cmd.Process.Pid)
 	}
+	// ralph status shows S-2's job running on its worker.
+	waitFor(t, func() bool {
+		st := runBin(t, repo, "", nil, bin, "status")
+		_, jobs, ok := strings.Cut(st.stdout, "## Jobs")
+		return ok && strings.Contains(jobs, "| S-2 | ") && strings.Contains(jobs, "| running | ")
+	}, co)
 	if err := syscall.Kill(worker, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(-agentPid, syscall.SIGKILL) // its agent, left behind
+	// Its agent (in a process group of its own) dies with it.
+	waitFor(t, func() bool { return gone(agentPid) }, co, w1, w2)
 	w3 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	if code := co.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("coordinator exit %d\n%s\n%s\n%s\n%s", code, co, w1, w2, w3)
@@ -230,22 +262,22 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(6))
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
-	waitFor(t, func() bool { return len(featCommitsQuiet(remote)) >= 2 })
+	waitFor(t, func() bool { return len(featCommitsQuiet(remote)) >= 2 }, co, w1, w2)
 	// ralph status, a reader, shows the remote workers while the run lasts.
 	var st runResult
 	waitFor(t, func() bool {
 		st = runBin(t, repo, "", nil, bin, "status")
 		_, workers, ok := strings.Cut(st.stdout, "## Workers")
 		return ok && strings.Count(workers, "| 2 | ") == 2 // two workers of 2 slots
-	})
+	}, co, w1, w2)
 	_ = syscall.Kill(-co.cmd.Process.Pid, syscall.SIGKILL)
 	co.wait(t, 30*time.Second)
 	co2 := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
-	if code := co2.wait(t, 2*time.Minute); code != 0 {
+	if code := co2.wait(t, 4*time.Minute); code != 0 {
 		t.Fatalf("restarted coordinator exit %d\n%s\n%s\n%s\n%s", code, co, co2, w1, w2)
 	}
 	requireOneEach(t, remote, 6, co, co2, w1, w2)
@@ -261,20 +293,20 @@ func TestClusterCoordinatorRestarted(t *testing.T) {
 func TestClusterCoordinatorMoves(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, _ := clusterSetup(t, diamond(6))
-	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), "")
+	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), cluster.ServerAuth{Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte("sleep 0.5\n"), 0o644)
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	args := []string{"coordinator", "--prd", "prd.json", "--remote", remote, "--nats", url,
 		"--agent", "cmd", "--agent-cmd", "sh agent.sh", "--lease", "2s", "--iteration-timeout", "2m"}
 	co := startBg(t, repo, env, bin, args...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	// Two stories merged, pushed, and in the state on NATS.
-	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test"})
+	nc, err := cluster.Connect(url, cluster.ConnOptions{Name: "test", Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +314,7 @@ func TestClusterCoordinatorMoves(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var merged []string
 	waitFor(t, func() bool {
-		kv, err := js.KeyValue(t.Context(), cluster.BucketRun)
+		kv, err := js.KeyValue(t.Context(), cluster.NamesFor("ralph/d").Settings)
 		if err != nil {
 			return false
 		}
@@ -324,6 +356,17 @@ func TestClusterCoordinatorMoves(t *testing.T) {
 	}
 }
 
+// gone reports whether pid no longer runs (a zombie nobody reaped yet
+// counts as gone).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z")
+}
+
 func featCommitsQuiet(remote string) []string {
 	out, err := exec.Command("git", "-C", remote, "log", "--format=%s", "ralph/d").Output()
 	if err != nil {
@@ -346,7 +389,7 @@ func rateLimitedRun(t *testing.T, bin, prd, hook string, args ...string) (limite
 	t.Helper()
 	repo, remote, mark, url := clusterSetup(t, prd)
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(hook), 0o644)
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark), "REMOTE=" + remote}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark), "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, append(args, "--rate-limit-backoff", "3s")...)...)
 	w1 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
 	w2 = startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")
@@ -452,7 +495,7 @@ esac
 {"id":"A.2","title":"login endpoint","status":"pending","leaf":true}
 {"id":"B","title":"docs","status":"pending","leaf":true}
 `})
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	// The remote as a path relative to the repository, as people type it.
 	rel, err := filepath.Rel(repo, remote)
 	if err != nil {
@@ -541,7 +584,7 @@ echo '<promise>COMPLETE</promise>'
 {"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":1},{"id":"S-3","title":"c","priority":1}],
 "quality_checks":{"test":"sh check.sh"}}` + "\n"
 	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh, "check.sh": checkSh})
-	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	w2 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w")

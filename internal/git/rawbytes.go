@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // NotAsStaged lists the paths whose staged blob is not the bytes the
@@ -88,4 +89,14 @@ func splitZ(out string) []string {
 		}
 	}
 	return paths
+}
+
+// WrittenSince reports whether the file at path was written, renamed or
+// had its mode changed at or after since (a missing file: true).
+func WrittenSince(path string, since time.Time) bool {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return true
+	}
+	return !ChangeTime(fi).Before(since)
 }

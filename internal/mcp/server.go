@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,11 @@ type Options struct {
 	// Stop asks the run of p to stop after its current iteration; by says
 	// who asked.
 	Stop func(p engine.Paths, by string) error
+	// Repos, when set, are the only repositories the tools act on (over
+	// HTTP: Dir and the ones the person allowed); a repo argument or a
+	// file argument outside them is refused. Nil: any (stdio, where the
+	// client is the person's own agent).
+	Repos []string
 }
 
 // ServeStdio serves srv on standard input and output until the client
@@ -98,7 +104,45 @@ func (r *server) repo(arg string) (string, error) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return "", usage.Errorf("repo %q: not a folder", arg)
 	}
+	if r.Repos != nil {
+		real := resolved(dir)
+		if !slices.ContainsFunc(r.Repos, func(allowed string) bool { return resolved(allowed) == real }) {
+			return "", usage.Errorf("repo %q: this server serves %s only (ralph mcp --allow-repo adds others)", arg, strings.Join(r.Repos, ", "))
+		}
+	}
 	return dir, nil
+}
+
+// resolved is dir absolute with its links followed: the same folder by
+// any name compares equal.
+func resolved(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return filepath.Clean(dir)
+}
+
+// file is a tool's path argument (def when empty) in repo; on a server
+// limited to some repositories a path outside repo is refused.
+func (r *server) file(repo, p, def string) (string, error) {
+	path := inRepo(repo, p, def)
+	if r.Repos == nil {
+		return path, nil
+	}
+	dir := filepath.Dir(path)
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(dir); err == nil || dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	rel, err := filepath.Rel(resolved(repo), filepath.Join(resolved(dir), strings.TrimPrefix(path, dir)))
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", usage.Errorf("%q is outside the repository %s", p, repo)
+	}
+	return path, nil
 }
 
 // ToolError is a command's failure as a tool error: the CLI's message and
@@ -141,6 +185,13 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, runOutput{}, err
+	}
+	for _, f := range []string{in.PRD, in.Tasks, in.RunDir} {
+		if f != "" {
+			if _, err := r.file(repo, f, ""); err != nil {
+				return nil, runOutput{}, err
+			}
+		}
 	}
 	p := engine.PathsFor(repo)
 	if active, holder := engine.ActiveRun(p); active {
@@ -326,7 +377,11 @@ func (r *server) createPRD(ctx context.Context, _ *sdk.CallToolRequest, in creat
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	args := []string{"prd", "new", "--project", in.Project, "--feature", in.Feature, "-o", inRepo(repo, in.Path, "prd.json")}
+	out, err := r.file(repo, in.Path, "prd.json")
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	args := []string{"prd", "new", "--project", in.Project, "--feature", in.Feature, "-o", out}
 	if in.Force {
 		args = append(args, "--force")
 	}
@@ -356,7 +411,11 @@ func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pat
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	return r.text(ctx, repo, "prd", "validate", inRepo(repo, in.Path, "prd.json"))
+	path, err := r.file(repo, in.Path, "prd.json")
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	return r.text(ctx, repo, "prd", "validate", path)
 }
 
 func (r *server) stop(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, textOutput, error) {
@@ -402,7 +461,11 @@ func (r *server) taskAdd(ctx context.Context, _ *sdk.CallToolRequest, in taskAdd
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	args := append([]string{"task", "add"}, fileArg(repo, in.File)...)
+	file, err := r.fileArg(repo, in.File)
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	args := append([]string{"task", "add"}, file...)
 	if in.Parent != "" {
 		args = append(args, in.Parent)
 	}
@@ -410,11 +473,15 @@ func (r *server) taskAdd(ctx context.Context, _ *sdk.CallToolRequest, in taskAdd
 }
 
 // fileArg is --file with the task tree's path in the repository.
-func fileArg(repo, f string) []string {
+func (r *server) fileArg(repo, f string) ([]string, error) {
 	if f == "" {
-		return nil
+		return nil, nil
 	}
-	return []string{"--file", inRepo(repo, f, "")}
+	path, err := r.file(repo, f, "")
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--file", path}, nil
 }
 
 // inRepo is a tool's path argument (def when empty) in the repository:
@@ -441,7 +508,11 @@ func (r *server) taskNext(ctx context.Context, _ *sdk.CallToolRequest, in taskFi
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	return r.text(ctx, repo, append([]string{"task", "next", "--json"}, fileArg(repo, in.File)...)...)
+	file, err := r.fileArg(repo, in.File)
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	return r.text(ctx, repo, append([]string{"task", "next", "--json"}, file...)...)
 }
 
 // taskIDInput names a task.
@@ -456,7 +527,11 @@ func (r *server) taskComplete(ctx context.Context, _ *sdk.CallToolRequest, in ta
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	return r.text(ctx, repo, append(append([]string{"task", "complete"}, fileArg(repo, in.File)...), in.ID)...)
+	file, err := r.fileArg(repo, in.File)
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	return r.text(ctx, repo, append(append([]string{"task", "complete"}, file...), in.ID)...)
 }
 
 func (r *server) taskList(ctx context.Context, _ *sdk.CallToolRequest, in taskFileInput) (*sdk.CallToolResult, textOutput, error) {
@@ -464,7 +539,11 @@ func (r *server) taskList(ctx context.Context, _ *sdk.CallToolRequest, in taskFi
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	args := append([]string{"task", "list", "--json"}, fileArg(repo, in.File)...)
+	file, err := r.fileArg(repo, in.File)
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	args := append([]string{"task", "list", "--json"}, file...)
 	if in.Status != "" {
 		args = append(args, "--status", in.Status)
 	}

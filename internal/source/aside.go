@@ -131,7 +131,7 @@ func (o *gateOutputs) disableNewHooks(ctx context.Context, repo *git.Repo, since
 	entries, _ := os.ReadDir(hooks)
 	var moved []string
 	for _, e := range entries {
-		if e.IsDir() || strings.HasSuffix(e.Name(), ".sample") || !writtenSince(filepath.Join(hooks, e.Name()), since) {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".sample") || !git.WrittenSince(filepath.Join(hooks, e.Name()), since) {
 			continue
 		}
 		to := filepath.Join(dirs[1], "ralph-disabled-hooks", e.Name())
@@ -152,7 +152,7 @@ func (o *gateOutputs) clock(ctx context.Context, repo *git.Repo) time.Time {
 		probe := store + ".clock"
 		if err = os.WriteFile(probe, nil, 0o600); err == nil {
 			if fi, err := os.Lstat(probe); err == nil {
-				return changeTime(fi)
+				return git.ChangeTime(fi)
 			}
 		}
 	}
@@ -193,7 +193,7 @@ func setAside(ctx context.Context, repo *git.Repo, since time.Time, outputs *gat
 		if err != nil || fi.IsDir() {
 			continue
 		}
-		ct := changeTime(fi)
+		ct := git.ChangeTime(fi)
 		if ct.Before(since) || outputs.trusted(repo.Dir, p, ct) {
 			continue
 		}
@@ -283,14 +283,4 @@ func walkFiles(root string) []string {
 		return nil
 	})
 	return out
-}
-
-// writtenSince reports whether the file at path was written, renamed or
-// had its mode changed at or after since (zero: always).
-func writtenSince(path string, since time.Time) bool {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return true
-	}
-	return !changeTime(fi).Before(since)
 }

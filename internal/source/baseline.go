@@ -38,7 +38,13 @@ type Baseline struct {
 	path   string
 	repo   *git.Repo
 	runner gate.Runner
-	mu     sync.Mutex
+	// Exclusive, when set, runs the adds and removes of the baseline's
+	// worktree alone (ParallelPRD.addingWorktree): the base moves during a
+	// parallel run, and a git command that reads every worktree's HEAD
+	// beside a half-made one fails (a coordinator's fetch of a worker's
+	// commit did: "bad object worktrees/baseline-tree/HEAD").
+	Exclusive func(func() error) error `json:"-"`
+	mu        sync.Mutex
 	// known are the inventories of other commits this run met: an item
 	// cut from a base that moved is judged against its own base.
 	known map[string][]gate.Result
@@ -99,18 +105,30 @@ func (b *Baseline) run(ctx context.Context, commit string, log io.Writer) ([]gat
 	if _, err := b.repo.RepairHalfAdded(ctx, tree); err != nil {
 		return nil, fmt.Errorf("repairing the baseline's tree a killed run left: %w", err)
 	}
-	_ = b.repo.WorktreeRemove(ctx, tree)
-	_ = os.RemoveAll(tree)
-	_ = b.repo.WorktreePrune(ctx)
-	if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
+	exclusive := b.Exclusive
+	if exclusive == nil {
+		exclusive = func(fn func() error) error { return fn() }
+	}
+	err := exclusive(func() error {
+		_ = b.repo.WorktreeRemove(ctx, tree)
+		_ = os.RemoveAll(tree)
+		_ = b.repo.WorktreePrune(ctx)
+		if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
+			return err
+		}
+		if err := b.repo.WorktreeAddDetached(ctx, tree, commit); err != nil {
+			return fmt.Errorf("checking out the base %s for its baseline: %w", short(commit), err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := b.repo.WorktreeAddDetached(ctx, tree, commit); err != nil {
-		return nil, fmt.Errorf("checking out the base %s for its baseline: %w", short(commit), err)
-	}
 	defer func() {
-		_ = b.repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
-		_ = os.RemoveAll(tree)
+		_ = exclusive(func() error {
+			_ = b.repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
+			return os.RemoveAll(tree)
+		})
 	}()
 	if log == nil {
 		log = io.Discard

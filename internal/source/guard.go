@@ -355,7 +355,7 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	// The files written since the run started; paths the add left out
 	// (the user's, ralph's own) are not committed.
 	differ, err := repo.NotAsStaged(ctx, func(p string) bool {
-		return !keepsPath(preexisting, p) && writtenSince(filepath.Join(repo.Dir, p), j.since)
+		return !keepsPath(preexisting, p) && git.WrittenSince(filepath.Join(repo.Dir, p), j.since)
 	})
 	if err != nil || len(differ) > 0 {
 		_ = staged.Restore(ctx)

@@ -345,6 +345,13 @@ func (s *ParallelPRD) addingWorktree(fn func() error) error {
 	return fn()
 }
 
+// UseBaseline takes the run's baseline, whose own worktree comes and goes
+// (the base moves as stories merge) like a story's: alone.
+func (s *ParallelPRD) UseBaseline(b *Baseline) {
+	b.Exclusive = s.addingWorktree
+	s.prdDoc.UseBaseline(b)
+}
+
 // ListingWorktrees runs fn, a git command that reads every worktree's
 // HEAD (worktree list, prune, a fetch's connectivity check), while no
 // worktree is half-added.

@@ -6,10 +6,10 @@ package web
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"embed"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -20,6 +20,8 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/dashboard"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/httpauth"
+	"github.com/ralph-loop/ralph/internal/secret"
 )
 
 //go:embed templates/page.html
@@ -30,9 +32,16 @@ var page = template.Must(template.ParseFS(files, "templates/page.html"))
 // Server serves the dashboard of the repository at Paths.
 type Server struct {
 	Paths engine.Paths
-	// Token, when set, is required on every request (?token= or a Bearer
-	// header), the event stream included.
+	// Token, when set, is required on every request, the event stream
+	// included: a Bearer header, or the cookie that opening the page once
+	// with ?token= sets (the token then leaves the address).
 	Token string
+	// Hosts are names besides IP addresses, localhost and this machine's
+	// name that requests may give as their Host: any other is refused (a
+	// DNS-rebinding page in the person's browser).
+	Hosts []string
+	// Mask hides secrets in everything the dashboard shows.
+	Mask *secret.Masker
 	// Every is how often the event stream looks for a change.
 	Every time.Duration
 
@@ -42,34 +51,23 @@ type Server struct {
 
 // New serves the repository at p.
 func New(p engine.Paths, token string) *Server {
-	return &Server{Paths: p, Token: token, Every: 500 * time.Millisecond, feed: dashboard.NewFeed(p)}
+	return &Server{Paths: p, Token: token, Every: 500 * time.Millisecond, feed: dashboard.NewFeed(p), Mask: secret.FromEnv()}
 }
 
 // Handler routes: / (the page), /events (server-sent events),
-// /transcript/N, all behind the token when there is one.
+// /transcript/N, all behind the Host check and the token when there is
+// one.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /transcript/{n}", s.transcript)
-	return s.guard(mux)
+	g := &httpauth.Guard{Token: s.Token, Cookie: CookieName, Hosts: s.Hosts}
+	return g.Wrap(mux)
 }
 
-func (s *Server) guard(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.Token != "" {
-			got := r.URL.Query().Get("token")
-			if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Bearer ") {
-				got = strings.TrimPrefix(a, "Bearer ")
-			}
-			if subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
-				http.Error(w, "ralph serve: a token is required (?token=…)", http.StatusUnauthorized)
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
-}
+// CookieName is the cookie that carries the dashboard's token.
+const CookieName = "ralph_dashboard"
 
 // view is what the templates render.
 type view struct {
@@ -84,7 +82,6 @@ type view struct {
 	Transcripts []int
 	Progress    string
 	PastRuns    []string
-	Query       string // the token, carried on links
 }
 
 type itemView struct {
@@ -103,9 +100,6 @@ func (s *Server) snapshot(r *http.Request) view {
 	snap := s.feed.Poll()
 	s.mu.Unlock()
 	v := view{State: snap.State, Gates: snap.Gates}
-	if s.Token != "" {
-		v.Query = "?token=" + r.URL.Query().Get("token")
-	}
 	st := snap.State
 	if st == nil {
 		return v
@@ -161,10 +155,13 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.Sort(sort.Reverse(sort.StringSlice(v.PastRuns)))
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := page.Execute(w, v); err != nil {
+	var b bytes.Buffer
+	if err := page.Execute(&b, v); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, s.Mask.String(b.String()))
 }
 
 // events streams the live part of the page whenever it changes (and once
@@ -186,8 +183,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		var b bytes.Buffer
 		if err := page.ExecuteTemplate(&b, "live", s.snapshot(r)); err == nil && b.String() != last {
 			last = b.String()
+			live := s.Mask.String(last)
 			fmt.Fprint(w, "event: live\n")
-			for _, l := range strings.Split(last, "\n") {
+			for _, l := range strings.Split(live, "\n") {
 				fmt.Fprintf(w, "data: %s\n", l)
 			}
 			fmt.Fprint(w, "\n")
@@ -216,6 +214,11 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	http.ServeFile(w, r, path)
+	_, _ = io.WriteString(w, s.Mask.String(string(b)))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -73,24 +74,96 @@ func TestPage(t *testing.T) {
 	}
 }
 
-// With a token every request needs it, the event stream included.
+// With a token every request needs it, the event stream included. The
+// token in the address is traded once for a cookie: the page and its
+// links never carry it.
 func TestToken(t *testing.T) {
 	p, _ := fixture(t)
-	srv := httptest.NewServer(New(p, "s3cret").Handler())
+	srv := httptest.NewServer(New(p, "s3cret-token").Handler())
 	defer srv.Close()
 	for _, path := range []string{"/", "/events", "/transcript/1", "/?token=wrong"} {
 		if code, _ := get(t, srv.URL+path); code != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %d", path, code)
 		}
 	}
-	code, body := get(t, srv.URL+"/?token=s3cret")
-	if code != 200 || !strings.Contains(body, `href="transcript/1?token=s3cret"`) {
-		t.Errorf("with the token: %d", code)
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	var redirects []string
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		redirects = append(redirects, req.URL.String())
+		return nil
+	}
+	resp, err := c.Get(srv.URL + "/?token=s3cret-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	if resp.StatusCode != 200 || !strings.Contains(body, `href="transcript/1"`) || strings.Contains(body, "s3cret-token") {
+		t.Errorf("with the token: %d\n%s", resp.StatusCode, body)
+	}
+	if len(redirects) != 1 || strings.Contains(redirects[0], "token") {
+		t.Errorf("the token was not taken out of the address: %v", redirects)
+	}
+	// The cookie now opens every page.
+	if resp, err := c.Get(srv.URL + "/transcript/1"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("with the cookie: %v %v", err, resp)
 	}
 	req, _ := http.NewRequest("GET", srv.URL+"/transcript/1", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Authorization", "Bearer s3cret-token")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Errorf("Bearer: %v %v", err, resp)
+	}
+}
+
+// Attack: a DNS-rebinding page in the person's browser reaches the
+// dashboard under its own name (Host evil.example), or calls it from its
+// own origin; both are refused, token or not. IP addresses, localhost
+// and the names given are fine.
+func TestForeignHostRefused(t *testing.T) {
+	p, _ := fixture(t)
+	s := New(p, "")
+	s.Hosts = []string{"ci.internal"}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for host, want := range map[string]int{"evil.example": 403, "evil.example:7332": 403, "127.0.0.1.nip.io:7332": 403,
+		"localhost:7332": 200, "127.0.0.1:7332": 200, "[::1]:7332": 200, "ci.internal:7332": 200, "CI.internal": 200} {
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 403 && strings.Contains(string(b), "S-1")) {
+			t.Errorf("Host %s: %d (want %d)", host, resp.StatusCode, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/events?once=1", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("a page of another origin read the events: %v %v", err, resp)
+	}
+}
+
+// Everything the dashboard shows is masked: a key in a transcript, the
+// progress log or an item's title.
+func TestMasked(t *testing.T) {
+	p, st := fixture(t)
+	const key = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	os.WriteFile(filepath.Join(p.Transcripts, "0001-S-1.log"), []byte("the key is "+key+"\n"), 0o644)
+	os.WriteFile(p.Progress, []byte("## learned "+key+"\n"), 0o644)
+	st.Items["S-2"].Title = "use " + key
+	writeState(t, p, st)
+	srv := httptest.NewServer(New(p, "").Handler())
+	defer srv.Close()
+	for _, path := range []string{"/", "/transcript/1", "/events?once=1"} {
+		code, body := get(t, srv.URL+path)
+		if code != 200 || strings.Contains(body, key) || !strings.Contains(body, "[masked]") {
+			t.Errorf("%s: %d\n%s", path, code, body)
+		}
 	}
 }
 

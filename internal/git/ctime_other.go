@@ -1,13 +1,13 @@
 //go:build !linux
 
-package source
+package git
 
 import (
 	"io/fs"
 	"time"
 )
 
-// changeTime is fi's modification time where ralph does not read the
+// ChangeTime is fi's modification time where ralph does not read the
 // inode change time: a process can set it back, so the set-aside check is
 // weaker there (README, "The harness owns done").
-func changeTime(fi fs.FileInfo) time.Time { return fi.ModTime() }
+func ChangeTime(fi fs.FileInfo) time.Time { return fi.ModTime() }

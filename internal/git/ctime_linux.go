@@ -1,4 +1,4 @@
-package source
+package git
 
 import (
 	"io/fs"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// changeTime is fi's inode change time: set by the kernel on every write,
+// ChangeTime is fi's inode change time: set by the kernel on every write,
 // rename, link or chmod, never by a process (utimes sets only the others).
-func changeTime(fi fs.FileInfo) time.Time {
+func ChangeTime(fi fs.FileInfo) time.Time {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
 	}
