@@ -297,9 +297,10 @@ func (g *Guard) pin(runID string) error {
 
 // Restore is engine.Policy: after an agent ran, the policy files of the
 // main tree are put back where they differ from the pinned policy, and
-// the snapshot itself where it was touched. (A story's worktree copy of
-// the PRD is the parallel source's to restore; dir is not looked at.)
-func (g *Guard) Restore(string) []string {
+// the snapshot itself where it was touched, and the copies of the files
+// pinned whole in dir, a story's own tree. (A story's worktree copy of
+// the PRD is the parallel source's to restore.)
+func (g *Guard) Restore(dir string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.snap == nil {
@@ -311,7 +312,13 @@ func (g *Guard) Restore(string) []string {
 			out = append(out, fmt.Sprintf("%s, the run's pinned policy, was changed by the agent; restored", file(g.paths)))
 		}
 	}
-	for _, c := range g.snap.compare(g.paths.Root) {
+	changes := g.snap.compare(g.paths.Root)
+	if dir != "" && filepath.Clean(dir) != filepath.Clean(g.paths.Root) {
+		// A story's own tree: its copies of the whole files are merged
+		// with its work, so an edit there is put back too.
+		changes = append(changes, g.snap.compareFiles(dir, true)...)
+	}
+	for _, c := range changes {
 		msg := fmt.Sprintf("the agent changed %s (%s); restored the policy the run started with", c.Path, strings.Join(c.Fields, ", "))
 		aside, err := c.restore(g.paths)
 		switch {
@@ -363,11 +370,19 @@ func (s *Snapshot) compare(root string) []change {
 			out = append(out, *c)
 		}
 	}
+	return append(out, s.compareFiles(root, false)...)
+}
+
+// compareFiles compares the files pinned whole with root's. With
+// onlyPresent (another tree: a story's worktree, where .ralph/ is not
+// checked out) only the files root holds are compared.
+func (s *Snapshot) compareFiles(root string, onlyPresent bool) []change {
+	var out []change
 	for _, f := range s.Files {
 		abs := filepath.Join(root, f.Path)
 		b, err := os.ReadFile(abs)
 		exists := err == nil
-		if exists == f.Exists && bytes.Equal(b, f.Content) {
+		if exists == f.Exists && bytes.Equal(b, f.Content) || onlyPresent && !exists {
 			continue
 		}
 		c := change{Path: f.Path, abs: abs}

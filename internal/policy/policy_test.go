@@ -221,3 +221,26 @@ func TestCheckRefusesAForgedSnapshot(t *testing.T) {
 		t.Errorf("a completed run: %v", err)
 	}
 }
+
+// A story's own tree (a parallel run's worktree): its copy of a file
+// pinned whole is merged with its work, so an agent's edit there is put
+// back too; a pinned file the tree does not hold (.ralph/ is not checked
+// out there) is not written into it.
+func TestRestoreInAStorysTree(t *testing.T) {
+	_, g := repo(t)
+	wt := t.TempDir()
+	write(t, filepath.Join(wt, ".ralph", "config.yaml"), "gates:\n  test: \"true\"\n")
+	out := g.Restore(wt)
+	if len(out) != 1 || !strings.Contains(out[0], ".ralph/config.yaml") {
+		t.Fatalf("Restore(worktree) reported %q", out)
+	}
+	if got := read(t, filepath.Join(wt, ".ralph", "config.yaml")); got != testConfig {
+		t.Fatalf("the worktree's config.yaml is %q, want the pinned one", got)
+	}
+	if _, err := os.Stat(filepath.Join(wt, ".ralph", "roles.yaml")); err == nil {
+		t.Fatal("a pinned file the worktree did not hold was written into it")
+	}
+	if out := g.Restore(wt); len(out) != 0 {
+		t.Fatalf("a second Restore found %q", out)
+	}
+}
