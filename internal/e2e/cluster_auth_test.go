@@ -60,7 +60,7 @@ echo '<promise>COMPLETE</promise>'
 	os.MkdirAll(filepath.Join(repo, ".ralph"), 0o755)
 	os.WriteFile(filepath.Join(repo, ".ralph", "config.yaml"), []byte("env:\n  MY_API_KEY: "+apiKey+"\n"), 0o644)
 	cert, key := selfSigned(t, t.TempDir())
-	env := []string{"MARK=" + mark}
+	env := []string{"MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--listen-tls-cert", cert, "--listen-tls-key", key)...)
 	tokenFile := filepath.Join(repo, ".ralph", "nats-token")
 	waitFor(t, func() bool { return strings.Contains(co.out.String(), "start workers with") }, co)

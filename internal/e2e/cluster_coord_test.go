@@ -99,7 +99,7 @@ func TestClusterTwoCoordinators(t *testing.T) {
 	os.WriteFile(filepath.Join(mark, "hook.sh"), []byte(`if [ "$RALPH_ITEM_ID" = S-5 ]; then while [ ! -f "$MARK/go" ]; do sleep 0.1; done; fi
 sleep 1
 `), 0o644)
-	env := []string{natsTokenEnv, "MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co1 := startBg(t, repo, env, bin, natsCoordinatorArgs(remote, url)...)
 	waitFor(t, func() bool { return strings.Contains(co1.out.String(), "coordinator of run ralph_d") }, co1)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
@@ -151,7 +151,7 @@ test -f agent.sh
 		"agent.sh": clusterAgent, "check.sh": checkSh})
 	url := natsServerProcess(t)
 	os.WriteFile(filepath.Join(mark, "hold"), nil, 0o644)
-	env := []string{natsTokenEnv, "MARK=" + mark, "COORD=" + repo, "REMOTE=" + remote}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark), "COORD=" + repo, "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, natsCoordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(mark, "in-merge")); return err == nil }, co, w1)

@@ -87,7 +87,7 @@ func rogue(ctx context.Context, t *testing.T, url string) <-chan int {
 func TestClusterRogueClient(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(4))
-	env := []string{natsTokenEnv, "MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--max-pause", "3s", "--breaker", "2")...)
 	ctx, cancel := context.WithCancel(t.Context())
 	forged := rogue(ctx, t, url)
@@ -137,7 +137,7 @@ while read old new ref; do
 done
 `
 	os.WriteFile(filepath.Join(remote, "hooks", "post-receive"), []byte(hook), 0o755)
-	env := []string{natsTokenEnv, "MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)
 	w := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	if code := co.wait(t, 2*time.Minute); code != 0 {
@@ -168,7 +168,7 @@ done
 func TestClusterQueueTimeout(t *testing.T) {
 	bin := buildRalph(t)
 	repo, remote, mark, url := clusterSetup(t, diamond(3))
-	env := []string{natsTokenEnv, "MARK=" + mark}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url, "--parallel", "1", "--queue-timeout", "6s")...)
 	// ralph status tells the queued job from a running one.
 	waitFor(t, func() bool {
