@@ -430,6 +430,7 @@ func (r *Repo) WorktreePrune(ctx context.Context) error {
 // EnsureExcluded lists pattern in .git/info/exclude (never the user's
 // .gitignore) so ralph's own files stay out of commits and status.
 func (r *Repo) EnsureExcluded(ctx context.Context, pattern string) error {
+	ownExcluded.Store(pattern, true)
 	common, err := r.CommonDir(ctx)
 	if err != nil {
 		return err
@@ -455,6 +456,23 @@ func (r *Repo) EnsureExcluded(ctx context.Context, pattern string) error {
 	}
 	_, err = f.WriteString(prefix + "# ralph's own state\n" + pattern + "\n")
 	return err
+}
+
+// ownExcluded are the patterns this process asked EnsureExcluded for:
+// ralph's own files in a tree (its state, a run folder's control files).
+// Kept in memory, not read back from info/exclude, which anyone who can
+// write the repository's git folder can add to.
+var ownExcluded sync.Map
+
+// OwnExcluded lists the paths (relative to a tree, "/" for a folder at the
+// end) of ralph's own files this process has excluded.
+func OwnExcluded() []string {
+	var out []string
+	ownExcluded.Range(func(k, _ any) bool {
+		out = append(out, strings.TrimPrefix(k.(string), "/"))
+		return true
+	})
+	return out
 }
 
 // Init creates a repository with an initial branch (tests and the demo).

@@ -185,6 +185,7 @@ func setAside(ctx context.Context, repo *git.Repo, since time.Time, outputs *gat
 		return nil, err
 	}
 	a.moved = nil
+	keep = append(keep, git.OwnExcluded()...) // ralph's own files: its state, a run folder's control files
 	for _, p := range ignored {
 		if keepsPath(keep, p) {
 			continue
