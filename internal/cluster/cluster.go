@@ -417,16 +417,7 @@ const workersFresh = 10 * time.Second
 
 // WriteWorkersFile writes ws to dir's workers file.
 func WriteWorkersFile(dir string, ws []WorkerInfo) error {
-	if ws == nil {
-		ws = []WorkerInfo{}
-	}
-	b, err := json.MarshalIndent(ws, "", "  ")
-	if err != nil {
-		return err
-	}
-	// A mirror rewritten every second: a crash loses nothing it cannot
-	// write again, so no fsync.
-	return store.WriteFileNoSync(filepath.Join(dir, WorkersFile), append(b, '\n'), 0o644)
+	return writeMirror(filepath.Join(dir, WorkersFile), ws)
 }
 
 // RemoveWorkersFile removes it, and the jobs file, when the coordinator
@@ -439,20 +430,7 @@ func RemoveWorkersFile(dir string) {
 // ReadWorkersFile is the coordinator's list of workers in dir, or nil
 // when there is none or it is stale (a coordinator that died).
 func ReadWorkersFile(dir string) []WorkerInfo {
-	path := filepath.Join(dir, WorkersFile)
-	fi, err := os.Stat(path)
-	if err != nil || time.Since(fi.ModTime()) > workersFresh {
-		return nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var ws []WorkerInfo
-	if json.Unmarshal(b, &ws) != nil {
-		return nil
-	}
-	return ws
+	return readMirror[WorkerInfo](filepath.Join(dir, WorkersFile))
 }
 
 // JobInfo is one of the coordinator's jobs as status shows it: queued (no
@@ -477,20 +455,32 @@ const JobsFile = "jobs.json"
 
 // WriteJobsFile writes js to dir's jobs file.
 func WriteJobsFile(dir string, js []JobInfo) error {
-	if js == nil {
-		js = []JobInfo{}
-	}
-	b, err := json.MarshalIndent(js, "", "  ")
-	if err != nil {
-		return err
-	}
-	return store.WriteFileNoSync(filepath.Join(dir, JobsFile), append(b, '\n'), 0o644)
+	return writeMirror(filepath.Join(dir, JobsFile), js)
 }
 
 // ReadJobsFile is the coordinator's jobs in dir, or nil when there is no
 // fresh file.
 func ReadJobsFile(dir string) []JobInfo {
-	path := filepath.Join(dir, JobsFile)
+	return readMirror[JobInfo](filepath.Join(dir, JobsFile))
+}
+
+// writeMirror writes list to path, one of the coordinator's mirrors for
+// status and the dashboard. A mirror is rewritten every second: a crash
+// loses nothing it cannot write again, so no fsync.
+func writeMirror[T any](path string, list []T) error {
+	if list == nil {
+		list = []T{}
+	}
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	return store.WriteFileNoSync(path, append(b, '\n'), 0o644)
+}
+
+// readMirror is the list a mirror holds, or nil when there is none or it
+// is stale (its coordinator died).
+func readMirror[T any](path string) []T {
 	fi, err := os.Stat(path)
 	if err != nil || time.Since(fi.ModTime()) > workersFresh {
 		return nil
@@ -499,9 +489,9 @@ func ReadJobsFile(dir string) []JobInfo {
 	if err != nil {
 		return nil
 	}
-	var js []JobInfo
-	if json.Unmarshal(b, &js) != nil {
+	var list []T
+	if json.Unmarshal(b, &list) != nil {
 		return nil
 	}
-	return js
+	return list
 }

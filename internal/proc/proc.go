@@ -138,7 +138,7 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	// agent that backgrounds a process); never leave them behind.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	res.Duration = time.Since(start)
-	res.ExitCode = exitCode(waitErr)
+	res.ExitCode = ExitCode(waitErr)
 	if ctxErr != nil {
 		return res, ctxErr
 	}
@@ -156,7 +156,10 @@ func killGroup(pgid int, done <-chan error, grace time.Duration) error {
 	return <-done
 }
 
-func exitCode(err error) int {
+// ExitCode is the exit status a finished command's error stands for: 0
+// for none, 128+N for a process killed by signal N, -1 when the command
+// did not run to an exit at all.
+func ExitCode(err error) int {
 	if err == nil {
 		return 0
 	}

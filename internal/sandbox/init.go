@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/ralph-loop/ralph/internal/proc"
 )
 
 // InitArg is the hidden first argument that makes ralph's binary the
@@ -69,15 +71,8 @@ func initMain(args []string) int {
 		}
 	}()
 	err := cmd.Wait()
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
+	if code := proc.ExitCode(err); code >= 0 {
+		return code
 	}
 	return initFail(err)
 }
