@@ -161,6 +161,17 @@ func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
 	return r.Run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 }
 
+// LocalHooksPath is core.hooksPath as the repository's own config file
+// sets it ("" when it does not): ralph's git ignores it (gitEnv), the
+// user's git commands do not.
+func (r *Repo) LocalHooksPath(ctx context.Context) string {
+	out, err := r.Run(ctx, "config", "--local", "--get", "core.hooksPath")
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
 // BranchExists reports whether refs/heads/name exists.
 func (r *Repo) BranchExists(ctx context.Context, name string) bool {
 	return r.ok(ctx, "show-ref", "--verify", "--quiet", "refs/heads/"+name)

@@ -41,6 +41,8 @@ type gateOutputs struct {
 	// it is coarse, and could put it inside the span just recorded).
 	never  map[string]map[string]bool
 	gitDir map[string][2]string
+	// hooksPathSeen is the core.hooksPath last reported (newHooksPath).
+	hooksPathSeen string
 }
 
 func (o *gateOutputs) trusted(dir, path string, ctime time.Time) bool {
@@ -140,6 +142,26 @@ func (o *gateOutputs) disableNewHooks(ctx context.Context, repo *git.Repo, since
 		}
 	}
 	return moved
+}
+
+// newHooksPath reports a core.hooksPath in the repository's config when
+// the config file was written since since — an agent's way to install
+// hooks outside the hooks folder — once per value. ralph cannot tell the
+// user's own setting from the agent's without the file as it was, so it
+// leaves the setting and says where it points.
+func (o *gateOutputs) newHooksPath(ctx context.Context, repo *git.Repo, since time.Time) string {
+	dirs, err := o.gitDirs(ctx, repo)
+	if err != nil || !git.WrittenSince(filepath.Join(dirs[1], "config"), since) {
+		return ""
+	}
+	hp := repo.LocalHooksPath(ctx)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if hp == "" || o.hooksPathSeen == hp {
+		return ""
+	}
+	o.hooksPathSeen = hp
+	return hp
 }
 
 // clock reads the file system's clock for change times, which is coarser

@@ -365,8 +365,10 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 		return notAsStaged(differ)
 	}
 	var hooked []string
+	hooksPath := ""
 	if !j.since.IsZero() {
 		hooked = j.outputs.disableNewHooks(ctx, repo, j.since)
+		hooksPath = j.outputs.newHooksPath(ctx, repo, j.since)
 	}
 	var set *aside
 	if !j.since.IsZero() && len(gates) > 0 {
@@ -394,6 +396,9 @@ func judgeTree(ctx context.Context, repo *git.Repo, preexisting []string, a *eng
 	}
 	if len(hooked) > 0 {
 		v.Tampered = append(v.Tampered, fmt.Sprintf("git hooks written during the run (%s) were moved to ralph-disabled-hooks in the git folder: ralph's git runs with hooks off, and they would have run for your own git commands", strings.Join(hooked, ", ")))
+	}
+	if hooksPath != "" {
+		v.Tampered = append(v.Tampered, fmt.Sprintf("the repository's git config, written during the run, sets core.hooksPath to %s: ralph's git runs with hooks off, but your own git commands would run the hooks there (`git config --local --unset core.hooksPath` if you did not set it)", hooksPath))
 	}
 	if !v.Passed {
 		if note := set.note(); note != "" && v.Failure != "" {

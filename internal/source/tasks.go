@@ -74,9 +74,12 @@ type Tasks struct {
 	// checkedRef is the last branch name git accepted.
 	checkedRef string
 	beforeSet  *tasks.Set
-	loaded     filesStamp // the files' stamp when set was read (reload)
-	split      map[string]splitInfo
-	state      *engine.State // the run's, as Prepare was given it
+	// carried are tamper reports made before the verdict they go with
+	// (a claim that undid edits an agent made before ralph was killed).
+	carried []string
+	loaded  filesStamp // the files' stamp when set was read (reload)
+	split   map[string]splitInfo
+	state   *engine.State // the run's, as Prepare was given it
 }
 
 type splitInfo struct {
@@ -481,13 +484,16 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 		if err != nil {
 			return err
 		}
+		if s.claimAgain(s.state.RunID, it.ID) {
+			return nil
+		}
 		if s.before, err = s.snapshot(); err != nil {
 			return err
 		}
 		if s.beforeSet, err = s.Store.LoadBytes(s.before.Active, s.before.Done); err != nil {
 			return &InputError{err}
 		}
-		return nil
+		return s.keepClaim(s.state.RunID, it.ID, s.before)
 	}
 	if cur != branch {
 		if err := s.switchTo(ctx, branch, claim); err != nil {
@@ -512,11 +518,18 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 		s.unclaim(id)
 		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{report}, Summary: "tampering: " + report, Failure: failure}
 	}
-	if s.beforeSet == nil { // resumed after a crash: nothing to compare with
+	defer s.dropKeptClaim() // judged: the files are the claim's or the agent's valid edits
+	tampered := s.carried
+	s.carried = nil
+	if s.beforeSet == nil { // resumed after a crash while verifying
+		if _, err := s.judgeAgainstKept(st.RunID, id); err != nil {
+			tampered = append(tampered, fmt.Sprintf("the task files were judged as they are: %v", err))
+		}
+	}
+	if s.beforeSet == nil { // no claim kept: nothing to compare with
 		s.beforeSet, _ = s.Store.Load()
 		s.before, _ = s.snapshot()
 	}
-	var tampered []string
 	rejected := ""
 	after, err := s.Store.Load()
 	if err == nil && s.beforeSet != nil {
