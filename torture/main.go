@@ -6,11 +6,12 @@
 // commits; a campaign's first kills go through every kill point once),
 // then run again until the work is done. Every trial's
 // repository holds a realistic number of files (-files, 5,000 by default,
-// generated once per kind and copied). It does this for four kinds of run
+// generated once per kind and copied). It does this for five kinds of run
 // — a parallel PRD (a diamond DAG with random agent times), a sequential
-// PRD, a task tree, and a run folder with a worker/reviewer cadence
-// (reviews and steering between the stories) — and checks each finished
-// trial:
+// PRD, a task tree, a run folder with a worker/reviewer cadence
+// (reviews and steering between the stories), and a coordinator with two
+// workers on its embedded NATS (only the coordinator is killed; the
+// remote's branch is checked too) — and checks each finished trial:
 //
 //	lost         an item without its work on the branch, or not passed
 //	             (a cadence: a review or steering missing)
@@ -29,7 +30,7 @@
 // It prints, per kind, the kills at each kill point and how many of those
 // aimed at a git command landed while it ran.
 //
-// Usage: go run ./torture [-trials N] [-files N] [-kinds parallel,sequential,tasks,cadence] [-seed S] [-keep]
+// Usage: go run ./torture [-trials N] [-files N] [-kinds parallel,sequential,tasks,cadence,coordinator] [-seed S] [-keep]
 package main
 
 import (
@@ -40,6 +41,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +76,7 @@ func (c *counts) bad() int {
 
 func main() {
 	trials := flag.Int("trials", 100, "trials per kind")
-	kindList := flag.String("kinds", "parallel,sequential,tasks,cadence", "kinds of run, comma-separated")
+	kindList := flag.String("kinds", "parallel,sequential,tasks,cadence,coordinator", "kinds of run, comma-separated")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; give it again to repeat a campaign)")
 	keep := flag.Bool("keep", false, "keep every trial's repository (failed trials are always kept)")
 	nfiles := flag.Int("files", 5000, "files in every trial's repository besides the run's own")
@@ -102,7 +104,7 @@ func main() {
 	for _, name := range strings.Split(*kindList, ",") {
 		k, ok := kinds[name]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks, cadence)\n", name)
+			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks, cadence, coordinator)\n", name)
 			os.Exit(2)
 		}
 		c := &counts{}
@@ -111,7 +113,13 @@ func main() {
 		// A clean run first: its length is the window kills are drawn from.
 		calib := newTrial(tmp, template, name, 0, bin, k)
 		start := time.Now()
-		if code, _ := calib.run(rng, nil); code != 0 {
+		stopWorkers := func() {}
+		if k.coordinator {
+			stopWorkers = calib.startWorkers()
+		}
+		code, _ := calib.run(rng, nil)
+		stopWorkers()
+		if code != 0 {
 			fmt.Fprintf(os.Stderr, "torture: a %s run without kills failed (exit %d); see %s\n", name, code, calib.dir)
 			os.Exit(1)
 		}
@@ -176,6 +184,11 @@ type kind struct {
 	// points are where this kind's runs are killed besides the common
 	// ones (killPoints): the git commands of its own.
 	points []string
+	// coordinator: the run is `ralph coordinator` (args) with its
+	// embedded NATS server, a bare remote and two `ralph worker`
+	// processes that live through the coordinator's kills; only the
+	// coordinator is killed.
+	coordinator bool
 }
 
 // killPoints are where every kind's runs are killed: at a uniformly random
@@ -317,6 +330,21 @@ var kinds = map[string]kind{
 			reviews: 4, steerings: 2,
 		}
 	}(),
+	// Many machines: the coordinator killed (in its merges, its commits,
+	// at random) and started again while its workers go on; every story
+	// on the remote's feature branch once.
+	"coordinator": func() kind {
+		ids := []string{"A", "B", "C", "D", "E", "F"}
+		deps := map[string][]string{"B": {"A"}, "C": {"A"}, "D": {"A"}, "E": {"B", "C"}, "F": {"D", "E"}}
+		return kind{
+			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
+			// A short lease: the restarted coordinator takes the run over
+			// once the killed one's lease has lapsed.
+			args:  []string{"coordinator", "--prd", "prd.json", "--max-attempts", "5", "--lease", "1s", "--iteration-timeout", "2m"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+			points: []string{"squash", "squash", "rcommit"}, coordinator: true,
+		}
+	}(),
 	"tasks": {
 		files: map[string]string{"tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
 {"id":"A.1","title":"first of a","status":"pending","leaf":true}
@@ -337,6 +365,7 @@ type trial struct {
 	name, dir, bin, id string
 	k                  kind
 	env                []string
+	natsAddr           string // a coordinator's NATS server
 }
 
 // makeTemplate writes kind's repository once — its files and nfiles
@@ -393,7 +422,55 @@ func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
 	if k.prd != "" {
 		t.env = append(t.env, "TORTURE_RUN="+filepath.Join(repo, filepath.Dir(k.prd)))
 	}
+	if k.coordinator {
+		t.env = append(t.env, "RALPH_NATS_TOKEN=torture-"+t.id)
+		remote := t.remote()
+		if out, err := exec.Command("git", "init", "-q", "--bare", remote).CombinedOutput(); err != nil {
+			check(fmt.Errorf("git init %s: %v: %s", remote, err, out))
+		}
+		t.git("push", "-q", remote, "main")
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		check(err)
+		t.natsAddr = l.Addr().String()
+		l.Close()
+	}
 	return t
+}
+
+func (t *trial) remote() string { return filepath.Join(t.dir, "remote.git") }
+
+// startWorkers starts the two workers of a coordinator trial; stop ends
+// them (a worker's guard ends its agents with it) before the trial is
+// checked.
+func (t *trial) startWorkers() (stop func()) {
+	var cmds []*exec.Cmd
+	for i := 1; i <= 2; i++ {
+		dir := filepath.Join(t.dir, fmt.Sprintf("worker%d", i))
+		check(os.MkdirAll(dir, 0o755))
+		log, err := os.OpenFile(filepath.Join(t.dir, fmt.Sprintf("worker%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		check(err)
+		cmd := exec.Command(filepath.Join(t.bin, "ralph"), "worker", "--nats", "nats://"+t.natsAddr, "--dir", "w", "--parallel", "2")
+		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, t.env, log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		check(cmd.Start())
+		log.Close()
+		cmds = append(cmds, cmd)
+	}
+	return func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, cmd := range cmds {
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
+		}
+	}
 }
 
 func (t *trial) repo() string { return filepath.Join(t.dir, "repo") }
@@ -489,6 +566,9 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 		args = append(args, strings.ReplaceAll(a, "{dir}", t.dir))
 	}
 	args = append(args, "--agent", "cmd", "--agent-cmd", "sh agent.sh")
+	if t.k.coordinator {
+		args = append(args, "--remote", t.remote(), "--listen", t.natsAddr)
+	}
 	fmt.Fprintf(log, "\n=== ralph %s (kill %+v)\n", strings.Join(args, " "), k)
 	cmd := exec.Command(filepath.Join(t.bin, "ralph"), args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = t.repo(), t.env, log, log
@@ -601,6 +681,9 @@ func (c *counts) pointSummary() string {
 // campaign kills the run once or twice at random moments, then reruns it
 // until it finishes: a rerun that stops short three times is wedged.
 func (t *trial) campaign(rng *rand.Rand, window time.Duration, c *counts, d *deck) {
+	if t.k.coordinator {
+		defer t.startWorkers()()
+	}
 	for n := 1 + rng.IntN(2); n > 0; n-- {
 		k := newKill(rng, d.draw(rng, t.k), window)
 		code, hung := t.run(rng, k)
@@ -695,6 +778,23 @@ func (t *trial) verify(c *counts) (problems []string) {
 			add(&c.duplicated, "%s: committed %d times", id, commits[id])
 		} else if commits[id] == 0 {
 			add(&c.lost, "%s: no commit names it", id)
+		}
+	}
+
+	// Many machines: the remote's feature branch is the one the work is
+	// on (what a coordinator in a fresh clone would resume from), and
+	// no job's ref is left on the remote.
+	if t.k.coordinator {
+		remoteTip, lerr := gitOut(t.remote(), t.env, "rev-parse", t.k.branch)
+		localTip, _ := gitOut(repo, t.env, "rev-parse", t.k.branch)
+		if lerr != nil || remoteTip != localTip {
+			add(&c.lost, "the remote's %s is not the branch the work is on", t.k.branch)
+		}
+		refs, _ := gitOut(t.remote(), t.env, "for-each-ref", "--format=%(refname)")
+		for _, r := range strings.Fields(refs) {
+			if r != "refs/heads/main" && r != "refs/heads/"+t.k.branch {
+				add(&c.branches, "ref %s left on the remote", r)
+			}
 		}
 	}
 
@@ -800,10 +900,15 @@ func (t *trial) trailerCounts(key string) map[string]int {
 }
 
 func gitShow(dir string, env []string, rev string) (string, error) {
-	cmd := exec.Command("git", "show", rev)
+	return gitOut(dir, env, "show", rev)
+}
+
+// gitOut is git's output in dir, trimmed of its last newline.
+func gitOut(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
 	cmd.Dir, cmd.Env = dir, env
 	out, err := cmd.Output()
-	return string(out), err
+	return strings.TrimSuffix(string(out), "\n"), err
 }
 
 // processesOf lists live processes (not zombies) carrying the trial's

@@ -52,6 +52,7 @@ type coordinatorFlags struct {
 
 	names cluster.Names
 	lease *cluster.Lease
+	agent *cluster.RemoteAgent // the run's, once started
 	// lost is set once another coordinator took the run over: this one
 	// stops, and never pushes or writes the run's state again.
 	lost      atomic.Bool
@@ -325,6 +326,10 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
 	}
+	co.agent = ra
+	if err := ra.PruneRefs(ctx, repo, false); err != nil {
+		fmt.Fprintf(out, "ralph: could not delete the job refs an earlier coordinator left on %s: %v\n", co.Remote, err)
+	}
 	go co.mirrorWorkers(ctx, co.paths.Dir, ra)
 	go co.mirrorState(ctx)
 	return ra, nil
@@ -475,6 +480,9 @@ func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
 	}
 	if co.feature != "" && co.nc != nil {
 		co.pushFeature(ctx, repo)
+	}
+	if co.agent != nil && !co.lost.Load() {
+		_ = co.agent.PruneRefs(context.WithoutCancel(ctx), repo, true)
 	}
 	if co.lease != nil {
 		co.lease.Release(context.WithoutCancel(ctx))

@@ -348,8 +348,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, n Names, cfg RunConfig) 
 var keyUnsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // jobKey is the job's key: a NATS subject token and a git ref component.
-func jobKey(epoch int64, iteration int, item string) string {
-	return fmt.Sprintf("%d-%d-%s", epoch, iteration, SafeID(item))
+// It begins with the run's name and "=" (which no run name holds), so
+// that a coordinator can tell its run's job refs on a shared remote from
+// other runs' (pruneRefs).
+func jobKey(run string, epoch int64, iteration int, item string) string {
+	return fmt.Sprintf("%s=%d-%d-%s", run, epoch, iteration, SafeID(item))
 }
 
 // Workers lists the workers whose heartbeat has not expired.

@@ -129,6 +129,38 @@ func (r *RemoteAgent) dropRefs(ctx context.Context, repo *git.Repo, key string) 
 	_ = repo.PushForce(ctx, r.Remote, pairs...)
 }
 
+// PruneRefs deletes the job refs an earlier coordinator of this run left
+// on the remote: one killed while a job ran never deleted them (Run's
+// own cleanup), and nobody else would — and a worker still running such a
+// job pushes its commit after this coordinator started, so a stopping
+// coordinator prunes again (all true: its own jobs' refs too, none of
+// which is wanted any longer). Only the run's own refs go: the lease makes
+// this coordinator the run's only one, and other runs' refs on a shared
+// remote carry other names.
+func (r *RemoteAgent) PruneRefs(ctx context.Context, repo *git.Repo, all bool) error {
+	prefix := r.Names.Run + "="
+	out, err := repo.Run(ctx, "ls-remote", "--", r.Remote, "refs/ralph/bases/"+prefix+"*", "refs/ralph/jobs/"+prefix+"*")
+	if err != nil {
+		return err
+	}
+	mine := fmt.Sprintf("%s%d-", prefix, r.Epoch)
+	var pairs []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 {
+			continue
+		}
+		key := strings.TrimPrefix(strings.TrimPrefix(f[1], "refs/ralph/bases/"), "refs/ralph/jobs/")
+		if strings.HasPrefix(key, prefix) && (all || !strings.HasPrefix(key, mine)) {
+			pairs = append(pairs, "", f[1])
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return repo.PushForce(ctx, r.Remote, pairs...)
+}
+
 // ErrNoWorker is the error of a job no worker took in time.
 var ErrNoWorker = errors.New("no worker took the job")
 
@@ -154,7 +186,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	if err != nil || branch == "" || branch == "HEAD" || base == "" {
 		return agent.Result{}, fmt.Errorf("remote agent: the tree %s is not on a branch with a commit (%v)", req.Dir, err)
 	}
-	key := jobKey(r.Epoch, req.Iteration, req.ItemID)
+	key := jobKey(r.Names.Run, r.Epoch, req.Iteration, req.ItemID)
 	var sent map[string][]byte
 	var restore, keepOut []string
 	if r.Shared != nil {
