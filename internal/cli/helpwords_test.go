@@ -139,3 +139,30 @@ func TestInternalWords(t *testing.T) {
 		}
 	}
 }
+
+// The README and the docs link to each other's pages: every relative link
+// must name a file that exists.
+func TestDocsLinksResolve(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			if strings.Contains(m[1], "://") {
+				continue
+			}
+			n++
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s links to %s, which does not exist", filepath.Base(f), m[1])
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d links found", n)
+	}
+}
