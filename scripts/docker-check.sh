@@ -17,6 +17,6 @@ fi
 cd "$(dirname "$0")/.."
 "$builder" build --build-arg VERSION="$version" -t ralph:check .
 out=$("$builder" run --rm ralph:check --version)
-case $out in "$version "*) echo "docker-check: image ralph:check ok: $out" ;;
+case $out in "ralph version $version "*) echo "docker-check: image ralph:check ok: $out" ;;
   *) echo "docker-check: the image's ralph --version printed \"$out\", want $version" >&2; exit 1 ;; esac
 "$builder" run --rm --entrypoint sh ralph:check -c 'git --version && bwrap --version'

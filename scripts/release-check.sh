@@ -2,8 +2,10 @@
 # Checks what `make release` built in DIR for VERSION: the sums, and each
 # binary's format, platform and build settings. The linux/amd64 binary is
 # run (`--version` must print the stamped version); the others are read,
-# not run: `go version -m` shows the GOOS, GOARCH, CGO_ENABLED and ldflags
-# they were built with, and their first bytes the executable format.
+# not run: `go version -m` shows the GOOS, GOARCH, CGO_ENABLED and
+# -trimpath they were built with (go records no -ldflags under -trimpath,
+# so the stamp is looked for in the binary's bytes, and -s -w as a binary
+# without symbols), and their first bytes the executable format.
 set -euo pipefail
 dir=${1:?usage: release-check.sh DIR VERSION} version=${2:?usage: release-check.sh DIR VERSION}
 go=${GO:-go}
@@ -22,10 +24,14 @@ for os in linux darwin; do
     [ -f "$bin" ] || fail "$bin is missing"
     grep -q "  $bin\$" SHA256SUMS || fail "$bin is not in SHA256SUMS"
     info=$("$go" version -m "$bin") || fail "$bin: go version -m failed"
-    for want in "build	GOOS=$os" "build	GOARCH=$arch" "build	CGO_ENABLED=0" "build	-trimpath=true" \
-                "-X github.com/ralph-loop/ralph/internal/cli.version=$version" "-s -w"; do
+    for want in "build	GOOS=$os" "build	GOARCH=$arch" "build	CGO_ENABLED=0" "build	-trimpath=true"; do
       grep -qF -- "$want" <<<"$info" || fail "$bin: go version -m does not show \"$want\""
     done
+    grep -qaF -- "$version" "$bin" || fail "$bin: the version $version is not stamped in it"
+    # stripped (-s -w): no symbol of its own (a darwin binary still lists
+    # the system library's functions it imports, as U).
+    syms=$("$go" tool nm "$bin" 2>/dev/null | grep -c ' [TtDdBbRr] ' || true)
+    [ "$syms" = 0 ] || fail "$bin: not stripped ($syms symbols)"
     case $os/$arch in
       # ELF: magic, then e_machine at 18 (little endian): 0x3e x86-64, 0xb7 AArch64.
       linux/amd64) magic=7f454c46 at=18 machine=3e00 ;;
@@ -45,5 +51,5 @@ for os in linux darwin; do
 done
 
 out=$(./ralph-"$version"-linux-amd64 --version) || fail "ralph --version failed"
-case $out in "$version "*) ;; *) fail "ralph --version printed \"$out\", want the version $version first" ;; esac
+case $out in "ralph version $version "*) ;; *) fail "ralph --version printed \"$out\", want \"ralph version $version …\"" ;; esac
 echo "release-check: $n binaries ok ($(du -h ralph-"$version"-linux-amd64 | cut -f1) for linux/amd64); ralph --version: $out"
