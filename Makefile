@@ -7,9 +7,9 @@ export GOFLAGS ?= -buildvcs=false
 # (cmd/ralph passes GORACE on to them).
 export GORACE ?= atexit_sleep_ms=0
 
-.PHONY: check deps agents vet test torture torture-short stress bench fuzz build demo
+.PHONY: check deps agents vet test torture torture-short stress bench fuzz build demo release release-check docker-check
 
-check: deps agents vet test torture-short
+check: deps agents vet test torture-short release-check docker-check
 
 deps:
 	$(GO) mod download
@@ -56,6 +56,30 @@ stress:
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph
+
+# Release binaries: static (no cgo), stripped, the version stamped into
+# `ralph --version` (a tag when there is one, else the commit), for linux
+# and darwin on amd64 and arm64, with their SHA-256 sums.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASE_PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_LDFLAGS = -s -w -X github.com/ralph-loop/ralph/internal/cli.version=$(VERSION)
+release:
+	rm -rf dist && mkdir -p dist
+	set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*} arch=$${p#*/}; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(RELEASE_LDFLAGS)' \
+			-o dist/ralph-$(VERSION)-$$os-$$arch ./cmd/ralph; \
+	done
+	cd dist && sha256sum ralph-* > SHA256SUMS
+
+# The release build, checked: sums, each binary's format and build
+# settings, and the linux/amd64 binary's --version (scripts/release-check.sh).
+release-check: release
+	GO=$(GO) bash scripts/release-check.sh dist $(VERSION)
+
+# The container image, built only where docker or podman works.
+docker-check:
+	bash scripts/docker-check.sh $(VERSION)
 
 demo:
 	$(GO) run ./cmd/ralph demo

@@ -45,7 +45,7 @@ func newCmdPRDImport(f *Factory, runF func(*PRDImportOptions) error) *cobra.Comm
 		Short: "Turn a prose PRD into stories with one agent iteration (the prep agent)",
 		Long: `Run the prep agent: one agent iteration (any --agent) reads PRD.md and the
 repository and answers with a prd.json whose stories are unambiguous,
-bite-sized, ordered, testable and safe (seed 001). ralph checks the answer as
+bite-sized, ordered, testable and safe (a Ralph-ready PRD). ralph checks the answer as
 ` + "`ralph prd validate`" + ` does (schema, ids, dependencies, cycles) and lints it: a
 story with complexity above 2, one without acceptance criteria, or a criterion
 with no objective check ("works well", "properly", "fast" with no number) is

@@ -32,11 +32,11 @@ func newCmdRoles(f *Factory, runF func(*RolesOptions) error) *cobra.Command {
 		Short: "The role texts and triggers in force",
 		Long: `Roles change how an iteration thinks: when a trigger's condition holds
 between iterations, the role's text is appended to the prompt after a line
-"---" (seed 003's build_prompt). Built-in roles: reviewer, architect,
-debugger, documenter, refactorer. roles/<name>.md (the seed's layout) and
+"---" (as the role-trigger system's build_prompt does). Built-in roles: reviewer, architect,
+debugger, documenter, refactorer. roles/<name>.md (the role-trigger system's layout) and
 .ralph/roles/<name>.md override them or add new ones, the latter winning.
 
-Triggers live in .ralph/roles.yaml or the seed's config/roles.yaml:
+Triggers live in .ralph/roles.yaml or the role-trigger system's config/roles.yaml:
 
   triggers:
     - condition: "branch_commits >= 5"

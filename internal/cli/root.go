@@ -27,9 +27,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// version is set at build time (-ldflags "-X …/cli.Version=v1.2.3"); when
-// it is not, versionString reads the module version and the commit from
-// the binary's build info.
+// version is set at build time (-ldflags "-X …/internal/cli.version=v1.2.3",
+// as make release does); when it is not, versionString reads the module
+// version and the commit from the binary's build info.
 var version = ""
 
 // versionString is what `ralph --version` prints: the version (the

@@ -31,12 +31,12 @@ func newCmdRuns(f *Factory, runF func(*RunsOptions) error) *cobra.Command {
 		Example: `  ralph runs new 'Auth flow' --prd docs/auth.md
   ralph runs lint
   ralph runs list`,
-		Short: "Seed 001's run folders: ralph/runs/<run_id>/ with PRD.md, prd.json, PROMPT.md, progress.md",
+		Short: "Run folders (the Ralph Loop v2 layout): ralph/runs/<run_id>/ with PRD.md, prd.json, PROMPT.md, progress.md",
 		Long: `A run folder keeps one run's spec, stories, prompt and memory in the
 repository: ralph/runs/<run_id>/ holds PRD.md (the prose spec), prd.json
 (the stories, each with "passes"), PROMPT.md (the prompt every iteration
 gets) and progress.md (what each iteration did and learned). ` + "`ralph run RUN_DIR`" + `
-runs it, after checking it is "Ralph-ready" (seed 001's rules, see
+runs it, after checking it is "Ralph-ready" (the Ralph Loop v2 rules, see
 ` + "`ralph runs lint`" + `).
 
 Files: the agent's own (progress.md, and whatever it writes in the folder)
@@ -53,7 +53,7 @@ dirty; ralph's own progress log stays in .ralph/progress.md.`,
 		Long: `Make a run folder ralph/runs/<date>-<name>/ (a number is added when the
 id is taken) holding PRD.md (a copy of --prd, or an outline to fill in),
 prd.json (one example story to replace with yours; its branch is
-ralph/<name>), PROMPT.md (every instruction seed 001 requires: read first,
+ralph/<name>), PROMPT.md (every instruction a run folder requires: read first,
 pick the next story where passes=false, implement + test + commit, set
 passes=true only when the criteria are met, append a progress entry, the
 completion promise) and progress.md. Then edit prd.json and run
@@ -83,9 +83,9 @@ completion promise) and progress.md. Then edit prd.json and run
 		Use: "lint [RUN]",
 		Example: `  ralph runs lint
   ralph runs lint 20261123-auth-flow`,
-		Short: "Check run folders against seed 001's Ralph-ready rules (exit 2 when one fails)",
+		Short: "Check run folders against the Ralph-ready rules (exit 2 when one fails)",
 		Long: `Check a run folder (a path or a run id; all of ralph/runs/ when none is
-given) against seed 001's "Ralph-ready" rules: it is ralph/runs/<run_id>/;
+given) against the "Ralph-ready" rules: it is ralph/runs/<run_id>/;
 PRD.md, prd.json, PROMPT.md and progress.md exist; prd.json is a valid PRD
 (the checks of ` + "`ralph prd validate`" + `) whose stories all have a "passes"
 field; PROMPT.md references PRD.md, prd.json and progress.md and gives the

@@ -77,7 +77,7 @@ func NewServer(o Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "ralph", Version: o.Version}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository (a PRD, a task tree or a run folder) and return its run id at once; a second run where one is active is refused with who holds it."}, r.run)
 	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository: all_passed, ready_to_merge, feature_branch, passed, total, each item's state, the iteration, whether it is active, the stop reason."}, r.status)
-	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: "Write a PRD template (seed 002's create-prd): project, feature, path (default prd.json)."}, r.createPRD)
+	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: "Write a PRD template (the codetether-style create-prd): project, feature, path (default prd.json)."}, r.createPRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, as `ralph prd validate`."}, r.validatePRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "stop", Description: "Ask the active run to stop after its current iteration."}, r.stop)
 	sdk.AddTool(s, &sdk.Tool{Name: "approve", Description: "Approve the plan an item waits with (--plan-approval)."}, r.approve)

@@ -30,18 +30,6 @@ func tagsOf(ctx context.Context) []string {
 	return append([]string(nil), t...)
 }
 
-// prctl(PR_SET_CHILD_SUBREAPER): Linux only.
-const prSetChildSubreaper = 36
-
-// BecomeSubreaper makes this process the reaper of its descendants'
-// orphans: a process that an agent started with setsid, nohup & or a
-// double fork stays a descendant of ralph instead of going to init, so it
-// can be found when its iteration ends. It reports whether that worked.
-func BecomeSubreaper() bool {
-	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-	return errno == 0
-}
-
 // KillTagged kills every process that carries the environment entry tag
 // (KEY=VALUE) — among this process's descendants, or, with anywhere, among
 // all processes this user can see (after a crash the orphans of the dead
