@@ -464,7 +464,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
-		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
+		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles()},
 	}
 	if !o.DryRun {
 		if info := src.Info(); info.Kind == "prd" {
