@@ -817,6 +817,9 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 		fmt.Fprintf(w, "  pending  … and %d more, not started yet\n", st.Untracked)
 	}
 	fmt.Fprintf(w, "ralph: transcripts in %s, progress in %s\n", p.Transcripts, p.Progress)
+	if next := st.NextStep(); next != "" {
+		fmt.Fprintf(w, "ralph: next: %s\n", next)
+	}
 }
 
 // dryRun prints what the next iteration would be, as the engine computes

@@ -469,7 +469,7 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 		case s.Attempts >= limit:
 			blocked = true
 			s.Status = ItemBlocked
-			s.Reason = fmt.Sprintf("failed %d attempts; last: %s", s.Attempts, v.Summary)
+			s.Reason = fmt.Sprintf("failed %s; last: %s", Plural(s.Attempts, "attempt"), v.Summary)
 		case s.Runs >= itemCap:
 			blocked = true
 			s.Status = ItemBlocked
