@@ -638,6 +638,11 @@ func (r *openedRun) run(ctx context.Context) error {
 	} else {
 		_ = os.Remove(sandbox.RecordFile(cfg.Paths.Dir))
 	}
+	if b, err := os.ReadFile(cfg.Paths.Pause); err == nil {
+		// A pause asked for with no run active holds this one: said
+		// at its start, with the way out.
+		fmt.Fprintf(out.ErrOut, "ralph: this run starts paused: .ralph/pause is there (%s); `ralph resume` lets it start, `ralph stop` ends it\n", strings.TrimSpace(string(b)))
+	}
 	if err := r.baseline(ctx); err != nil {
 		return err
 	}
