@@ -799,7 +799,7 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 	st := o.State
 	passed, blocked, total := st.Counts()
 	fmt.Fprintf(w, "\nralph: run %s ended: %s — %s\n", st.RunID, o.Status, o.Reason)
-	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %d iterations", passed, total, blocked, st.Iteration)
+	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %s", passed, total, blocked, engine.Plural(st.Iteration, "iteration"))
 	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 {
 		fmt.Fprintf(w, ", %d tokens", st.Usage.InputTokens+st.Usage.OutputTokens)
 	}
