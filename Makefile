@@ -1,6 +1,6 @@
 # ralph — `make check` is the one test command (CI runs exactly this).
 GO        ?= go
-export RALPH_AGENTS_DIR ?= $(HOME)/.cache/ralph/agents
+export RALPH_AGENTS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ralph/agents
 export GOFLAGS ?= -buildvcs=false
 # A race-enabled binary sleeps a second as it exits (to catch races at
 # exit); the testscripts start the race-enabled ralph hundreds of times

@@ -2,7 +2,7 @@
 # install-agents.sh — install the agent CLIs ralph drives, at pinned versions,
 # from the npm registry into one private prefix:
 #
-#     ${RALPH_AGENTS_DIR:-$HOME/.cache/ralph/agents}/node_modules/.bin/{claude,codex,opencode,gemini,amp}
+#     ${RALPH_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ralph/agents}/node_modules/.bin/{claude,codex,opencode,gemini,amp}
 #
 # ralph's adapters look in that .bin folder before $PATH, so nothing has to
 # be added to PATH. The script is idempotent: packages already present at the
@@ -24,7 +24,7 @@ PINS=(
 	"amp|@sourcegraph/amp|0.0.1790142911-g7618fb|amp"
 )
 
-DIR="${RALPH_AGENTS_DIR:-$HOME/.cache/ralph/agents}"
+DIR="${RALPH_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ralph/agents}"
 BIN="$DIR/node_modules/.bin"
 
 if ! command -v npm >/dev/null 2>&1; then

@@ -358,16 +358,17 @@ func (b *cliBase) notFound(argv0 string) error {
 }
 
 // agentsDir is where scripts/install-agents.sh installs the agent CLIs:
-// $RALPH_AGENTS_DIR, default $HOME/.cache/ralph/agents.
+// $RALPH_AGENTS_DIR, default $XDG_CACHE_HOME/ralph/agents (the cache
+// folder defaults to ~/.cache).
 func agentsDir() string {
 	if d := os.Getenv("RALPH_AGENTS_DIR"); d != "" {
 		return d
 	}
-	home, err := os.UserHomeDir()
+	cache, err := os.UserCacheDir()
 	if err != nil {
 		return filepath.Join(os.TempDir(), "ralph-agents")
 	}
-	return filepath.Join(home, ".cache", "ralph", "agents")
+	return filepath.Join(cache, "ralph", "agents")
 }
 
 // AgentsBinDir is AgentsDir()/node_modules/.bin.

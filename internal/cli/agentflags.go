@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"net/url"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -60,6 +61,9 @@ func (a *AgentFlags) applyConfig(c *config.Config, set func(string) bool) {
 }
 
 func (a *AgentFlags) build() (agent.Agent, error) {
+	if err := checkBaseURL(a.BaseURL); err != nil {
+		return nil, err
+	}
 	ao := agent.Options{Script: a.Script, Model: a.Model, Args: a.AgentArgs, BaseURL: a.BaseURL, Provider: a.Provider, APIKeyEnv: a.APIKeyEnv}
 	if a.Agent == "cmd" && a.AgentCmd != "" {
 		argv, err := proc.SplitArgs(a.AgentCmd)
@@ -73,4 +77,28 @@ func (a *AgentFlags) build() (agent.Agent, error) {
 		return nil, usage.Errorf("%v", err)
 	}
 	return ag, nil
+}
+
+// checkBaseURL refuses an API endpoint no agent could reach, before
+// anything starts: an agent CLI given one retries for minutes.
+func checkBaseURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	why := ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		why = "want an http:// or https:// URL"
+	case u.Hostname() == "":
+		why = "it names no host"
+	case strings.HasSuffix(u.Host, ":"):
+		why = "a colon with no port after it"
+	}
+	if why != "" {
+		return usage.Errorf("--base-url %q (base_url in config): %s, e.g. http://127.0.0.1:8080", raw, why)
+	}
+	return nil
 }

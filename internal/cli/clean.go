@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,11 +34,15 @@ func newCmdClean(f *Factory, runF func(*CleanOptions) error) *cobra.Command {
 		Use: "clean",
 		Example: `  ralph clean --dry-run
   ralph clean --runs 3   # keep the 3 newest runs`,
-		Short: "Remove worktrees and branches left by parallel runs",
-		Long: `Remove the worktrees under .ralph/worktrees and their story branches
+		Short: "Remove old side branches, and worktrees and branches left by parallel runs",
+		Long: `Remove, saying each: the side branches of earlier runs (ralph/blocked/…, a
+blocked item's work; ralph/tampered/…, files an agent changed that it may
+not), never the current run's (` + "`ralph retry`" + ` may want them); the worktrees
+under .ralph/worktrees and their story branches
 (ralph/<feature>-stories/<story>) for stories that passed, and orphans left by
 a crashed run. A blocked story's worktree and branch are kept for you unless
---force. Refuses while a run is active in this repository.
+--force. --dry-run lists what would go and removes nothing. Refuses while a
+run is active in this repository. ` + "`ralph status`" + ` counts the side branches.
 
 With --runs KEEP it prunes the runs kept in .ralph/runs/<run id>/ instead (each
 replaced run's state, events and transcripts), keeping the newest KEEP.`,
@@ -81,6 +87,7 @@ replaced run's state, events and transcripts), keeping the newest KEEP.`,
 			wtRoot := filepath.Join(p.Dir, "worktrees")
 			entries, _ := os.ReadDir(wtRoot)
 			removed, kept := 0, 0
+			gone := removedWord(opts.DryRun)
 			for _, e := range entries {
 				dir := filepath.Join(wtRoot, e.Name())
 				branch, _ := repo.At(dir).CurrentBranch(ctx)
@@ -89,7 +96,7 @@ replaced run's state, events and transcripts), keeping the newest KEEP.`,
 					kept++
 					continue
 				}
-				fmt.Fprintf(f.IO.ErrOut, "removed  %s", dir)
+				fmt.Fprintf(f.IO.ErrOut, "%s %s", gone, dir)
 				if !opts.DryRun {
 					if err := repo.WorktreeRemove(ctx, dir); err != nil {
 						_ = os.RemoveAll(dir)
@@ -121,14 +128,37 @@ replaced run's state, events and transcripts), keeping the newest KEEP.`,
 					kept++
 					continue
 				}
-				fmt.Fprintf(f.IO.ErrOut, "removed  branch %s\n", b)
+				fmt.Fprintf(f.IO.ErrOut, "%s branch %s\n", gone, b)
 				if !opts.DryRun {
 					_ = repo.DeleteBranch(ctx, b)
 				}
 				removed++
 			}
+			// Side branches (a blocked item's work, an agent's tampering)
+			// of older runs; the current run's stay for `ralph retry`.
+			side, err := listSideBranches(ctx, repo, st)
+			if err != nil {
+				return err
+			}
+			for _, b := range side.current {
+				fmt.Fprintf(f.IO.ErrOut, "kept     branch %s (the current run's)\n", b)
+				kept++
+			}
+			for _, b := range side.old {
+				fmt.Fprintf(f.IO.ErrOut, "%s branch %s\n", gone, b)
+				if !opts.DryRun {
+					if err := repo.DeleteBranch(ctx, b); err != nil {
+						return err
+					}
+				}
+				removed++
+			}
 			if !opts.DryRun {
 				_ = repo.WorktreePrune(ctx)
+			}
+			if opts.DryRun {
+				fmt.Fprintf(f.IO.ErrOut, "ralph clean --dry-run: %d would be removed, %d kept; nothing was removed\n", removed, kept)
+				return nil
 			}
 			fmt.Fprintf(f.IO.ErrOut, "ralph clean: %d removed, %d kept\n", removed, kept)
 			return nil
@@ -172,7 +202,7 @@ func pruneRuns(f *Factory, dir string, keep int, current string, dryRun bool) er
 	})
 	removed := 0
 	for _, id := range runs[:max(0, len(runs)-keep)] {
-		fmt.Fprintf(f.IO.ErrOut, "removed  run %s\n", id)
+		fmt.Fprintf(f.IO.ErrOut, "%s run %s\n", removedWord(dryRun), id)
 		if !dryRun {
 			if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
 				return err
@@ -180,6 +210,92 @@ func pruneRuns(f *Factory, dir string, keep int, current string, dryRun bool) er
 		}
 		removed++
 	}
-	fmt.Fprintf(f.IO.ErrOut, "ralph clean: %d runs removed, %d kept\n", removed, len(runs)-removed)
+	fmt.Fprintf(f.IO.ErrOut, "ralph clean: %s removed, %d kept\n", engine.Plural(removed, "run"), len(runs)-removed)
 	return nil
+}
+
+// sideKinds are the kinds of side branch a run keeps for a person:
+// ralph/<kind>/<item>-<run id>[-N].
+var sideKinds = []string{"blocked", "tampered"}
+
+// sideBranches are the side branches in the repository: the current
+// run's (kept by clean) and older runs' (removed by clean).
+type sideBranches struct{ current, old []string }
+
+// listSideBranches finds the side branches; st is the current run (nil
+// for none: every side branch is then old).
+func listSideBranches(ctx context.Context, repo *git.Repo, st *engine.State) (sideBranches, error) {
+	var out sideBranches
+	for _, kind := range sideKinds {
+		branches, err := repo.ListBranches(ctx, "ralph/"+kind+"/")
+		if err != nil {
+			return out, err
+		}
+		for _, b := range branches {
+			if !strings.HasPrefix(b, "ralph/"+kind+"/") {
+				continue
+			}
+			if st != nil && ownedBy(b, st.RunID) {
+				out.current = append(out.current, b)
+			} else {
+				out.old = append(out.old, b)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownedBy reports whether a side branch was made by run id: its name ends
+// with the id, or with the id and a number.
+func ownedBy(branch, runID string) bool {
+	if strings.HasSuffix(branch, "-"+runID) {
+		return true
+	}
+	i := strings.LastIndex(branch, "-"+runID+"-")
+	if i < 0 {
+		return false
+	}
+	_, err := strconv.Atoi(branch[i+len(runID)+2:])
+	return err == nil
+}
+
+// count is how many side branches of each kind there are, and how many
+// `ralph clean` would remove.
+func (s sideBranches) count() map[string]int {
+	out := map[string]int{"removable": len(s.old)}
+	for _, kind := range sideKinds {
+		out[kind] = 0
+	}
+	for _, b := range append(append([]string{}, s.current...), s.old...) {
+		out[strings.Split(b, "/")[1]]++
+	}
+	return out
+}
+
+// markdown is the status section on side branches ("" when there are
+// none).
+func (s sideBranches) markdown() string {
+	if len(s.current)+len(s.old) == 0 {
+		return ""
+	}
+	c := s.count()
+	var parts []string
+	for _, kind := range sideKinds {
+		if c[kind] > 0 {
+			parts = append(parts, fmt.Sprintf("%d ralph/%s/…", c[kind], kind))
+		}
+	}
+	line := "\n## Side branches\n\n" + strings.Join(parts, ", ")
+	if len(s.old) > 0 {
+		line += fmt.Sprintf("; %d of earlier runs (`ralph clean --dry-run` lists them, `ralph clean` removes them)", len(s.old))
+	}
+	return line + "\n"
+}
+
+// removedWord starts a line of what clean removes, or would remove.
+func removedWord(dryRun bool) string {
+	if dryRun {
+		return "would remove"
+	}
+	return "removed "
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -113,6 +114,14 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 		fmt.Fprintf(w, "\nralph demo: the retry's prompt is in %s\n", tr)
 	}
 	fmt.Fprintf(w, "ralph demo: done in %s. Look around: cd %s && git log --stat && ralph status\n", time.Since(start).Round(100*time.Millisecond), root)
+	if _, err := exec.LookPath("ralph"); err != nil {
+		// Run by `go run`: the binary is gone, and ralph is not on PATH.
+		install := "go install github.com/ralph-loop/ralph/cmd/ralph@latest"
+		if _, err := os.Stat(filepath.Join("cmd", "ralph", "main.go")); err == nil {
+			install = "go install ./cmd/ralph"
+		}
+		fmt.Fprintf(w, "ralph demo: ralph is not on your PATH: `%s` puts it there (in $(go env GOPATH)/bin), then `ralph status` works\n", install)
+	}
 	if outcome.Status != engine.StatusComplete {
 		return &statusError{status: outcome.Status, reason: outcome.Reason}
 	}

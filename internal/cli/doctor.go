@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -123,7 +125,10 @@ func newCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 failure with its fix: the agent's CLI is installed (and its version), or its
 command, key or script is there; the summariser's too when it is another
 agent; each gate's and story check's program resolves; git knows who
-commits; the work tree is clean (a new run needs that, or --allow-dirty).
+commits; the work tree holds no uncommitted change a new run would refuse
+(the same rule ralph run starts by: the PRD and ralph's own files, like the
+MCP config of ` + "`ralph mcp install`" + `, are fine; a run that resumes does not
+look; --fresh and --allow-dirty check as that run would).
 It reads the same flags and .ralph/config.yaml as ralph run. Exit 2 when a
 check fails. It writes nothing.`,
 		Example: `  ralph doctor
@@ -149,6 +154,8 @@ check fails. It writes nothing.`,
 	fl.StringVar(&o.Summarizer, "summarizer", "", "the progress summariser's agent `NAME`")
 	fl.StringVar(&o.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: its `ARGV`")
 	fl.BoolVar(&o.NoSandbox, "no-sandbox", false, "check for a run without the sandbox")
+	fl.BoolVar(&o.AllowDirty, "allow-dirty", false, "check for a run that may start on uncommitted changes")
+	fl.BoolVar(&o.Fresh, "fresh", false, "check for a new run even when the last one would resume")
 	completeAgents(cmd, "agent", "summarizer")
 	return cmd
 }
@@ -186,15 +193,9 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	}
 	checks = append(checks, preflight(ctx, root, repo, ags, commands)...)
 	checks = append(checks, o.sandboxCheck(root))
-	dirty, err := repo.StatusPorcelain(ctx, ".ralph/")
-	c := preflightCheck{Name: "work tree", Found: "clean"}
-	switch {
-	case err != nil:
-		c.Err = err
-	case len(dirty) > 0:
-		c.Err = fmt.Errorf("%d uncommitted change(s) (%s): commit or stash them, or run with --allow-dirty", len(dirty), strings.Join(dirty[:min(len(dirty), 3)], ", "))
+	if src != nil {
+		checks = append(checks, o.treeCheck(ctx, root, repo, src.Info()))
 	}
-	checks = append(checks, c)
 	failed := 0
 	for _, c := range checks {
 		if c.Err != nil {
@@ -229,3 +230,34 @@ func (o *RunOptions) runAgents() ([]namedAgent, error) {
 	}
 	return append(ags, namedAgent{what: what, agent: sum, model: model, same: sum == ag}), nil
 }
+
+// treeCheck is the verdict a new run gives the work tree
+// (engine.CheckStartTree), or why a run would not look at it: a resume
+// keeps the tree its run left.
+func (o *RunOptions) treeCheck(ctx context.Context, root string, repo *git.Repo, info engine.SourceInfo) preflightCheck {
+	c := preflightCheck{Name: "work tree"}
+	p := engine.PathsFor(root)
+	if saved, _, err := engine.LoadOrRebuildState(p); err == nil && saved != nil && !o.Fresh &&
+		saved.Source == info.Kind && saved.SourcePath == info.Path && saved.Status != engine.StatusComplete {
+		c.Found = fmt.Sprintf("not checked: the next `ralph run` resumes run %s (`ralph run --fresh` would check it)", saved.RunID)
+		return c
+	}
+	tree, err := engine.CheckStartTree(ctx, repo, root, info, setupFiles())
+	switch {
+	case err != nil:
+		c.Err = err
+	case o.AllowDirty:
+		c.Found = fmt.Sprintf("%d uncommitted change(s), allowed (--allow-dirty)", len(tree.Refused))
+	default:
+		c.Err = tree.Err()
+		c.Found = "clean"
+		if len(tree.Kept) > 0 {
+			c.Found = fmt.Sprintf("clean but for ralph's own %s (never committed by a run)", strings.Join(tree.Kept, ", "))
+		}
+	}
+	return c
+}
+
+// setupFiles are the files ralph's own commands write into a repository
+// that a new run accepts uncommitted (engine.StartConfig.Setup).
+func setupFiles() []string { return hook.ProjectMCPFiles() }

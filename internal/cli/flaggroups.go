@@ -28,7 +28,18 @@ func groupFlags(cmd *cobra.Command, groups []flagGroup) {
 		titles[i] = g.title
 	}
 	cmd.SetUsageFunc(func(c *cobra.Command) error {
-		return usageWithGroups(c, titles)
+		return usageWithGroups(c, titles, true)
+	})
+	// --help prints the whole description already: no pointer to itself.
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		w := c.OutOrStdout()
+		if desc := strings.TrimSpace(c.Long); desc != "" {
+			fmt.Fprintf(w, "%s\n\n", desc)
+		} else if c.Short != "" {
+			fmt.Fprintf(w, "%s\n\n", c.Short)
+		}
+		c.SetOut(w)
+		_ = usageWithGroups(c, titles, false)
 	})
 }
 
@@ -39,7 +50,8 @@ type flagGroup struct {
 
 // usageWithGroups is cobra's usage with the flags listed under their
 // groups' headings (the ungrouped ones last, under "Other flags").
-func usageWithGroups(c *cobra.Command, titles []string) error {
+// hint adds the pointer to --help (a usage error's).
+func usageWithGroups(c *cobra.Command, titles []string, hint bool) error {
 	w := c.OutOrStderr()
 	fmt.Fprintf(w, "Usage:\n  %s\n", c.UseLine())
 	if c.HasExample() {
@@ -68,6 +80,8 @@ func usageWithGroups(c *cobra.Command, titles []string) error {
 	if c.HasAvailableInheritedFlags() {
 		fmt.Fprintf(w, "\nGlobal flags:\n%s", c.InheritedFlags().FlagUsages())
 	}
-	fmt.Fprintf(w, "\nUse \"%s --help\" for the whole description.\n", strings.TrimSpace(c.CommandPath()))
+	if hint {
+		fmt.Fprintf(w, "\nUse \"%s --help\" for the whole description.\n", strings.TrimSpace(c.CommandPath()))
+	}
 	return nil
 }

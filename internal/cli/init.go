@@ -37,7 +37,9 @@ prd.json (a template) when there is none. Existing files are kept unless
 The quality gates are found in the project's own files and printed with the
 reason: go.mod (go vet, go test, go build), package.json's scripts (test,
 lint, typecheck or tsc, build; npm, pnpm, yarn or bun from the lock file),
-pyproject.toml (pytest, ruff, mypy when it names them), Cargo.toml (cargo
+pyproject.toml (pytest, ruff, mypy when it names them; install the project
+first, e.g. pip install -e ., for its tests to import it), tox.ini (tox) or
+noxfile.py (nox), which install the project themselves, Cargo.toml (cargo
 check, clippy, test) and a Makefile's test, lint and check targets (which
 win over a language's). They become the example PRD's quality_checks and
 the task loop's gates in config.yaml.`,
@@ -59,8 +61,11 @@ the task loop's gates in config.yaml.`,
 			for _, w := range found.Why {
 				fmt.Fprintf(f.IO.ErrOut, "found   %s\n", w)
 			}
-			if found.Empty() {
-				fmt.Fprintf(f.IO.ErrOut, "found   no go.mod, package.json, pyproject.toml, Cargo.toml or Makefile targets: prd.json has no quality_checks; add the commands that test your project (a story passes only on what they say)\n")
+			switch {
+			case found.Empty() && len(found.Why) == 0:
+				fmt.Fprintf(f.IO.ErrOut, "found   no go.mod, package.json, pyproject.toml, tox.ini, noxfile.py, Cargo.toml or Makefile targets: prd.json has no quality_checks; add the commands that test your project (a story passes only on what they say)\n")
+			case found.Empty():
+				fmt.Fprintf(f.IO.ErrOut, "found   no command that tests the project: prd.json has no quality_checks; add them (a story passes only on what they say)\n")
 			}
 			doc := prd.Template(filepath.Base(root), "First feature")
 			doc.QualityChecks = found.QualityChecks()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -156,8 +158,11 @@ func newCmdMCPInstall(f *Factory, runF func(*MCPInstallOptions) error) *cobra.Co
 	cmd := &cobra.Command{
 		Use:   "install [--claude] [--codex] [--gemini] [--opencode] [--scope project|user]",
 		Short: "Add ralph's MCP server to an agent's MCP client configuration",
-		Long: `Add ralph's MCP server (this binary's absolute path + " mcp", over stdio) to
-the agents' configuration, keeping every other key and server:
+		Long: `Add ralph's MCP server (` + "`ralph mcp`" + `, over stdio) to the agents' configuration,
+keeping every other key and server. A project's file is shared with the
+team, so its command is ` + "`ralph`" + `, found on each machine's PATH (install
+ralph there; ralph warns when it is not on yours); a user's file names this
+binary by its absolute path.
 
   Claude Code  project: .mcp.json               user: ~/.claude.json        mcpServers.ralph
   Codex        user: ~/.codex/config.toml ($CODEX_HOME)                      [mcp_servers.ralph]
@@ -204,12 +209,9 @@ func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
 	if err != nil {
 		return err
 	}
-	exe, err := mcp.Executable()
+	exe, err := mcpCommand(o.Scope, f.IO.ErrOut)
 	if err != nil {
 		return err
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
 	}
 	argv := []string{exe, "mcp"}
 	wd, _ := f.Getwd()
@@ -229,4 +231,24 @@ func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
 		}
 	}
 	return nil
+}
+
+// mcpCommand is the program an MCP client starts for ralph's server: for
+// a project's config, which a teammate's machine reads too, `ralph` on
+// the PATH; for the user's own, this binary's absolute path.
+func mcpCommand(scope string, warn io.Writer) (string, error) {
+	if scope == hook.ScopeProject {
+		if _, err := exec.LookPath("ralph"); err != nil {
+			fmt.Fprintln(warn, "ralph: warning: ralph is not on your PATH, and the project's MCP config runs `ralph mcp`: install it (go install github.com/ralph-loop/ralph/cmd/ralph@latest) or add its folder to PATH")
+		}
+		return "ralph", nil
+	}
+	exe, err := mcp.Executable()
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return exe, nil
 }

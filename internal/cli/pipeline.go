@@ -244,7 +244,7 @@ Every problem names file:line:col, the stage and the field. Writes nothing.`,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(f.IO.Out, "%s: valid: pipeline %s, %d stages (%s)\n", p.File, p.Name, len(p.Stages), stageNames(p))
+		fmt.Fprintf(f.IO.Out, "%s: valid: pipeline %s, %s (%s)\n", p.File, p.Name, engine.Plural(len(p.Stages), "stage"), stageNames(p))
 		return nil
 	})
 }
@@ -295,7 +295,7 @@ func newCmdPipelineShow(f *Factory, runF func(*PipelineFileOptions) error) *cobr
 			if ps.Pipeline == p.Name {
 				for _, ss := range ps.Stages {
 					if ss.Name == s.Name && (ss.Iterations > 0 || ss.Status != engine.ItemPending) {
-						fmt.Fprintf(w, "   status: %s after %d iterations\n", ss.Status, ss.Iterations)
+						fmt.Fprintf(w, "   status: %s after %s\n", ss.Status, engine.Plural(ss.Iterations, "iteration"))
 					}
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -120,8 +121,8 @@ complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
 			for _, s := range doc.Stories {
 				deps += len(s.DependsOn)
 			}
-			fmt.Fprintf(f.IO.Out, "%s: valid (%s format): %d stories, %d dependencies, %d levels, %d gates\n",
-				opts.File, doc.Format, len(doc.Stories), deps, len(doc.Levels()), len(doc.QualityChecks.Gates()))
+			fmt.Fprintf(f.IO.Out, "%s: valid (%s format): %s, %s, %s, %s\n", opts.File, doc.Format, engine.Plural(len(doc.Stories), "story"),
+				engine.Plural(deps, "dependency"), engine.Plural(len(doc.Levels()), "level"), engine.Plural(len(doc.QualityChecks.Gates()), "gate"))
 			return nil
 		},
 	}

@@ -153,7 +153,7 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 		label := fmt.Sprintf("the prep agent's prd.json (attempt %d)", n)
 		doc, problems, lint = checkDraft(label, answer)
 		if len(problems) == 0 && len(lint) == 0 {
-			fmt.Fprintf(f.IO.ErrOut, "ralph: attempt %d/%d: %d stories, valid\n", n, attempts, len(doc.Stories))
+			fmt.Fprintf(f.IO.ErrOut, "ralph: attempt %d/%d: %s, valid\n", n, attempts, engine.Plural(len(doc.Stories), "story"))
 			break
 		}
 		all := append(append([]string{}, problems...), lint...)
@@ -161,7 +161,7 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 		problems = all
 	}
 	if doc == nil || len(problems) > len(lint) {
-		return fmt.Errorf("the prep agent gave no valid prd.json in %d attempts; nothing was written (prompts and transcripts in %s)", attempts, scratch)
+		return fmt.Errorf("the prep agent gave no valid prd.json in %s; nothing was written (prompts and transcripts in %s)", engine.Plural(attempts, "attempt"), scratch)
 	}
 	for _, l := range lint {
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %s\n", l)
@@ -187,7 +187,7 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	if err := store.WriteFile(o.Output, b, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(f.IO.ErrOut, "ralph: wrote %s: %d stories in %d levels; check them, then `ralph run`\n", o.Output, len(doc.Stories), len(doc.Levels()))
+	fmt.Fprintf(f.IO.ErrOut, "ralph: wrote %s: %s in %s; check them, then `ralph run`\n", o.Output, engine.Plural(len(doc.Stories), "story"), engine.Plural(len(doc.Levels()), "level"))
 	return nil
 }
 

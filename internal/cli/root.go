@@ -114,13 +114,23 @@ func (f *Factory) Repo(ctx context.Context) (root string, repo *git.Repo, err er
 	return top, f.GitAt(top), nil
 }
 
-// Config loads .ralph/config.yaml under root.
+// Config loads the settings of the repository at root: its
+// .ralph/config.yaml over the user's config.
 func (f *Factory) Config(root string) (*config.Config, error) {
-	c, err := config.Load(filepath.Join(root, ".ralph", "config.yaml"))
+	l, err := f.Settings(root)
+	if err != nil {
+		return nil, err
+	}
+	return l.Config, nil
+}
+
+// Settings is Config with where each setting came from.
+func (f *Factory) Settings(root string) (*config.Layered, error) {
+	l, err := config.LoadLayered(filepath.Join(root, ".ralph", "config.yaml"))
 	if err != nil {
 		return nil, usage.Errorf("%v", err)
 	}
-	return c, nil
+	return l, nil
 }
 
 // Command groups in `ralph --help`.
@@ -162,7 +172,7 @@ or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
+	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdRetry(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdConfig(f), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
 	add(groupFiles, newCmdPRD(f), newCmdRuns(f, nil), newCmdTask(f), newCmdPipeline(f), newCmdRoles(f, nil))
 	add(groupIntegrations, newCmdHook(f), newCmdLoop(f), newCmdMCP(f, nil))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })

@@ -464,7 +464,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
-		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
+		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles()},
 	}
 	if !o.DryRun {
 		if info := src.Info(); info.Kind == "prd" {
@@ -638,6 +638,11 @@ func (r *openedRun) run(ctx context.Context) error {
 	} else {
 		_ = os.Remove(sandbox.RecordFile(cfg.Paths.Dir))
 	}
+	if b, err := os.ReadFile(cfg.Paths.Pause); err == nil {
+		// A pause asked for with no run active holds this one: said
+		// at its start, with the way out.
+		fmt.Fprintf(out.ErrOut, "ralph: this run starts paused: .ralph/pause is there (%s); `ralph resume` lets it start, `ralph stop` ends it\n", strings.TrimSpace(string(b)))
+	}
 	if err := r.baseline(ctx); err != nil {
 		return err
 	}
@@ -794,7 +799,7 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 	st := o.State
 	passed, blocked, total := st.Counts()
 	fmt.Fprintf(w, "\nralph: run %s ended: %s — %s\n", st.RunID, o.Status, o.Reason)
-	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %d iterations", passed, total, blocked, st.Iteration)
+	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %s", passed, total, blocked, engine.Plural(st.Iteration, "iteration"))
 	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 {
 		fmt.Fprintf(w, ", %d tokens", st.Usage.InputTokens+st.Usage.OutputTokens)
 	}
@@ -817,6 +822,9 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 		fmt.Fprintf(w, "  pending  … and %d more, not started yet\n", st.Untracked)
 	}
 	fmt.Fprintf(w, "ralph: transcripts in %s, progress in %s\n", p.Transcripts, p.Progress)
+	if next := st.NextStep(); next != "" {
+		fmt.Fprintf(w, "ralph: next: %s\n", next)
+	}
 }
 
 // dryRun prints what the next iteration would be, as the engine computes

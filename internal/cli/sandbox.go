@@ -19,14 +19,9 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// sandboxSettings are the `sandbox:` sections of the user's config and the
-// project's (the project's settings win, lists add up).
-func sandboxSettings(project config.Sandbox) (config.Sandbox, error) {
-	user, err := config.LoadUserSandbox()
-	if err != nil {
-		return config.Sandbox{}, err
-	}
-	s := user.Merge(project)
+// sandboxSettings checks the `sandbox:` settings (the user's config and
+// the project's, merged by config.LoadLayered) and expands their paths.
+func sandboxSettings(s config.Sandbox) (config.Sandbox, error) {
 	// Paths may name variables ($HOME, $GOPATH); ~ is expanded later.
 	for _, l := range []*[]string{&s.Writable, &s.Hidden, &s.Caches} {
 		for i, p := range *l {

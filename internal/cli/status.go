@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -40,7 +41,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			root, _, err := f.Repo(cmd.Context())
+			root, repo, err := f.Repo(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -52,13 +53,26 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if note != "" {
 				fmt.Fprintf(f.IO.ErrOut, "ralph status: %s (shown rebuilt; the next `ralph run` writes it back)\n", note)
 			}
+			side, err := listSideBranches(cmd.Context(), repo, st)
+			if err != nil {
+				return err
+			}
+			if st == nil && opts.JSON {
+				// Machines get JSON whatever there is to say.
+				return writeJSON(f.IO.Out, map[string]any{"run": nil, "active": false, "side_branches": side.count(),
+					"message": "no ralph run in this repository yet (start one with `ralph run`)"})
+			}
 			if st == nil {
 				return usage.Errorf("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
 			active, _ := engine.ActiveRun(p)
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
-				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
+				out := map[string]any{"run": st.RunID, "state": st, "active": active, "passed": passed, "blocked": blocked, "total": total,
+					"next": st.NextStep(), "side_branches": side.count()}
+				if active {
+					out["next"] = ""
+				}
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -68,11 +82,9 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				if js := cluster.ReadJobsFile(p.Dir); active && len(js) > 0 {
 					out["jobs"] = js
 				}
-				enc := json.NewEncoder(f.IO.Out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
+				return writeJSON(f.IO.Out, out)
 			}
-			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + plansMarkdown(p, st)
+			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}
@@ -143,6 +155,9 @@ func statusMarkdown(st *engine.State, active bool) string {
 	if st.StopReason != "" {
 		fmt.Fprintf(&b, "- **Stop reason:** %s\n", st.StopReason)
 	}
+	if next := st.NextStep(); next != "" && !active {
+		fmt.Fprintf(&b, "- **Next:** %s\n", next)
+	}
 	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed, %d blocked\n", passed, total, kind, blocked)
 	fmt.Fprintf(&b, "- **Iteration:** %s\n", engine.IterationOf(st.Iteration, st.MaxIterations))
 	if st.Branch != "" {
@@ -198,7 +213,7 @@ func statusMarkdown(st *engine.State, active bool) string {
 		if is.Plan == engine.PlanWaiting && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
 			mark = "📝 plan awaits approval"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.Attempts, st.MaxAttempts, is.Role, commit)
+		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.AttemptsUsed(), st.MaxAttempts, is.Role, commit)
 	}
 	if st.Untracked > 0 {
 		fmt.Fprintf(&b, "| … | %d more, not started yet | ⏳ pending | | | |\n", st.Untracked)
@@ -354,4 +369,11 @@ func withSandbox(md string, rec *sandbox.Record) string {
 		return md + "\n" + line
 	}
 	return md[:i+j+1] + line + md[i+j+1:]
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,7 +68,7 @@ func setPause(p engine.Paths, on bool, by string) error {
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return err
 	}
-	return store.WriteFile(p.Pause, []byte("paused by "+by+"\n"), 0o644)
+	return store.WriteFile(p.Pause, []byte("paused by "+by+" at "+time.Now().Format("2006-01-02 15:04")+"\n"), 0o644)
 }
 
 // newCmdPause builds `ralph pause` and `ralph resume`.
@@ -76,7 +77,11 @@ func newCmdPause(f *Factory, resume bool) *cobra.Command {
 	long := `Hold the run in this repository after the iterations under way: they finish
 (agent, gates, commit) and no new one starts until ` + "`ralph resume`" + `. The run
 keeps its lock and its state; ` + "`ralph stop`" + ` still stops it. This creates
-.ralph/pause, which you may also create by hand (or press p in the dashboard).`
+.ralph/pause, which you may also create by hand (or press p in the dashboard).
+
+With no run active, the pause holds the next ` + "`ralph run`" + `: it starts, says it
+is paused and why, and waits for ` + "`ralph resume`" + ` before its first iteration
+(a way to start a run and look at it first). ` + "`ralph resume`" + ` removes the pause.`
 	if resume {
 		use, short = "resume", "Let a paused run start new iterations again"
 		long = "Remove .ralph/pause: a paused run starts its next iteration."
@@ -99,7 +104,7 @@ keeps its lock and its state; ` + "`ralph stop`" + ` still stops it. This create
 			case active:
 				fmt.Fprintln(f.IO.ErrOut, "ralph: paused; the iterations under way finish, then nothing starts until `ralph resume`")
 			default:
-				fmt.Fprintln(f.IO.ErrOut, "ralph: no run is active; the next `ralph run` starts paused until `ralph resume`")
+				fmt.Fprintln(f.IO.ErrOut, "ralph: no run is active; the next `ralph run` starts paused until `ralph resume` (which also takes this pause back now)")
 			}
 			return nil
 		},

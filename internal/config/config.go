@@ -1,6 +1,8 @@
-// Package config reads .ralph/config.yaml: the same settings as the `ralph
-// run` flags (flags win). Unknown keys are errors naming their line, so a
-// typo never silently does nothing.
+// Package config reads .ralph/config.yaml and the user's own config
+// ($XDG_CONFIG_HOME/ralph/config.yaml): the same settings as the `ralph
+// run` flags. Flags win, then the repository's file, then the user's,
+// then the built-in defaults. Unknown keys are errors naming their line,
+// so a typo never silently does nothing.
 package config
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -60,8 +63,8 @@ type Config struct {
 	Summarizer      string   `yaml:"summarizer"`
 	SummarizerCmd   string   `yaml:"summarizer_cmd"`
 	SummarizerModel string   `yaml:"summarizer_model"`
-	// Sandbox: what the agents and gates may write, see and reach (also
-	// read from the user's config, UserPath).
+	// Sandbox: what the agents and gates may write, see and reach (the
+	// user's config and the repository's add up, Sandbox.Merge).
 	Sandbox Sandbox `yaml:"sandbox"`
 }
 
@@ -112,8 +115,9 @@ func (s Sandbox) Merge(over Sandbox) Sandbox {
 	return out
 }
 
-// UserPath is the user's own config, $XDG_CONFIG_HOME/ralph/config.yaml;
-// only its `sandbox:` section is read.
+// UserPath is the user's own config, $XDG_CONFIG_HOME/ralph/config.yaml
+// (~/.config/ralph/config.yaml): defaults for every setting of a
+// repository's .ralph/config.yaml.
 func UserPath() string {
 	dir, err := os.UserConfigDir()
 	if err != nil {
@@ -122,27 +126,98 @@ func UserPath() string {
 	return filepath.Join(dir, "ralph", "config.yaml")
 }
 
-// LoadUserSandbox reads the `sandbox:` section of the user's config (an
-// empty one when there is no file).
-func LoadUserSandbox() (Sandbox, error) {
-	path := UserPath()
-	if path == "" {
-		return Sandbox{}, nil
+// Origin is where a setting's value was read: a file and the line of its
+// key. The zero Origin is ralph's built-in default.
+type Origin struct {
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+}
+
+func (o Origin) String() string {
+	if o.File == "" {
+		return "default"
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Sandbox{}, nil
+	return fmt.Sprintf("%s:%d", o.File, o.Line)
+}
+
+// Layered is the settings of a repository: its .ralph/config.yaml laid
+// over the user's config (a key in the repository's file wins; the
+// sandbox's lists add up, see Sandbox.Merge), and where each key came from.
+type Layered struct {
+	*Config
+	// From holds each top-level key set in a file: the repository's
+	// origin, else the user's. Sandbox lists both when both set it.
+	From map[string][]Origin
+}
+
+// LoadLayered reads the user's config (UserPath) and then repoPath, each
+// strictly (an error names the file and line); a missing file is empty.
+func LoadLayered(repoPath string) (*Layered, error) {
+	out := &Layered{Config: &Config{}, From: map[string][]Origin{}}
+	for _, path := range []string{UserPath(), repoPath} {
+		if path == "" {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err := parse(path, b)
+		if err != nil {
+			return nil, err
+		}
+		out.lay(c, path, b)
 	}
-	if err != nil {
-		return Sandbox{}, err
+	return out, nil
+}
+
+// lay puts the keys c's file sets over out.
+func (l *Layered) lay(c *Config, path string, b []byte) {
+	dst, src := reflect.ValueOf(l.Config).Elem(), reflect.ValueOf(c).Elem()
+	for i := 0; i < dst.NumField(); i++ {
+		key := yamlKey(dst.Type().Field(i))
+		line := keyLine(b, key)
+		if line == 0 {
+			continue
+		}
+		o := Origin{File: path, Line: line}
+		if key == "sandbox" {
+			l.Sandbox = l.Sandbox.Merge(c.Sandbox)
+			l.From[key] = append(l.From[key], o)
+			continue
+		}
+		dst.Field(i).Set(src.Field(i))
+		l.From[key] = []Origin{o}
 	}
-	var c struct {
-		Sandbox Sandbox `yaml:"sandbox"`
+}
+
+// Keys are the top-level keys of a config file, in the order of Config.
+func Keys() []string {
+	t := reflect.TypeOf(Config{})
+	out := make([]string, t.NumField())
+	for i := range out {
+		out[i] = yamlKey(t.Field(i))
 	}
-	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		return Sandbox{}, fmt.Errorf("%s: %s (only sandbox: is read from the user's config)", path, yaml.FormatError(err, false, true))
+	return out
+}
+
+// Value is the setting of key in c (nil for an unknown key).
+func (c *Config) Value(key string) any {
+	v := reflect.ValueOf(c).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if yamlKey(v.Type().Field(i)) == key {
+			return v.Field(i).Interface()
+		}
 	}
-	return c.Sandbox, nil
+	return nil
+}
+
+func yamlKey(f reflect.StructField) string {
+	k, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return k
 }
 
 // Duration accepts "90s", "5m", "1h30m".
@@ -155,18 +230,6 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
-}
-
-// Load reads path; a missing file is an empty config.
-func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &Config{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return parse(path, b)
 }
 
 // parse parses config text; name is used in errors.
@@ -240,7 +303,7 @@ prd: prd.json
 promise: COMPLETE
 max_attempts: 3
 # max_iterations: 30                 # default: 10 × stories
-iteration_timeout: 30m
+iteration_timeout: 60m
 gate_timeout: 10m
 # max_cost: 5.00                     # USD, across the run
 # env:                               # extra environment for the agent

@@ -231,7 +231,7 @@ func (m *Model) Render() string {
 		if i == m.sel {
 			cursor = "> "
 		}
-		line := fmt.Sprintf("%s%s %-10s %-34s %-8s %d att", cursor, mark, id, clip(is.Title, 34), is.Status, is.Attempts)
+		line := fmt.Sprintf("%s%s %-10s %-34s %-8s %d att", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsUsed())
 		if l := m.snap.Levels[id]; l > 0 {
 			line += fmt.Sprintf("  L%d", l)
 		}
@@ -305,6 +305,9 @@ func (m *Model) Render() string {
 	}
 	if st.Status != engine.StatusRunning || m.done {
 		fmt.Fprintf(&b, "\n%s %s — %s\n", bold.Render("Run ended:"), st.Status, st.StopReason)
+		if next := st.NextStep(); next != "" {
+			fmt.Fprintf(&b, "%s %s\n", bold.Render("Next:"), next)
+		}
 	}
 	if m.note != "" {
 		b.WriteString("\n" + yellow.Render(m.note) + "\n")

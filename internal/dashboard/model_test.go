@@ -150,3 +150,30 @@ func TestModelShowsRemoteWorkers(t *testing.T) {
 		t.Errorf("a stale workers file is shown:\n%s", out)
 	}
 }
+
+// A blocked run's view names the next step, as the end of the run and
+// ralph status do; a story that passed at once used 1 attempt.
+func TestModelBlockedNamesNextStep(t *testing.T) {
+	root := t.TempDir()
+	p := engine.PathsFor(root)
+	os.MkdirAll(p.Dir, 0o755)
+	st := &engine.State{RunID: "r3", Source: "prd", Status: engine.StatusBlocked, StopReason: "no story can start: 1 passed, 1 blocked",
+		Order: []string{"A", "B"}, Items: map[string]*engine.ItemState{"A": {ID: "A", Status: engine.ItemPassed}, "B": {ID: "B", Status: engine.ItemBlocked, Attempts: 3}}}
+	b, _ := json.Marshal(st)
+	os.WriteFile(p.State, b, 0o644)
+	m := New(NewFeed(p), Controls{})
+	m.snap = m.feed.Poll()
+	out := ansi.ReplaceAllString(m.Render(), "")
+	for _, want := range []string{"Next: `ralph retry` reopens the blocked story", "passed   1 att", "blocked  3 att"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+	st.StopReason = "circuit breaker: the same failure 5 times in a row"
+	b, _ = json.Marshal(st)
+	os.WriteFile(p.State, b, 0o644)
+	m.snap = m.feed.Poll()
+	if out := ansi.ReplaceAllString(m.Render(), ""); !strings.Contains(out, "`ralph run --reset-breaker` continues") {
+		t.Errorf("an open breaker's view:\n%s", out)
+	}
+}

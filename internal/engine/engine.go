@@ -147,6 +147,10 @@ type StartConfig struct {
 	Resume       bool
 	ResetBreaker bool // a resumed run starts with the circuit breaker closed
 	AllowDirty   bool // a new run may start in a tree with uncommitted changes
+	// Setup are the files ralph's own commands write into a repository
+	// (repository-relative): a new run starts with them uncommitted and
+	// never commits them (CheckStartTree).
+	Setup []string
 }
 
 func (c *Config) defaults() {
@@ -475,25 +479,20 @@ func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 	if err != nil || resumed {
 		return st, resumed, err
 	}
-	info := e.info()
-	skip := []string{".ralph/", relTo(cfg.Paths.Root, info.Path)}
-	for _, f := range info.ControlFiles {
-		skip = append(skip, relTo(cfg.Paths.Root, f))
-	}
-	dirty, err := cfg.Git.Changed(ctx, cfg.Paths.Root, skip...)
+	tree, err := CheckStartTree(ctx, cfg.Git, cfg.Paths.Root, e.info(), cfg.Start.Setup)
 	if err != nil {
 		return nil, false, err
 	}
-	if !cfg.Start.AllowDirty && len(dirty) > 0 {
-		more := ""
-		if len(dirty) > 5 {
-			more = fmt.Sprintf(" and %d more", len(dirty)-5)
-			dirty = dirty[:5]
+	if !cfg.Start.AllowDirty {
+		if err := tree.Err(); err != nil {
+			return nil, false, err
 		}
-		return nil, false, usage.Errorf("the work tree has uncommitted changes (%s%s): commit or stash them, or pass --allow-dirty", strings.Join(dirty, ", "), more)
 	}
+	// What the run never commits: ralph's setup files, and with
+	// --allow-dirty the user's changes.
+	st.Preexisting = tree.Kept
 	if cfg.Start.AllowDirty {
-		st.Preexisting = dirty
+		st.Preexisting = append(st.Preexisting, tree.Refused...)
 	}
 	if old != nil {
 		dir := filepath.Join(cfg.Paths.Dir, "runs", old.RunID)

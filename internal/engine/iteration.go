@@ -469,11 +469,11 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 		case s.Attempts >= limit:
 			blocked = true
 			s.Status = ItemBlocked
-			s.Reason = fmt.Sprintf("failed %d attempts; last: %s", s.Attempts, v.Summary)
+			s.Reason = fmt.Sprintf("failed %s; last: %s", Plural(s.Attempts, "attempt"), v.Summary)
 		case s.Runs >= itemCap:
 			blocked = true
 			s.Status = ItemBlocked
-			s.Reason = fmt.Sprintf("not done after %d iterations (--max-item-iterations %d); last: %s", s.Runs, itemCap, v.Summary)
+			s.Reason = fmt.Sprintf("not done after %s (--max-item-iterations %d); last: %s", Plural(s.Runs, "iteration"), itemCap, v.Summary)
 		default:
 			s.Status = ItemPending
 		}
@@ -486,7 +486,7 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 		e.appendProgress(it, cur, "in progress", v, att.Learnings, x.Files, "")
 		fmt.Fprintf(att.Log, "\n[ralph] %s in progress: %s (no attempt spent)\n", it.ID, v.Summary)
 		e.emit(Event{Type: "item_progress", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
-			Message: fmt.Sprintf("%s in progress, not claimed done yet (%d files changed, %d commits); no attempt spent", it.ID, facts.files, max(facts.commits, 0))})
+			Message: fmt.Sprintf("%s in progress, not claimed done yet (%s changed, %s); no attempt spent", it.ID, Plural(facts.files, "file"), Plural(max(facts.commits, 0), "commit"))})
 	default:
 		status := d.Status
 		switch {

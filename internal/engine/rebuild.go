@@ -140,6 +140,8 @@ func apply(st *State, ev Event) {
 	case "item_blocked":
 		is := st.Item(ev.Item)
 		is.Status, is.Reason = ItemBlocked, ev.Message
+	case "item_retried":
+		reopen(st.Item(ev.Item))
 	case "item_passed":
 		is := st.Item(ev.Item)
 		is.Status, is.LastResult = ItemPassed, ev.Message

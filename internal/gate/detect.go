@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/prd"
@@ -68,16 +69,29 @@ func Detect(root string) Found {
 	}
 	if exists("package.json") {
 		pm, why := nodePackageManager(exists)
-		cmds, err := nodeScripts(read("package.json"), pm, exists("tsconfig.json"))
-		if err != nil {
+		cmds, note, err := nodeScripts(read("package.json"), pm, exists("tsconfig.json"))
+		switch {
+		case err != nil:
 			f.Why = append(f.Why, "package.json: not read ("+err.Error()+")")
-		} else {
+		case len(cmds) == 0:
+			f.Why = append(f.Why, "package.json: Node, "+why+" → no gate: "+note)
+		default:
+			if note != "" {
+				why += "; " + note
+			}
 			add("package.json", "Node, "+why, cmds)
 		}
 	}
-	if py := read("pyproject.toml") + read("setup.cfg") + read("tox.ini"); py != "" || exists("pytest.ini") {
+	if py := read("pyproject.toml") + read("setup.cfg") + read("tox.ini"); py != "" || exists("pytest.ini") || exists("noxfile.py") {
 		cmds := map[string]string{}
-		if exists("pytest.ini") || strings.Contains(py, "pytest") {
+		file, what := "pyproject.toml", "Python (the tools it names; install the project first, e.g. pip install -e . in its virtualenv, or the gates cannot import it)"
+		switch {
+		case exists("tox.ini"):
+			// tox makes its own environments with the project installed.
+			cmds["test"], file, what = "tox", "tox.ini", "Python, tox (its environments install the project)"
+		case exists("noxfile.py"):
+			cmds["test"], file, what = "nox", "noxfile.py", "Python, nox (its sessions install the project)"
+		case exists("pytest.ini") || strings.Contains(py, "pytest"):
 			cmds["test"] = "pytest"
 		}
 		if strings.Contains(py, "ruff") {
@@ -86,11 +100,13 @@ func Detect(root string) Found {
 		if strings.Contains(py, "mypy") {
 			cmds["typecheck"] = "mypy ."
 		}
-		file := "pyproject.toml"
 		if !exists(file) {
-			file = "setup.cfg / tox.ini / pytest.ini"
+			file = "setup.cfg / pytest.ini"
 		}
-		add(file, "Python (the tools it names)", cmds)
+		if len(cmds) == 0 {
+			f.Why = append(f.Why, file+": Python → no gate: it names no pytest, tox, nox, ruff or mypy")
+		}
+		add(file, what, cmds)
 	}
 	if exists("Cargo.toml") {
 		add("Cargo.toml", "Rust crate", map[string]string{"typecheck": "cargo check", "lint": "cargo clippy -- -D warnings", "test": "cargo test"})
@@ -134,13 +150,14 @@ func nodePackageManager(exists func(string) bool) (pm, why string) {
 const npmNoTest = "no test specified"
 
 // nodeScripts maps package.json's scripts to gates: test, lint,
-// typecheck (or tsc for a TypeScript project without one), build.
-func nodeScripts(pkg, pm string, typescript bool) (map[string]string, error) {
+// typecheck (or tsc for a TypeScript project without one), build; note
+// says why a script was not taken.
+func nodeScripts(pkg, pm string, typescript bool) (cmds map[string]string, note string, err error) {
 	var p struct {
 		Scripts map[string]string `json:"scripts"`
 	}
 	if err := json.Unmarshal([]byte(pkg), &p); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	run := func(script string) string {
 		if pm == "npm" && script == "test" {
@@ -148,8 +165,11 @@ func nodeScripts(pkg, pm string, typescript bool) (map[string]string, error) {
 		}
 		return pm + " run " + script
 	}
-	cmds := map[string]string{}
-	if s, ok := p.Scripts["test"]; ok && !strings.Contains(s, npmNoTest) {
+	cmds = map[string]string{}
+	switch s, ok := p.Scripts["test"]; {
+	case ok && strings.Contains(s, npmNoTest):
+		note = "its test script is npm's placeholder (" + strconv.Quote(s) + "), not a test: write a real one"
+	case ok:
 		cmds["test"] = run("test")
 	}
 	if _, ok := p.Scripts["lint"]; ok {
@@ -166,7 +186,10 @@ func nodeScripts(pkg, pm string, typescript bool) (map[string]string, error) {
 	if _, ok := p.Scripts["build"]; ok {
 		cmds["build"] = run("build")
 	}
-	return cmds, nil
+	if len(cmds) == 0 && note == "" {
+		note = "it has no test, lint, typecheck or build script"
+	}
+	return cmds, note, nil
 }
 
 var makeTarget = regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+(?:[ \t]+[A-Za-z0-9_.-]+)*)[ \t]*::?(?:[^=]|$)`)

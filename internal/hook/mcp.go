@@ -59,6 +59,18 @@ func MCPConfigPath(agent, scope, root, home string) (string, error) {
 	return "", &Error{Msg: fmt.Sprintf("unknown agent %q (claude, codex, gemini or opencode)", agent)}
 }
 
+// ProjectMCPFiles are the files, relative to the repository, that
+// `ralph mcp install --scope project` may write.
+func ProjectMCPFiles() []string {
+	var out []string
+	for _, a := range []string{Claude, Gemini, Opencode} {
+		if p, err := MCPConfigPath(a, ScopeProject, "", ""); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // InstallMCP writes ralph's MCP server (argv: the program and its
 // arguments) into agent's config at path: added once, replaced when it
 // differs, every other key kept; a file that does not parse is refused,

@@ -21,14 +21,18 @@ type IOStreams struct {
 	color bool
 	// inTTY: In is a terminal (keys can be read).
 	inTTY bool
+	// noSize: Out is a terminal that says it has no rows or columns (a
+	// 0×0 pty): a live view would draw nothing there.
+	noSize bool
 }
 
 // System returns the real streams.
 func System() *IOStreams {
 	_, noColor := os.LookupEnv("NO_COLOR")
 	color := term.IsTerminal(int(os.Stderr.Fd())) && !noColor && os.Getenv("TERM") != "dumb"
+	w, h, err := term.GetSize(int(os.Stdout.Fd()))
 	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, isTTY: term.IsTerminal(int(os.Stdout.Fd())), color: color,
-		inTTY: term.IsTerminal(int(os.Stdin.Fd()))}
+		inTTY: term.IsTerminal(int(os.Stdin.Fd())), noSize: err == nil && (w == 0 || h == 0)}
 }
 
 // Test returns streams backed by buffers.
@@ -49,10 +53,10 @@ func (s *IOStreams) Color() bool { return s.color }
 func (s *IOStreams) SetColor(v bool) { s.color = v }
 
 // IsInteractive reports whether a person is at a terminal: standard input
-// and output are both one (a live view can be drawn and keys read), and
-// TERM is not dumb.
+// and output are both one (a live view can be drawn and keys read), it
+// has a size (not 0×0), and TERM is not dumb.
 func (s *IOStreams) IsInteractive() bool {
-	return s.isTTY && s.inTTY && os.Getenv("TERM") != "dumb"
+	return s.isTTY && s.inTTY && !s.noSize && os.Getenv("TERM") != "dumb"
 }
 
 // SetTTY switches TTY mode (tests).

@@ -324,6 +324,7 @@ type statusOutput struct {
 	Iteration     int          `json:"iteration"`
 	MaxIterations int          `json:"max_iterations"`
 	StopReason    string       `json:"stop_reason,omitempty"`
+	Next          string       `json:"next,omitempty" jsonschema:"what a person does next about a stopped run (the command)"`
 	Items         []StatusItem `json:"items"`
 }
 
@@ -342,13 +343,21 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in repoInpu
 		Passed  int           `json:"passed"`
 		Blocked int           `json:"blocked"`
 		Total   int           `json:"total"`
+		Message string        `json:"message"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.State == nil {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		return nil, statusOutput{}, fmt.Errorf("reading ralph status --json: %v", err)
+	}
+	if doc.State == nil {
+		// No run yet: status --json says so in its message.
+		return nil, statusOutput{}, &ToolError{Code: 2, Msg: doc.Message}
 	}
 	st := doc.State
 	res := statusOutput{RunID: st.RunID, FeatureBranch: st.Branch, Passed: doc.Passed, Total: doc.Total, Blocked: doc.Blocked,
 		Status: st.Status, Active: doc.Active, Iteration: st.Iteration, MaxIterations: st.MaxIterations, StopReason: st.StopReason}
+	if !doc.Active {
+		res.Next = st.NextStep()
+	}
 	res.AllPassed = doc.Total > 0 && doc.Passed == doc.Total
 	res.ReadyToMerge = res.AllPassed && st.Status == engine.StatusComplete && !doc.Active
 	for _, id := range st.Order {

@@ -348,7 +348,7 @@ func (s *Pipeline) writeState(st *engine.State, starting, passed string, count b
 	}
 	ps.Complete = all
 	if all && ps.StopReason == "" {
-		ps.StopReason = fmt.Sprintf("all %d stages passed", len(s.P.Stages))
+		ps.StopReason = fmt.Sprintf("all %s passed", engine.Plural(len(s.P.Stages), "stage"))
 	}
 	_ = store.WriteJSON(s.StatePath, ps)
 }

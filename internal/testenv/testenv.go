@@ -42,6 +42,12 @@ func Main(m *testing.M) int {
 			os.Setenv("GOCACHE", filepath.Join(dir, "go-build"))
 		}
 	}
+	// The installed agent CLIs (scripts/install-agents.sh) are looked
+	// up in the cache folder: keep them found once it is isolated.
+	// (agent.AgentsDir's default; agent's own tests import testenv.)
+	if dir, err := os.UserCacheDir(); err == nil && os.Getenv("RALPH_AGENTS_DIR") == "" {
+		os.Setenv("RALPH_AGENTS_DIR", filepath.Join(dir, "ralph", "agents"))
+	}
 	if err := Isolate(root, os.Setenv); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1

@@ -1,0 +1,45 @@
+package engine
+
+import "strings"
+
+// NextStep is what a person does about a run that stopped, naming the
+// command: the same words at the end of the run, in `ralph status` (text
+// and JSON) and on the dashboard. "" while the run goes on, when it is
+// complete, or when its stop reason already says (plans to approve).
+func (st *State) NextStep() string {
+	kind := map[string]string{"prd": "story", "tasks": "task", "pipeline": "stage"}[st.Source]
+	if kind == "" {
+		kind = "item"
+	}
+	blocked := len(st.Blocked())
+	switch st.Status {
+	case StatusComplete, StatusAwaitingApproval, StatusRunning:
+		return ""
+	case StatusBlocked:
+		if strings.HasPrefix(st.StopReason, "circuit breaker") {
+			return "the circuit breaker stopped the run: fix the cause (see `ralph log`), then `ralph run --reset-breaker` continues; `ralph run --fresh` starts a new run"
+		}
+		if blocked > 0 {
+			return "`ralph retry` reopens the blocked " + pluralWord(blocked, kind) + " with attempts reset (`ralph retry ID` for one), then `ralph run` continues; `ralph run --fresh` starts a new run; their work is kept on ralph/blocked/… branches (`ralph clean` removes old ones)"
+		}
+		return "`ralph run --fresh` starts a new run"
+	case StatusMaxIterations, StatusBudget:
+		return "`ralph run` with a higher limit (--max-iterations, --max-cost, --max-tokens) continues the run"
+	}
+	return "`ralph run` resumes the run"
+}
+
+// pluralWord is Plural without the count.
+func pluralWord(n int, word string) string {
+	s := Plural(n, word)
+	return s[strings.IndexByte(s, ' ')+1:]
+}
+
+// AttemptsUsed is the attempts an item has used: its failed ones, and the
+// one that passed (a story that passed at once used 1, not 0).
+func (is *ItemState) AttemptsUsed() int {
+	if is.Status == ItemPassed {
+		return is.Attempts + 1
+	}
+	return is.Attempts
+}
