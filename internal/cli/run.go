@@ -41,6 +41,11 @@ type RunOptions struct {
 	NoGates  bool
 	AgentFlags
 	Prompt            string
+	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
+	// also without it when --prompt is given and there is no PRD.
+	PlainLoop bool
+	// NoCommit leaves a plain loop's work uncommitted.
+	NoCommit          bool
 	Promise           string
 	MaxIterations     int
 	MaxAttempts       int
@@ -139,6 +144,13 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
+	opts.register(cmd)
+	cmd.ValidArgsFunction = completeRunFolders(f, false)
+	return cmd
+}
+
+// register puts `ralph run`'s flags on cmd (ralph run, ralph loop FILE).
+func (opts *RunOptions) register(cmd *cobra.Command) {
 	// A backticked word in a usage string is the flag's value name in
 	// --help (pflag's rule): every value flag names its own.
 	fl := cmd.Flags()
@@ -146,7 +158,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Tasks, "tasks", "", "task tree `FILE` (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
 	opts.AgentFlags.register(fl)
-	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
+	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
+	fl.BoolVar(&opts.NoCommit, "no-commit", false, "plain loop (--prompt without a PRD): leave each iteration's work uncommitted (by default ralph commits it on the current branch)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
@@ -185,11 +198,10 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
-	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
+	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging; in a plain loop: run after each iteration, the promise counts only when they pass (repeatable)")
 	completeAgents(cmd, "agent", "summarizer")
-	cmd.ValidArgsFunction = completeRunFolders(f, false)
 	groupFlags(cmd, []flagGroup{
-		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates"}},
+		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
@@ -197,7 +209,6 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command"}},
 	})
-	return cmd
 }
 
 // applyConfig fills the flags not given from .ralph/config.yaml, once the
@@ -222,7 +233,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	// A source given on the command line wins over every source in the
 	// config, not just the one of the same kind.
-	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" {
+	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" && !o.PlainLoop {
 		str(&o.PRD, "prd", c.PRD)
 		str(&o.Tasks, "tasks", c.Tasks)
 		str(&o.Pipeline, "pipeline", c.Pipeline)
@@ -475,6 +486,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		}
 		cfg.Policy = o.policy
 	}
+	if l, ok := src.(*source.Loop); ok {
+		// The user's prompt as is, every iteration.
+		cfg.Prompt.Text = source.LiteralTemplate(l.Prompt)
+		if cfg.Limits.MaxIterations <= 0 {
+			cfg.Limits.MaxIterations = l.MaxIterations
+		}
+	}
 	// The task loop's own: the agent finds the task tree, and --watch.
 	if o.Tasks != "" {
 		cfg.Agent.Env = append(cfg.Agent.Env, "RALPH_TASKS_FILE="+src.Info().Path)
@@ -585,6 +603,14 @@ func (o *RunOptions) checkSource(root string, src engine.Source) error {
 		if o.AllowDirty {
 			return usage.Errorf("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
+	}
+	if info.Kind == "loop" {
+		if !info.Gated {
+			// A plain loop marks nothing passed: it may run on the
+			// promise alone, but the user hears that plainly.
+			fmt.Fprintf(o.IO.IO.ErrOut, "ralph: no gates: this loop stops when the agent says <promise>%s</promise>, on its word alone (add --gate NAME=COMMAND, or gates: in .ralph/config.yaml, to check its work after each iteration)\n", o.promise())
+		}
+		return nil
 	}
 	if !info.Gated && !o.NoGates {
 		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
@@ -752,8 +778,56 @@ func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
 		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
 }
 
-// openSource opens the work the flags name: a task tree, a pipeline, or
-// (the default) a PRD.
+// promise is the completion promise the run asks for.
+func (o *RunOptions) promise() string {
+	if o.Promise != "" {
+		return o.Promise
+	}
+	return engine.DefaultPromise
+}
+
+// plainLoop reports whether the run is the plain Ralph loop over --prompt:
+// `ralph loop FILE`, or --prompt with no other source and no prd.json.
+func (o *RunOptions) plainLoop(root string) bool {
+	if o.PlainLoop {
+		return true
+	}
+	if o.Prompt == "" || o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(root, "prd.json"))
+	return err != nil
+}
+
+// openLoop opens the plain loop: the prompt file's text every iteration,
+// the --gate commands (or the config's gates:) after each.
+func (o *RunOptions) openLoop(root string, repo *git.Repo, gates gate.Runner) (*source.Loop, error) {
+	if o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
+		return nil, usage.Errorf("the plain loop runs one prompt: not with --prd, --tasks, --pipeline or a RUN_DIR")
+	}
+	text, err := os.ReadFile(o.Prompt)
+	if err != nil {
+		return nil, usage.Errorf("--prompt: %v", err)
+	}
+	if strings.TrimSpace(string(text)) == "" {
+		return nil, usage.Errorf("%s is empty: the loop gives the agent this prompt every iteration", o.Prompt)
+	}
+	checks, err := parseGates(o.Gates)
+	if err != nil {
+		return nil, err
+	}
+	limit := o.MaxIterations
+	if limit <= 0 {
+		limit = defaultLoopIterations
+	}
+	return &source.Loop{Root: root, Prompt: string(text), Checks: checks, Gates: gates, MaxIterations: limit, Git: repo, Commit: !o.NoCommit}, nil
+}
+
+// defaultLoopIterations bounds a plain loop without --max-iterations.
+const defaultLoopIterations = 10
+
+// openSource opens the work the flags name: a task tree, a pipeline, the
+// plain loop over a prompt, or (the default) a PRD.
 func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
 	given := 0
 	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline} {
@@ -763,6 +837,9 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	}
 	if given > 1 {
 		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline")
+	}
+	if o.plainLoop(root) {
+		return o.openLoop(root, repo, gates)
 	}
 	switch {
 	case o.Tasks != "":

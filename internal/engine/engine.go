@@ -149,6 +149,10 @@ type StartConfig struct {
 	AllowDirty   bool // a new run may start in a tree with uncommitted changes
 }
 
+// DefaultPromise is the completion promise when none is given:
+// <promise>COMPLETE</promise>.
+const DefaultPromise = "COMPLETE"
+
 func (c *Config) defaults() {
 	if c.Limits.MaxAttempts <= 0 {
 		c.Limits.MaxAttempts = 3
@@ -157,7 +161,7 @@ func (c *Config) defaults() {
 		c.Limits.IterationTimeout = 60 * time.Minute
 	}
 	if c.Prompt.Promise == "" {
-		c.Prompt.Promise = "COMPLETE"
+		c.Prompt.Promise = DefaultPromise
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}
@@ -306,9 +310,11 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := cfg.Git.EnsureExcluded(ctx, "/.ralph/"); err != nil {
-		lock.Unlock()
-		return nil, false, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
+	for _, pattern := range []string{"/.ralph/", "/" + RootStopFile} {
+		if err := cfg.Git.EnsureExcluded(ctx, pattern); err != nil {
+			lock.Unlock()
+			return nil, false, fmt.Errorf("listing %s in .git/info/exclude: %w", pattern, err)
+		}
 	}
 	st, resumed, err := e.loadOrStart(ctx)
 	var pinnedAt time.Time

@@ -221,8 +221,8 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if ctx.Err() != nil {
 		return StatusInterrupted, "interrupted (SIGINT)"
 	}
-	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
-		return StatusStopped, "stop requested (.ralph/stop)"
+	if f := cfg.Paths.stopRequested(); f != "" {
+		return StatusStopped, fmt.Sprintf("stop requested (%s)", relTo(cfg.Paths.Root, f))
 	}
 	if cfg.Limits.MaxCost > 0 && st.Usage.CostUSD >= cfg.Limits.MaxCost {
 		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.Limits.MaxCost)
@@ -267,6 +267,9 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 func (e *Engine) consumeStop(status string) {
 	if status == StatusStopped {
 		_ = os.Remove(e.cfg.Paths.Stop)
+		if e.cfg.Paths.RootStop != "" {
+			_ = os.Remove(e.cfg.Paths.RootStop)
+		}
 	}
 }
 

@@ -194,6 +194,11 @@ type Paths struct {
 	Transcripts string
 	Lock        string
 	Stop        string
+	// RootStop is the stop file of the minimal external loop: `touch
+	// .stop` at the repository root stops the loop between iterations
+	// like .ralph/stop (kept out of git: an agent's .stop is never
+	// committed).
+	RootStop string
 	// Pause, while it exists, holds new iterations back (the ones under
 	// way finish): `ralph pause`, the dashboard's p.
 	Pause      string
@@ -201,6 +206,23 @@ type Paths struct {
 	// Summary, when set (a run folder's SUMMARY.md), gets a short debrief
 	// of each item that passes.
 	Summary string
+}
+
+// RootStopFile is the stop file at the repository root.
+const RootStopFile = ".stop"
+
+// stopRequested names the stop file that asks the run to stop
+// (.ralph/stop, then .stop at the root), or "" for none.
+func (p Paths) stopRequested() string {
+	for _, f := range []string{p.Stop, p.RootStop} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return ""
 }
 
 // PathsFor returns the layout under root/.ralph.
@@ -214,6 +236,7 @@ func PathsFor(root string) Paths {
 		Transcripts: filepath.Join(d, "transcripts"),
 		Lock:        filepath.Join(d, "run.lock"),
 		Stop:        filepath.Join(d, "stop"),
+		RootStop:    filepath.Join(root, RootStopFile),
 		Pause:       filepath.Join(d, "pause"),
 		PromptFile:  filepath.Join(d, "prompt.md"),
 	}
