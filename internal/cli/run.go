@@ -40,7 +40,7 @@ type RunOptions struct {
 	NoLint   bool
 	NoGates  bool
 	AgentFlags
-	Prompt            string
+	Prompt string
 	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
 	// also without it when --prompt is given and there is no PRD.
 	PlainLoop bool
