@@ -245,6 +245,11 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 		}
 		passed, blocked, total := st.Counts()
 		if passed == total {
+			if u, ok := cfg.Source.(unfinished); ok {
+				if why := u.Unfinished(st); why != "" {
+					return StatusBlocked, why
+				}
+			}
 			return StatusComplete, fmt.Sprintf("all %s passed", Plural(total, kind))
 		}
 		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", kind, passed, blocked, total-passed-blocked)
