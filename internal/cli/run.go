@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,6 +68,7 @@ type RunOptions struct {
 	AllowFailingBaseline bool
 	Parallel             int
 	Breaker              int
+	BreakerCooldown      time.Duration
 	DryRun               bool
 	Fresh                bool
 	Resume               bool
@@ -176,6 +179,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.DurationVar(&opts.BreakerCooldown, "breaker-cooldown", 0, "after this `DURATION` an open circuit breaker is half-open at the next ralph run: one iteration runs, a success closes it (default 30m; a change to the gate commands, the tree or the config makes it half-open at once)")
 	fl.BoolVar(&opts.NoGates, "no-gates", false, "run a source with no quality gate and no story checks: every item then passes on the agent's claim alone")
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
@@ -203,7 +207,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	groupFlags(cmd, []flagGroup{
 		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
-		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
@@ -281,6 +285,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("breaker") && c.Breaker != nil {
 		o.Breaker = *c.Breaker
+	}
+	if !set("breaker-cooldown") && c.BreakerCooldown > 0 {
+		o.BreakerCooldown = time.Duration(c.BreakerCooldown)
 	}
 	if !set("parallel") && c.Parallel > 0 {
 		o.Parallel = c.Parallel
@@ -472,10 +479,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
-			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
+			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
+			BreakerCooldown: o.BreakerCooldown},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
-		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty},
+		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty,
+			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
 	}
 	if !o.DryRun {
 		if info := src.Info(); info.Kind == "prd" {
@@ -776,6 +785,28 @@ func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
 	errOut := o.IO.IO.ErrOut
 	return &notifier{urls: o.Notify, command: o.NotifyCommand, repo: o.root, events: paths.Events, runner: runner,
 		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
+}
+
+// breakerFingerprint sums what a person changes to fix what opened the
+// circuit breaker: the gate and check commands, the tree (HEAD and every
+// change in it, ralph's own files left out) and ralph's config files. A
+// start that finds another sum than the breaker kept makes it half-open.
+func breakerFingerprint(root string, repo *git.Repo, commands []string) func(context.Context) string {
+	return func(ctx context.Context) string {
+		h := sha256.New()
+		for _, c := range commands {
+			fmt.Fprintf(h, "command %q\n", c)
+		}
+		for _, f := range []string{"config.yaml", "roles.yaml"} {
+			b, _ := os.ReadFile(filepath.Join(root, ".ralph", f))
+			fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
+		}
+		head, _ := repo.Run(ctx, "rev-parse", "HEAD")
+		status, _ := repo.Run(ctx, "status", "--porcelain", "--untracked-files=all")
+		diff, _ := repo.Run(ctx, "diff", "--no-ext-diff", "HEAD")
+		fmt.Fprintf(h, "head %s\nstatus %s\ndiff %s\n", head, status, diff)
+		return hex.EncodeToString(h.Sum(nil))
+	}
 }
 
 // promise is the completion promise the run asks for.

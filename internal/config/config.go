@@ -35,6 +35,9 @@ type Config struct {
 	GateTimeout      Duration `yaml:"gate_timeout"`
 	Parallel         int      `yaml:"parallel"`
 	Breaker          *int     `yaml:"breaker"`
+	// BreakerCooldown: after it, an open breaker is half-open at the next
+	// run (one iteration runs; a success closes it).
+	BreakerCooldown Duration `yaml:"breaker_cooldown"`
 	MaxCost          float64  `yaml:"max_cost"`
 	MaxTokens        int64    `yaml:"max_tokens"`
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).

@@ -182,6 +182,10 @@ type Breaker struct {
 	LastSignature string `json:"last_signature,omitempty"`
 	SameCount     int    `json:"same_count"`
 	NoProgress    int    `json:"no_progress"`
+	// OpenedAt and Fingerprint are when the breaker opened and the sum of
+	// what a person would change to fix the cause, then (see halfOpen).
+	OpenedAt    time.Time `json:"opened_at,omitzero"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
 }
 
 // Paths are ralph's files inside a repository.
