@@ -80,6 +80,7 @@ type RunOptions struct {
 	JSON             bool
 	Plain            bool
 	RateLimitBackoff time.Duration
+	MaxCallsPerHour  int
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration
@@ -193,6 +194,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
 	fl.BoolVar(&opts.NoMask, "no-mask", false, "keep secrets as they are in transcripts, progress, state and events (by default values of *KEY*, *TOKEN*, *SECRET*, *PASSWORD* variables and API-key shapes are masked)")
+	fl.IntVar(&opts.MaxCallsPerHour, "max-calls-per-hour", 0, "start at most `N` agents in any hour (reviewers and council members included); beyond it the next start waits (default no limit)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
@@ -207,7 +209,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	groupFlags(cmd, []flagGroup{
 		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
-		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
@@ -304,6 +306,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
 	}
+	if !set("max-calls-per-hour") && c.MaxCallsPerHour > 0 {
+		o.MaxCallsPerHour = c.MaxCallsPerHour
+	}
 	if !set("gate") && len(c.Gates) > 0 {
 		o.Gates = append(o.Gates, sortedPairs(c.Gates)...)
 	}
@@ -366,6 +371,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--council must be at least 1")
 	case o.AutoApprove && !o.PlanApproval:
 		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
+	case o.MaxCallsPerHour < 0:
+		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
 	}
@@ -481,7 +488,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
 			BreakerCooldown: o.BreakerCooldown},
-		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
+		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
 		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty,
 			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},

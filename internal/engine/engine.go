@@ -128,6 +128,9 @@ type Limits struct {
 type RateLimitConfig struct {
 	Backoff time.Duration // 0 = 1 min
 	MaxWait time.Duration // 0 = 30 min
+	// MaxCallsPerHour, when set, holds an agent start back while that
+	// many agents started in the last hour (a proactive limit).
+	MaxCallsPerHour int
 }
 
 // ProgressConfig is progress memory: Budget is the progress digest's

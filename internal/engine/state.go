@@ -75,6 +75,9 @@ type State struct {
 	Current       []*Current     `json:"current,omitempty"`
 	Usage         agent.Usage    `json:"usage"`
 	RateLimitedAt *time.Time     `json:"rate_limited_until,omitempty"`
+	// AgentCalls are the agent starts of the last hour, for
+	// RateLimitConfig.MaxCallsPerHour (kept across a resume).
+	AgentCalls []time.Time `json:"agent_calls,omitempty"`
 	Breaker       Breaker        `json:"breaker"`
 	// TranscriptMax is the cap on each transcript's size, in bytes.
 	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
@@ -453,6 +456,7 @@ func (st *State) Clone() *State {
 		c.Current = append(c.Current, clonePtr(cur))
 	}
 	c.RateLimitedAt = clonePtr(st.RateLimitedAt)
+	c.AgentCalls = slices.Clone(st.AgentCalls)
 	c.Preexisting = slices.Clone(st.Preexisting)
 	return &c
 }
