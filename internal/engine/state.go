@@ -78,7 +78,7 @@ type State struct {
 	// AgentCalls are the agent starts of the last hour, for
 	// RateLimitConfig.MaxCallsPerHour (kept across a resume).
 	AgentCalls []time.Time `json:"agent_calls,omitempty"`
-	Breaker       Breaker        `json:"breaker"`
+	Breaker    Breaker     `json:"breaker"`
 	// TranscriptMax is the cap on each transcript's size, in bytes.
 	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
 	// Preexisting lists paths that were dirty when the run started with
