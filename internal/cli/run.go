@@ -81,6 +81,8 @@ type RunOptions struct {
 	Plain            bool
 	RateLimitBackoff time.Duration
 	MaxCallsPerHour  int
+	// Preset names a set of bounds (nova: Nova26's loop, preset.go).
+	Preset string
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration
@@ -194,6 +196,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
 	fl.BoolVar(&opts.NoMask, "no-mask", false, "keep secrets as they are in transcripts, progress, state and events (by default values of *KEY*, *TOKEN*, *SECRET*, *PASSWORD* variables and API-key shapes are masked)")
+	fl.StringVar(&opts.Preset, "preset", "", "`NAME` of a set of bounds: nova (Nova26's loop: iterations = items × 3, 2 attempts — one retry with the failure —, each plan written and approved at once, up to 3 test-fix re-runs); flags given win")
 	fl.IntVar(&opts.MaxCallsPerHour, "max-calls-per-hour", 0, "start at most `N` agents in any hour (reviewers and council members included); beyond it the next start waits (default no limit)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
@@ -209,7 +212,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	groupFlags(cmd, []flagGroup{
 		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
-		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "progress-budget", "transcript-max-bytes"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
@@ -317,6 +320,10 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("interval") && c.Interval > 0 {
 		o.Interval = time.Duration(c.Interval)
+	}
+	str(&o.Preset, "preset", c.Preset)
+	if err := o.applyPreset(); err != nil {
+		return err
 	}
 	o.sandboxCfg, err = sandboxSettings(c.Sandbox)
 	return err
@@ -501,6 +508,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
 		}
 		cfg.Policy = o.policy
+	}
+	if n := o.presetIterations(src); n > 0 {
+		cfg.Limits.MaxIterations = n
 	}
 	if l, ok := src.(*source.Loop); ok {
 		// The user's prompt as is, every iteration.

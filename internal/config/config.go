@@ -38,8 +38,10 @@ type Config struct {
 	// BreakerCooldown: after it, an open breaker is half-open at the next
 	// run (one iteration runs; a success closes it).
 	BreakerCooldown Duration `yaml:"breaker_cooldown"`
-	MaxCost         float64  `yaml:"max_cost"`
-	MaxTokens       int64    `yaml:"max_tokens"`
+	// Preset names a set of bounds (nova: Nova26's loop).
+	Preset    string  `yaml:"preset"`
+	MaxCost   float64 `yaml:"max_cost"`
+	MaxTokens int64   `yaml:"max_tokens"`
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
 	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
 	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
