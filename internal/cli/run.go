@@ -48,6 +48,9 @@ type RunOptions struct {
 	PlainLoop bool
 	// NoCommit leaves a plain loop's work uncommitted.
 	NoCommit          bool
+	// AgentAll gives every role the agent flags' agent, over roles.yaml's
+	// agents: (by default the flags set the worker's).
+	AgentAll bool
 	Promise           string
 	MaxIterations     int
 	MaxAttempts       int
@@ -208,10 +211,11 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
 	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging; in a plain loop: run after each iteration, the promise counts only when they pass (repeatable)")
+	fl.BoolVar(&opts.AgentAll, "agent-all", false, "the agent flags (--agent, --agent-cmd, --model) set every role's agent too, over roles.yaml's agents: (by default they set the worker's; a role's own agent wins for that role)")
 	completeAgents(cmd, "agent", "summarizer")
 	groupFlags(cmd, []flagGroup{
 		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
-		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
+		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
@@ -988,6 +992,7 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	if plan.Agent.Model != "" {
 		fmt.Fprintf(w, "model: %s\n", plan.Agent.Model)
 	}
+	printRoleAgents(w, cfg, it)
 	if len(inv.Argv) > 0 {
 		fmt.Fprintf(w, "argv: %s\n", proc.QuoteArgv(inv.Argv))
 	}
@@ -1008,6 +1013,46 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	}
 	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", plan.TemplateFrom, plan.Prompt)
 	return nil
+}
+
+// printRoleAgents lists the agent each role of the item would run with,
+// and where that choice comes from: the worker's, the roles that have
+// their own in roles.yaml, the reviewer's and the council's.
+func printRoleAgents(w io.Writer, cfg engine.Config, it *engine.Item) {
+	if cfg.Agent.For == nil {
+		return
+	}
+	names := []string{"", "reviewer", "council"}
+	if cfg.Roles != nil {
+		for _, r := range slices.Sorted(maps.Keys(cfg.Roles.Agents)) {
+			if !slices.Contains(names, r) {
+				names = append(names, r)
+			}
+		}
+	}
+	fmt.Fprintln(w, "agents by role:")
+	for _, r := range names {
+		c, err := cfg.Agent.For(it, r)
+		label := r
+		if label == "" {
+			label = "worker"
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "  %-10s error: %v\n", label, err)
+		case c.Agent == nil || c.From == "" || c.From == "the run's agent":
+			fmt.Fprintf(w, "  %-10s %s (the run's agent)\n", label, orRun(c.Name, cfg.Agent.Name))
+		default:
+			fmt.Fprintf(w, "  %-10s %s (from %s)\n", label, orRun(c.Name, cfg.Agent.Name), c.From)
+		}
+	}
+}
+
+func orRun(name, run string) string {
+	if name == "" {
+		return run
+	}
+	return name
 }
 
 // summarizer is the agent that folds older progress entries into the
