@@ -47,10 +47,10 @@ type RunOptions struct {
 	// also without it when --prompt is given and there is no PRD.
 	PlainLoop bool
 	// NoCommit leaves a plain loop's work uncommitted.
-	NoCommit          bool
+	NoCommit bool
 	// AgentAll gives every role the agent flags' agent, over roles.yaml's
 	// agents: (by default the flags set the worker's).
-	AgentAll bool
+	AgentAll          bool
 	Promise           string
 	MaxIterations     int
 	MaxAttempts       int
