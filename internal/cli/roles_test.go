@@ -16,7 +16,7 @@ func TestAgentPrecedence(t *testing.T) {
 		"reviewer":  {Agent: "codex", Model: "m-role"},
 		"architect": {Model: "m-arch"},
 	}}
-	cases := []struct {
+	type precedenceCase struct {
 		name  string
 		flags []string
 		item  engine.Item
@@ -24,7 +24,8 @@ func TestAgentPrecedence(t *testing.T) {
 		agent string
 		model string
 		from  string
-	}{
+	}
+	cases := []precedenceCase{
 		{"config", nil, engine.Item{}, "", "claude", "m-config", "the run's agent"},
 		{"role", nil, engine.Item{}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer"},
 		{"role model only", nil, engine.Item{}, "architect", "claude", "m-arch", ".ralph/roles.yaml agents.architect"},
@@ -40,15 +41,7 @@ func TestAgentPrecedence(t *testing.T) {
 		{"flag agent for a role without its own", []string{"agent", "model"}, engine.Item{Kind: "story", ID: "S-1"}, "debugger", "claude", "m-config", "--agent"},
 		{"flag model over item", []string{"model"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "", "gemini", "m-config", "story S-1's agent field, --model"},
 	}
-	cases = append(cases, struct {
-		name  string
-		flags []string
-		item  engine.Item
-		role  string
-		agent string
-		model string
-		from  string
-	}{"agent-all over role", []string{"agent", "agent-all"}, engine.Item{Kind: "story", ID: "S-1"}, "reviewer", "claude", "m-config", "--agent-all (flags win over .ralph/roles.yaml agents.reviewer)"})
+	cases = append(cases, precedenceCase{"agent-all over role", []string{"agent", "agent-all"}, engine.Item{Kind: "story", ID: "S-1"}, "reviewer", "claude", "m-config", "--agent-all (flags win over .ralph/roles.yaml agents.reviewer)"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := &RunOptions{AgentFlags: AgentFlags{Agent: "claude", Model: "m-config"}, root: "/r"}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,12 +33,6 @@ func TestRealClaudeMCPCreatePRDRunWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "mcp.json")
-	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"ralph": map[string]any{
-		"type": "stdio", "command": self, "args": []string{"mcp"}, "env": map[string]string{asRalph: "1"}}}})
-	if err := os.WriteFile(cfg, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	mcpCall := func(tool string, in map[string]any) llmtest.ToolCall { return tc("mcp__ralph__"+tool, in) }
 	shell := cliCases[0].shell
 	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
@@ -49,7 +42,7 @@ func TestRealClaudeMCPCreatePRDRunWait(t *testing.T) {
 		{ToolCalls: []llmtest.ToolCall{mcpCall("status", map[string]any{"prd_path": "prd.json"})}},
 		{Text: "e2e-mcp-wait-done"},
 	}})
-	a, err := agent.New("claude", agent.Options{BaseURL: srv.URL(), Args: []string{"--mcp-config", cfg}})
+	a, err := agent.New("claude", agent.Options{BaseURL: srv.URL(), Args: claudeMCPArgs(t, self)})
 	if err != nil {
 		t.Fatal(err)
 	}
