@@ -160,6 +160,11 @@ func (p *TextParser) Finish(res *Result, stderrTail string) {
 		res.Learnings = "## Learnings\n" + strings.Join(p.learnings, "\n")
 	}
 	res.RateLimit = p.rateLimit
+	if res.RateLimit == nil && res.ExitCode != 0 && !res.TimedOut {
+		// Any program's 429 or "rate limit … try again in 3s" on stderr
+		// is a rate limit, as the known CLIs' are: a wait, no attempt.
+		res.RateLimit = rateLimitFrom(stderrTail, time.Now(), false)
+	}
 	res.Usage = p.usage
 	if res.ExitCode != 0 && !res.TimedOut {
 		res.ErrorText = fmt.Sprintf("exit %d: %s", res.ExitCode, lastLines(stderrTail, 5))

@@ -36,19 +36,48 @@ type LoopStartOptions struct {
 	NoSandbox            bool
 }
 
-// newCmdLoop builds `ralph loop`.
+// newCmdLoop builds `ralph loop`: with a FILE, the plain external loop
+// (`ralph run --prompt FILE`); its subcommands arm an in-session loop.
 func newCmdLoop(f *Factory) *cobra.Command {
+	opts := &RunOptions{IO: f}
 	cmd := &cobra.Command{
-		Use: "loop",
-		Example: `  ralph loop start 'Make the tests in ./calc pass' --max-iterations 10
+		Use: "loop [FILE]",
+		Example: `  ralph loop PROMPT.md --max-iterations 50
+  ralph loop PROMPT.md --gate test='go test ./...'
+  ralph loop start 'Make the tests in ./calc pass' --max-iterations 10
   ralph loop cancel`,
-		Short: "Arm or cancel an in-session loop driven by the Stop hook",
-		Long: `An in-session loop runs inside one Claude Code (or Codex) session: each time
-the agent tries to stop, ` + "`ralph hook stop`" + ` verifies the iteration with the same
-engine and state as ` + "`ralph run`" + ` and, unless the loop is done, blocks the stop
-and hands the agent the next prompt. Install the hook once with
-` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
+		Short: "Run the plain loop over a prompt FILE, or arm/cancel an in-session loop",
+		Long: `With FILE: the plain Ralph loop, ` + "`while :; do cat FILE | claude; done`" + ` with a
+harness: a fresh agent gets FILE's text every iteration until its final message
+has <promise>COMPLETE</promise> (--promise), --max-iterations, a stop file
+(` + "`touch .stop`" + `, .ralph/stop, ` + "`ralph stop`" + `) or Ctrl-C. The --gate commands
+(or gates: in .ralph/config.yaml) run after each iteration and the promise
+counts only when they pass. ralph commits what each iteration left on the
+current branch (--no-commit to keep it uncommitted). It is ` + "`ralph run --prompt FILE`" + `
+and takes the same flags.
+
+An in-session loop (` + "`ralph loop start`" + `) runs inside one Claude Code (or Codex)
+session: each time the agent tries to stop, ` + "`ralph hook stop`" + ` verifies the
+iteration with the same engine and state as ` + "`ralph run`" + ` and, unless the loop is
+done, blocks the stop and hands the agent the next prompt. Install the hook once
+with ` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			if len(args) > 1 {
+				return usage.Errorf("give one prompt FILE (or a subcommand: start, cancel)")
+			}
+			opts.Prompt, opts.PlainLoop = args[0], true
+			opts.flagSet = cmd.Flags().Changed
+			if err := opts.applyConfig(cmd.Context()); err != nil {
+				return err
+			}
+			return runRun(cmd.Context(), opts)
+		},
 	}
+	opts.register(cmd)
 	cmd.AddCommand(newCmdLoopStart(f, nil), newCmdLoopCancel(f, nil))
 	return cmd
 }

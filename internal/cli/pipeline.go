@@ -127,6 +127,19 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 	if err != nil {
 		return usage.Errorf("%v", err)
 	}
+	// The prompts go where the preset's own tools keep them
+	// (.claude/prompts/*.txt, PRD_PATH in place of the PRD's path), and
+	// the pipeline file points there.
+	promptDir := filepath.Join(root, filepath.FromSlash(pipeline.PresetPromptDir))
+	target := func(n string) string {
+		if strings.HasPrefix(n, "prompts/") {
+			return filepath.Join(promptDir, strings.TrimPrefix(n, "prompts/"))
+		}
+		return filepath.Join(dir, filepath.FromSlash(n))
+	}
+	if rel, err := filepath.Rel(dir, promptDir); err == nil {
+		files["pipeline.yaml"] = strings.ReplaceAll(files["pipeline.yaml"], "prompt_file: prompts/", "prompt_file: "+filepath.ToSlash(rel)+"/")
+	}
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -136,7 +149,7 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 	var conflicts []string
 	write := map[string]bool{}
 	for _, n := range names {
-		p := filepath.Join(dir, filepath.FromSlash(n))
+		p := target(n)
 		b, err := os.ReadFile(p)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -163,7 +176,7 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 		}
 	}
 	for _, n := range names {
-		p := filepath.Join(dir, filepath.FromSlash(n))
+		p := target(n)
 		if !write[n] {
 			fmt.Fprintf(f.IO.ErrOut, "kept    %s (unchanged)\n", pipelineRel(wd, p))
 			continue
@@ -174,7 +187,7 @@ func pipelineInit(ctx context.Context, o *PipelineInitOptions) error {
 		fmt.Fprintf(f.IO.ErrOut, "wrote   %s\n", pipelineRel(wd, p))
 	}
 	pf := pipelineRel(wd, filepath.Join(dir, "pipeline.yaml"))
-	fmt.Fprintf(f.IO.ErrOut, "next: edit %s and its prompts, `ralph pipeline validate %s`, then `ralph run --pipeline %s`\n", pf, pf, pf)
+	fmt.Fprintf(f.IO.ErrOut, "next: edit %s and its prompts (in %s: commit them, they are your project's), `ralph pipeline validate %s`, then `ralph run --pipeline %s`\n", pf, pipeline.PresetPromptDir, pf, pf)
 	return nil
 }
 
@@ -224,7 +237,7 @@ func (o *PipelineFileOptions) load(ctx context.Context) (*pipeline.Pipeline, err
 		}
 	}
 	if _, err := os.Stat(spec); err != nil && pipeline.IsPreset(spec) {
-		return pipeline.LoadPreset(spec, "")
+		return pipeline.LoadPreset(spec, "", "")
 	}
 	return pipeline.Load(spec)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -49,6 +51,10 @@ func newCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 				return runF(opts)
 			}
 			doc := prd.Template(opts.Project, opts.Feature)
+			// The quality checks ralph init would find, so that the PRD
+			// runs as written (a PRD without them is refused as gateless).
+			found := gate.Detect(prdNewRoot(cmd.Context(), f))
+			doc.QualityChecks = found.QualityChecks()
 			b, err := doc.Marshal()
 			if err != nil {
 				return err
@@ -63,6 +69,12 @@ func newCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 			if err := store.WriteFile(opts.Output, b, 0o644); err != nil {
 				return err
 			}
+			for _, w := range found.Why {
+				fmt.Fprintf(f.IO.ErrOut, "found   %s\n", w)
+			}
+			if found.Empty() {
+				fmt.Fprintf(f.IO.ErrOut, "ralph: no quality checks found (no go.mod, package.json, pyproject.toml, Cargo.toml or Makefile targets): add the commands that test your project to quality_checks\n")
+			}
 			fmt.Fprintf(f.IO.ErrOut, "ralph: wrote %s (branch %s); edit its stories, then `ralph prd validate %s`\n", opts.Output, doc.BranchName, opts.Output)
 			return nil
 		},
@@ -70,8 +82,32 @@ func newCmdPRDNew(f *Factory, runF func(*PRDNewOptions) error) *cobra.Command {
 	cmd.Flags().StringVar(&opts.Project, "project", "", "project `NAME` (required)")
 	cmd.Flags().StringVar(&opts.Feature, "feature", "", "feature `NAME` (required)")
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "prd.json", "`FILE` to write, - for stdout")
+	// --prd names the file as run and status do (codetether's
+	// `ralph create-prd … --prd`).
+	cmd.Flags().StringVar(&opts.Output, "prd", "prd.json", "the `FILE` to write (the same as --output)")
+	_ = cmd.Flags().MarkHidden("prd")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite an existing file")
 	requireFlags(cmd, "project", "feature")
+	return cmd
+}
+
+// prdNewRoot is where a new PRD's quality checks are looked for: the
+// repository, else the working directory.
+func prdNewRoot(ctx context.Context, f *Factory) string {
+	if root, _, err := f.Repo(ctx); err == nil {
+		return root
+	}
+	wd, _ := f.Getwd()
+	return wd
+}
+
+// newCmdCreatePRD builds `ralph create-prd`: `ralph prd new` by the name
+// codetether's ralph gives it.
+func newCmdCreatePRD(f *Factory) *cobra.Command {
+	cmd := newCmdPRDNew(f, nil)
+	cmd.Use = "create-prd --project NAME --feature NAME [--prd FILE]"
+	cmd.Example = `  ralph create-prd --project MyProject --feature 'New Feature'`
+	cmd.Short = "Write a PRD template with the project's quality checks (ralph prd new)"
 	return cmd
 }
 

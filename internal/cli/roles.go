@@ -191,23 +191,32 @@ func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engin
 		if it != nil {
 			itemFrom = fmt.Sprintf("%s %s's", it.Kind, it.ID)
 		}
-		// Each setting from the first level that gives it.
-		name, nameFrom := o.Agent, ""
+		// Each setting from the first level that gives it. The agent
+		// flags and an item's own agent set the worker's agent; a role's
+		// own agent (roles.yaml agents:) wins for that role unless
+		// --agent-all; an item's agent is never its reviewer's or its
+		// council's.
+		worker := role == ""
+		flagsWin := worker || o.AgentAll
+		name, nameFrom, fromSpec, note := o.Agent, "", false, ""
 		switch {
-		case flag("agent"):
+		case flag("agent") && (flagsWin || spec.Agent == ""):
 			nameFrom = "--agent"
-		case it != nil && it.Agent != "":
+		case worker && it != nil && it.Agent != "":
 			name, nameFrom = it.Agent, itemFrom+" agent field"
 		case spec.Agent != "":
-			name, nameFrom = spec.Agent, specFrom
+			name, nameFrom, fromSpec = spec.Agent, specFrom, true
+			if flag("agent") {
+				note = " (a role's own agent wins over --agent; --agent-all gives every role the flags' agent)"
+			}
 		}
 		model, modelFrom := "", ""
 		switch {
-		case flag("model"):
+		case flag("model") && (flagsWin || (spec.Agent == "" && spec.Model == "")):
 			model, modelFrom = o.Model, "--model"
 		// A level's model goes with its own agent: it is not handed to
 		// another agent a higher level chose.
-		case it != nil && it.Model != "" && (it.Agent == "" || it.Agent == name):
+		case worker && it != nil && it.Model != "" && (it.Agent == "" || it.Agent == name):
 			model, modelFrom = it.Model, itemFrom+" model field"
 		case spec.Model != "" && (spec.Agent == "" || spec.Agent == name):
 			model, modelFrom = spec.Model, specFrom
@@ -216,17 +225,17 @@ func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engin
 		}
 		cmdline := ""
 		switch {
-		case nameFrom == specFrom && specFrom != "" && spec.AgentCmd != "":
+		case fromSpec && spec.AgentCmd != "":
 			cmdline = spec.AgentCmd
 		case name == o.Agent:
 			cmdline = o.AgentCmd
 		}
 		if nameFrom == "--agent" {
 			switch {
-			case it != nil && it.Agent != "":
+			case worker && it != nil && it.Agent != "":
 				nameFrom = "--agent (flags win over the " + itemFrom + " agent field)"
 			case spec.Agent != "":
-				nameFrom = "--agent (flags win over " + specFrom + ")"
+				nameFrom = "--agent-all (flags win over " + specFrom + ")"
 			}
 		}
 		if name == o.Agent && model == o.Model && cmdline == o.AgentCmd {
@@ -246,11 +255,11 @@ func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engin
 		key := [3]string{name, model, cmdline}
 		mu.Lock()
 		defer mu.Unlock()
+		where := strings.Join(from, ", ") + note
 		if c, ok := built[key]; ok {
-			c.From = strings.Join(from, ", ")
+			c.From = where
 			return c, nil
 		}
-		where := strings.Join(from, ", ")
 		ao := agent.Options{Script: o.Script, Model: model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
 		if name == "cmd" {
 			if cmdline == "" {

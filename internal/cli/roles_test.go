@@ -16,7 +16,7 @@ func TestAgentPrecedence(t *testing.T) {
 		"reviewer":  {Agent: "codex", Model: "m-role"},
 		"architect": {Model: "m-arch"},
 	}}
-	cases := []struct {
+	type precedenceCase struct {
 		name  string
 		flags []string
 		item  engine.Item
@@ -24,20 +24,30 @@ func TestAgentPrecedence(t *testing.T) {
 		agent string
 		model string
 		from  string
-	}{
+	}
+	cases := []precedenceCase{
 		{"config", nil, engine.Item{}, "", "claude", "m-config", "the run's agent"},
 		{"role", nil, engine.Item{}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer"},
 		{"role model only", nil, engine.Item{}, "architect", "claude", "m-arch", ".ralph/roles.yaml agents.architect"},
-		{"item over role", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "reviewer", "gemini", "m-item", "story S-1's agent field, story S-1's model field"},
-		{"item model with role agent", nil, engine.Item{Kind: "task", ID: "A", Model: "m-item"}, "reviewer", "codex", "m-item", ".ralph/roles.yaml agents.reviewer, task A's model field"},
-		{"item agent drops role model", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "opencode"}, "reviewer", "opencode", "", "story S-1's agent field"},
+		// An item's own agent sets its worker, not its reviewer or council.
+		{"item sets its worker", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "", "gemini", "m-item", "story S-1's agent field, story S-1's model field"},
+		{"item is not its reviewer", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer"},
+		{"item model is not its reviewer's", nil, engine.Item{Kind: "task", ID: "A", Model: "m-item"}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer"},
+		{"item is not its council", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "opencode"}, "council", "claude", "m-config", "the run's agent"},
 		{"item agent is the config's", nil, engine.Item{Kind: "story", ID: "S-1", Agent: "claude"}, "", "claude", "m-config", "story S-1's agent field"},
-		{"flag agent over item and role", []string{"agent"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "reviewer", "claude", "m-config", "--agent (flags win over the story S-1's agent field)"},
+		// The agent flags set the worker's agent; a role's own wins for it.
+		{"flag agent over item", []string{"agent"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "", "claude", "m-config", "--agent (flags win over the story S-1's agent field)"},
+		{"role over flag agent", []string{"agent"}, engine.Item{Kind: "story", ID: "S-1"}, "reviewer", "codex", "m-role", ".ralph/roles.yaml agents.reviewer (a role's own agent wins over --agent; --agent-all gives every role the flags' agent)"},
+		{"flag agent for a role without its own", []string{"agent", "model"}, engine.Item{Kind: "story", ID: "S-1"}, "debugger", "claude", "m-config", "--agent"},
 		{"flag model over item", []string{"model"}, engine.Item{Kind: "story", ID: "S-1", Agent: "gemini", Model: "m-item"}, "", "gemini", "m-config", "story S-1's agent field, --model"},
 	}
+	cases = append(cases, precedenceCase{"agent-all over role", []string{"agent", "agent-all"}, engine.Item{Kind: "story", ID: "S-1"}, "reviewer", "claude", "m-config", "--agent-all (flags win over .ralph/roles.yaml agents.reviewer)"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := &RunOptions{AgentFlags: AgentFlags{Agent: "claude", Model: "m-config"}, root: "/r"}
+			for _, f := range c.flags {
+				o.AgentAll = o.AgentAll || f == "agent-all"
+			}
 			o.flagSet = func(name string) bool {
 				for _, f := range c.flags {
 					if f == name {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,7 +42,15 @@ type RunOptions struct {
 	NoLint   bool
 	NoGates  bool
 	AgentFlags
-	Prompt            string
+	Prompt string
+	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
+	// also without it when --prompt is given and there is no PRD.
+	PlainLoop bool
+	// NoCommit leaves a plain loop's work uncommitted.
+	NoCommit bool
+	// AgentAll gives every role the agent flags' agent, over roles.yaml's
+	// agents: (by default the flags set the worker's).
+	AgentAll          bool
 	Promise           string
 	MaxIterations     int
 	MaxAttempts       int
@@ -61,6 +71,7 @@ type RunOptions struct {
 	AllowFailingBaseline bool
 	Parallel             int
 	Breaker              int
+	BreakerCooldown      time.Duration
 	DryRun               bool
 	Fresh                bool
 	Resume               bool
@@ -72,6 +83,9 @@ type RunOptions struct {
 	JSON             bool
 	Plain            bool
 	RateLimitBackoff time.Duration
+	MaxCallsPerHour  int
+	// Preset names a set of bounds (nova: Nova26's loop, preset.go).
+	Preset string
 	// The task loop's (--tasks) own settings.
 	Watch    bool
 	Interval time.Duration
@@ -139,6 +153,13 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 			return runRun(cmd.Context(), opts)
 		},
 	}
+	opts.register(cmd)
+	cmd.ValidArgsFunction = completeRunFolders(f, false)
+	return cmd
+}
+
+// register puts `ralph run`'s flags on cmd (ralph run, ralph loop FILE).
+func (opts *RunOptions) register(cmd *cobra.Command) {
 	// A backticked word in a usage string is the flag's value name in
 	// --help (pflag's rule): every value flag names its own.
 	fl := cmd.Flags()
@@ -146,7 +167,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Tasks, "tasks", "", "task tree `FILE` (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
 	opts.AgentFlags.register(fl)
-	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in)")
+	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
+	fl.BoolVar(&opts.NoCommit, "no-commit", false, "plain loop (--prompt without a PRD): leave each iteration's work uncommitted (by default ralph commits it on the current branch)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
@@ -163,6 +185,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.Int64Var(&opts.TranscriptMax, "transcript-max-bytes", 0, "cap each transcript at `N` bytes: beyond it the middle of the agent's output is dropped, with a marker, and the first and last N/2 bytes kept (default 50 MB)")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "`N` stories at once, each in its own git worktree, merged back through a queue that re-runs the gates (PRD runs)")
 	fl.IntVar(&opts.Breaker, "breaker", 5, "circuit breaker: stop (exit 4) after the same failure `N` times in a row, or twice as many iterations without a pass; 0 turns it off")
+	fl.DurationVar(&opts.BreakerCooldown, "breaker-cooldown", 0, "after this `DURATION` an open circuit breaker is half-open at the next ralph run: one iteration runs, a success closes it (default 30m; a change to the gate commands, the tree or the config makes it half-open at once)")
 	fl.BoolVar(&opts.NoGates, "no-gates", false, "run a source with no quality gate and no story checks: every item then passes on the agent's claim alone")
 	fl.BoolVar(&opts.NoLint, "no-lint", false, "run a RUN_DIR that is not Ralph-ready (see ralph runs lint)")
 	fl.BoolVar(&opts.Fresh, "fresh", false, "start a new run even if the last run of this source can resume (its state, events and transcripts are kept in .ralph/runs/<run id>/; a corrupt state.json is set aside)")
@@ -176,6 +199,8 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
 	fl.BoolVar(&opts.Plain, "plain", false, "one timestamped line per event instead of the live dashboard a terminal gets")
 	fl.BoolVar(&opts.NoMask, "no-mask", false, "keep secrets as they are in transcripts, progress, state and events (by default values of *KEY*, *TOKEN*, *SECRET*, *PASSWORD* variables and API-key shapes are masked)")
+	fl.StringVar(&opts.Preset, "preset", "", "`NAME` of a set of bounds: nova (Nova26's loop: iterations = items × 3, 2 attempts — one retry with the failure —, each plan written and approved at once, up to 3 test-fix re-runs); flags given win")
+	fl.IntVar(&opts.MaxCallsPerHour, "max-calls-per-hour", 0, "start at most `N` agents in any hour (reviewers and council members included); beyond it the next start waits (default no limit)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", 0, "first wait (`DURATION`) after a rate limit without a reset time (default 1m, doubling to 30m)")
 	fl.BoolVar(&opts.Watch, "watch", false, "with --tasks: when no task is ready, wait for new ones (no agent runs) until ralph stop or Ctrl-C")
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
@@ -185,19 +210,18 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
-	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
+	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging; in a plain loop: run after each iteration, the promise counts only when they pass (repeatable)")
+	fl.BoolVar(&opts.AgentAll, "agent-all", false, "the agent flags (--agent, --agent-cmd, --model) set every role's agent too, over roles.yaml's agents: (by default they set the worker's; a role's own agent wins for that role)")
 	completeAgents(cmd, "agent", "summarizer")
-	cmd.ValidArgsFunction = completeRunFolders(f, false)
 	groupFlags(cmd, []flagGroup{
-		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates"}},
-		{"Agent", []string{"agent", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
-		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "rate-limit-backoff", "progress-budget", "transcript-max-bytes"}},
+		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
+		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command"}},
 	})
-	return cmd
 }
 
 // applyConfig fills the flags not given from .ralph/config.yaml, once the
@@ -222,7 +246,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	// A source given on the command line wins over every source in the
 	// config, not just the one of the same kind.
-	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" {
+	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" && !o.PlainLoop {
 		str(&o.PRD, "prd", c.PRD)
 		str(&o.Tasks, "tasks", c.Tasks)
 		str(&o.Pipeline, "pipeline", c.Pipeline)
@@ -271,6 +295,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("breaker") && c.Breaker != nil {
 		o.Breaker = *c.Breaker
 	}
+	if !set("breaker-cooldown") && c.BreakerCooldown > 0 {
+		o.BreakerCooldown = time.Duration(c.BreakerCooldown)
+	}
 	if !set("parallel") && c.Parallel > 0 {
 		o.Parallel = c.Parallel
 	}
@@ -286,6 +313,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
 	}
+	if !set("max-calls-per-hour") && c.MaxCallsPerHour > 0 {
+		o.MaxCallsPerHour = c.MaxCallsPerHour
+	}
 	if !set("gate") && len(c.Gates) > 0 {
 		o.Gates = append(o.Gates, sortedPairs(c.Gates)...)
 	}
@@ -294,6 +324,10 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("interval") && c.Interval > 0 {
 		o.Interval = time.Duration(c.Interval)
+	}
+	str(&o.Preset, "preset", c.Preset)
+	if err := o.applyPreset(); err != nil {
+		return err
 	}
 	o.sandboxCfg, err = sandboxSettings(c.Sandbox)
 	return err
@@ -348,6 +382,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--council must be at least 1")
 	case o.AutoApprove && !o.PlanApproval:
 		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
+	case o.MaxCallsPerHour < 0:
+		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
 	}
@@ -461,10 +497,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
-			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker},
-		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff},
+			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
+			BreakerCooldown: o.BreakerCooldown},
+		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
-		Start:     engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles()},
+		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),
+			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
 	}
 	if !o.DryRun {
 		if info := src.Info(); info.Kind == "prd" {
@@ -474,6 +512,16 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
 		}
 		cfg.Policy = o.policy
+	}
+	if n := o.presetIterations(src); n > 0 {
+		cfg.Limits.MaxIterations = n
+	}
+	if l, ok := src.(*source.Loop); ok {
+		// The user's prompt as is, every iteration.
+		cfg.Prompt.Text = source.LiteralTemplate(l.Prompt)
+		if cfg.Limits.MaxIterations <= 0 {
+			cfg.Limits.MaxIterations = l.MaxIterations
+		}
 	}
 	// The task loop's own: the agent finds the task tree, and --watch.
 	if o.Tasks != "" {
@@ -585,6 +633,14 @@ func (o *RunOptions) checkSource(root string, src engine.Source) error {
 		if o.AllowDirty {
 			return usage.Errorf("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
 		}
+	}
+	if info.Kind == "loop" {
+		if !info.Gated {
+			// A plain loop marks nothing passed: it may run on the
+			// promise alone, but the user hears that plainly.
+			fmt.Fprintf(o.IO.IO.ErrOut, "ralph: no gates: this loop stops when the agent says <promise>%s</promise>, on its word alone (add --gate NAME=COMMAND, or gates: in .ralph/config.yaml, to check its work after each iteration)\n", o.promise())
+		}
+		return nil
 	}
 	if !info.Gated && !o.NoGates {
 		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
@@ -757,8 +813,78 @@ func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
 		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
 }
 
-// openSource opens the work the flags name: a task tree, a pipeline, or
-// (the default) a PRD.
+// breakerFingerprint sums what a person changes to fix what opened the
+// circuit breaker: the gate and check commands, the tree (HEAD and every
+// change in it, ralph's own files left out) and ralph's config files. A
+// start that finds another sum than the breaker kept makes it half-open.
+func breakerFingerprint(root string, repo *git.Repo, commands []string) func(context.Context) string {
+	return func(ctx context.Context) string {
+		h := sha256.New()
+		for _, c := range commands {
+			fmt.Fprintf(h, "command %q\n", c)
+		}
+		for _, f := range []string{"config.yaml", "roles.yaml"} {
+			b, _ := os.ReadFile(filepath.Join(root, ".ralph", f))
+			fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
+		}
+		head, _ := repo.Run(ctx, "rev-parse", "HEAD")
+		status, _ := repo.Run(ctx, "status", "--porcelain", "--untracked-files=all")
+		diff, _ := repo.Run(ctx, "diff", "--no-ext-diff", "HEAD")
+		fmt.Fprintf(h, "head %s\nstatus %s\ndiff %s\n", head, status, diff)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+}
+
+// promise is the completion promise the run asks for.
+func (o *RunOptions) promise() string {
+	if o.Promise != "" {
+		return o.Promise
+	}
+	return engine.DefaultPromise
+}
+
+// plainLoop reports whether the run is the plain Ralph loop over --prompt:
+// `ralph loop FILE`, or --prompt with no other source and no prd.json.
+func (o *RunOptions) plainLoop(root string) bool {
+	if o.PlainLoop {
+		return true
+	}
+	if o.Prompt == "" || o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(root, "prd.json"))
+	return err != nil
+}
+
+// openLoop opens the plain loop: the prompt file's text every iteration,
+// the --gate commands (or the config's gates:) after each.
+func (o *RunOptions) openLoop(root string, repo *git.Repo, gates gate.Runner) (*source.Loop, error) {
+	if o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
+		return nil, usage.Errorf("the plain loop runs one prompt: not with --prd, --tasks, --pipeline or a RUN_DIR")
+	}
+	text, err := os.ReadFile(o.Prompt)
+	if err != nil {
+		return nil, usage.Errorf("--prompt: %v", err)
+	}
+	if strings.TrimSpace(string(text)) == "" {
+		return nil, usage.Errorf("%s is empty: the loop gives the agent this prompt every iteration", o.Prompt)
+	}
+	checks, err := parseGates(o.Gates)
+	if err != nil {
+		return nil, err
+	}
+	limit := o.MaxIterations
+	if limit <= 0 {
+		limit = defaultLoopIterations
+	}
+	return &source.Loop{Root: root, Prompt: string(text), Checks: checks, Gates: gates, MaxIterations: limit, Git: repo, Commit: !o.NoCommit}, nil
+}
+
+// defaultLoopIterations bounds a plain loop without --max-iterations.
+const defaultLoopIterations = 10
+
+// openSource opens the work the flags name: a task tree, a pipeline, the
+// plain loop over a prompt, or (the default) a PRD.
 func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
 	given := 0
 	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline} {
@@ -768,6 +894,9 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 	}
 	if given > 1 {
 		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline")
+	}
+	if o.plainLoop(root) {
+		return o.openLoop(root, repo, gates)
 	}
 	switch {
 	case o.Tasks != "":
@@ -871,6 +1000,7 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	if plan.Agent.Model != "" {
 		fmt.Fprintf(w, "model: %s\n", plan.Agent.Model)
 	}
+	printRoleAgents(w, cfg, it)
 	if len(inv.Argv) > 0 {
 		fmt.Fprintf(w, "argv: %s\n", proc.QuoteArgv(inv.Argv))
 	}
@@ -891,6 +1021,46 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	}
 	fmt.Fprintf(w, "prompt template: %s\n--- prompt ---\n%s\n--- end ---\n", plan.TemplateFrom, plan.Prompt)
 	return nil
+}
+
+// printRoleAgents lists the agent each role of the item would run with,
+// and where that choice comes from: the worker's, the roles that have
+// their own in roles.yaml, the reviewer's and the council's.
+func printRoleAgents(w io.Writer, cfg engine.Config, it *engine.Item) {
+	if cfg.Agent.For == nil {
+		return
+	}
+	names := []string{"", "reviewer", "council"}
+	if cfg.Roles != nil {
+		for _, r := range slices.Sorted(maps.Keys(cfg.Roles.Agents)) {
+			if !slices.Contains(names, r) {
+				names = append(names, r)
+			}
+		}
+	}
+	fmt.Fprintln(w, "agents by role:")
+	for _, r := range names {
+		c, err := cfg.Agent.For(it, r)
+		label := r
+		if label == "" {
+			label = "worker"
+		}
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "  %-10s error: %v\n", label, err)
+		case c.Agent == nil || c.From == "" || c.From == "the run's agent":
+			fmt.Fprintf(w, "  %-10s %s (the run's agent)\n", label, orRun(c.Name, cfg.Agent.Name))
+		default:
+			fmt.Fprintf(w, "  %-10s %s (from %s)\n", label, orRun(c.Name, cfg.Agent.Name), c.From)
+		}
+	}
+}
+
+func orRun(name, run string) string {
+	if name == "" {
+		return run
+	}
+	return name
 }
 
 // summarizer is the agent that folds older progress entries into the

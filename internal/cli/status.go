@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,6 +23,9 @@ import (
 type StatusOptions struct {
 	IO   *Factory
 	JSON bool
+	// PRD, when set, is the PRD whose run is asked for: the saved run
+	// must be of it.
+	PRD string
 }
 
 // newCmdStatus builds `ralph status`.
@@ -65,6 +69,9 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if st == nil {
 				return usage.Errorf("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
+			if opts.PRD != "" && !samePath(absFrom(f, opts.PRD), st.SourcePath) {
+				return usage.Errorf("no run of %s in %s yet: the last run (%s) was of %s %s (start one with `ralph run --prd %s`)", opts.PRD, root, st.RunID, st.Source, relOr(root, st.SourcePath), opts.PRD)
+			}
 			active, _ := engine.ActiveRun(p)
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
@@ -73,6 +80,10 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				if active {
 					out["next"] = ""
 				}
+				// codetether's run metadata, by its names.
+				out["all_passed"] = total > 0 && passed == total
+				out["ready_to_merge"] = total > 0 && passed == total && st.Status == engine.StatusComplete && !active
+				out["feature_branch"] = st.Branch
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -96,7 +107,18 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&opts.PRD, "prd", "", "the PRD `FILE` whose run to show (an error when the last run was of another source)")
 	return cmd
+}
+
+// samePath reports whether a and b name the same file (links resolved).
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
 }
 
 // jobsMarkdown lists a coordinator's jobs: queued (no worker has taken

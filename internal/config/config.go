@@ -38,21 +38,28 @@ type Config struct {
 	GateTimeout      Duration `yaml:"gate_timeout"`
 	Parallel         int      `yaml:"parallel"`
 	Breaker          *int     `yaml:"breaker"`
-	MaxCost          float64  `yaml:"max_cost"`
-	MaxTokens        int64    `yaml:"max_tokens"`
+	// BreakerCooldown: after it, an open breaker is half-open at the next
+	// run (one iteration runs; a success closes it).
+	BreakerCooldown Duration `yaml:"breaker_cooldown"`
+	// Preset names a set of bounds (nova: Nova26's loop).
+	Preset    string  `yaml:"preset"`
+	MaxCost   float64 `yaml:"max_cost"`
+	MaxTokens int64   `yaml:"max_tokens"`
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
-	TranscriptMaxBytes int64             `yaml:"transcript_max_bytes"`
-	RateLimitBackoff   Duration          `yaml:"rate_limit_backoff"`
-	Env                map[string]string `yaml:"env"`
-	Gates              map[string]string `yaml:"gates"`    // task loop: gate name → command
-	Watch              bool              `yaml:"watch"`    // task loop: wait for new tasks
-	Interval           Duration          `yaml:"interval"` // task loop: watch interval
-	MaxItemIterations  int               `yaml:"max_item_iterations"`
-	TestFix            int               `yaml:"test_fix"`      // re-runs after a failed test gate, per attempt
-	TestFixRole        string            `yaml:"test_fix_role"` // their role (default debugger)
-	PlanApproval       bool              `yaml:"plan_approval"`
-	AutoApprove        bool              `yaml:"auto_approve"`
-	Council            int               `yaml:"council"` // voters on a critical item (default 3)
+	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
+	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
+	// MaxCallsPerHour holds agent starts back beyond this many an hour.
+	MaxCallsPerHour   int               `yaml:"max_calls_per_hour"`
+	Env               map[string]string `yaml:"env"`
+	Gates             map[string]string `yaml:"gates"`    // task loop: gate name → command
+	Watch             bool              `yaml:"watch"`    // task loop: wait for new tasks
+	Interval          Duration          `yaml:"interval"` // task loop: watch interval
+	MaxItemIterations int               `yaml:"max_item_iterations"`
+	TestFix           int               `yaml:"test_fix"`      // re-runs after a failed test gate, per attempt
+	TestFixRole       string            `yaml:"test_fix_role"` // their role (default debugger)
+	PlanApproval      bool              `yaml:"plan_approval"`
+	AutoApprove       bool              `yaml:"auto_approve"`
+	Council           int               `yaml:"council"` // voters on a critical item (default 3)
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`

@@ -28,6 +28,19 @@ func TestRealCLIMCPClient(t *testing.T) {
 	}
 }
 
+// claudeMCPArgs are Claude Code's arguments that give it ralph (the binary
+// self, run as ralph) as its MCP server "ralph".
+func claudeMCPArgs(t *testing.T, self string) []string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"ralph": map[string]any{
+		"type": "stdio", "command": self, "args": []string{"mcp"}, "env": map[string]string{asRalph: "1"}}}})
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--mcp-config", cfg}
+}
+
 func testMCPClient(t *testing.T, c cliCase) {
 	requireCLI(t, c.bin)
 	for k, v := range map[string]string{"GIT_AUTHOR_NAME": "ralph e2e", "GIT_AUTHOR_EMAIL": "e2e@example.com", "GIT_COMMITTER_NAME": "ralph e2e", "GIT_COMMITTER_EMAIL": "e2e@example.com"} {
@@ -46,13 +59,7 @@ func testMCPClient(t *testing.T, c cliCase) {
 	mcpCall := func(tool string, in map[string]any) llmtest.ToolCall { return tc("mcp__ralph__"+tool, in) }
 	switch c.name {
 	case "claude":
-		cfg := filepath.Join(t.TempDir(), "mcp.json")
-		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"ralph": map[string]any{
-			"type": "stdio", "command": self, "args": []string{"mcp"}, "env": map[string]string{asRalph: "1"}}}})
-		if err := os.WriteFile(cfg, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args = []string{"--mcp-config", cfg}
+		args = claudeMCPArgs(t, self)
 	case "codex":
 		args = []string{"-c", `mcp_servers.ralph.command="` + self + `"`, "-c", `mcp_servers.ralph.args=["mcp"]`, "-c", `mcp_servers.ralph.env={` + asRalph + `="1"}`}
 		mcpCall = func(tool string, in map[string]any) llmtest.ToolCall {

@@ -118,6 +118,9 @@ type Limits struct {
 	MaxTokens         int64
 	TranscriptMax     int64 // bytes per transcript; 0 = 50 MB
 	BreakerThreshold  int   // 0 = off (the CLI defaults to 5)
+	// BreakerCooldown: an open breaker is half-open at the next start
+	// once this long has passed since it opened (0 = 30 min).
+	BreakerCooldown time.Duration
 }
 
 // RateLimitConfig: the first wait when no reset time is given doubles up
@@ -125,6 +128,9 @@ type Limits struct {
 type RateLimitConfig struct {
 	Backoff time.Duration // 0 = 1 min
 	MaxWait time.Duration // 0 = 30 min
+	// MaxCallsPerHour, when set, holds an agent start back while that
+	// many agents started in the last hour (a proactive limit).
+	MaxCallsPerHour int
 }
 
 // ProgressConfig is progress memory: Budget is the progress digest's
@@ -151,7 +157,15 @@ type StartConfig struct {
 	// (repository-relative): a new run starts with them uncommitted and
 	// never commits them (CheckStartTree).
 	Setup []string
+	// Fingerprint sums what a person changes to fix what opened the
+	// breaker (the gate commands, the tree, the config): kept when the
+	// breaker opens, a start that finds another sum makes it half-open.
+	Fingerprint func(ctx context.Context) string
 }
+
+// DefaultPromise is the completion promise when none is given:
+// <promise>COMPLETE</promise>.
+const DefaultPromise = "COMPLETE"
 
 func (c *Config) defaults() {
 	if c.Limits.MaxAttempts <= 0 {
@@ -161,10 +175,13 @@ func (c *Config) defaults() {
 		c.Limits.IterationTimeout = 60 * time.Minute
 	}
 	if c.Prompt.Promise == "" {
-		c.Prompt.Promise = "COMPLETE"
+		c.Prompt.Promise = DefaultPromise
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}
+	}
+	if c.Limits.BreakerCooldown <= 0 {
+		c.Limits.BreakerCooldown = 30 * time.Minute
 	}
 	if c.RateLimit.Backoff <= 0 {
 		c.RateLimit.Backoff = time.Minute
@@ -310,9 +327,11 @@ func (e *Engine) open(ctx context.Context) (*store.RunLock, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if err := cfg.Git.EnsureExcluded(ctx, "/.ralph/"); err != nil {
-		lock.Unlock()
-		return nil, false, fmt.Errorf("listing .ralph in .git/info/exclude: %w", err)
+	for _, pattern := range []string{"/.ralph/", "/" + RootStopFile} {
+		if err := cfg.Git.EnsureExcluded(ctx, pattern); err != nil {
+			lock.Unlock()
+			return nil, false, fmt.Errorf("listing %s in .git/info/exclude: %w", pattern, err)
+		}
 	}
 	st, resumed, err := e.loadOrStart(ctx)
 	var pinnedAt time.Time
@@ -362,7 +381,7 @@ func (e *Engine) info() SourceInfo { return e.cfg.Source.Info() }
 // initialState is the state a run begins with, writing nothing: the saved
 // state when it is of the same source (resumed), else a new one (old is
 // then the saved state of another run, if any).
-func (e *Engine) initialState() (st *State, resumed bool, old *State, err error) {
+func (e *Engine) initialState(ctx context.Context) (st *State, resumed bool, old *State, err error) {
 	cfg := &e.cfg
 	info := e.info()
 	saved, note, err := loadOrRebuild(cfg.Paths)
@@ -431,6 +450,8 @@ func (e *Engine) initialState() (st *State, resumed bool, old *State, err error)
 		if cfg.Start.ResetBreaker && saved.Breaker != (Breaker{}) {
 			saved.Breaker = Breaker{}
 			e.notes = append(e.notes, Event{Type: "source_note", Message: "circuit breaker reset (--reset-breaker)"})
+		} else if why := e.halfOpen(ctx, saved); why != "" {
+			e.notes = append(e.notes, Event{Type: "breaker_half_open", Message: "circuit breaker half-open: " + why + "; one iteration runs, and a success closes it"})
 		}
 		return saved, true, nil, nil
 	}
@@ -475,7 +496,7 @@ func (e *Engine) newState() (*State, error) {
 // any with --fresh, is moved to .ralph/runs/<run id>/state.json first.
 func (e *Engine) loadOrStart(ctx context.Context) (*State, bool, error) {
 	cfg := &e.cfg
-	st, resumed, old, err := e.initialState()
+	st, resumed, old, err := e.initialState(ctx)
 	if err != nil || resumed {
 		return st, resumed, err
 	}
@@ -614,9 +635,17 @@ func relTo(root, p string) string {
 
 func (e *Engine) stop(status, reason string) Outcome {
 	var out *State
+	opened := status == StatusBlocked && e.breakerOpen(e.box.snapshot())
+	fp := ""
+	if opened && e.cfg.Start.Fingerprint != nil {
+		fp = e.cfg.Start.Fingerprint(context.Background())
+	}
 	_ = e.box.updateDurable(func(st *State) {
 		st.Status = status
 		st.StopReason = reason
+		if opened && st.Breaker.OpenedAt.IsZero() {
+			st.Breaker.OpenedAt, st.Breaker.Fingerprint = e.cfg.Clock.Now().UTC(), fp
+		}
 		// Nothing runs any more; the Current entries stay for a resume.
 		for _, is := range st.Items {
 			if is.Status == ItemRunning {

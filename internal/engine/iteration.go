@@ -427,8 +427,11 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 	if d.Action == next {
 		e.box.read(func(st *State) {
 			is := st.Items[it.ID]
+			// A plain loop's iteration without the promise is the loop
+			// going on, not a failure: it spends no attempt and does not
+			// count towards the breaker (a failed claim does).
 			inProgress = !v.Claimed && att.Rejected == "" && !att.Result.Failed() && len(v.Tampered) == 0 &&
-				(it.Kind == "story" || it.Kind == "task") && is != nil && progressed(is, facts)
+				(it.Kind == "loop" || (it.Kind == "story" || it.Kind == "task") && is != nil && progressed(is, facts))
 		})
 	}
 	sig := failureSignature(v)
@@ -470,7 +473,7 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 			blocked = true
 			s.Status = ItemBlocked
 			s.Reason = fmt.Sprintf("failed %s; last: %s", Plural(s.Attempts, "attempt"), v.Summary)
-		case s.Runs >= itemCap:
+		case s.Runs >= itemCap && it.Kind != "loop": // a plain loop's one item has the run's iterations
 			blocked = true
 			s.Status = ItemBlocked
 			s.Reason = fmt.Sprintf("not done after %s (--max-item-iterations %d); last: %s", Plural(s.Runs, "iteration"), itemCap, v.Summary)

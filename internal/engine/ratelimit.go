@@ -52,15 +52,56 @@ func (e *Engine) rateLimited(it *Item, cur *Current, rl *agent.RateLimit) error 
 func (e *Engine) waitForRateLimit(ctx context.Context) error {
 	var until *time.Time
 	e.box.read(func(st *State) { until = st.RateLimitedAt })
-	if until == nil {
-		return nil
-	}
-	if d := until.Sub(e.cfg.Clock.Now()); d > 0 {
-		if err := e.cfg.Clock.Sleep(ctx, d); err != nil {
+	if until != nil {
+		if d := until.Sub(e.cfg.Clock.Now()); d > 0 {
+			if err := e.cfg.Clock.Sleep(ctx, d); err != nil {
+				return err
+			}
+		}
+		if err := e.box.update(func(st *State) { st.RateLimitedAt = nil }); err != nil {
 			return err
 		}
 	}
-	return e.box.update(func(st *State) { st.RateLimitedAt = nil })
+	return e.takeCall(ctx)
+}
+
+// takeCall counts an agent start against --max-calls-per-hour, first
+// waiting while the last hour already had that many.
+func (e *Engine) takeCall(ctx context.Context) error {
+	n := e.cfg.RateLimit.MaxCallsPerHour
+	if n <= 0 {
+		return nil
+	}
+	said := false
+	for {
+		var wait time.Time
+		now := e.cfg.Clock.Now().UTC()
+		err := e.box.update(func(st *State) {
+			kept := st.AgentCalls[:0]
+			for _, t := range st.AgentCalls {
+				if now.Sub(t) < time.Hour {
+					kept = append(kept, t)
+				}
+			}
+			st.AgentCalls = kept
+			if len(kept) < n {
+				st.AgentCalls = append(st.AgentCalls, now)
+				return
+			}
+			wait = kept[len(kept)-n].Add(time.Hour)
+		})
+		if err != nil || wait.IsZero() {
+			return err
+		}
+		if !said {
+			said = true
+			e.emit(Event{Type: "rate_limited", Message: fmt.Sprintf("%d agent calls in the last hour (--max-calls-per-hour): waiting until %s", n, wait.Format(time.RFC3339)),
+				Data: map[string]any{"until": wait}})
+		}
+		if err := e.cfg.Clock.Sleep(ctx, wait.Sub(now)); err != nil {
+			return err
+		}
+	}
 }
 
 func (e *Engine) resetBackoff() {

@@ -104,7 +104,7 @@ func (e *Engine) pauseHeld(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if _, err := os.Stat(e.cfg.Paths.Stop); err == nil {
+	if e.cfg.Paths.stopRequested() != "" {
 		return false
 	}
 	_, err := os.Stat(e.cfg.Paths.Pause)

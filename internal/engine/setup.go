@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/roles"
@@ -221,8 +222,8 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	if ctx.Err() != nil {
 		return StatusInterrupted, "interrupted (SIGINT)"
 	}
-	if _, err := os.Stat(cfg.Paths.Stop); err == nil {
-		return StatusStopped, "stop requested (.ralph/stop)"
+	if f := cfg.Paths.stopRequested(); f != "" {
+		return StatusStopped, fmt.Sprintf("stop requested (%s)", relTo(cfg.Paths.Root, f))
 	}
 	if cfg.Limits.MaxCost > 0 && st.Usage.CostUSD >= cfg.Limits.MaxCost {
 		return StatusBudget, fmt.Sprintf("budget: cost $%.4f reached --max-cost $%.4f", st.Usage.CostUSD, cfg.Limits.MaxCost)
@@ -245,6 +246,11 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 		}
 		passed, blocked, total := st.Counts()
 		if passed == total {
+			if u, ok := cfg.Source.(unfinished); ok {
+				if why := u.Unfinished(st); why != "" {
+					return StatusBlocked, why
+				}
+			}
 			return StatusComplete, fmt.Sprintf("all %s passed", Plural(total, kind))
 		}
 		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", kind, passed, blocked, total-passed-blocked)
@@ -254,6 +260,8 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	}
 	if th := cfg.Limits.BreakerThreshold; th > 0 {
 		if st.Breaker.SameCount >= th {
+			// (the next start after the cool-down or a change is
+			// half-open: halfOpen)
 			return StatusBlocked, fmt.Sprintf("circuit breaker: the same failure %d times in a row (fix the cause, then `ralph run --reset-breaker` resumes)", st.Breaker.SameCount)
 		}
 		if st.Breaker.NoProgress >= 2*th {
@@ -263,10 +271,49 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 	return "", ""
 }
 
+// breakerOpen reports whether the circuit breaker's counts stop the run.
+func (e *Engine) breakerOpen(st *State) bool {
+	th := e.cfg.Limits.BreakerThreshold
+	return th > 0 && (st.Breaker.SameCount >= th || st.Breaker.NoProgress >= 2*th)
+}
+
+// halfOpen makes an open breaker of a resumed run half-open when its
+// cool-down has passed or a person changed what it was opened over (the
+// gate commands, the tree, the config: Start.Fingerprint): its counts go
+// to one short of opening, so one iteration runs; a pass closes it
+// (markPassed), another failure opens it again. It returns why, or "".
+func (e *Engine) halfOpen(ctx context.Context, st *State) string {
+	if !e.breakerOpen(st) {
+		return ""
+	}
+	b := &st.Breaker
+	why := ""
+	switch {
+	case b.OpenedAt.IsZero():
+		// Opened by a ralph that kept no time: a new start is the
+		// person's move.
+		why = "it opened in an earlier run"
+	case e.cfg.Clock.Now().Sub(b.OpenedAt) >= e.cfg.Limits.BreakerCooldown:
+		why = fmt.Sprintf("its cool-down (%s) has passed", e.cfg.Limits.BreakerCooldown)
+	case e.cfg.Start.Fingerprint != nil && b.Fingerprint != "" && e.cfg.Start.Fingerprint(ctx) != b.Fingerprint:
+		why = "the gate commands, the tree or the config changed since it opened"
+	default:
+		return ""
+	}
+	th := e.cfg.Limits.BreakerThreshold
+	b.SameCount = min(b.SameCount, th-1)
+	b.NoProgress = min(b.NoProgress, 2*th-1)
+	b.OpenedAt, b.Fingerprint = time.Time{}, ""
+	return why
+}
+
 // consumeStop removes the stop file once a driver has acted on it.
 func (e *Engine) consumeStop(status string) {
 	if status == StatusStopped {
 		_ = os.Remove(e.cfg.Paths.Stop)
+		if e.cfg.Paths.RootStop != "" {
+			_ = os.Remove(e.cfg.Paths.RootStop)
+		}
 	}
 }
 
@@ -292,7 +339,7 @@ const runIDPlaceholder = "<assigned when the run starts>"
 
 // Plan computes the next iteration without running or writing anything.
 func (e *Engine) Plan(ctx context.Context) (Plan, error) {
-	st, resumed, _, err := e.initialState()
+	st, resumed, _, err := e.initialState(ctx)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -198,3 +198,10 @@ type itemsVersioned interface {
 type scheduled interface {
 	Lookup(id string) *Item
 }
+
+// unfinished is a Source that can hold a run back from "complete" though
+// every item passed (a run folder's final review that was given up on):
+// Unfinished says why, or "".
+type unfinished interface {
+	Unfinished(st *State) string
+}

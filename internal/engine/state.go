@@ -75,7 +75,10 @@ type State struct {
 	Current       []*Current     `json:"current,omitempty"`
 	Usage         agent.Usage    `json:"usage"`
 	RateLimitedAt *time.Time     `json:"rate_limited_until,omitempty"`
-	Breaker       Breaker        `json:"breaker"`
+	// AgentCalls are the agent starts of the last hour, for
+	// RateLimitConfig.MaxCallsPerHour (kept across a resume).
+	AgentCalls []time.Time `json:"agent_calls,omitempty"`
+	Breaker    Breaker     `json:"breaker"`
 	// TranscriptMax is the cap on each transcript's size, in bytes.
 	TranscriptMax int64 `json:"transcript_max_bytes,omitempty"`
 	// Preexisting lists paths that were dirty when the run started with
@@ -182,6 +185,10 @@ type Breaker struct {
 	LastSignature string `json:"last_signature,omitempty"`
 	SameCount     int    `json:"same_count"`
 	NoProgress    int    `json:"no_progress"`
+	// OpenedAt and Fingerprint are when the breaker opened and the sum of
+	// what a person would change to fix the cause, then (see halfOpen).
+	OpenedAt    time.Time `json:"opened_at,omitzero"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
 }
 
 // Paths are ralph's files inside a repository.
@@ -194,6 +201,11 @@ type Paths struct {
 	Transcripts string
 	Lock        string
 	Stop        string
+	// RootStop is the stop file of the minimal external loop: `touch
+	// .stop` at the repository root stops the loop between iterations
+	// like .ralph/stop (kept out of git: an agent's .stop is never
+	// committed).
+	RootStop string
 	// Pause, while it exists, holds new iterations back (the ones under
 	// way finish): `ralph pause`, the dashboard's p.
 	Pause      string
@@ -201,6 +213,23 @@ type Paths struct {
 	// Summary, when set (a run folder's SUMMARY.md), gets a short debrief
 	// of each item that passes.
 	Summary string
+}
+
+// RootStopFile is the stop file at the repository root.
+const RootStopFile = ".stop"
+
+// stopRequested names the stop file that asks the run to stop
+// (.ralph/stop, then .stop at the root), or "" for none.
+func (p Paths) stopRequested() string {
+	for _, f := range []string{p.Stop, p.RootStop} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			return f
+		}
+	}
+	return ""
 }
 
 // PathsFor returns the layout under root/.ralph.
@@ -214,6 +243,7 @@ func PathsFor(root string) Paths {
 		Transcripts: filepath.Join(d, "transcripts"),
 		Lock:        filepath.Join(d, "run.lock"),
 		Stop:        filepath.Join(d, "stop"),
+		RootStop:    filepath.Join(root, RootStopFile),
 		Pause:       filepath.Join(d, "pause"),
 		PromptFile:  filepath.Join(d, "prompt.md"),
 	}
@@ -426,6 +456,7 @@ func (st *State) Clone() *State {
 		c.Current = append(c.Current, clonePtr(cur))
 	}
 	c.RateLimitedAt = clonePtr(st.RateLimitedAt)
+	c.AgentCalls = slices.Clone(st.AgentCalls)
 	c.Preexisting = slices.Clone(st.Preexisting)
 	return &c
 }

@@ -1,6 +1,7 @@
 // Package mcp is ralph's MCP server: an agent in one session starts,
-// watches and steers a Ralph loop through tools (run, status, create_prd,
-// validate_prd, stop, approve, the task tools, tail) and resources (the
+// watches and steers a Ralph loop through tools (run, status, create-prd
+// or create_prd, validate_prd, stop, approve, the task tools, tail) and
+// resources (the
 // progress log, the state, the transcripts). Every tool but run runs the
 // command line's own command in process, handed in as Options.Invoke (the
 // command line imports this package, not the other way round), so its
@@ -75,9 +76,11 @@ type server struct{ Options }
 func NewServer(o Options) *sdk.Server {
 	r := &server{Options: o}
 	s := sdk.NewServer(&sdk.Implementation{Name: "ralph", Version: o.Version}, nil)
-	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository (a PRD, a task tree or a run folder) and return its run id at once; a second run where one is active is refused with who holds it."}, r.run)
-	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository: all_passed, ready_to_merge, feature_branch, passed, total, each item's state, the iteration, whether it is active, the stop reason."}, r.status)
-	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: "Write a PRD template (the codetether-style create-prd): project, feature, path (default prd.json)."}, r.createPRD)
+	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository on prd_path (or a task tree or a run folder) and return its run id at once; with wait: true, return when the run ends, with all_passed, ready_to_merge, feature_branch, passed and total. A second run where one is active is refused with who holds it."}, r.run)
+	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository (of prd_path when given): all_passed, ready_to_merge, feature_branch, passed, total, each item's state, the iteration, whether it is active, the stop reason."}, r.status)
+	createPRD := "Write a PRD template: project, feature, prd_path (default prd.json), with the quality checks found in the repository (as ralph init finds them)."
+	sdk.AddTool(s, &sdk.Tool{Name: "create-prd", Description: createPRD}, r.createPRD)
+	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: createPRD + " (Another name for create-prd.)"}, r.createPRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, as `ralph prd validate`."}, r.validatePRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "stop", Description: "Ask the active run to stop after its current iteration."}, r.stop)
 	sdk.AddTool(s, &sdk.Tool{Name: "approve", Description: "Approve the plan an item waits with (--plan-approval)."}, r.approve)
@@ -164,7 +167,9 @@ func (r *server) fail(err error) error {
 // runInput are the run tool's arguments.
 type runInput struct {
 	Repo          string `json:"repo,omitempty" jsonschema:"the repository (default the server's folder)"`
-	PRD           string `json:"prd,omitempty" jsonschema:"the PRD file (default prd.json)"`
+	PRDPath       string `json:"prd_path,omitempty" jsonschema:"the PRD file (default prd.json)"`
+	PRD           string `json:"prd,omitempty" jsonschema:"another name for prd_path"`
+	Wait          bool   `json:"wait,omitempty" jsonschema:"return when the run ends, with its result (all_passed, ready_to_merge, feature_branch, passed, total)"`
 	Tasks         string `json:"tasks,omitempty" jsonschema:"a task tree (tasks.jsonl) instead of a PRD"`
 	RunDir        string `json:"run_dir,omitempty" jsonschema:"a run folder (ralph/runs/<id>) instead of a PRD"`
 	Agent         string `json:"agent,omitempty" jsonschema:"the agent: claude, codex, opencode, gemini, native, cmd, scripted (default the config's)"`
@@ -174,17 +179,30 @@ type runInput struct {
 	NoGates       bool   `json:"no_gates,omitempty" jsonschema:"run without quality gates (items pass on the agent's word)"`
 }
 
-// runOutput is what run returns.
+// runOutput is what run returns; with wait, also the run's result by
+// codetether's names.
 type runOutput struct {
-	RunID string `json:"run_id"`
-	PID   int    `json:"pid"`
-	Log   string `json:"log" jsonschema:"where the run's output goes"`
+	RunID         string `json:"run_id"`
+	PID           int    `json:"pid"`
+	Log           string `json:"log" jsonschema:"where the run's output goes"`
+	Done          bool   `json:"done" jsonschema:"the run has ended (wait)"`
+	ExitCode      *int   `json:"exit_code,omitempty" jsonschema:"ralph's exit code (wait): 0 complete, 3 a limit reached, 4 blocked"`
+	AllPassed     *bool  `json:"all_passed,omitempty"`
+	ReadyToMerge  *bool  `json:"ready_to_merge,omitempty"`
+	FeatureBranch string `json:"feature_branch,omitempty"`
+	Passed        *int   `json:"passed,omitempty"`
+	Total         *int   `json:"total,omitempty"`
+	Status        string `json:"status,omitempty"`
+	StopReason    string `json:"stop_reason,omitempty"`
 }
 
 func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (*sdk.CallToolResult, runOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, runOutput{}, err
+	}
+	if in.PRDPath != "" {
+		in.PRD = in.PRDPath
 	}
 	for _, f := range []string{in.PRD, in.Tasks, in.RunDir} {
 		if f != "" {
@@ -238,14 +256,40 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
 	deadline := time.After(30 * time.Second)
+	started := func(id string, exit error, ended bool) (*sdk.CallToolResult, runOutput, error) {
+		out := runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}
+		if !in.Wait {
+			return nil, out, nil
+		}
+		if !ended {
+			select {
+			case exit = <-exited:
+			case <-ctx.Done():
+				return nil, runOutput{}, ctx.Err()
+			}
+		}
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(exit, &ee) {
+			code = ee.ExitCode()
+		}
+		_, st, err := r.status(ctx, nil, statusInput{Repo: in.Repo})
+		if err != nil {
+			return nil, runOutput{}, err
+		}
+		out.Done, out.ExitCode = true, &code
+		out.AllPassed, out.ReadyToMerge, out.FeatureBranch = &st.AllPassed, &st.ReadyToMerge, st.FeatureBranch
+		out.Passed, out.Total, out.Status, out.StopReason = &st.Passed, &st.Total, st.Status, st.StopReason
+		return nil, out, nil
+	}
 	for {
 		if id := lastRunID(p); id != "" && id != before {
-			return nil, runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
+			return started(id, nil, false)
 		}
 		select {
 		case err := <-exited:
 			if id := lastRunID(p); id != "" && id != before {
-				return nil, runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}, nil
+				return started(id, err, true)
 			}
 			b, _ := os.ReadFile(logPath)
 			code := r.ExitCode(err)
@@ -328,12 +372,26 @@ type statusOutput struct {
 	Items         []StatusItem `json:"items"`
 }
 
-func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, statusOutput, error) {
+// statusInput are status's arguments.
+type statusInput struct {
+	Repo    string `json:"repo,omitempty" jsonschema:"the repository (default the server's folder)"`
+	PRDPath string `json:"prd_path,omitempty" jsonschema:"the PRD whose run to show (an error when the last run was of another source)"`
+}
+
+func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusInput) (*sdk.CallToolResult, statusOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, statusOutput{}, err
 	}
-	out, err := r.Invoke(ctx, repo, "status", "--json")
+	args := []string{"status", "--json"}
+	if in.PRDPath != "" {
+		path, err := r.file(repo, in.PRDPath, "")
+		if err != nil {
+			return nil, statusOutput{}, err
+		}
+		args = append(args, "--prd", path)
+	}
+	out, err := r.Invoke(ctx, repo, args...)
 	if err != nil {
 		return nil, statusOutput{}, err
 	}
@@ -372,7 +430,8 @@ type createPRDInput struct {
 	Repo    string `json:"repo,omitempty"`
 	Project string `json:"project" jsonschema:"the project's name"`
 	Feature string `json:"feature" jsonschema:"the feature's name (the branch is named after it)"`
-	Path    string `json:"path,omitempty" jsonschema:"where to write it (default prd.json)"`
+	PRDPath string `json:"prd_path,omitempty" jsonschema:"where to write it (default prd.json)"`
+	Path    string `json:"path,omitempty" jsonschema:"another name for prd_path"`
 	Force   bool   `json:"force,omitempty" jsonschema:"overwrite an existing file"`
 }
 
@@ -385,6 +444,9 @@ func (r *server) createPRD(ctx context.Context, _ *sdk.CallToolRequest, in creat
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, textOutput{}, err
+	}
+	if in.PRDPath != "" {
+		in.Path = in.PRDPath
 	}
 	out, err := r.file(repo, in.Path, "prd.json")
 	if err != nil {

@@ -84,7 +84,7 @@ func TestMCPTools(t *testing.T) {
 			t.Errorf("%s has no input schema", tool.Name)
 		}
 	}
-	for _, want := range []string{"run", "status", "create_prd", "validate_prd", "stop", "approve", "task_add", "task_next", "task_complete", "task_list", "tail"} {
+	for _, want := range []string{"run", "status", "create-prd", "create_prd", "validate_prd", "stop", "approve", "task_add", "task_next", "task_complete", "task_list", "tail"} {
 		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
 			t.Errorf("no tool %s (have %v)", want, names)
 		}
@@ -112,6 +112,16 @@ func TestMCPTools(t *testing.T) {
 		t.Errorf("validate_prd of a cycle: %v %s", isErr, text)
 	}
 
+	// create-prd, codetether's name: prd_path, and the quality checks
+	// the repository has (here a Makefile's test target).
+	os.WriteFile(filepath.Join(dir, "Makefile"), []byte("test:\n\ttrue\n"), 0o644)
+	if text, _, isErr := call(t, cs, "create-prd", map[string]any{"project": "MyProject", "feature": "New Feature", "prd_path": "seeded.json"}); isErr {
+		t.Fatalf("create-prd: %s", text)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "seeded.json")); err != nil || !strings.Contains(string(b), `"test": "make test"`) || !strings.Contains(string(b), `"branch_name": "feature/new-feature"`) {
+		t.Errorf("create-prd wrote %s (%v)", b, err)
+	}
+
 	// Bad arguments: a clear error, nothing written.
 	if text, _, isErr := call(t, cs, "create_prd", map[string]any{"project": "x", "feature": "y", "path": "sub/dir/p.json", "repo": "nowhere"}); !isErr || !strings.Contains(text, `repo "nowhere": not a folder`) {
 		t.Errorf("a missing repo: %v %s", isErr, text)
@@ -126,6 +136,9 @@ func TestMCPTools(t *testing.T) {
 	// No run yet.
 	if text, _, isErr := call(t, cs, "status", map[string]any{}); !isErr || !strings.Contains(text, "no ralph run") {
 		t.Errorf("status without a run: %v %s", isErr, text)
+	}
+	if text, _, isErr := call(t, cs, "status", map[string]any{"prd_path": "seeded.json"}); !isErr || !strings.Contains(text, "no ralph run") {
+		t.Errorf("status of a PRD without a run: %v %s", isErr, text)
 	}
 	if text, _, isErr := call(t, cs, "stop", map[string]any{}); !isErr || !strings.Contains(text, "no run is active") {
 		t.Errorf("stop without a run: %v %s", isErr, text)

@@ -260,6 +260,9 @@ func (p *Pipeline) validate(v *validator, readFile func(string) ([]byte, error))
 				break
 			}
 			s.Template = string(b)
+			if strings.HasSuffix(s.PromptFile, ".txt") {
+				s.Template = PRDPathTemplate(s.Template)
+			}
 		default:
 			s.Template = s.Prompt
 		}

@@ -152,7 +152,7 @@ func TestEval(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 func TestPresetPagent(t *testing.T) {
-	p, err := LoadPreset("pagent", "docs/my prd.md")
+	p, err := LoadPreset("pagent", "docs/my prd.md", "")
 	if err != nil {
 		t.Fatal(err)
 	}

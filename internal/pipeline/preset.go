@@ -4,7 +4,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,13 +72,30 @@ func PresetFiles(name, prd string) (map[string]string, error) {
 	return out, err
 }
 
-// LoadPreset parses a built-in pipeline (prompts from the binary).
-func LoadPreset(name, prd string) (*Pipeline, error) {
+// PRDPathTemplate makes a pagent prompt (.txt, with the word PRD_PATH
+// where the PRD's full path goes) a template over the prompt data.
+func PRDPathTemplate(text string) string {
+	return strings.ReplaceAll(text, "PRD_PATH", "{{.PRDPath}}")
+}
+
+// PresetPromptDir is where a preset's prompts live for the user to see
+// and edit, relative to the repository root (pagent's .claude/prompts,
+// where tools written for pagent find them).
+const PresetPromptDir = ".claude/prompts"
+
+// LoadPreset parses a built-in pipeline. A prompt the user keeps in
+// root/.claude/prompts (the same file name) replaces the binary's.
+func LoadPreset(name, prd, root string) (*Pipeline, error) {
 	files, err := PresetFiles(name, prd)
 	if err != nil {
 		return nil, err
 	}
 	return parse(name+" (built-in)", []byte(files["pipeline.yaml"]), func(p string) ([]byte, error) {
+		if root != "" && path.Dir(path.Clean(p)) == "prompts" {
+			if b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(PresetPromptDir), path.Base(p))); err == nil {
+				return b, nil
+			}
+		}
 		s, ok := files[path.Clean(p)]
 		if !ok {
 			return nil, fmt.Errorf("%s: not in the built-in pipeline", p)

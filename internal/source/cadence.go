@@ -137,7 +137,9 @@ func (c *Cadence) Next(st *engine.State, busy map[string]bool) (*engine.Item, er
 	if ok, err := runfolder.ReadJSON(c.path(runfolder.WorkerResult), &wr); err != nil {
 		return nil, usage.Errorf("%v", err)
 	} else if ok && wr.Complete {
-		return c.reviewItem(ls.Reviews+1, modeFinal), nil
+		it := c.reviewItem(ls.Reviews+1, modeFinal)
+		it.RoleWhy = c.rel(runfolder.WorkerResult) + " says the work is done: a final review decides"
+		return it, nil
 	}
 	next, err := c.PRD.Next(st, busy)
 	if err != nil {
@@ -167,6 +169,25 @@ func (c *Cadence) allPassed(st *engine.State) bool {
 		}
 	}
 	return true
+}
+
+// Unfinished says why the run is not complete though every story passed:
+// the last review was the final one and it was given up on (it never
+// wrote its review), so nothing confirmed the work is done.
+func (c *Cadence) Unfinished(st *engine.State) string {
+	c.mu.Lock()
+	ls := c.ls
+	c.mu.Unlock()
+	if ls.ReviewMode != modeFinal || ls.Reviews == 0 {
+		return ""
+	}
+	id := fmt.Sprintf("%s%d", reviewID, ls.Reviews)
+	is := st.Items[id]
+	if is == nil || is.Status != engine.ItemBlocked {
+		return ""
+	}
+	return fmt.Sprintf("every story passed, but the final review %s was blocked (%s): nothing confirmed the run is complete; to ask for a final review again, write %s with {\"complete\": true} and run again",
+		id, is.Reason, c.rel(runfolder.WorkerResult))
 }
 
 // Lookup finds a review or steering item by id (they are not among the
@@ -200,7 +221,9 @@ func (c *Cadence) reviewItem(n int, mode string) *engine.Item {
 	why := map[string]string{
 		modePeriodic: fmt.Sprintf("%s cadence: %s, then %s", c.Orch.Scheme, count(c.Orch.Workers, "worker iteration"), count(c.Orch.Reviewers, "review")),
 		modeAdhoc:    c.rel(runfolder.Control) + " asked for a review",
-		modeFinal:    c.rel(runfolder.WorkerResult) + " says the work is done: a final review decides",
+		// The worker's result file is consumed when the review starts: a
+		// retry must not send the reviewer looking for it.
+		modeFinal: "the work was reported done: a final review decides whether the run is complete",
 	}[mode]
 	desc := fmt.Sprintf(`Task envelope:
 - phase: review
@@ -241,7 +264,7 @@ Rules (ralph checks them, and undoes an edit that breaks one, with the reason):
 You may also edit %s. Change no other file.`,
 		c.rel(runfolder.Review), c.rel(runfolder.PRDJSON), c.rel(runfolder.PRDMarkdown), reviewID, steeringID, c.rel(runfolder.PRDMarkdown))
 	return &engine.Item{ID: fmt.Sprintf("%s%d", steeringID, n), Title: "steering " + strconv.Itoa(n), Kind: kindSteering, Branch: c.Branch,
-		Description: desc, Role: "reviewer", RoleWhy: "the review said STEERING_NEEDED: yes", RoleText: steeringRole}
+		Description: desc, Role: kindSteering, RoleWhy: "the review said STEERING_NEEDED: yes", RoleText: steeringRole}
 }
 
 // The reviewer's instructions on the cadence, in place of the reviewer

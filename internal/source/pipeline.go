@@ -33,6 +33,11 @@ type Pipeline struct {
 	// current stage, per-stage iteration counts), a mirror derived from
 	// the engine's state.
 	StatePath string
+	// ToolStatePath, for the pagent pipeline, is where pagent keeps its
+	// state (.claude/pagent-pipeline.json, the same fields): tools
+	// written for pagent read it there.
+	ToolStatePath string
+	excludeErr    error
 
 	// branch is the branch the run works on (checked out when it began);
 	// guard holds ralph's last commit there.
@@ -48,7 +53,7 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 	var file string
 	var err error
 	if _, serr := os.Stat(spec); serr != nil && pipeline.IsPreset(spec) {
-		if p, err = pipeline.LoadPreset(spec, ""); err != nil {
+		if p, err = pipeline.LoadPreset(spec, "", root); err != nil {
 			return nil, err
 		}
 		file = p.File
@@ -70,6 +75,12 @@ func OpenPipeline(spec, root string, repo *git.Repo, runner proc.Runner, timeout
 	}
 	s := &Pipeline{P: p, File: file, Root: root, Git: repo, Runner: runner, Timeout: timeout,
 		StatePath: filepath.Join(root, ".ralph", "pipeline.json")}
+	if p.Name == "pagent" {
+		s.ToolStatePath = filepath.Join(root, ".claude", "pagent-pipeline.json")
+		// ralph's mirror, never the user's work (nor a stage's commit);
+		// a failure stops the first stage (Prepare).
+		s.excludeErr = repo.EnsureExcluded(context.Background(), "/.claude/pagent-pipeline.json")
+	}
 	if p.PRD != "" {
 		s.PRDPath = p.PRD
 		if !filepath.IsAbs(s.PRDPath) {
@@ -152,6 +163,9 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 		if c.Item == it.ID {
 			running = false // resuming a verification: the run was counted
 		}
+	}
+	if s.excludeErr != nil {
+		return engine.Workspace{}, fmt.Errorf("listing .claude/pagent-pipeline.json in .git/info/exclude: %w", s.excludeErr)
 	}
 	if s.branch == "" {
 		cur, err := s.Git.CurrentBranch(ctx)
@@ -351,4 +365,8 @@ func (s *Pipeline) writeState(st *engine.State, starting, passed string, count b
 		ps.StopReason = fmt.Sprintf("all %s passed", engine.Plural(len(s.P.Stages), "stage"))
 	}
 	_ = store.WriteJSON(s.StatePath, ps)
+	if s.ToolStatePath != "" {
+		_ = os.MkdirAll(filepath.Dir(s.ToolStatePath), 0o755)
+		_ = store.WriteJSON(s.ToolStatePath, ps)
+	}
 }
