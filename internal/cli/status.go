@@ -56,9 +56,14 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				return usage.Errorf("no ralph run in %s yet (start one with `ralph run`)", root)
 			}
 			active, _ := engine.ActiveRun(p)
+			guidance, err := engine.ReadGuidance(p)
+			if err != nil {
+				return err
+			}
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"state": st, "active": active, "passed": passed, "blocked": blocked, "total": total}
+				out["guidance"] = engine.PendingGuidance(guidance, "*")
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -72,7 +77,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + plansMarkdown(p, st)
+			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + plansMarkdown(p, st) + guidanceMarkdown(guidance)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}

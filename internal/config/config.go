@@ -53,6 +53,9 @@ type Config struct {
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
+	// GuidanceIterations is how many iterations are shown a piece of
+	// `ralph guide` guidance that none acknowledges (default 3).
+	GuidanceIterations int `yaml:"guidance_iterations"`
 	// Notifications: webhooks that get a JSON POST, a command that gets
 	// the event on stdin (run end, item blocked, rate-limit pause).
 	Notify          []string `yaml:"notify"`
@@ -209,6 +212,7 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
 	neg("test_fix", c.TestFix < 0, c.TestFix)
 	neg("council", c.Council < 0, c.Council)
+	neg("guidance_iterations", c.GuidanceIterations < 0, c.GuidanceIterations)
 	return errors.Join(errs...)
 }
 
