@@ -70,8 +70,12 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 // dashboardControls are the keys' actions on the run's files.
 func dashboardControls(p engine.Paths, interrupt func()) dashboard.Controls {
 	return dashboard.Controls{
-		SetPause:  func(on bool) error { return setPause(p, on, "the dashboard") },
-		Stop:      func() error { return requestStop(p, "the dashboard") },
+		SetPause: func(on bool) error { return setPause(p, on, "the dashboard") },
+		Stop:     func() error { return requestStop(p, "the dashboard") },
+		Guide: func(text, item string) (string, error) {
+			g, err := giveGuidance(p, text, item, "the dashboard", 0)
+			return g.ID, err
+		},
 		Interrupt: interrupt,
 		Reattach:  "ralph watch",
 	}

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -65,16 +67,7 @@ func runGuide(cmd *cobra.Command, o *GuideOptions) error {
 	if o.Iterations < 0 {
 		return usage.Errorf("--iterations must not be negative")
 	}
-	n := o.Iterations
-	if n == 0 {
-		c, err := f.Config(root)
-		if err != nil {
-			return err
-		}
-		n = c.GuidanceIterations
-	}
-	p := engine.PathsFor(root)
-	g, err := engine.GiveGuidance(p, o.Text, o.Item, o.By, n, time.Now())
+	g, err := giveGuidance(engine.PathsFor(root), o.Text, o.Item, o.By, o.Iterations)
 	if err != nil {
 		return err
 	}
@@ -85,6 +78,19 @@ func runGuide(cmd *cobra.Command, o *GuideOptions) error {
 	fmt.Fprintln(f.IO.Out, g.ID)
 	fmt.Fprintf(f.IO.ErrOut, "ralph: guidance %s is in %s prompts until one acknowledges it (at most %d)\n", g.ID, aim, g.For)
 	return nil
+}
+
+// giveGuidance gives guidance from by; iterations 0 takes
+// guidance_iterations from the repository's config.
+func giveGuidance(p engine.Paths, text, item, by string, iterations int) (engine.Guidance, error) {
+	if iterations == 0 {
+		c, err := config.Load(filepath.Join(p.Dir, "config.yaml"))
+		if err != nil {
+			return engine.Guidance{}, usage.Errorf("%v", err)
+		}
+		iterations = c.GuidanceIterations
+	}
+	return engine.GiveGuidance(p, text, item, by, iterations, time.Now())
 }
 
 // guidanceMarkdown lists the guidance still pending.
