@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +78,7 @@ type RunOptions struct {
 	// Notifications.
 	Notify        []string
 	NotifyCommand string
+	notifyTo      config.Notify // the config's notify: section
 	// Progress memory.
 	ProgressBudget  int
 	Summarizer      string
@@ -230,9 +230,11 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	o.AgentFlags.applyConfig(c, set)
 	str(&o.Summarizer, "summarizer", c.Summarizer)
 	str(&o.NotifyCommand, "notify-command", c.NotifyCommand)
-	if !set("notify") && len(c.Notify) > 0 {
-		o.Notify = c.Notify
+	str(&o.NotifyCommand, "notify-command", c.Notify.Command)
+	if !set("notify") && len(c.Notify.Webhooks) > 0 {
+		o.Notify = c.Notify.Webhooks
 	}
+	o.notifyTo = c.Notify
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	if !set("progress-budget") && c.ProgressBudgetTokens > 0 {
@@ -732,24 +734,16 @@ func takeBaseline(ctx context.Context, repo *git.Repo, paths engine.Paths, work 
 	return nil
 }
 
-// notifier is what --notify and --notify-command ask for (nil for
-// neither).
+// notifier is what --notify, --notify-command and the config's notify:
+// section ask for (nil for none).
 func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
-	if len(o.Notify) == 0 && o.NotifyCommand == "" {
-		return nil, nil
-	}
-	for _, u := range o.Notify {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return nil, usage.Errorf("--notify %q: want an http:// or https:// URL", u)
-		}
-	}
 	runner := o.IO.Runner
 	if runner == nil {
 		runner = proc.Exec{}
 	}
 	errOut := o.IO.IO.ErrOut
-	return &notifier{urls: o.Notify, command: o.NotifyCommand, repo: o.root, events: paths.Events, runner: runner,
-		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
+	return newNotifier(o.notifyTo, o.Notify, o.NotifyCommand, o.root, paths, runner,
+		func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) })
 }
 
 // openSource opens the work the flags name: a task tree, a pipeline, or
