@@ -61,9 +61,9 @@ type Config struct {
 	// gets the event on stdin, Slack, Telegram, email.
 	Notify          Notify `yaml:"notify"`
 	NotifyCommand   string `yaml:"notify_command"`
-	Summarizer      string   `yaml:"summarizer"`
-	SummarizerCmd   string   `yaml:"summarizer_cmd"`
-	SummarizerModel string   `yaml:"summarizer_model"`
+	Summarizer      string `yaml:"summarizer"`
+	SummarizerCmd   string `yaml:"summarizer_cmd"`
+	SummarizerModel string `yaml:"summarizer_model"`
 	// Sandbox: what the agents and gates may write, see and reach (also
 	// read from the user's config, UserPath).
 	Sandbox Sandbox `yaml:"sandbox"`
