@@ -316,11 +316,6 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	if rp == nil {
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
-		return
-	}
 	var off int64
 	from := r.Header.Get("Last-Event-ID")
 	if v := r.URL.Query().Get("from"); v != "" {
@@ -329,25 +324,10 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	if from != "" {
 		off, _ = strconv.ParseInt(from, 10, 64)
 	}
-	once := r.URL.Query().Get("once") == "1"
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fl.Flush()
-	t := time.NewTicker(s.Every)
-	defer t.Stop()
-	for {
+	s.stream(w, r, func(w io.Writer) bool {
 		off = s.sendEvents(w, rp.paths.Events, off)
-		fl.Flush()
-		if once {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true // ?once=1: what there is, even nothing
+	})
 }
 
 // sendEvents writes the whole lines of path after off as events and

@@ -289,27 +289,41 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	once := r.URL.Query().Get("once") == "1"
+	var last string
+	s.stream(w, r, func(w io.Writer) bool {
+		var b bytes.Buffer
+		if err := page.ExecuteTemplate(&b, "live", s.snapshot(r, rp, n)); err != nil || b.String() == last {
+			return false
+		}
+		last = b.String()
+		fmt.Fprint(w, "event: live\n")
+		for _, l := range strings.Split(s.Mask.String(last), "\n") {
+			fmt.Fprintf(w, "data: %s\n", l)
+		}
+		fmt.Fprint(w, "\n")
+		return true
+	})
+}
+
+// stream answers with server-sent events: send writes what is new and
+// says whether it wrote anything, at once and every s.Every until the
+// client leaves; with ?once=1 the stream ends after the first send that
+// wrote.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, send func(io.Writer) bool) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
+	once := r.URL.Query().Get("once") == "1"
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	var last string
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
-		var b bytes.Buffer
-		if err := page.ExecuteTemplate(&b, "live", s.snapshot(r, rp, n)); err == nil && b.String() != last {
-			last = b.String()
-			live := s.Mask.String(last)
-			fmt.Fprint(w, "event: live\n")
-			for _, l := range strings.Split(live, "\n") {
-				fmt.Fprintf(w, "data: %s\n", l)
-			}
-			fmt.Fprint(w, "\n")
+		if send(w) {
 			fl.Flush()
 			if once {
 				return
