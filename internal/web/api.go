@@ -202,18 +202,25 @@ type hit struct {
 	Text      string `json:"text"`
 }
 
-// maxHits bounds a search's answer.
-const maxHits = 200
+// maxHits bounds a search's answer, searchBytes the transcripts one
+// search reads (newest first): a run of many long transcripts is searched
+// in part, and says so.
+const (
+	maxHits     = 200
+	searchBytes = 64 << 20
+)
 
-// search finds q (case-insensitive) in the run's events and transcripts.
-// It searches the masked text: a secret is neither shown nor found.
-func (s *Server) search(rp *repo, q string) []hit {
+// search finds q (case-insensitive) in the run's events and transcripts,
+// the newest transcripts first; complete is false when it stopped at a
+// bound. It searches the masked text: a secret is neither shown nor
+// found.
+func (s *Server) search(rp *repo, q string) (hits []hit, complete bool) {
 	q = strings.ToLower(q)
-	hits := []hit{}
+	hits = []hit{}
 	match := func(h hit) bool {
 		h.Text = s.Mask.String(h.Text)
 		if !strings.Contains(strings.ToLower(h.Text), q) {
-			return len(hits) < maxHits
+			return true
 		}
 		if len(h.Text) > 400 {
 			h.Text = h.Text[:400] + "…"
@@ -234,22 +241,24 @@ func (s *Server) search(rp *repo, q string) []hit {
 	for n := range byIter {
 		iters = append(iters, n)
 	}
-	sort.Ints(iters)
+	sort.Sort(sort.Reverse(sort.IntSlice(iters)))
+	read := 0
 	for _, n := range iters {
-		if !more {
-			break
+		if !more || read >= searchBytes {
+			return hits, false
 		}
 		b, err := os.ReadFile(byIter[n])
 		if err != nil {
 			continue
 		}
+		read += len(b)
 		for i, l := range strings.Split(string(b), "\n") {
 			if more = match(hit{Where: "transcript", Iteration: n, Line: i + 1, Text: l}); !more {
 				break
 			}
 		}
 	}
-	return hits
+	return hits, more
 }
 
 func (s *Server) apiSearch(w http.ResponseWriter, r *http.Request) {
@@ -262,7 +271,8 @@ func (s *Server) apiSearch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, "search for what? (?q=TEXT)")
 		return
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"query": q, "hits": s.search(rp, q)})
+	hits, complete := s.search(rp, q)
+	s.writeJSON(w, http.StatusOK, map[string]any{"query": q, "hits": hits, "complete": complete})
 }
 
 // iterationView is one iteration on the page, folded (<details>).

@@ -130,7 +130,7 @@ func TestAPIReads(t *testing.T) {
 		t.Errorf("/api/transcripts/9: %d", code)
 	}
 	code, body = do(t, nil, "GET", srv.URL+"/api/search?q=STORY+s-1", nil, auth...)
-	if code != 200 || !strings.Contains(body, `"where": "transcript"`) || !strings.Contains(body, `"line": 1`) {
+	if code != 200 || !strings.Contains(body, `"where": "transcript"`) || !strings.Contains(body, `"line": 1`) || !strings.Contains(body, `"complete": true`) {
 		t.Errorf("/api/search: %d %s", code, body)
 	}
 	// The event stream as data: each line of events.jsonl with its

@@ -131,29 +131,32 @@ const CookieName = "ralph_dashboard"
 
 // view is what the templates render.
 type view struct {
-	Repo        int
-	RepoName    string
-	Repos       []repoView
-	CSRF        string // "" when the controls are off
-	Note        string // what the last control did
-	Query       string
-	Hits        []hit
-	Guidance    []engine.Guidance
-	Iterations  []iterationView
-	Waiting     []string // items whose plans wait for a decision
-	Paused      bool
-	Active      bool
-	State       *engine.State
-	Status      string
-	Passed      int
-	Total       int
-	Usage       string
-	Items       []itemView
-	Workers     []workerView
-	Gates       []string
-	Transcripts []int
-	Progress    string
-	PastRuns    []string
+	Repo     int
+	RepoName string
+	Repos    []repoView
+	CSRF     string // "" when the controls are off
+	Note     string // what the last control did
+	Query    string
+	Hits     []hit
+	// SearchComplete: the search read everything (not stopped at a
+	// bound).
+	SearchComplete bool
+	Guidance       []engine.Guidance
+	Iterations     []iterationView
+	Waiting        []string // items whose plans wait for a decision
+	Paused         bool
+	Active         bool
+	State          *engine.State
+	Status         string
+	Passed         int
+	Total          int
+	Usage          string
+	Items          []itemView
+	Workers        []workerView
+	Gates          []string
+	Transcripts    []int
+	Progress       string
+	PastRuns       []string
 }
 
 type itemView struct {
@@ -241,7 +244,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v.Note, v.Query = q.Get("note"), strings.TrimSpace(q.Get("q"))
 	if v.Query != "" {
-		v.Hits = s.search(rp, v.Query)
+		v.Hits, v.SearchComplete = s.search(rp, v.Query)
 	}
 	if gs, err := engine.ReadGuidance(rp.paths); err == nil {
 		v.Guidance = engine.PendingGuidance(gs, "*")
