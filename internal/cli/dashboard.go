@@ -70,8 +70,12 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 // dashboardControls are the keys' actions on the run's files.
 func dashboardControls(p engine.Paths, interrupt func()) dashboard.Controls {
 	return dashboard.Controls{
-		SetPause:  func(on bool) error { return setPause(p, on, "the dashboard") },
-		Stop:      func() error { return requestStop(p, "the dashboard") },
+		SetPause: func(on bool) error { return setPause(p, on, "the dashboard") },
+		Stop:     func() error { return requestStop(p, "the dashboard") },
+		Guide: func(text, item string) (string, error) {
+			g, err := giveGuidance(p, text, item, "the dashboard", 0)
+			return g.ID, err
+		},
 		Interrupt: interrupt,
 		Reattach:  "ralph watch",
 	}
@@ -93,9 +97,10 @@ func newCmdWatch(f *Factory, runF func(*WatchOptions) error) *cobra.Command {
 another terminal, the background, the Stop hook inside Claude Code. It reads
 the run's state, events and transcripts, as ` + "`ralph run`" + `'s own dashboard does,
 and never runs anything itself: p pauses and resumes the run (.ralph/pause),
-s stops it after the current iteration (.ralph/stop), enter opens the
-selected item's transcript in $PAGER, t hides the agents' output, q leaves
-(the run goes on). Not on a terminal, or with --plain, it prints the run's
+s stops it after the current iteration (.ralph/stop), g types guidance for
+the next iterations (G for the selected item only; see ` + "`ralph guide`" + `), enter
+opens the selected item's transcript in $PAGER, t hides the agents'
+output, q leaves (the run goes on). Not on a terminal, or with --plain, it prints the run's
 events as timestamped lines and ends when the run stops.`,
 		Example: `  ralph run --plain > run.log 2>&1 &   # or in another terminal
   ralph watch`,

@@ -122,12 +122,12 @@ func runMCP(ctx context.Context, o *MCPOptions) error {
 // MCPServerOptions are the MCP server's over the repository at dir: its
 // tools run this command line's commands in process, with its exit codes.
 func MCPServerOptions(f *Factory, dir string) mcp.Options {
-	return mcp.Options{Dir: dir, Version: versionString(), Invoke: mcpInvoker(f), ExitCode: exitCode, Stop: requestStop}
+	return mcp.Options{Dir: dir, Version: versionString(), Invoke: invokeInProcess(f), ExitCode: exitCode, Stop: requestStop}
 }
 
-// mcpInvoker runs a ralph command in process, in repo, with captured
+// invokeInProcess runs a ralph command in process, in repo, with captured
 // output: the same code, messages and exit codes as the CLI.
-func mcpInvoker(f *Factory) func(ctx context.Context, repo string, args ...string) (string, error) {
+func invokeInProcess(f *Factory) func(ctx context.Context, repo string, args ...string) (string, error) {
 	return func(ctx context.Context, repo string, args ...string) (string, error) {
 		streams, _, out, errb := iostreams.Test()
 		cmd := newCmdRoot(&Factory{IO: streams, Getwd: func() (string, error) { return repo, nil }, Runner: f.Runner})

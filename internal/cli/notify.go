@@ -3,39 +3,62 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/smtp"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// notifyTypes are the events people are told about: the run's end (done,
-// blocked, out of budget, stopped), an item given up on, a rate-limit
-// pause.
-var notifyTypes = map[string]bool{"run_stopped": true, "item_blocked": true, "rate_limited": true}
+// notifies reports whether people are told about ev: the run's end
+// (done, blocked, out of budget, stopped), an item given up on, a
+// rate-limit pause, a plan that waits for a person's approval.
+func notifies(ev engine.Event) bool {
+	switch ev.Type {
+	case "run_stopped", "item_blocked", "rate_limited":
+		return true
+	case "plan_written":
+		return ev.Data["auto_approved"] != true
+	}
+	return false
+}
 
-// notifyTimeout bounds one notification, and the wait for the last ones
-// when the run ends.
-const notifyTimeout = 10 * time.Second
+// defaultNotifyTimeout bounds one notification, and the wait for the
+// last ones when the run ends.
+const defaultNotifyTimeout = 10 * time.Second
 
-// notifier posts the events people are told about to webhooks (a JSON
-// POST) and hands them to a command (on stdin), in the background: a
-// failure is logged — an event in events.jsonl and a line — never fatal.
+// notifier sends the events people are told about to every target, in
+// the background: a slow or failing target is logged — an event in
+// events.jsonl and a line — never fatal, and never holds the run.
 type notifier struct {
-	urls    []string
-	command string
+	targets []notifyTarget
 	repo    string
 	events  string // the run's events.jsonl, where failures are recorded
-	runner  proc.Runner
-	client  *http.Client
+	timeout time.Duration
 	logf    func(string)
 	wg      sync.WaitGroup
+}
+
+// notifyTarget is one place notifications go.
+type notifyTarget struct {
+	name string
+	send func(ctx context.Context, n notification, body []byte) error
+	// secrets are taken out of its errors (a bot token in a URL).
+	secrets []string
 }
 
 // notification is what a webhook or the command receives: the event,
@@ -45,63 +68,45 @@ type notification struct {
 	Repo string `json:"repo"`
 }
 
+// text is the notification as one line for people (chat, mail).
+func (n notification) text() string {
+	msg := n.Message
+	if msg == "" {
+		msg = n.Type
+	}
+	return fmt.Sprintf("ralph · %s · %s: %s", filepath.Base(n.Repo), strings.ReplaceAll(n.Type, "_", " "), msg)
+}
+
 func (n *notifier) event(ev engine.Event) {
-	if n == nil || !notifyTypes[ev.Type] {
+	if n == nil || !notifies(ev) {
 		return
 	}
-	body, err := json.Marshal(notification{Event: ev, Repo: n.repo})
+	nt := notification{Event: ev, Repo: n.repo}
+	body, err := json.Marshal(nt)
 	if err != nil {
 		return
 	}
-	for _, u := range n.urls {
-		n.wg.Add(1)
-		go func(u string) {
-			defer n.wg.Done()
-			if err := n.post(u, body); err != nil {
-				n.failed("notify "+u, err)
-			}
-		}(u)
-	}
-	if n.command != "" {
+	for _, t := range n.targets {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 			defer cancel()
-			var errb strings.Builder
-			res, err := n.runner.Run(ctx, proc.Cmd{Argv: []string{"sh", "-c", n.command}, Dir: n.repo, Stdin: bytes.NewReader(body), Stderr: &errb})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(errb.String()))
-			}
-			if err != nil {
-				n.failed("notify_command", err)
+			if err := t.send(ctx, nt, body); err != nil {
+				msg := err.Error()
+				for _, s := range t.secrets {
+					if s != "" {
+						msg = strings.ReplaceAll(msg, s, "[masked]")
+					}
+				}
+				n.failed("notify "+t.name, msg)
 			}
 		}()
 	}
 }
 
-func (n *notifier) post(url string, body []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "ralph")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("HTTP %s", resp.Status)
-	}
-	return nil
-}
-
-func (n *notifier) failed(what string, err error) {
-	msg := fmt.Sprintf("%s failed: %v (the run goes on)", what, err)
+func (n *notifier) failed(what, err string) {
+	msg := fmt.Sprintf("%s failed: %s (the run goes on)", what, err)
 	_ = store.AppendJSONL(n.events, engine.Event{Type: "notify_failed", Time: time.Now().UTC(), Message: msg})
 	if n.logf != nil {
 		n.logf(msg)
@@ -117,6 +122,175 @@ func (n *notifier) wait() {
 	go func() { n.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(notifyTimeout):
+	case <-time.After(n.timeout):
 	}
+}
+
+// newNotifier builds the targets: webhooks and the command (flags or
+// config), and the config's Slack, Telegram and email. Nil when there
+// is none.
+func newNotifier(c config.Notify, webhooks []string, command, repo string, paths engine.Paths, runner proc.Runner, logf func(string)) (*notifier, error) {
+	n := &notifier{repo: repo, events: paths.Events, timeout: time.Duration(c.Timeout), logf: logf}
+	if n.timeout <= 0 {
+		n.timeout = defaultNotifyTimeout
+	}
+	client := &http.Client{}
+	for _, u := range webhooks {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return nil, usage.Errorf("--notify %q: want an http:// or https:// URL", u)
+		}
+		n.targets = append(n.targets, notifyTarget{name: u, send: func(ctx context.Context, _ notification, body []byte) error {
+			return postJSON(ctx, client, u, body)
+		}})
+	}
+	if command != "" {
+		n.targets = append(n.targets, notifyTarget{name: "command", send: func(ctx context.Context, _ notification, body []byte) error {
+			var errb strings.Builder
+			res, err := runner.Run(ctx, proc.Cmd{Argv: []string{"sh", "-c", command}, Dir: repo, Stdin: bytes.NewReader(body), Stderr: &errb})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(errb.String()))
+			}
+			return err
+		}})
+	}
+	if s := c.Slack; s != nil {
+		hook, err := fromEnv("notify.slack", s.WebhookURLEnv, s.WebhookURL)
+		if err != nil {
+			return nil, err
+		}
+		n.targets = append(n.targets, notifyTarget{name: "slack", secrets: []string{hook}, send: func(ctx context.Context, nt notification, _ []byte) error {
+			b, _ := json.Marshal(map[string]string{"text": nt.text()})
+			return postJSON(ctx, client, hook, b)
+		}})
+	}
+	if tg := c.Telegram; tg != nil {
+		token, err := fromEnv("notify.telegram", tg.TokenEnv, "")
+		if err != nil {
+			return nil, err
+		}
+		if tg.ChatID == "" {
+			return nil, usage.Errorf("notify.telegram: chat_id is missing")
+		}
+		api := strings.TrimRight(tg.APIURL, "/")
+		if api == "" {
+			api = "https://api.telegram.org"
+		}
+		n.targets = append(n.targets, notifyTarget{name: "telegram", secrets: []string{token}, send: func(ctx context.Context, nt notification, _ []byte) error {
+			b, _ := json.Marshal(map[string]any{"chat_id": tg.ChatID, "text": nt.text(), "disable_web_page_preview": true})
+			return postJSON(ctx, client, api+"/bot"+token+"/sendMessage", b)
+		}})
+	}
+	if e := c.Email; e != nil {
+		if e.SMTP == "" || e.From == "" || len(e.To) == 0 {
+			return nil, usage.Errorf("notify.email: smtp, from and to are required")
+		}
+		var password string
+		if e.Username != "" {
+			p, err := fromEnv("notify.email", e.PasswordEnv, "")
+			if err != nil {
+				return nil, err
+			}
+			password = p
+		}
+		n.targets = append(n.targets, notifyTarget{name: "email", secrets: []string{password}, send: func(ctx context.Context, nt notification, _ []byte) error {
+			return sendMail(ctx, e, password, nt)
+		}})
+	}
+	if len(n.targets) == 0 {
+		return nil, nil
+	}
+	return n, nil
+}
+
+// fromEnv is the secret in the variable env names, else given.
+func fromEnv(section, env, given string) (string, error) {
+	if env == "" {
+		if given == "" {
+			return "", usage.Errorf("%s: name the environment variable that holds its secret", section)
+		}
+		return given, nil
+	}
+	v := os.Getenv(env)
+	if v == "" {
+		return "", usage.Errorf("%s: the environment variable %s is not set", section, env)
+	}
+	return v, nil
+}
+
+// postJSON posts body to u; any answer but 2xx is an error. The error
+// never carries the URL (it may hold a token).
+func postJSON(ctx context.Context, client *http.Client, u string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("bad URL")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "ralph")
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %s", resp.Status)
+	}
+	return nil
+}
+
+// sendMail sends nt as a plain-text mail through e's SMTP server,
+// within ctx's deadline.
+func sendMail(ctx context.Context, e *config.Email, password string, nt notification) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", e.SMTP)
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	host, _, _ := net.SplitHostPort(e.SMTP)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer c.Close()
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		if err := c.StartTLS(&tls.Config{ServerName: host}); err != nil {
+			return err
+		}
+	}
+	if e.Username != "" {
+		// smtp.PlainAuth sends the password only over TLS or to this
+		// machine.
+		if err := c.Auth(smtp.PlainAuth("", e.Username, password, host)); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(e.From); err != nil {
+		return err
+	}
+	for _, to := range e.To {
+		if err := c.Rcpt(to); err != nil {
+			return err
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	subject := strings.ReplaceAll(nt.text(), "\n", " ")
+	if len(subject) > 150 {
+		subject = subject[:150] + "…"
+	}
+	fmt.Fprintf(w, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s\r\n\r\nRepository: %s\r\nEvent: %s\r\n",
+		e.From, strings.Join(e.To, ", "), subject, time.Now().Format(time.RFC1123Z), strings.ReplaceAll(nt.Message, "\n", "\r\n"), nt.Repo, nt.Type)
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }

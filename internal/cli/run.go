@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +92,7 @@ type RunOptions struct {
 	// Notifications.
 	Notify        []string
 	NotifyCommand string
+	notifyTo      config.Notify // the config's notify: section
 	// Progress memory.
 	ProgressBudget  int
 	Summarizer      string
@@ -254,9 +254,11 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	o.AgentFlags.applyConfig(c, set)
 	str(&o.Summarizer, "summarizer", c.Summarizer)
 	str(&o.NotifyCommand, "notify-command", c.NotifyCommand)
-	if !set("notify") && len(c.Notify) > 0 {
-		o.Notify = c.Notify
+	str(&o.NotifyCommand, "notify-command", c.Notify.Command)
+	if !set("notify") && len(c.Notify.Webhooks) > 0 {
+		o.Notify = c.Notify.Webhooks
 	}
+	o.notifyTo = c.Notify
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	if !set("progress-budget") && c.ProgressBudgetTokens > 0 {
@@ -793,24 +795,16 @@ func takeBaseline(ctx context.Context, repo *git.Repo, paths engine.Paths, work 
 	return nil
 }
 
-// notifier is what --notify and --notify-command ask for (nil for
-// neither).
+// notifier is what --notify, --notify-command and the config's notify:
+// section ask for (nil for none).
 func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
-	if len(o.Notify) == 0 && o.NotifyCommand == "" {
-		return nil, nil
-	}
-	for _, u := range o.Notify {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return nil, usage.Errorf("--notify %q: want an http:// or https:// URL", u)
-		}
-	}
 	runner := o.IO.Runner
 	if runner == nil {
 		runner = proc.Exec{}
 	}
 	errOut := o.IO.IO.ErrOut
-	return &notifier{urls: o.Notify, command: o.NotifyCommand, repo: o.root, events: paths.Events, runner: runner,
-		client: &http.Client{}, logf: func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) }}, nil
+	return newNotifier(o.notifyTo, o.Notify, o.NotifyCommand, o.root, paths, runner,
+		func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) })
 }
 
 // breakerFingerprint sums what a person changes to fix what opened the

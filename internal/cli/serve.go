@@ -22,6 +22,7 @@ type ServeOptions struct {
 	Addr       string
 	Token      string
 	AllowHosts []string
+	Watch      []string
 }
 
 // newCmdServe builds `ralph serve`.
@@ -29,24 +30,34 @@ func newCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
 	opts := &ServeOptions{IO: f}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "A read-only web dashboard of this repository's runs, updated live",
+		Short: "A web dashboard of this repository's runs, updated live, with a JSON API and controls",
 		Long: `Serve a web page of the repository's run: the items with their status,
 attempts, dependency level and dependencies, each iteration under way with
 the agent's output tail, the merge queue, the last gates, tokens and cost,
-progress.md, the transcripts and the past runs. It updates live by
-server-sent events from the run's files (the page works without
-JavaScript, without the live updates) and never writes anything.
+pending guidance, the iterations (folded, with their events), progress.md,
+the transcripts and the past runs, and a search of the events and
+transcripts. It updates live by server-sent events from the run's files,
+whether the run started before or after the dashboard, here or elsewhere.
 
-It binds 127.0.0.1 by default. Bound to any other address it requires a
-token on every request, the event stream included (--token, or one it
-generates and prints): open the printed URL once; the page trades the token
-for a cookie and drops it from the address (scripts send "Authorization:
-Bearer TOKEN"). A request that names another host than an IP address,
-localhost, this machine's name or one --allow-host gives is refused: a web
-page cannot reach the dashboard through your browser by pointing its own
-name at your machine. Secrets in what it shows are masked.`,
-		Example: `  ralph serve                      # http://127.0.0.1:7332/
-  ralph serve --addr 0.0.0.0:7332  # prints the URL with its token`,
+From the page you can pause, resume and stop the run, approve or reject a
+plan, retry a blocked item and guide the next iterations: each runs the
+command line's own command (ralph pause, … ralph guide). The same is a
+JSON API: /api/state, /api/items/ID, /api/transcripts/N, /api/search?q=,
+/api/events (the events as server-sent JSON) and POST /api/control/ACTION.
+--watch adds more repositories to the page (?repo=N picks one).
+
+Every request needs the token (--token, or one it generates and prints):
+open the printed URL once; the page trades the token for a cookie and
+drops it from the address (scripts send "Authorization: Bearer TOKEN"). A
+control must be a POST and, from a browser, from this page: it carries
+the page's CSRF token and no other site's origin. A request that names
+another host than an IP address, localhost, this machine's name or one
+--allow-host gives is refused: a web page cannot reach the dashboard
+through your browser by pointing its own name at your machine. Secrets in
+what it shows and searches are masked. It binds 127.0.0.1 by default.`,
+		Example: `  ralph serve                                # prints http://127.0.0.1:7332/?token=…
+  ralph serve --watch ../api --watch ../web  # three repositories on one page
+  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7332/api/state`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -56,7 +67,8 @@ name at your machine. Secrets in what it shows are masked.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", "127.0.0.1:7332", "`ADDR` to listen on (host:port)")
-	cmd.Flags().StringVar(&opts.Token, "token", "", "`TOKEN` every request must carry; generated when --addr is not a loopback address")
+	cmd.Flags().StringVar(&opts.Token, "token", "", "`TOKEN` every request must carry (default: generated and printed)")
+	cmd.Flags().StringArrayVar(&opts.Watch, "watch", nil, "another repository `DIR` to show on the page (repeatable)")
 	cmd.Flags().StringArrayVar(&opts.AllowHosts, "allow-host", nil, "a host `NAME` the dashboard may be reached by, besides IP addresses, localhost and this machine's name (repeatable)")
 	return cmd
 }
@@ -67,15 +79,26 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	host, _, err := net.SplitHostPort(o.Addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
 		return usage.Errorf("--addr %q: %v", o.Addr, err)
 	}
+	// The page can act on the run: every request carries a token, on
+	// loopback too (another user of this machine reaches 127.0.0.1).
 	token := o.Token
-	if token == "" && !loopback(host) {
+	if token == "" {
 		if token, err = httpauth.NewToken(); err != nil {
 			return err
 		}
+	}
+	srv := web.New(engine.PathsFor(root), token)
+	srv.Hosts = o.AllowHosts
+	srv.Invoke = invokeInProcess(f)
+	for _, dir := range o.Watch {
+		top, err := f.GitAt(dir).Toplevel(ctx)
+		if err != nil {
+			return usage.Errorf("--watch %s: not inside a git repository", dir)
+		}
+		srv.Watch(engine.PathsFor(top))
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
@@ -87,8 +110,6 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	}
 	fmt.Fprintf(f.IO.Out, "%s\n", url)
 	fmt.Fprintf(f.IO.ErrOut, "ralph: the dashboard of %s is at %s (Ctrl-C stops it)\n", root, url)
-	srv := web.New(engine.PathsFor(root), token)
-	srv.Hosts = o.AllowHosts
 	return serveHTTP(ctx, ln, srv.Handler())
 }
 

@@ -73,6 +73,10 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				return usage.Errorf("no run of %s in %s yet: the last run (%s) was of %s %s (start one with `ralph run --prd %s`)", opts.PRD, root, st.RunID, st.Source, relOr(root, st.SourcePath), opts.PRD)
 			}
 			active, _ := engine.ActiveRun(p)
+			guidance, err := engine.ReadGuidance(p)
+			if err != nil {
+				return err
+			}
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"run": st.RunID, "state": st, "active": active, "passed": passed, "blocked": blocked, "total": total,
@@ -84,6 +88,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				out["all_passed"] = total > 0 && passed == total
 				out["ready_to_merge"] = total > 0 && passed == total && st.Status == engine.StatusComplete && !active
 				out["feature_branch"] = st.Branch
+				out["guidance"] = engine.PendingGuidance(guidance, "*")
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -95,7 +100,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				}
 				return writeJSON(f.IO.Out, out)
 			}
-			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st)
+			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st) + guidanceMarkdown(guidance)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}

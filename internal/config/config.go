@@ -63,16 +63,73 @@ type Config struct {
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
-	// Notifications: webhooks that get a JSON POST, a command that gets
-	// the event on stdin (run end, item blocked, rate-limit pause).
-	Notify          []string `yaml:"notify"`
-	NotifyCommand   string   `yaml:"notify_command"`
-	Summarizer      string   `yaml:"summarizer"`
-	SummarizerCmd   string   `yaml:"summarizer_cmd"`
-	SummarizerModel string   `yaml:"summarizer_model"`
+	// GuidanceIterations is how many iterations are shown a piece of
+	// `ralph guide` guidance that none acknowledges (default 3).
+	GuidanceIterations int `yaml:"guidance_iterations"`
+	// Notifications (run end, item blocked, rate-limit pause, a plan
+	// awaiting approval): webhooks that get a JSON POST, a command that
+	// gets the event on stdin, Slack, Telegram, email.
+	Notify          Notify `yaml:"notify"`
+	NotifyCommand   string `yaml:"notify_command"`
+	Summarizer      string `yaml:"summarizer"`
+	SummarizerCmd   string `yaml:"summarizer_cmd"`
+	SummarizerModel string `yaml:"summarizer_model"`
 	// Sandbox: what the agents and gates may write, see and reach (the
 	// user's config and the repository's add up, Sandbox.Merge).
 	Sandbox Sandbox `yaml:"sandbox"`
+}
+
+// Notify is the `notify:` section: a list of webhook URLs (the short
+// form), or a map of where to send the notifications. Secrets — a bot
+// token, an SMTP password, a Slack webhook's URL — come from environment
+// variables it names, never from the file.
+type Notify struct {
+	Webhooks []string `yaml:"webhooks"`
+	Command  string   `yaml:"command"`
+	// Timeout bounds one notification (default 10s): a slow endpoint
+	// never holds the run.
+	Timeout  Duration  `yaml:"timeout"`
+	Slack    *Slack    `yaml:"slack"`
+	Telegram *Telegram `yaml:"telegram"`
+	Email    *Email    `yaml:"email"`
+}
+
+// Slack posts to an incoming webhook.
+type Slack struct {
+	WebhookURLEnv string `yaml:"webhook_url_env"` // the variable that holds the webhook's URL
+	WebhookURL    string `yaml:"webhook_url"`     // or the URL itself
+}
+
+// Telegram sends through a bot (the Bot API's sendMessage).
+type Telegram struct {
+	TokenEnv string `yaml:"token_env"` // the variable that holds the bot's token
+	ChatID   string `yaml:"chat_id"`
+	APIURL   string `yaml:"api_url"` // default https://api.telegram.org
+}
+
+// Email sends a mail over SMTP (STARTTLS when the server offers it).
+type Email struct {
+	SMTP        string   `yaml:"smtp"` // host:port
+	From        string   `yaml:"from"`
+	To          []string `yaml:"to"`
+	Username    string   `yaml:"username"`
+	PasswordEnv string   `yaml:"password_env"` // the variable that holds the password
+}
+
+// UnmarshalYAML reads either form of the section.
+func (n *Notify) UnmarshalYAML(b []byte) error {
+	var urls []string
+	if err := yaml.Unmarshal(b, &urls); err == nil {
+		*n = Notify{Webhooks: urls}
+		return nil
+	}
+	type plain Notify
+	var p plain
+	if err := yaml.UnmarshalWithOptions(b, &p, yaml.Strict()); err != nil {
+		return fmt.Errorf("notify: %s", yaml.FormatError(err, false, false))
+	}
+	*n = Notify(p)
+	return nil
 }
 
 // Sandbox is the `sandbox:` section.
@@ -279,6 +336,8 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
 	neg("test_fix", c.TestFix < 0, c.TestFix)
 	neg("council", c.Council < 0, c.Council)
+	neg("guidance_iterations", c.GuidanceIterations < 0, c.GuidanceIterations)
+	neg("notify.timeout", c.Notify.Timeout < 0, time.Duration(c.Notify.Timeout))
 	return errors.Join(errs...)
 }
 

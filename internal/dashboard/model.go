@@ -16,8 +16,11 @@ import (
 // Controls are what the keys do, given by the driver (the files a run
 // reads: .ralph/pause, .ralph/stop; ralph run's own interrupt).
 type Controls struct {
-	SetPause  func(on bool) error
-	Stop      func() error
+	SetPause func(on bool) error
+	Stop     func() error
+	// Guide gives the next iterations a person's guidance (`ralph guide`):
+	// item "" for every item. Nil: the g key is off.
+	Guide     func(text, item string) (id string, err error)
 	Interrupt func() // ctrl+c in `ralph run`: stop the run now (nil in ralph watch)
 	// Reattach says how to see the dashboard again after q.
 	Reattach string
@@ -47,6 +50,15 @@ type Model struct {
 	// Closed: the person quit the view (q); the run goes on.
 	Closed bool
 	width  int
+	// typing is guidance being typed (g: for every item, G: for the
+	// selected one); nil when the keys act on the run.
+	typing *guideInput
+}
+
+// guideInput is a line of guidance being typed.
+type guideInput struct {
+	item string
+	text []rune
 }
 
 // New is a dashboard over feed.
@@ -80,6 +92,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.note = "pager: " + msg.err.Error()
 		}
 	case tea.KeyPressMsg:
+		if m.typing != nil {
+			return m.typed(msg)
+		}
 		return m.key(msg.String())
 	}
 	return m, nil
@@ -115,6 +130,14 @@ func (m *Model) key(k string) (tea.Model, tea.Cmd) {
 		}
 	case "t":
 		m.hideTail = !m.hideTail
+	case "g", "G":
+		if m.ctl.Guide == nil {
+			return m, nil
+		}
+		m.typing = &guideInput{}
+		if items := m.items(); k == "G" && m.sel < len(items) {
+			m.typing.item = items[m.sel]
+		}
 	case "p":
 		on := !m.snap.Paused
 		if err := m.ctl.SetPause(on); err != nil {
@@ -147,6 +170,38 @@ func (m *Model) key(k string) (tea.Model, tea.Cmd) {
 		}
 		argv := append(strings.Fields(pager), tr)
 		return m, tea.ExecProcess(exec.Command(argv[0], argv[1:]...), func(err error) tea.Msg { return pagerDoneMsg{err} })
+	}
+	return m, nil
+}
+
+// typed takes a key while guidance is typed: enter gives it, esc drops
+// it, backspace takes a character back.
+func (m *Model) typed(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	in := m.typing
+	switch msg.String() {
+	case "esc", "ctrl+c":
+		m.typing, m.note = nil, "guidance dropped"
+	case "enter":
+		m.typing = nil
+		text := strings.TrimSpace(string(in.text))
+		if text == "" {
+			m.note = "guidance dropped (empty)"
+			return m, nil
+		}
+		id, err := m.ctl.Guide(text, in.item)
+		if err != nil {
+			m.note = "guide: " + err.Error()
+			return m, nil
+		}
+		m.note = "guidance " + id + " goes into the next iterations' prompts until one acknowledges it"
+	case "backspace":
+		if len(in.text) > 0 {
+			in.text = in.text[:len(in.text)-1]
+		}
+	case "space":
+		in.text = append(in.text, ' ')
+	default:
+		in.text = append(in.text, []rune(msg.Text)...)
 	}
 	return m, nil
 }
@@ -312,7 +367,19 @@ func (m *Model) Render() string {
 	if m.note != "" {
 		b.WriteString("\n" + yellow.Render(m.note) + "\n")
 	}
-	b.WriteString(faint.Render("\n↑/↓ select · enter transcript in $PAGER · p pause/resume · s stop · t tail on/off · q close view") + "\n")
+	if in := m.typing; in != nil {
+		aim := "every item"
+		if in.item != "" {
+			aim = in.item
+		}
+		fmt.Fprintf(&b, "\n%s %s▏\n%s\n", bold.Render("Guidance for "+aim+":"), string(in.text), faint.Render("enter give · esc drop"))
+		return b.String()
+	}
+	keys := "↑/↓ select · enter transcript in $PAGER · p pause/resume · s stop · t tail on/off · "
+	if m.ctl.Guide != nil {
+		keys += "g guide · G guide the selected item · "
+	}
+	b.WriteString(faint.Render("\n"+keys+"q close view") + "\n")
 	return b.String()
 }
 

@@ -70,6 +70,43 @@ func TestModelRendersTheRun(t *testing.T) {
 	if len(paused) != 1 || !paused[0] || !stopped {
 		t.Errorf("p and s: paused %v, stopped %v", paused, stopped)
 	}
+	// g: guidance for every item, typed (the keys type, they do not act
+	// on the run), given with enter; G: for the selected item; esc drops.
+	type given struct{ text, item string }
+	var guided []given
+	m.ctl.Guide = func(text, item string) (string, error) {
+		guided = append(guided, given{text, item})
+		return "g7", nil
+	}
+	typeText := func(keys ...string) {
+		for _, k := range keys {
+			switch k {
+			case "enter":
+				m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
+			case "esc":
+				m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+			case "backspace":
+				m.Update(tea.KeyPressMsg{Code: tea.KeyBackspace})
+			case " ":
+				m.Update(tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
+			default:
+				m.Update(tea.KeyPressMsg{Code: rune(k[0]), Text: k})
+			}
+		}
+	}
+	typeText("g", "u", "s", "e", " ", "s", "q", "p", "x", "backspace")
+	if out := ansi.ReplaceAllString(m.Render(), ""); !strings.Contains(out, "Guidance for every item: use sqp▏") {
+		t.Errorf("the guidance being typed is not shown:\n%s", out)
+	}
+	typeText("enter")
+	m.Update(tea.KeyPressMsg{Code: tea.KeyDown})
+	typeText("G", "o", "k", "enter", "g", "n", "o", "esc")
+	if len(guided) != 2 || guided[0] != (given{"use sqp", ""}) || guided[1] != (given{"ok", "S-2"}) || len(paused) != 1 || stopped != true || m.Closed {
+		t.Errorf("g and G gave %v (paused %v)", guided, paused)
+	}
+	if out := m.Render(); !strings.Contains(out, "g guide") {
+		t.Errorf("the keys line lacks g:\n%s", out)
+	}
 	if _, cmd := m.Update(tea.KeyPressMsg{Code: 'q', Text: "q"}); cmd == nil || !m.Closed {
 		t.Error("q does not close the view")
 	}

@@ -186,6 +186,14 @@ func (e *Engine) prompt(x *Iteration) error {
 	if s.Role != "" {
 		data["role"], data["role_why"] = s.Role, s.RoleWhy
 	}
+	if gs := s.Data.Guidance; len(gs) > 0 {
+		e.guidanceShown(gs, it.ID, cur.Iteration)
+		var ids []string
+		for _, g := range gs {
+			ids = append(ids, g.ID)
+		}
+		data["guidance"] = ids
+	}
 	e.emit(Event{Type: "iteration_started", Iteration: cur.Iteration, Item: it.ID, Attempt: s.Attempt, Message: msg, Data: data})
 	return nil
 }
@@ -227,6 +235,7 @@ func (e *Engine) signals(x *Iteration) error {
 	e.readSignals(x.Attempt)
 	e.readVerdict(x)
 	res := x.Attempt.Result
+	e.acknowledgeGuidance(x.Item.ID, x.Current.Iteration, res.FinalText, x.Attempt.Prompt)
 	return e.box.update(func(st *State) {
 		st.addUsage(x.Item.ID, res.Usage)
 		if cur := st.current(x.Item.ID); cur != nil {
@@ -785,6 +794,7 @@ func (e *Engine) reverify(ctx context.Context, it *Item, cur *Current) error {
 	defer x.Attempt.Log.Close()
 	fmt.Fprintf(x.Attempt.Log, "\n[ralph] resumed after a crash: verifying again without running the agent\n")
 	e.readSignals(x.Attempt)
+	e.acknowledgeGuidance(it.ID, cur.Iteration, x.Attempt.Result.FinalText, x.Attempt.Prompt)
 	e.readVerdict(x)
 	return e.conclude(ctx, x)
 }

@@ -29,6 +29,9 @@ type PromptData struct {
 	Role          string
 	RetryContext  string
 	Progress      string // bounded digest of progress.md
+	// Guidance is what a person said for this iteration (`ralph guide`),
+	// read from the guidance log when the prompt is made.
+	Guidance []Guidance
 }
 
 // DefaultPrompt is used when the repo has no PROMPT.md. It says what a
@@ -94,6 +97,9 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		if d.RetryContext != "" {
 			out += "\n\n## Previous attempt failed\n\n" + d.RetryContext + "\n"
 		}
+		if g := guidanceSection(d.Guidance); g != "" {
+			out = strings.TrimRight(out, "\n") + "\n" + g
+		}
 		return out, nil
 	}
 	out += fmt.Sprintf("\n\n## Your %s: %s — %s\n", d.Kind, d.ItemID, d.Title)
@@ -114,6 +120,7 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 	if d.RetryContext != "" {
 		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
 	}
+	out += guidanceSection(d.Guidance)
 	if d.Progress != "" {
 		out += "\n## Progress so far (latest entries of " + d.ProgressPath + ")\n\n" + d.Progress + "\n"
 	}

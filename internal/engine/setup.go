@@ -53,7 +53,7 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 		Branch: it.Branch, ItemID: it.ID, Title: it.Title, Description: it.Description, Criteria: it.Criteria,
 		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
 		Promise: cfg.Prompt.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
-		RetryContext: is.LastFailure,
+		RetryContext: is.LastFailure, Guidance: e.guidanceFor(it.ID),
 	}
 	d.RunIteration = iteration
 	if it.Kind == "stage" {

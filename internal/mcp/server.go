@@ -1,7 +1,7 @@
 // Package mcp is ralph's MCP server: an agent in one session starts,
 // watches and steers a Ralph loop through tools (run, status, create-prd
-// or create_prd, validate_prd, stop, approve, the task tools, tail) and
-// resources (the
+// or create_prd, validate_prd, stop, approve, guide, the task tools, tail)
+// and resources (the
 // progress log, the state, the transcripts). Every tool but run runs the
 // command line's own command in process, handed in as Options.Invoke (the
 // command line imports this package, not the other way round), so its
@@ -84,6 +84,7 @@ func NewServer(o Options) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, as `ralph prd validate`."}, r.validatePRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "stop", Description: "Ask the active run to stop after its current iteration."}, r.stop)
 	sdk.AddTool(s, &sdk.Tool{Name: "approve", Description: "Approve the plan an item waits with (--plan-approval)."}, r.approve)
+	sdk.AddTool(s, &sdk.Tool{Name: "guide", Description: "Give the next iterations of the run a person's guidance (`ralph guide`): it is added to their prompts under \"Guidance from a person\" until an iteration acknowledges it or it lapses; item aims it at one item. Refused when called from inside an iteration."}, r.guide)
 	sdk.AddTool(s, &sdk.Tool{Name: "task_add", Description: "Add a task to the task tree (tasks.jsonl), optionally under a parent id."}, r.taskAdd)
 	sdk.AddTool(s, &sdk.Tool{Name: "task_next", Description: "The next ready task of the task tree."}, r.taskNext)
 	sdk.AddTool(s, &sdk.Tool{Name: "task_complete", Description: "Mark a task complete (inside a run: the agent's claim, verified by the gates)."}, r.taskComplete)
@@ -517,6 +518,25 @@ func (r *server) approve(ctx context.Context, _ *sdk.CallToolRequest, in idInput
 		return nil, textOutput{}, err
 	}
 	return r.text(ctx, repo, "approve", in.ID)
+}
+
+// guideInput are guide's arguments.
+type guideInput struct {
+	Repo string `json:"repo,omitempty"`
+	Text string `json:"text" jsonschema:"the guidance, as a person would say it to the agent"`
+	Item string `json:"item,omitempty" jsonschema:"the item it is for (default every item)"`
+}
+
+func (r *server) guide(ctx context.Context, _ *sdk.CallToolRequest, in guideInput) (*sdk.CallToolResult, textOutput, error) {
+	repo, err := r.repo(in.Repo)
+	if err != nil {
+		return nil, textOutput{}, err
+	}
+	args := []string{"guide", "--by", "the MCP guide tool", in.Text}
+	if in.Item != "" {
+		args = append(args, "--item", in.Item)
+	}
+	return r.text(ctx, repo, args...)
 }
 
 // taskAddInput are task_add's arguments.

@@ -71,6 +71,7 @@ func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any)
 // resource, with the go-sdk client: the CLI's results, and its errors as
 // tool errors with the CLI's message and exit code, nothing written.
 func TestMCPTools(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the guidance key
 	dir := gitRepo(t)
 	cs := mcpSession(t, dir)
 
@@ -84,7 +85,7 @@ func TestMCPTools(t *testing.T) {
 			t.Errorf("%s has no input schema", tool.Name)
 		}
 	}
-	for _, want := range []string{"run", "status", "create-prd", "create_prd", "validate_prd", "stop", "approve", "task_add", "task_next", "task_complete", "task_list", "tail"} {
+	for _, want := range []string{"run", "status", "create-prd", "create_prd", "validate_prd", "stop", "approve", "guide", "task_add", "task_next", "task_complete", "task_list", "tail"} {
 		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
 			t.Errorf("no tool %s (have %v)", want, names)
 		}
@@ -177,5 +178,16 @@ func TestMCPTools(t *testing.T) {
 	}
 	if _, err := cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "ralph://transcript/9"}); err == nil {
 		t.Error("a transcript that does not exist")
+	}
+
+	// guide: the CLI's `ralph guide`, kept for the next iterations.
+	if text, _, isErr := call(t, cs, "guide", map[string]any{"text": "prefer small commits", "item": "US-001"}); isErr || !strings.Contains(text, "g1") {
+		t.Errorf("guide: %v %s", isErr, text)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, ".ralph", "guidance.jsonl")); err != nil || !strings.Contains(string(b), `"by":"the MCP guide tool"`) || !strings.Contains(string(b), "prefer small commits") {
+		t.Errorf("guide kept: %v %s", err, b)
+	}
+	if text, _, isErr := call(t, cs, "guide", map[string]any{"text": " "}); !isErr || !strings.Contains(text, "empty") {
+		t.Errorf("empty guidance: %v %s", isErr, text)
 	}
 }

@@ -1,17 +1,23 @@
-// Package web is the read-only web dashboard of a repository's runs
-// (`ralph serve`): Go templates with their assets embedded, live updates
-// by server-sent events. Like the terminal dashboard it reads the run's
-// files through dashboard.Feed; it never writes and never runs anything.
+// Package web is the web dashboard of a repository's runs (`ralph
+// serve`): Go templates with their assets embedded, live updates by
+// server-sent events, a JSON API (api.go) and controls (control.go). Like
+// the terminal dashboard it reads the run's files through dashboard.Feed
+// and is never a second engine: a control runs the command line's own
+// command in process (Server.Invoke, handed in by `ralph serve`), as the
+// MCP server's tools do.
 package web
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"embed"
 	"fmt"
 	"html/template"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,11 +33,22 @@ import (
 //go:embed templates/page.html
 var files embed.FS
 
-var page = template.Must(template.ParseFS(files, "templates/page.html"))
+var page = template.Must(template.New("page.html").Funcs(template.FuncMap{"ctl": ctl}).ParseFS(files, "templates/page.html"))
 
-// Server serves the dashboard of the repository at Paths.
+// controlView is one control's button.
+type controlView struct {
+	Action, ID, CSRF string
+	Repo             int
+}
+
+// ctl is the button of action (on item id) in the page v.
+func ctl(v view, action, id string) controlView {
+	return controlView{Action: action, ID: id, CSRF: v.CSRF, Repo: v.Repo}
+}
+
+// Server serves the dashboard of one repository, or of several
+// (Watch): requests name theirs with ?repo=N (0, the first, by default).
 type Server struct {
-	Paths engine.Paths
 	// Token, when set, is required on every request, the event stream
 	// included: a Bearer header, or the cookie that opening the page once
 	// with ?token= sets (the token then leaves the address).
@@ -44,26 +61,69 @@ type Server struct {
 	Mask *secret.Masker
 	// Every is how often the event stream looks for a change.
 	Every time.Duration
+	// Invoke runs `ralph ARGS` in process in repo with its output
+	// captured (the controls); nil: the dashboard only reads.
+	Invoke func(ctx context.Context, repo string, args ...string) (stdout string, err error)
 
-	mu   sync.Mutex // serialises the feed's incremental reads
-	feed *dashboard.Feed
+	repos   []*repo
+	csrfKey []byte // the per-session CSRF tokens' key, new with each server
+}
+
+// repo is one repository the server watches.
+type repo struct {
+	paths engine.Paths
+	mu    sync.Mutex // serialises the feed's incremental reads
+	feed  *dashboard.Feed
 }
 
 // New serves the repository at p.
 func New(p engine.Paths, token string) *Server {
-	return &Server{Paths: p, Token: token, Every: 500 * time.Millisecond, feed: dashboard.NewFeed(p), Mask: secret.FromEnv()}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	s := &Server{Token: token, Every: 500 * time.Millisecond, Mask: secret.FromEnv(), csrfKey: key}
+	s.Watch(p)
+	return s
 }
 
-// Handler routes: / (the page), /events (server-sent events),
-// /transcript/N, all behind the Host check and the token when there is
-// one.
+// Watch adds the repository at p to the ones the server shows.
+func (s *Server) Watch(p engine.Paths) {
+	s.repos = append(s.repos, &repo{paths: p, feed: dashboard.NewFeed(p)})
+}
+
+// Handler routes: / (the page), /events (server-sent events of the live
+// part), /transcript/N, the JSON API under /api/ and the controls (POST
+// /api/control/ACTION), all behind the Host check and the token when
+// there is one.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /transcript/{n}", s.transcript)
+	s.api(mux)
 	g := &httpauth.Guard{Token: s.Token, Cookie: CookieName, Hosts: s.Hosts}
 	return g.Wrap(mux)
+}
+
+// repoOf is the repository a request names (?repo=N), or nil.
+func (s *Server) repoOf(r *http.Request) (*repo, int) {
+	n := 0
+	if v := r.URL.Query().Get("repo"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			return nil, 0
+		}
+	}
+	if n < 0 || n >= len(s.repos) {
+		return nil, 0
+	}
+	return s.repos[n], n
+}
+
+// poll is the repository's snapshot now.
+func (rp *repo) poll() dashboard.Snapshot {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.feed.Poll()
 }
 
 // CookieName is the cookie that carries the dashboard's token.
@@ -71,22 +131,46 @@ const CookieName = "ralph_dashboard"
 
 // view is what the templates render.
 type view struct {
-	State       *engine.State
-	Status      string
-	Passed      int
-	Total       int
-	Usage       string
-	Items       []itemView
-	Workers     []workerView
-	Gates       []string
-	Transcripts []int
-	Progress    string
-	PastRuns    []string
+	Repo     int
+	RepoName string
+	Repos    []repoView
+	CSRF     string // "" when the controls are off
+	Note     string // what the last control did
+	Query    string
+	Hits     []hit
+	// SearchComplete: the search read everything (not stopped at a
+	// bound).
+	SearchComplete bool
+	Guidance       []engine.Guidance
+	Iterations     []iterationView
+	Waiting        []string // items whose plans wait for a decision
+	Paused         bool
+	Active         bool
+	State          *engine.State
+	Status         string
+	Passed         int
+	Total          int
+	Usage          string
+	Items          []itemView
+	Workers        []workerView
+	Gates          []string
+	Transcripts    []int
+	Progress       string
+	PastRuns       []string
 }
 
 type itemView struct {
 	ID, Title, Status, Deps, Commit string
 	Attempts, Level                 int
+	Waiting                         bool // its plan waits for a decision
+}
+
+// repoView is one watched repository in the list of them.
+type repoView struct {
+	Index         int
+	Name, Status  string
+	Passed, Total int
+	Selected      bool
 }
 
 type workerView struct {
@@ -95,23 +179,16 @@ type workerView struct {
 	Tail                       []string
 }
 
-func (s *Server) snapshot(r *http.Request) view {
-	s.mu.Lock()
-	snap := s.feed.Poll()
-	s.mu.Unlock()
-	v := view{State: snap.State, Gates: snap.Gates}
+func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
+	snap := rp.poll()
+	v := view{Repo: n, RepoName: rp.paths.Root, State: snap.State, Gates: snap.Gates, Paused: snap.Paused, Active: snap.Active, CSRF: s.csrfOf(r)}
 	st := snap.State
 	if st == nil {
 		return v
 	}
 	v.Passed, _, v.Total = st.Counts()
-	v.Status = st.Status
-	if st.Status == engine.StatusRunning && !snap.Active {
-		v.Status = "interrupted"
-	}
-	if snap.Paused && snap.Active {
-		v.Status = "paused"
-	}
+	v.Status = status(snap)
+	v.Waiting = engine.Waiting(st)
 	if u := st.Usage; u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0 {
 		v.Usage = fmt.Sprintf("%d tokens, $%.2f", u.InputTokens+u.OutputTokens, u.CostUSD)
 	}
@@ -121,7 +198,8 @@ func (s *Server) snapshot(r *http.Request) view {
 		if len(commit) > 8 {
 			commit = commit[:8]
 		}
-		v.Items = append(v.Items, itemView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Level: snap.Levels[id], Deps: snap.Deps[id], Commit: commit})
+		v.Items = append(v.Items, itemView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Level: snap.Levels[id], Deps: snap.Deps[id], Commit: commit,
+			Waiting: slices.Contains(v.Waiting, id)})
 	}
 	if snap.Active {
 		for _, c := range st.Current {
@@ -139,15 +217,56 @@ func (s *Server) snapshot(r *http.Request) view {
 	return v
 }
 
+// status is the run's status as people see it: a run no process holds
+// is interrupted, a held one paused.
+func status(snap dashboard.Snapshot) string {
+	st := snap.State
+	if st == nil {
+		return "no run"
+	}
+	switch {
+	case st.Status == engine.StatusRunning && !snap.Active:
+		return "interrupted"
+	case snap.Paused && snap.Active:
+		return "paused"
+	}
+	return st.Status
+}
+
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
-	v := s.snapshot(r)
-	if b, err := os.ReadFile(s.Paths.Progress); err == nil {
+	rp, n := s.repoOf(r)
+	if rp == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.session(w, r)
+	v := s.snapshot(r, rp, n)
+	q := r.URL.Query()
+	v.Note, v.Query = q.Get("note"), strings.TrimSpace(q.Get("q"))
+	if v.Query != "" {
+		v.Hits, v.SearchComplete = s.search(rp, v.Query)
+	}
+	if gs, err := engine.ReadGuidance(rp.paths); err == nil {
+		v.Guidance = engine.PendingGuidance(gs, "*")
+	}
+	v.Iterations = s.iterations(rp)
+	if len(s.repos) > 1 {
+		for i, o := range s.repos {
+			snap := o.poll()
+			rv := repoView{Index: i, Name: o.paths.Root, Status: status(snap), Selected: i == n}
+			if snap.State != nil {
+				rv.Passed, _, rv.Total = snap.State.Counts()
+			}
+			v.Repos = append(v.Repos, rv)
+		}
+	}
+	if b, err := os.ReadFile(rp.paths.Progress); err == nil {
 		if len(b) > 16<<10 {
 			b = b[len(b)-16<<10:]
 		}
 		v.Progress = string(b)
 	}
-	if entries, err := os.ReadDir(s.Paths.Dir + "/runs"); err == nil {
+	if entries, err := os.ReadDir(rp.paths.Dir + "/runs"); err == nil {
 		for _, e := range entries {
 			if e.IsDir() {
 				v.PastRuns = append(v.PastRuns, e.Name())
@@ -168,27 +287,46 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 // at once). With ?once=1 the stream ends after its first message: a client
 // that polls (EventSource reconnects by itself).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	once := r.URL.Query().Get("once") == "1"
+	rp, n := s.repoOf(r)
+	if rp == nil {
+		http.NotFound(w, r)
+		return
+	}
+	var last string
+	s.stream(w, r, func(w io.Writer) bool {
+		var b bytes.Buffer
+		if err := page.ExecuteTemplate(&b, "live", s.snapshot(r, rp, n)); err != nil || b.String() == last {
+			return false
+		}
+		last = b.String()
+		fmt.Fprint(w, "event: live\n")
+		for _, l := range strings.Split(s.Mask.String(last), "\n") {
+			fmt.Fprintf(w, "data: %s\n", l)
+		}
+		fmt.Fprint(w, "\n")
+		return true
+	})
+}
+
+// stream answers with server-sent events: send writes what is new and
+// says whether it wrote anything, at once and every s.Every until the
+// client leaves; with ?once=1 the stream ends after the first send that
+// wrote.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, send func(io.Writer) bool) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming is not supported", http.StatusInternalServerError)
 		return
 	}
+	once := r.URL.Query().Get("once") == "1"
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	var last string
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
-		var b bytes.Buffer
-		if err := page.ExecuteTemplate(&b, "live", s.snapshot(r)); err == nil && b.String() != last {
-			last = b.String()
-			live := s.Mask.String(last)
-			fmt.Fprint(w, "event: live\n")
-			for _, l := range strings.Split(live, "\n") {
-				fmt.Fprintf(w, "data: %s\n", l)
-			}
-			fmt.Fprint(w, "\n")
+		if send(w) {
 			fl.Flush()
 			if once {
 				return
@@ -203,22 +341,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) transcript(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	byIter, _, _ := engine.TranscriptFiles(s.Paths)
-	path := byIter[n]
-	if path == "" {
-		http.NotFound(w, r)
-		return
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	text, ok := s.transcriptText(r)
+	if !ok {
 		http.NotFound(w, r)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, s.Mask.String(string(b)))
+	_, _ = io.WriteString(w, text)
+}
+
+// transcriptText is the transcript the request names (/N and ?repo),
+// masked.
+func (s *Server) transcriptText(r *http.Request) (string, bool) {
+	rp, _ := s.repoOf(r)
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if rp == nil || err != nil {
+		return "", false
+	}
+	byIter, _, _ := engine.TranscriptFiles(rp.paths)
+	path := byIter[n]
+	if path == "" {
+		return "", false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return s.Mask.String(string(b)), true
 }

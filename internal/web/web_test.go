@@ -61,7 +61,7 @@ func TestPage(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("GET /: %d %s", code, body)
 	}
-	for _, want := range []string{`id="item-S-1" class="passed"`, `<td>two &lt;b&gt;</td>`, "<td>L2</td><td>S-1</td>", "01234567", "1/2 passed", "## entry one", `href="transcript/1"`, "new EventSource"} {
+	for _, want := range []string{`id="item-S-1" class="passed"`, `<td>two &lt;b&gt;</td>`, "<td>L2</td><td>S-1</td>", "01234567", "1/2 passed", "## entry one", `href="transcript/1?repo=0"`, "new EventSource"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q:\n%s", want, body)
 		}
@@ -100,7 +100,7 @@ func TestToken(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	body := string(b)
-	if resp.StatusCode != 200 || !strings.Contains(body, `href="transcript/1"`) || strings.Contains(body, "s3cret-token") {
+	if resp.StatusCode != 200 || !strings.Contains(body, `href="transcript/1?repo=0"`) || strings.Contains(body, "s3cret-token") {
 		t.Errorf("with the token: %d\n%s", resp.StatusCode, body)
 	}
 	if len(redirects) != 1 || strings.Contains(redirects[0], "token") {
