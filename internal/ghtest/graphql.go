@@ -131,6 +131,12 @@ func (s *Server) issueNode(is *Issue) map[string]any {
 	for _, l := range is.Labels {
 		labels = append(labels, map[string]any{"name": l, "id": "L_" + l})
 	}
+	comments := []any{}
+	for i, c := range is.Comments {
+		comments = append(comments, map[string]any{"id": fmt.Sprintf("IC_%d_%d", is.Number, i+1), "body": c, "author": map[string]any{"login": "ralph-user"},
+			"authorAssociation": "OWNER", "createdAt": "2026-01-01T00:00:00Z", "url": fmt.Sprintf("https://%s/%s/%s/issues/%d#issuecomment-%d", s.Host, s.Owner, s.Name, is.Number, i+1),
+			"reactionGroups": []any{}})
+	}
 	state := "OPEN"
 	if is.Closed {
 		state = "CLOSED"
@@ -141,7 +147,7 @@ func (s *Server) issueNode(is *Issue) map[string]any {
 		"url":    fmt.Sprintf("https://%s/%s/%s/issues/%d", s.Host, s.Owner, s.Name, is.Number),
 		"labels": map[string]any{"nodes": labels, "totalCount": len(labels)},
 		"author": map[string]any{"login": "someone"}, "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
-		"comments": map[string]any{"totalCount": len(is.Comments), "nodes": []any{}},
+		"comments": map[string]any{"totalCount": len(is.Comments), "nodes": comments, "pageInfo": map[string]any{"hasNextPage": false, "endCursor": ""}},
 	}
 }
 
