@@ -306,7 +306,9 @@ func (s *prdDoc) restore(current string) (tampered []string, claimed bool) {
 	} else if s.written != nil && bytes.Equal(b, s.written) {
 		return tampered, false // untouched since the harness wrote it
 	} else {
-		tampered, claimed = s.compare(b, current)
+		var more []string
+		more, claimed = s.compare(b, current)
+		tampered = append(tampered, more...)
 	}
 	_ = s.write()
 	return tampered, claimed
