@@ -39,6 +39,13 @@ func (s *Server) operation(name, query string, vars map[string]any) (any, error)
 			return nil, fmt.Errorf("Could not resolve to an issue or pull request with the number of %d.", n)
 		}
 		return map[string]any{"repository": repo}, nil
+	case name == "CommentsForIssue":
+		n, ok := s.subject(str(vars["id"]))
+		if !ok {
+			return nil, fmt.Errorf("Could not resolve to a node with the global id of %q", vars["id"])
+		}
+		// Decoded strictly: the comments connection only.
+		return map[string]any{"node": map[string]any{"comments": s.issueNode(s.issues[n])["comments"]}}, nil
 	case name == "PullRequestByNumber":
 		pr := s.prs[num(vars["pr_number"])]
 		if pr == nil {

@@ -151,7 +151,7 @@ func Parse(path string, data []byte) (*Plan, error) {
 		switch {
 		case m != nil && hasTasks:
 			if cur == nil {
-				return nil, fail(i, "a checkbox outside any `### Task N:` section")
+				continue // a checklist of another section (success criteria, post-completion): no task's
 			}
 			if m[3] == "" {
 				return nil, fail(i, "an empty checkbox: say what it checks")
