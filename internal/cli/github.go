@@ -19,11 +19,13 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// The harness-owned PRDs that --issues and --plan materialise, in .ralph.
-const (
-	issuesPRD = "issues/prd.json"
-	planPRD   = "plan/prd.json"
-)
+// materialisedPRD is where the harness-owned PRD of --issues ("issues")
+// or --plan ("plan") is kept: one per query or plan, so that a run of
+// another one is a run of another source (its items never taken for the
+// last one's, whose ids they may share).
+func materialisedPRD(root, kind, name string) string {
+	return filepath.Join(root, ".ralph", kind, git.Slug(name, 60), "prd.json")
+}
 
 // masker is what ralph writes to GitHub and into the PRDs it makes from
 // issues goes through: secrets masked unless --no-mask.
@@ -87,7 +89,7 @@ func (o *RunOptions) runGates() ([]prd.Gate, error) {
 // issuesSource makes (or, for an unfinished run, keeps) the PRD of the
 // open issues --issues matches and returns its path.
 func (o *RunOptions) issuesSource(ctx context.Context, root string, repo *git.Repo) (string, error) {
-	path := filepath.Join(root, ".ralph", issuesPRD)
+	path := materialisedPRD(root, "issues", o.Issues)
 	if !o.materialise(root, path) {
 		return path, nil
 	}
@@ -116,10 +118,11 @@ func (o *RunOptions) planSource(ctx context.Context, root string, repo *git.Repo
 	if err != nil {
 		return "", nil, err
 	}
-	if rel, err := filepath.Rel(root, p.Path); err != nil || strings.HasPrefix(rel, "..") || strings.HasPrefix(filepath.ToSlash(rel), ".ralph/") {
+	if rel, err := filepath.Rel(root, p.Path); err != nil || filepath.IsAbs(rel) || strings.HasPrefix(rel, "..") || strings.HasPrefix(filepath.ToSlash(rel), ".ralph/") {
 		return "", nil, usage.Errorf("--plan %s: the plan must be a file of the repository (ralph commits its ticked boxes)", o.Plan)
 	}
-	path := filepath.Join(root, ".ralph", planPRD)
+	rel, _ := filepath.Rel(root, p.Path)
+	path := materialisedPRD(root, "plan", rel)
 	if !o.materialise(root, path) {
 		return path, p, nil
 	}
