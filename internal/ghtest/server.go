@@ -209,20 +209,21 @@ func (s *Server) AddIssue(title, body string, labels ...string) int {
 func (s *Server) Issues() []Issue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []Issue{}
-	for _, n := range sortedKeys(s.issues) {
-		out = append(out, *s.issues[n])
-	}
-	return out
+	return copies(s.issues)
 }
 
 // PRs are the repository's pull requests in number order.
 func (s *Server) PRs() []PR {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []PR{}
-	for _, n := range sortedKeys(s.prs) {
-		out = append(out, *s.prs[n])
+	return copies(s.prs)
+}
+
+// copies are m's values in key order.
+func copies[V any](m map[int]*V) []V {
+	out := []V{}
+	for _, n := range sortedKeys(m) {
+		out = append(out, *m[n])
 	}
 	return out
 }
