@@ -206,7 +206,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
-	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging (repeatable)")
+	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks, --issues or --plan: quality gate `NAME=COMMAND` (repeatable; also gates: in .ralph/config.yaml); --tasks runs it on the task branch before merging")
 	completeAgents(cmd, "agent", "summarizer")
 	cmd.ValidArgsFunction = completeRunFolders(f, false)
 	groupFlags(cmd, []flagGroup{
