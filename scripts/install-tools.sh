@@ -3,7 +3,8 @@
 # (tests that need a real terminal), chromium (the web dashboard's browser
 # test, headless), bubblewrap (the sandbox every agent and gate runs in by
 # default: without it those tests fail, they never skip) and curl (the
-# sandbox tests' network tries). Debian/Ubuntu packages via apt-get;
+# sandbox tests' network tries) and gh (the GitHub CLI: ralph run --issues
+# and --pr, tested against a scripted GitHub). Debian/Ubuntu packages via apt-get;
 # elsewhere it says what to install.
 set -euo pipefail
 missing=()
@@ -11,6 +12,7 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v gh >/dev/null 2>&1 || missing+=(gh)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "install-tools: please install ${missing[*]} (the tests that need them skip meanwhile; without bubblewrap the sandbox tests fail)" >&2

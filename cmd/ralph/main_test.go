@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/ralph-loop/ralph/internal/cli"
+	"github.com/ralph-loop/ralph/internal/ghtest"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/testenv"
 )
@@ -94,6 +96,7 @@ func TestScripts(t *testing.T) {
 			"pidgone":    cmdPidGone,
 			"countlines": cmdCountLines,
 			"webhook":    cmdWebhook,
+			"ghserver":   cmdGHServer,
 		},
 		RequireExplicitExec: true,
 	})
@@ -189,4 +192,61 @@ func cmdWebhook(ts *testscript.TestScript, neg bool, args []string) {
 	}))
 	ts.Defer(srv.Close)
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(srv.URL), 0o644))
+}
+
+// ghServers are the scripts' scripted GitHub servers.
+var ghServers sync.Map // *testscript.TestScript → *ghtest.Server
+
+// ghserver start | issue TITLE BODYFILE [LABEL…] | requests FILE | state FILE:
+// a scripted GitHub (internal/ghtest) for the rest of the script, which
+// the real gh reaches through the environment start sets ($GHREMOTE is
+// the repository's URL for `git remote add origin`); requests writes
+// every request gh made (one line each: the GraphQL operation and its
+// variables), state the issues and pull requests as JSON.
+func cmdGHServer(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: ghserver start|issue|requests|state")
+	}
+	if args[0] == "start" {
+		dir := ts.MkAbs(".ghtest")
+		ts.Check(os.MkdirAll(dir, 0o755))
+		srv, err := ghtest.Start(dir, "acme", "widgets")
+		ts.Check(err)
+		ts.Defer(func() { srv.Close() })
+		ghServers.Store(ts, srv)
+		for _, kv := range srv.Env(filepath.Join(dir, "config")) {
+			k, v, _ := strings.Cut(kv, "=")
+			ts.Setenv(k, v)
+		}
+		ts.Setenv("GHREMOTE", srv.RemoteURL())
+		return
+	}
+	v, ok := ghServers.Load(ts)
+	if !ok {
+		ts.Fatalf("ghserver: start it first")
+	}
+	srv := v.(*ghtest.Server)
+	switch args[0] {
+	case "issue":
+		if len(args) < 3 {
+			ts.Fatalf("usage: ghserver issue TITLE BODYFILE [LABEL…]")
+		}
+		srv.AddIssue(args[1], ts.ReadFile(args[2]), args[3:]...)
+	case "requests":
+		var b strings.Builder
+		for _, r := range srv.Requests() {
+			name := r.Operation
+			if name == "" {
+				name = r.Method + " " + r.Path
+			}
+			b.WriteString(name + " " + string(r.Variables) + "\n")
+		}
+		ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(b.String()), 0o644))
+	case "state":
+		out, err := json.MarshalIndent(map[string]any{"issues": srv.Issues(), "pulls": srv.PRs()}, "", "  ")
+		ts.Check(err)
+		ts.Check(os.WriteFile(ts.MkAbs(args[1]), out, 0o644))
+	default:
+		ts.Fatalf("ghserver: unknown %q", args[0])
+	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/github"
+	"github.com/ralph-loop/ralph/internal/plan"
 	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
@@ -37,9 +39,22 @@ type RunOptions struct {
 	PRD      string
 	Tasks    string
 	Pipeline string
-	RunDir   string
-	NoLint   bool
-	NoGates  bool
+	// Issues is a GitHub search (--issues): its open issues are the work.
+	Issues string
+	// Plan is a markdown checklist plan (--plan); PlanCompleted the folder
+	// a finished one moves to ("-": it stays).
+	Plan          string
+	PlanCompleted string
+	// PR opens or updates the run's pull request (--pr) after pushing
+	// the feature branch to PRRemote; CloseIssues closes an issue that
+	// passed (else ralph only comments).
+	PR          bool
+	PRRemote    string
+	CloseIssues bool
+	plan        *plan.Plan
+	RunDir      string
+	NoLint      bool
+	NoGates     bool
 	AgentFlags
 	Prompt string
 	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
@@ -165,6 +180,12 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&opts.PRD, "prd", "", "PRD `FILE` (default prd.json in the repository root)")
 	fl.StringVar(&opts.Tasks, "tasks", "", "task tree `FILE` (tasks.jsonl): one branch task/<id>-<slug> per leaf task, squash-merged when done")
+	fl.StringVar(&opts.Issues, "issues", "", "GitHub search `QUERY` (e.g. label:ralph): each open issue it matches is a story, through your gh login (see docs/github.md)")
+	fl.BoolVar(&opts.CloseIssues, "close-issues", false, "with --issues: close an issue once it passed (by default ralph only comments)")
+	fl.StringVar(&opts.Plan, "plan", "", "markdown plan `FILE`: `### Task N: title` sections with `- [ ]` boxes, or a flat `- [ ]` checklist; ralph ticks the boxes as items pass (see docs/plans.md)")
+	fl.StringVar(&opts.PlanCompleted, "plan-completed", "completed", "with --plan: the `DIR` (beside the plan unless absolute) a finished plan moves to; - keeps it in place")
+	fl.BoolVar(&opts.PR, "pr", false, "push the feature branch and open or update its pull request with gh when the run ends (a draft until every item passed)")
+	fl.StringVar(&opts.PRRemote, "pr-remote", "origin", "with --pr: the git `REMOTE` the feature branch is pushed to")
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
 	opts.AgentFlags.register(fl)
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
@@ -210,17 +231,17 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
 	fl.StringVar(&opts.SummarizerModel, "summarizer-model", "", "the summariser's model `NAME`")
-	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks: quality gate `NAME=COMMAND` run on the task branch before merging; in a plain loop: run after each iteration, the promise counts only when they pass (repeatable)")
+	fl.StringArrayVar(&opts.Gates, "gate", nil, "with --tasks, --issues or --plan: quality gate `NAME=COMMAND` (repeatable; also gates: in .ralph/config.yaml); --tasks runs it on the task branch before merging; in a plain loop: run after each iteration, the promise counts only when they pass")
 	fl.BoolVar(&opts.AgentAll, "agent-all", false, "the agent flags (--agent, --agent-cmd, --model) set every role's agent too, over roles.yaml's agents: (by default they set the worker's; a role's own agent wins for that role)")
 	completeAgents(cmd, "agent", "summarizer")
 	groupFlags(cmd, []flagGroup{
-		{"Work source", []string{"prd", "tasks", "pipeline", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
+		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
-		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command"}},
+		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command", "pr", "pr-remote"}},
 	})
 }
 
@@ -246,7 +267,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	// A source given on the command line wins over every source in the
 	// config, not just the one of the same kind.
-	if !set("prd") && !set("tasks") && !set("pipeline") && o.RunDir == "" && !o.PlainLoop {
+	if !set("prd") && !set("tasks") && !set("pipeline") && !set("issues") && !set("plan") && o.RunDir == "" && !o.PlainLoop {
 		str(&o.PRD, "prd", c.PRD)
 		str(&o.Tasks, "tasks", c.Tasks)
 		str(&o.Pipeline, "pipeline", c.Pipeline)
@@ -646,8 +667,11 @@ func (o *RunOptions) checkSource(root string, src engine.Source) error {
 	}
 	if !info.Gated && !o.NoGates {
 		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
-		if info.Kind == "tasks" {
+		switch {
+		case info.Kind == "tasks", o.Issues != "":
 			what = "--gate (nor gates: in .ralph/config.yaml)"
+		case o.Plan != "":
+			what = "Validation Commands in " + o.Plan + ", --gate (nor gates: in .ralph/config.yaml)"
 		}
 		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
 		if !o.DryRun {
@@ -709,6 +733,14 @@ func (r *openedRun) run(ctx context.Context) error {
 		return err
 	}
 	defer notify.wait()
+	var reporter *github.Reporter
+	if o.Issues != "" {
+		reporter = &github.Reporter{GH: o.gh(o.root), Record: filepath.Join(cfg.Paths.Dir, github.RecordFile), Close: o.CloseIssues, Mask: o.masker(), Logf: o.logf}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); reportWhileRunning(rctx, cfg.Paths, reporter, 2*time.Second) }()
+		defer func() { stop(); <-done }()
+	}
 	var outcome engine.Outcome
 	if !o.JSON && !o.Plain && out.IsInteractive() {
 		outcome, err = runWithDashboard(ctx, cfg, out, notify)
@@ -727,6 +759,7 @@ func (r *openedRun) run(ctx context.Context) error {
 	if err != nil && outcome.State == nil {
 		return err
 	}
+	r.afterRun(ctx, outcome.State, reporter)
 	if !o.JSON {
 		printSummary(out.ErrOut, outcome, cfg.Paths)
 	}
@@ -881,13 +914,13 @@ const defaultLoopIterations = 10
 // plain loop over a prompt, or (the default) a PRD.
 func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
 	given := 0
-	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline} {
+	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline, o.Issues, o.Plan} {
 		if s != "" {
 			given++
 		}
 	}
 	if given > 1 {
-		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline")
+		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline, --issues, --plan")
 	}
 	if o.plainLoop(root) {
 		return o.openLoop(root, repo, gates)
@@ -906,16 +939,33 @@ func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo
 		return source.OpenPipeline(o.Pipeline, root, repo, gates.Proc, gates.Timeout)
 	}
 	p := o.PRD
+	var err error
+	switch {
+	case o.Issues != "":
+		if p, err = o.issuesSource(ctx, root, repo); err != nil {
+			return nil, err
+		}
+	case o.Plan != "":
+		if p, o.plan, err = o.planSource(ctx, root, repo); err != nil {
+			return nil, err
+		}
+	}
 	if p == "" {
 		p = filepath.Join(root, "prd.json")
 		if _, err := os.Stat(p); err != nil {
 			return nil, usage.Errorf("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
 		}
 	}
+	var src engine.Source
 	if o.worktrees() {
-		return source.OpenParallelPRD(p, repo, gates)
+		src, err = source.OpenParallelPRD(p, repo, gates)
+	} else {
+		src, err = source.OpenPRD(p, repo, gates)
 	}
-	return source.OpenPRD(p, repo, gates)
+	if err == nil {
+		mirrorPlan(src, o.plan)
+	}
+	return src, err
 }
 
 func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {

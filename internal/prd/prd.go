@@ -131,6 +131,36 @@ type Gate struct {
 	Command string
 }
 
+// Take puts gates into the quality checks (typecheck, lint,
+// test, build by name; a second gate of a name, or another name, into the
+// first free one in the order test, build, lint, typecheck) and returns
+// those left over, which become every story's checks.
+func (q *QualityChecks) Take(gates []Gate) []string {
+	slot := map[string]*string{"typecheck": &q.Typecheck, "lint": &q.Lint, "test": &q.Test, "build": &q.Build}
+	var rest []Gate
+	for _, g := range gates {
+		if p := slot[g.Name]; p != nil && *p == "" {
+			*p = g.Command
+			continue
+		}
+		rest = append(rest, g)
+	}
+	var checks []string
+	for _, g := range rest {
+		placed := false
+		for _, name := range []string{"test", "build", "lint", "typecheck"} {
+			if p := slot[name]; *p == "" {
+				*p, placed = g.Command, true
+				break
+			}
+		}
+		if !placed {
+			checks = append(checks, g.Command)
+		}
+	}
+	return checks
+}
+
 // Gates lists the configured gates in the order a developer would run them
 // by hand: cheap and fast first, so a failure is reported as early as
 // possible. A blank command is no gate: run by a shell it would pass

@@ -136,7 +136,7 @@ func baseOf(st *engine.State, id string) string {
 func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
 	id := a.Item.ID
 	sha, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.Branch, a, v, st, storyMessage(a, v.Summary, st.RunID), true,
-		func() ([]string, error) { return []string{s.File}, s.setPassed(id, true) })
+		func() ([]string, error) { return s.committed(), s.setPassed(id, true) })
 	if err != nil {
 		s.restore(id) // the guard may have reset the tree: the PRD file is the model's again
 	} else {

@@ -59,6 +59,55 @@ type prdDoc struct {
 	baseline *Baseline
 	// outputs are the ignored files the gates wrote (aside.go).
 	outputs gateOutputs
+	// mirror is a file rendered from the model (nil: none).
+	mirror *Mirror
+}
+
+// Mirror is a file of the user's that the harness renders from the PRD's
+// verdicts: a markdown plan whose boxes ralph ticks (internal/plan). It
+// is written with the PRD (so the item's commit carries it) and put back
+// like the PRD when an agent edits it.
+type Mirror struct {
+	Path   string // absolute
+	Render func(passed func(id string) bool) []byte
+}
+
+// SetMirror makes m a file the PRD's write-back renders too.
+func (s *prdDoc) SetMirror(m *Mirror) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mirror = m
+}
+
+// writeMirror renders the mirror from the model; changed reports that
+// the file differed (an agent's edit, or a new verdict). Called with
+// s.mu held.
+func (s *prdDoc) writeMirror() (changed bool, err error) {
+	if s.mirror == nil {
+		return false, nil
+	}
+	b := s.mirror.Render(func(id string) bool {
+		st := s.Doc.Story(id)
+		return st != nil && st.Passes
+	})
+	if cur, err := os.ReadFile(s.mirror.Path); err == nil && bytes.Equal(cur, b) {
+		return false, nil
+	}
+	return true, store.WriteFile(s.mirror.Path, b, 0o644)
+}
+
+// committed are the files the write-back changes that go into an item's
+// commit: the PRD (not one in ralph's own .ralph folder, which git
+// ignores) and the mirror.
+func (s *prdDoc) committed() []string {
+	var out []string
+	if rel, err := filepath.Rel(s.Git.Dir, s.File); err != nil || !strings.HasPrefix(filepath.ToSlash(rel), ".ralph/") {
+		out = append(out, s.File)
+	}
+	if s.mirror != nil {
+		out = append(out, s.mirror.Path)
+	}
+	return out
 }
 
 // openPRDDoc loads and validates path.
@@ -248,13 +297,18 @@ func (s *prdDoc) unclaimed(a *engine.Attempt) engine.Verdict {
 func (s *prdDoc) restore(current string) (tampered []string, claimed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if changed, _ := s.writeMirror(); changed {
+		tampered = append(tampered, fmt.Sprintf("the agent changed %s, whose boxes only ralph ticks; restored", filepath.Base(s.mirror.Path)))
+	}
 	b, err := os.ReadFile(s.File)
 	if err != nil {
 		tampered = append(tampered, fmt.Sprintf("%s was removed or unreadable (%v); restored", filepath.Base(s.File), err))
 	} else if s.written != nil && bytes.Equal(b, s.written) {
-		return nil, false // untouched since the harness wrote it
+		return tampered, false // untouched since the harness wrote it
 	} else {
-		tampered, claimed = s.compare(b, current)
+		var more []string
+		more, claimed = s.compare(b, current)
+		tampered = append(tampered, more...)
 	}
 	_ = s.write()
 	return tampered, claimed
@@ -299,9 +353,12 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 	return tampered, claimed
 }
 
-// write puts the model into the file (in the format it was read in).
-// Called with s.mu held.
+// write puts the model into the file (in the format it was read in),
+// and renders the mirror. Called with s.mu held.
 func (s *prdDoc) write() error {
+	if _, err := s.writeMirror(); err != nil {
+		return err
+	}
 	b, err := s.Doc.Marshal()
 	if err != nil {
 		return err

@@ -627,13 +627,14 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	// The squash staged the story's changes; only the PRD's write-back is
 	// added (a full `add --all` would scan the whole tree in the queue).
 	// --include takes only a tracked file: a PRD new to git is added first.
-	if !tracked {
-		if err := main.AddPaths(ctx, s.File); err != nil {
+	files := s.committed()
+	if len(files) > 0 && (!tracked || s.mirror != nil) {
+		if err := main.AddPaths(ctx, files...); err != nil {
 			undo()
 			return "", err
 		}
 	}
-	sha, err := main.CommitInclude(ctx, msg, true, s.File)
+	sha, err := main.CommitInclude(ctx, msg, true, files...)
 	if err != nil {
 		undo()
 		return "", err

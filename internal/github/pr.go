@@ -1,0 +1,130 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/store"
+)
+
+// PullRequestOptions say where a run's pull request goes.
+type PullRequestOptions struct {
+	GH     *GH
+	Git    *git.Repo
+	Remote string // the remote the feature branch is pushed to (origin)
+	Record string // the record file (RecordFile in .ralph)
+	Title  string
+	Mask   func(string) string
+}
+
+// UpdatePullRequest pushes the run's feature branch and opens its pull
+// request, or updates the one open from that branch: the body lists each
+// item with its commit, verification and cost; it is a draft while any
+// item is blocked or pending and ready for review once all passed. It
+// returns the pull request's URL.
+func UpdatePullRequest(ctx context.Context, o PullRequestOptions, st *engine.State) (string, error) {
+	if st == nil || st.Branch == "" {
+		return "", fmt.Errorf("the run has no feature branch to open a pull request from")
+	}
+	if err := o.Git.Push(ctx, o.Remote, "refs/heads/"+st.Branch, "refs/heads/"+st.Branch); err != nil {
+		return "", fmt.Errorf("pushing %s to %s: %w", st.Branch, o.Remote, err)
+	}
+	passed, _, total := st.Counts()
+	draft := passed < total || total == 0
+	body := o.Mask(PullRequestBody(st))
+	title := o.Mask(oneLine(o.Title))
+	pr, err := o.GH.FindPR(ctx, st.Branch)
+	if err != nil {
+		return "", err
+	}
+	var url string
+	var number int
+	if pr == nil {
+		base := st.BaseBranch
+		if base == st.Branch {
+			base = ""
+		}
+		if url, err = o.GH.CreatePR(ctx, st.Branch, base, title, body, draft); err != nil {
+			return "", err
+		}
+		// gh prints the URL; the number is asked once, for the record.
+		if pr, err = o.GH.FindPR(ctx, st.Branch); err != nil || pr == nil {
+			return url, err
+		}
+		number = pr.Number
+	} else {
+		number, url = pr.Number, pr.URL
+		if err := o.GH.EditPR(ctx, number, title, body); err != nil {
+			return url, err
+		}
+		if pr.IsDraft != draft {
+			if err := o.GH.SetDraft(ctx, number, draft); err != nil {
+				return url, err
+			}
+		}
+	}
+	rec, err := LoadRecord(o.Record)
+	if err == nil {
+		rec.PR = &PRRecord{Number: number, URL: url, Branch: st.Branch, Draft: draft}
+		err = store.WriteJSON(o.Record, rec)
+	}
+	return url, err
+}
+
+// PullRequestBody lists a run's items: status, commit, verification, cost.
+func PullRequestBody(st *engine.State) string {
+	var b strings.Builder
+	passed, blocked, total := st.Counts()
+	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %d items passed", st.RunID, passed, total)
+	if blocked > 0 {
+		fmt.Fprintf(&b, ", %d blocked", blocked)
+	}
+	b.WriteString(".\n\n| item | status | commit | verified by ralph | cost |\n|---|---|---|---|---|\n")
+	for _, id := range st.Order {
+		is := st.Items[id]
+		if is == nil {
+			continue
+		}
+		title := id
+		if is.Title != "" {
+			title = id + " " + is.Title
+		}
+		commit, verified := "", ""
+		switch is.Status {
+		case engine.ItemPassed:
+			commit, verified = short(is.Commit), verification(is)
+			if is.Commit == "" {
+				verified = "passed before the run"
+			}
+		case engine.ItemBlocked:
+			verified = "blocked: " + oneLine(is.Reason)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(title), is.Status, commit, cell(verified), cost(is))
+	}
+	if st.Untracked > 0 {
+		fmt.Fprintf(&b, "\n… and %d more not started yet.\n", st.Untracked)
+	}
+	if st.Usage.CostUSD > 0 {
+		fmt.Fprintf(&b, "\nTotal agent cost: $%.4f.\n", st.Usage.CostUSD)
+	}
+	return b.String()
+}
+
+// cell keeps a text inside its table cell.
+func cell(s string) string {
+	s = oneLine(s)
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+func short(sha string) string {
+	if len(sha) > 10 {
+		return sha[:10]
+	}
+	return sha
+}
