@@ -251,3 +251,73 @@ func TestBrowserControls(t *testing.T) {
 		t.Errorf("S-2's prompt:\n%s", tr)
 	}
 }
+
+// The web dashboard's retry control reopens a blocked story: a POST with
+// the token runs `ralph retry ID` in the server, and the next `ralph run`
+// passes the story.
+func TestWebRetryControl(t *testing.T) {
+	// The person's fix is outside the repository: a file ralph did not
+	// see before the run, inside it, would be set aside while the gates run.
+	fixed := filepath.Join(t.TempDir(), "fixed.flag")
+	dir := newRepo(t, map[string]string{
+		"prd.json": `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"[ ! -f S-1.txt ] || test -f ` + fixed + `"},"user_stories":[{"id":"S-1","title":"needs a fix","priority":1}]}`,
+		"agent.sh": "cat > /dev/null\necho done > S-1.txt\necho '<promise>COMPLETE</promise>'\n",
+	})
+	p := engine.PathsFor(dir)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	self, _ := os.Executable()
+	env := append(os.Environ(), asRalph+"=1", "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+	ralph := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, self, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := ralph("run", "--plain", "--no-sandbox", "--max-attempts", "1", "--agent", "cmd", "--agent-cmd", "sh agent.sh"); err == nil || !strings.Contains(out, "S-1 blocked") {
+		t.Fatalf("the first run should block S-1 (%v):\n%s", err, out)
+	}
+
+	serve := exec.CommandContext(ctx, self, "serve", "--addr", "127.0.0.1:0")
+	serve.Dir, serve.Env = dir, env
+	out, _ := serve.StdoutPipe()
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	base, token, ok := strings.Cut(strings.TrimSpace(line), "?token=")
+	if err != nil || !ok {
+		t.Fatalf("ralph serve printed %q: %v", line, err)
+	}
+	post := func(id string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", strings.TrimSuffix(base, "/")+"/api/control/retry", strings.NewReader("id="+id))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := post("S-9"); code < 400 || !strings.Contains(body, "S-9") {
+		t.Fatalf("retry of an unknown story: %d %s", code, body)
+	}
+	if code, body := post("S-1"); code != http.StatusOK {
+		t.Fatalf("retry of S-1: %d %s", code, body)
+	}
+	st, err := engine.LoadState(p.State)
+	if err != nil || st.Items["S-1"] == nil || st.Items["S-1"].Status != engine.ItemPending {
+		t.Fatalf("S-1 after the retry control: %+v %v", st.Items["S-1"], err)
+	}
+	if b, _ := os.ReadFile(p.Events); !strings.Contains(string(b), `"type":"item_retried"`) {
+		t.Fatalf("no item_retried event:\n%s", b)
+	}
+	_ = os.WriteFile(fixed, nil, 0o644)
+	if out, err := ralph("run", "--plain", "--no-sandbox", "--max-attempts", "1", "--agent", "cmd", "--agent-cmd", "sh agent.sh"); err != nil || !strings.Contains(out, "all 1 story passed") {
+		t.Fatalf("the run after the retry (%v):\n%s", err, out)
+	}
+}
