@@ -110,6 +110,7 @@ type RunOptions struct {
 	notifyTo      config.Notify // the config's notify: section
 	// Progress memory.
 	ProgressBudget  int
+	Progress        string // ralph | repo (RepoProgressFile, kept by the agents)
 	Summarizer      string
 	SummarizerCmd   string
 	SummarizerModel string
@@ -227,6 +228,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
 	fl.StringArrayVar(&opts.Notify, "notify", nil, "webhook `URL` that gets a JSON POST when the run ends, an item is blocked or a rate limit pauses it (repeatable)")
 	fl.StringVar(&opts.NotifyCommand, "notify-command", "", "shell `COMMAND` that gets the same events as JSON on stdin (a desktop notification, a chat tool)")
+	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default) or repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch)")
 	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
@@ -237,7 +239,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	groupFlags(cmd, []flagGroup{
 		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
 		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
-		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress-budget", "transcript-max-bytes"}},
+		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
@@ -282,6 +284,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	o.notifyTo = c.Notify
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
+	str(&o.Progress, "progress", c.Progress)
 	if !set("progress-budget") && c.ProgressBudgetTokens > 0 {
 		o.ProgressBudget = c.ProgressBudgetTokens
 	}
@@ -409,6 +412,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
+	case o.Progress != "" && o.Progress != "ralph" && o.Progress != "repo":
+		return usage.Errorf("--progress must be ralph or repo, got %q", o.Progress)
 	}
 	if o.Prompt != "" {
 		if _, err := os.Stat(o.Prompt); err != nil {
@@ -523,7 +528,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
 			BreakerCooldown: o.BreakerCooldown},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress()},
 		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),
 			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
 	}
@@ -535,6 +540,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
 		}
 		cfg.Policy = o.policy
+		if f := o.repoProgress(); f != "" {
+			// Stories that each append to the progress file merge as both
+			// appends (git's union merge), not as a conflict.
+			if err := repo.EnsureAttribute(ctx, "/"+f+" merge=union"); err != nil {
+				return nil, fmt.Errorf("setting the union merge for %s in .git/info/attributes: %w", f, err)
+			}
+		}
 	}
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
@@ -635,6 +647,18 @@ func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.R
 		}
 	}
 	return rd, orch, nil
+}
+
+// RepoProgressFile is the progress file the agents keep in the
+// repository under `progress: repo` (the bash Ralph's name).
+const RepoProgressFile = "progress.txt"
+
+// repoProgress is the repository's progress file, "" unless `progress: repo`.
+func (o *RunOptions) repoProgress() string {
+	if o.Progress == "repo" {
+		return RepoProgressFile
+	}
+	return ""
 }
 
 // worktrees says the stories run in worktrees of their own and merge

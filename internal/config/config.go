@@ -63,6 +63,10 @@ type Config struct {
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
+	// Progress is where the progress memory lives: "ralph" (default,
+	// .ralph/progress.md only) or "repo" (also progress.txt in the
+	// repository, kept by the agents and committed with each item).
+	Progress string `yaml:"progress"`
 	// GuidanceIterations is how many iterations are shown a piece of
 	// `ralph guide` guidance that none acknowledges (default 3).
 	GuidanceIterations int `yaml:"guidance_iterations"`
@@ -320,6 +324,9 @@ func (c *Config) checkSigns(name string, b []byte) error {
 		if bad {
 			errs = append(errs, fmt.Errorf("%s:%d: %s must not be negative, got %v", name, keyLine(b, key), key, v))
 		}
+	}
+	if c.Progress != "" && c.Progress != "ralph" && c.Progress != "repo" {
+		errs = append(errs, fmt.Errorf("%s:%d: progress must be ralph or repo, got %q", name, keyLine(b, "progress"), c.Progress))
 	}
 	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
 	neg("progress_budget_tokens", c.ProgressBudgetTokens < 0, c.ProgressBudgetTokens)

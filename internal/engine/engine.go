@@ -142,6 +142,14 @@ type ProgressConfig struct {
 	Budget          int
 	Summarizer      agent.Agent
 	SummarizerModel string
+	// InRepo (`progress: repo`) is a progress file in the repository
+	// (relative to its root, e.g. progress.txt) that the agents keep, as
+	// the bash Ralph's progress.txt: its "Codebase Patterns" head and
+	// newest entries are the prompt's memory, and it is committed with
+	// each item's work (the gates judge it like any file), so a fresh
+	// clone or another machine has it. ralph's own record stays in
+	// .ralph/progress.md.
+	InRepo string
 }
 
 // StartConfig is how a run begins: resumed or new.

@@ -117,6 +117,46 @@ func (m *memory) digest(path string) string {
 	return patternsHeading + " (summarised from earlier entries)\n\n" + p.patterns + "\n\n" + tail
 }
 
+// repoPatternsHeading heads the patterns section of a progress file the
+// agents keep in the repository (the bash Ralph's progress.txt).
+const repoPatternsHeading = "## Codebase Patterns"
+
+// digestRepo is what a prompt carries of a progress file the agents keep
+// (`progress: repo`): its Codebase Patterns section (any case, up to the
+// next heading, within the patterns' share) and its newest entries within
+// the window.
+func (m *memory) digestRepo(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	text := string(b)
+	patterns := ""
+	if i := strings.Index(strings.ToLower(text), strings.ToLower(repoPatternsHeading)+"\n"); i >= 0 {
+		body := text[i+len(repoPatternsHeading)+1:]
+		end := len(body)
+		if j := strings.Index(body, "\n## "); j >= 0 {
+			end = j
+		}
+		patterns = strings.TrimSpace(body[:end])
+		if len(patterns) > m.patternsMax {
+			patterns = patterns[:m.patternsMax] + " …"
+		}
+		text = text[:i] + body[end:]
+	}
+	tail := strings.TrimSpace(text)
+	if len(tail) > m.window {
+		tail = tail[len(tail)-m.window:]
+		if i := strings.Index(tail, "\n## "); i >= 0 {
+			tail = tail[i+1:]
+		}
+	}
+	if patterns == "" {
+		return tail
+	}
+	return strings.TrimSpace(repoPatternsHeading + "\n\n" + patterns + "\n\n" + tail)
+}
+
 // logProgress appends an entry to the progress file.
 func (e *Engine) logProgress(b []byte) {
 	e.mem.mu.Lock()

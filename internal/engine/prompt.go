@@ -29,6 +29,9 @@ type PromptData struct {
 	Role          string
 	RetryContext  string
 	Progress      string // bounded digest of progress.md
+	// RepoProgress is the progress file the agents keep in the repository
+	// (`progress: repo`), "" when ralph keeps the memory alone.
+	RepoProgress string
 	// Guidance is what a person said for this iteration (`ralph guide`),
 	// read from the guidance log when the prompt is made.
 	Guidance []Guidance
@@ -45,6 +48,14 @@ const DefaultPrompt = `You are one iteration of a Ralph loop: a fresh agent run 
 3. {{if eq .Kind "stage"}}Do not edit the stage's exit condition or the quality checks: the harness checks the condition itself and moves to the next stage only when it holds.{{else if .PRDPath}}Do not set "passes" in {{.PRDPath}} and do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} passed only when they pass.{{else}}Do not edit quality checks: the harness runs the quality gates itself and marks the {{.Kind}} done only when they pass.{{end}} It also commits your work.
 4. In your final message, list what you learned that the next iteration should know under a "## Learnings" heading.
 5. Only when the {{.Kind}} is complete and its checks pass, end your final message with the completion tag for this loop (the word {{.Promise}} inside promise tags).
+`
+
+// repoProgressSection asks the agent to keep the repository's progress
+// file (`progress: repo`): it travels with the branch.
+const repoProgressSection = `
+## Memory in the repository
+
+Before you finish, append an entry to %[1]s at the repository root: the item, what you changed, what you learned. Put reusable patterns (how this codebase does things, commands, pitfalls) in the "%[2]s" section at the top of the file; create the file with that section if it is missing. It is committed with your work, so the next iteration, and anyone who clones the branch, reads it.
 `
 
 // loadPromptTemplate returns the text of the first existing file, or the
@@ -121,6 +132,9 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
 	}
 	out += guidanceSection(d.Guidance)
+	if f := d.RepoProgress; f != "" {
+		out += fmt.Sprintf(repoProgressSection, f, repoPatternsHeading)
+	}
 	if d.Progress != "" {
 		out += "\n## Progress so far (latest entries of " + d.ProgressPath + ")\n\n" + d.Progress + "\n"
 	}

@@ -55,6 +55,10 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 		Promise: cfg.Prompt.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
 		RetryContext: is.LastFailure, Guidance: e.guidanceFor(it.ID),
 	}
+	if f := cfg.Progress.InRepo; f != "" {
+		d.ProgressPath, d.RepoProgress = f, f
+		d.Progress = e.mem.digestRepo(filepath.Join(cfg.Paths.Root, f))
+	}
 	d.RunIteration = iteration
 	if it.Kind == "stage" {
 		// A stage's prompt counts the stage's own loop.

@@ -442,11 +442,24 @@ func (r *Repo) WorktreePrune(ctx context.Context) error {
 // .gitignore) so ralph's own files stay out of commits and status.
 func (r *Repo) EnsureExcluded(ctx context.Context, pattern string) error {
 	ownExcluded.Store(pattern, true)
+	return r.ensureInfoLine(ctx, "exclude", "# ralph's own state", pattern)
+}
+
+// EnsureAttribute adds line (a pattern and its attributes) to the
+// repository's own attributes file, .git/info/attributes, when it is
+// not there yet: a setting of ralph's, never in the user's .gitattributes.
+func (r *Repo) EnsureAttribute(ctx context.Context, line string) error {
+	return r.ensureInfoLine(ctx, "attributes", "# ralph", line)
+}
+
+// ensureInfoLine appends line, after comment, to the file name in the
+// git folder's info/ unless a line of it already says it.
+func (r *Repo) ensureInfoLine(ctx context.Context, name, comment, pattern string) error {
 	common, err := r.CommonDir(ctx)
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(common, "info", "exclude")
+	path := filepath.Join(common, "info", name)
 	b, _ := os.ReadFile(path)
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.TrimSpace(line) == pattern {
@@ -465,7 +478,7 @@ func (r *Repo) EnsureExcluded(ctx context.Context, pattern string) error {
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		prefix = "\n"
 	}
-	_, err = f.WriteString(prefix + "# ralph's own state\n" + pattern + "\n")
+	_, err = f.WriteString(prefix + comment + "\n" + pattern + "\n")
 	return err
 }
 
