@@ -78,7 +78,7 @@ func UpdatePullRequest(ctx context.Context, o PullRequestOptions, st *engine.Sta
 func PullRequestBody(st *engine.State) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
-	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %d items passed", st.RunID, passed, total)
+	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %s passed", st.RunID, passed, engine.Plural(total, "item"))
 	if blocked > 0 {
 		fmt.Fprintf(&b, ", %d blocked", blocked)
 	}

@@ -171,8 +171,8 @@ func blockedComment(st *engine.State, is *engine.ItemState) string {
 	if reason == "" {
 		reason = "no reason recorded"
 	}
-	return fmt.Sprintf("ralph could not finish this issue (run %s): it is blocked after %d attempts.\n\nReason: %s\n\nIts work, if any, is kept on a `ralph/blocked/…` branch.",
-		st.RunID, is.Attempts, oneLine(reason))
+	return fmt.Sprintf("ralph could not finish this issue (run %s): it is blocked after %s.\n\nReason: %s\n\nIts work, if any, is kept on a `ralph/blocked/…` branch.",
+		st.RunID, engine.Plural(is.Attempts, "attempt"), oneLine(reason))
 }
 
 // verification is what the gates said when the item passed.
