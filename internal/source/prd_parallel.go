@@ -576,7 +576,7 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	claimed := a.Claimed || claimedInFile
 	s.queue.drop(a.Item.ID) // a judgement of an earlier attempt is stale
 	if claimed && !a.Result.Failed() && !merging && len(gates) > 0 {
-		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates, at); ok {
+		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates); ok {
 			v.Tampered = append(tampered, v.Tampered...)
 			return v
 		}
@@ -595,6 +595,9 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	id := a.Item.ID
 	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
 	main := s.Git
+	// Out of the speculative queue, whatever comes: the stories behind it
+	// wait for this.
+	queued := s.queue.leave(id)
 	s.wmu.Lock()
 	pre, tracked, base := s.tip, s.prdTracked, s.bases[id]
 	s.wmu.Unlock()
@@ -617,12 +620,12 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 		_ = main.ResetHard(ctx, pre)
 		_ = s.setPassed(id, false)
 	}
-	if e := s.queue.ready(id, v.Tree, pre); e != nil {
+	if s.queue.fits(queued, v.Tree, pre) {
 		// Its gates judged this very tree on top of the feature tip: the
 		// merge is that tree, and no gate runs again.
-		sha, err := s.commitJudged(ctx, a, v, st, pre, e.tree, tracked)
+		sha, err := s.commitJudged(ctx, a, v, st, pre, queued.tree, tracked)
 		if err == nil {
-			s.queue.land(id, sha)
+			s.queue.land(queued, sha)
 			// The next story cut from sha is judged against these
 			// results, with no gate run on sha itself.
 			s.baseline.Advance(sha, v)
@@ -631,7 +634,9 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 		undo()
 		fmt.Fprintf(a.Log, "ralph: merging the tree %s judged failed (%v); merging it again with the integrated gates\n", id, err)
 	}
-	s.queue.drop(id)
+	if queued != nil {
+		fmt.Fprintf(a.Log, "ralph: the feature branch is not what %s was judged on (a story ahead of it in the merge queue did not merge as judged): it is merged onto the feature branch as it is, and the gates run again there\n", id)
+	}
 	if err := main.MergeSquash(ctx, s.StoryBranch(id)); err != nil {
 		_ = main.ResetHard(ctx, pre)
 		var ce *git.ConflictError

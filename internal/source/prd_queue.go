@@ -68,23 +68,32 @@ func newSpecQueue() *specQueue {
 // end is the commit a story joining now is judged on top of: the judged
 // commit of the last story in the queue, else tip. Called with q.mu held.
 func (q *specQueue) end(tip string) string {
+	// A story that passed but has not come to merge for holdUp is held by
+	// a decider (or failed by one): nothing more is built on it.
+	for i := len(q.entries) - 1; i >= 0; i-- {
+		if e := q.entries[i]; e.passed && !e.arrived && time.Since(e.since) >= holdUp {
+			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
+		}
+	}
 	if n := len(q.entries); n > 0 {
 		return q.entries[n-1].judged
 	}
 	return tip
 }
 
-// drop takes id out of the queue (its judgement failed or is stale).
-func (q *specQueue) drop(id string) {
+// drop takes id out of the queue (its judgement failed or is stale) and
+// reports whether it was there.
+func (q *specQueue) drop(id string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i, e := range q.entries {
 		if e.id == id {
 			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
 			q.changed.Broadcast()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // find is id's entry, or nil. Called with q.mu held.
@@ -119,9 +128,11 @@ func (q *specQueue) ownTree(id, tree string) string {
 }
 
 // waitTurn holds id back while a story ahead of it is still being judged,
-// or passed but has not come to merge for less than holdUp, so that the
-// merges come in the order the stories were judged in, each on the one
-// before (the merge queue itself is first come, first served).
+// is on its way to merge, or passed but has not come to merge for less
+// than holdUp (a decider is at it), so that the merges come in the order
+// the stories were judged in, each on the one before (the merge queue
+// itself is first come, first served). A story leaves the queue when its
+// merge starts (leave).
 func (q *specQueue) waitTurn(ctx context.Context, id string) {
 	stop := context.AfterFunc(ctx, func() {
 		q.mu.Lock()
@@ -131,6 +142,9 @@ func (q *specQueue) waitTurn(ctx context.Context, id string) {
 	defer stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if e := q.find(id); e != nil {
+		e.arrived = true
+	}
 	for ctx.Err() == nil {
 		wait, until := false, time.Time{}
 		for _, e := range q.entries {
@@ -138,9 +152,9 @@ func (q *specQueue) waitTurn(ctx context.Context, id string) {
 				break
 			}
 			switch {
-			case !e.passed:
+			case !e.passed || e.arrived:
 				wait = true
-			case !e.arrived && time.Since(e.since) < holdUp:
+			case time.Since(e.since) < holdUp:
 				wait = true
 				if u := e.since.Add(holdUp); until.IsZero() || u.Before(until) {
 					until = u
@@ -148,55 +162,54 @@ func (q *specQueue) waitTurn(ctx context.Context, id string) {
 			}
 		}
 		if !wait {
-			break
+			return
 		}
-		if !until.IsZero() {
-			t := time.AfterFunc(time.Until(until), func() {
-				q.mu.Lock()
-				q.changed.Broadcast()
-				q.mu.Unlock()
-			})
+		if until.IsZero() {
 			q.changed.Wait()
-			t.Stop()
-		} else {
-			q.changed.Wait()
+			continue
 		}
-	}
-	if e := q.find(id); e != nil {
-		e.arrived = true
+		t := time.AfterFunc(time.Until(until), func() {
+			q.mu.Lock()
+			q.changed.Broadcast()
+			q.mu.Unlock()
+		})
+		q.changed.Wait()
+		t.Stop()
 	}
 }
 
-// ready is id's entry when its merge can be the judged tree itself: its
-// gates passed on tree, on top of tip (or of a judged commit that landed
-// as tip). Nil means the safe way: squash merge and the integrated gates.
-func (q *specQueue) ready(id, tree, tip string) *queued {
+// leave takes id out of the queue as its merge starts and returns its
+// entry (nil if it was not in the queue).
+func (q *specQueue) leave(id string) *queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e := q.find(id)
-	if e == nil || !e.passed || e.tree != tree {
-		return nil
-	}
-	if e.parent == tip || q.landed[e.parent] == tip {
-		return e
+	for i, e := range q.entries {
+		if e.id == id {
+			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
+			q.changed.Broadcast()
+			return e
+		}
 	}
 	return nil
 }
 
-// land records that id's judged commit is now the feature commit sha.
-func (q *specQueue) land(id, sha string) {
+// fits reports whether the merge of e can be its judged tree itself: its
+// gates passed on tree, on top of tip (or of a judged commit that landed
+// as tip). If not, the safe way: squash merge and the integrated gates.
+func (q *specQueue) fits(e *queued, tree, tip string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if e := q.find(id); e != nil {
-		q.landed[e.judged] = sha
+	return e != nil && e.passed && e.tree == tree && (e.parent == tip || q.landed[e.parent] == tip)
+}
+
+// land records that the judged commit of e is now the feature commit sha.
+func (q *specQueue) land(e *queued, sha string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.landed) >= 256 {
+		q.landed = map[string]string{} // only the newest are built on
 	}
-	for i, e := range q.entries {
-		if e.id == id {
-			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
-			break
-		}
-	}
-	q.changed.Broadcast()
+	q.landed[e.judged] = sha
 }
 
 // judgeQueued judges a claimed story in the queue: it joins the queue's
@@ -208,7 +221,7 @@ func (q *specQueue) land(id, sha string) {
 // switched): the caller judges it alone. A failure on a tree that holds a
 // story not merged yet is not final either (the story ahead may be the
 // cause): the story leaves the queue and is judged alone.
-func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.Attempt, claimed bool, gates []gate.Gate, base string) (engine.Verdict, bool) {
+func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.Attempt, claimed bool, gates []gate.Gate) (engine.Verdict, bool) {
 	id := a.Item.ID
 	own, err := snapshotTree(ctx, wt, nil)
 	if err != nil {
@@ -227,17 +240,17 @@ func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.A
 	q := s.queue
 	q.mu.Lock()
 	parent := q.end(tip)
-	e := &queued{id: id, parent: parent, own: own, tree: own}
-	if parent != base {
-		work, err := wt.CommitTree(ctx, own, head, "ralph: work of "+id+" to integrate")
-		var conflicted []string
-		if err == nil {
-			e.tree, conflicted, err = wt.MergeTrees(ctx, parent, work)
-		}
-		if err != nil || len(conflicted) > 0 {
-			q.mu.Unlock()
-			return engine.Verdict{}, false
-		}
+	e := &queued{id: id, parent: parent, own: own}
+	// Merged even when parent looks like the story's base: git finds the
+	// merge base, and work cut at parent merges as itself.
+	work, err := wt.CommitTree(ctx, own, head, "ralph: work of "+id+" to integrate")
+	var conflicted []string
+	if err == nil {
+		e.tree, conflicted, err = wt.MergeTrees(ctx, parent, work)
+	}
+	if err != nil || len(conflicted) > 0 {
+		q.mu.Unlock()
+		return engine.Verdict{}, false
 	}
 	e.judged, err = wt.CommitTree(ctx, e.tree, parent, "ralph: "+id+" as judged")
 	if err != nil {
@@ -271,6 +284,7 @@ func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.A
 			return engine.Verdict{}, false // a story ahead, not merged yet, took part
 		}
 		if integrated {
+			v.Summary = "integrated gates failed: " + v.Summary
 			v.Failure = "Your work was judged merged onto the current feature branch (other stories merged since you started), and the gates failed there; bring your work in line with theirs.\n\n" + v.Failure
 		}
 		return v, true
