@@ -240,17 +240,20 @@ func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.A
 	q := s.queue
 	q.mu.Lock()
 	parent := q.end(tip)
-	e := &queued{id: id, parent: parent, own: own}
-	// Merged even when parent looks like the story's base: git finds the
-	// merge base, and work cut at parent merges as itself.
-	work, err := wt.CommitTree(ctx, own, head, "ralph: work of "+id+" to integrate")
-	var conflicted []string
-	if err == nil {
-		e.tree, conflicted, err = wt.MergeTrees(ctx, parent, work)
-	}
-	if err != nil || len(conflicted) > 0 {
-		q.mu.Unlock()
-		return engine.Verdict{}, false
+	e := &queued{id: id, parent: parent, own: own, tree: own}
+	if head != parent {
+		// Merged even when parent looks like the story's base: git finds
+		// the merge base, and work cut at parent merges as itself. (A
+		// tree whose HEAD is parent is that merge already.)
+		work, err := wt.CommitTree(ctx, own, head, "ralph: work of "+id+" to integrate")
+		var conflicted []string
+		if err == nil {
+			e.tree, conflicted, err = wt.MergeTrees(ctx, parent, work)
+		}
+		if err != nil || len(conflicted) > 0 {
+			q.mu.Unlock()
+			return engine.Verdict{}, false
+		}
 	}
 	e.judged, err = wt.CommitTree(ctx, e.tree, parent, "ralph: "+id+" as judged")
 	if err != nil {
