@@ -43,6 +43,9 @@ func benchSchedule(tmp, bin, only string) {
 		dagRepo(dir, d, gateCmd)
 		// --parallel: twice the slots (and two), as the README advises.
 		took := coordinate(tmp, bin, dir, workers, 1, 2*workers+2, sleepAgentCmd())
+		if keep := os.Getenv("BENCH_KEEP"); keep != "" {
+			copyFile(filepath.Join(dir, ".ralph", "events.jsonl"), filepath.Join(keep, "events-dist.jsonl"))
+		}
 		full := append([]dagStory(nil), d...)
 		for i := range full {
 			full[i].Dur = agent + gate

@@ -142,9 +142,11 @@ func (q *specQueue) waitTurn(ctx context.Context, id string) {
 	defer stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if e := q.find(id); e != nil {
-		e.arrived = true
+	e := q.find(id)
+	if e == nil {
+		return // judged outside the queue: merged the safe way, in any order
 	}
+	e.arrived = true
 	for ctx.Err() == nil {
 		wait, until := false, time.Time{}
 		for _, e := range q.entries {
