@@ -83,18 +83,7 @@ func (q *specQueue) end(tip string) string {
 
 // drop takes id out of the queue (its judgement failed or is stale) and
 // reports whether it was there.
-func (q *specQueue) drop(id string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i, e := range q.entries {
-		if e.id == id {
-			q.entries = append(q.entries[:i:i], q.entries[i+1:]...)
-			q.changed.Broadcast()
-			return true
-		}
-	}
-	return false
-}
+func (q *specQueue) drop(id string) bool { return q.leave(id) != nil }
 
 // find is id's entry, or nil. Called with q.mu held.
 func (q *specQueue) find(id string) *queued {
