@@ -575,11 +575,28 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
 	claimed := a.Claimed || claimedInFile
 	s.queue.drop(a.Item.ID) // a judgement of an earlier attempt is stale
-	if claimed && !a.Result.Failed() && !merging && len(gates) > 0 {
-		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates); ok {
+	queue := claimed && !a.Result.Failed() && !merging && len(gates) > 0
+	var alone *engine.Verdict
+	if queue && s.Gates.Attested != nil {
+		// Gates another machine ran on this very tree may answer for it
+		// (a coordinator's workers): the story is judged alone first,
+		// and on the stories ahead of it only when it passes there.
+		v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
+		if !v.Passed {
 			v.Tampered = append(tampered, v.Tampered...)
 			return v
 		}
+		alone = &v
+	}
+	if queue {
+		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates, alone); ok {
+			v.Tampered = append(tampered, v.Tampered...)
+			return v
+		}
+	}
+	if alone != nil {
+		alone.Tampered = append(tampered, alone.Tampered...)
+		return *alone
 	}
 	v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)

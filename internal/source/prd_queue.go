@@ -212,7 +212,10 @@ func (q *specQueue) land(e *queued, sha string) {
 // switched): the caller judges it alone. A failure on a tree that holds a
 // story not merged yet is not final either (the story ahead may be the
 // cause): the story leaves the queue and is judged alone.
-func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.Attempt, claimed bool, gates []gate.Gate) (engine.Verdict, bool) {
+//
+// alone, when set, is the verdict that already passed the story's own tree:
+// if that is the tree to judge, it stands.
+func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.Attempt, claimed bool, gates []gate.Gate, alone *engine.Verdict) (engine.Verdict, bool) {
 	id := a.Item.ID
 	own, err := snapshotTree(ctx, wt, nil)
 	if err != nil {
@@ -256,6 +259,10 @@ func (s *ParallelPRD) judgeQueued(ctx context.Context, wt *git.Repo, a *engine.A
 	q.mu.Unlock()
 
 	integrated := e.tree != own
+	if !integrated && alone != nil && alone.Tree == own {
+		q.pass(id)
+		return *alone, true
+	}
 	if integrated {
 		if err := s.speculate(ctx, wt, id, own, e.tree); err != nil {
 			q.drop(id)
