@@ -1,10 +1,13 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,15 +79,20 @@ func coordinate(tmp, bin, dir string, workers, slots, parallel int, agentCmd str
 	check(err)
 	addr := l.Addr().String()
 	l.Close()
+	// The coordinator's embedded server admits only clients with its token.
+	secret := make([]byte, 16)
+	_, err = rand.Read(secret)
+	check(err)
+	token := hex.EncodeToString(secret)
 	var procs []*exec.Cmd
 	for i := 0; i < workers; i++ {
-		c, _ := command(tmp, gitEnv, bin, "worker", "--nats", "nats://"+addr, "--dir", fmt.Sprintf("%s-w%d", dir, i), "--parallel", strconv.Itoa(slots))
+		c, _ := command(tmp, append(slices.Clip(gitEnv), "RALPH_NATS_TOKEN="+token), bin, "worker", "--nats", "nats://"+addr, "--dir", fmt.Sprintf("%s-w%d", dir, i), "--parallel", strconv.Itoa(slots))
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		check(c.Start())
 		procs = append(procs, c)
 	}
 	start := time.Now()
-	run(dir, gitEnv, bin, "coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr, "--agent", "cmd", "--agent-cmd", agentCmd,
+	run(dir, gitEnv, bin, "coordinator", "--prd", "prd.json", "--remote", remote, "--listen", addr, "--token", token, "--agent", "cmd", "--agent-cmd", agentCmd,
 		"--parallel", strconv.Itoa(parallel))
 	took := time.Since(start)
 	// All stopped at once: each takes seconds to wind down.

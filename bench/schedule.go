@@ -17,8 +17,9 @@ import (
 // after it; three joins, each after two of the six; two last stories,
 // each after two joins. Each story's agent takes 1.0 s (the bench's own
 // sleep agent) and its gate 0.5 s (`sleep 0.5`), so a story costs 1.5 s
-// of a worker's time; in a parallel run the merge queue runs the gate
-// once more on the integrated tree, which is part of what ralph costs.
+// of a worker's time. In a parallel run the merge queue judges each story
+// on the tree it will land as (the stories ahead of it merged in), so the
+// gate runs once per story there too; what ralph adds is its own cost.
 //
 // With only "dist" (schedule:dist, not in the default set: it takes
 // about three minutes) it runs instead a random 200-story DAG on a
@@ -42,6 +43,9 @@ func benchSchedule(tmp, bin, only string) {
 		dagRepo(dir, d, gateCmd)
 		// --parallel: twice the slots (and two), as the README advises.
 		took := coordinate(tmp, bin, dir, workers, 1, 2*workers+2, sleepAgentCmd())
+		if keep := os.Getenv("BENCH_KEEP"); keep != "" {
+			copyFile(filepath.Join(dir, ".ralph", "events.jsonl"), filepath.Join(keep, "events-dist.jsonl"))
+		}
 		full := append([]dagStory(nil), d...)
 		for i := range full {
 			full[i].Dur = agent + gate

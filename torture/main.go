@@ -7,7 +7,10 @@
 // then run again until the work is done. Every trial's
 // repository holds a realistic number of files (-files, 5,000 by default,
 // generated once per kind and copied). It does this for five kinds of run
-// — a parallel PRD (a diamond DAG with random agent times), a sequential
+// — a parallel PRD (a diamond DAG with random agent times), a parallel PRD
+// whose merge queue judges stories on top of each other while some fail
+// (killed during those speculative gates, and during the squash merge and
+// integrated gates of a story whose story ahead failed), a sequential
 // PRD, a task tree, a run folder with a worker/reviewer cadence
 // (reviews and steering between the stories), and a coordinator with two
 // workers on its embedded NATS (only the coordinator is killed; the
@@ -30,7 +33,7 @@
 // It prints, per kind, the kills at each kill point and how many of those
 // aimed at a git command landed while it ran.
 //
-// Usage: go run ./torture [-trials N] [-files N] [-kinds parallel,sequential,tasks,cadence,coordinator] [-seed S] [-keep]
+// Usage: go run ./torture [-trials N] [-files N] [-kinds parallel,queue,sequential,tasks,cadence,coordinator] [-seed S] [-keep]
 package main
 
 import (
@@ -76,7 +79,7 @@ func (c *counts) bad() int {
 
 func main() {
 	trials := flag.Int("trials", 100, "trials per kind")
-	kindList := flag.String("kinds", "parallel,sequential,tasks,cadence,coordinator", "kinds of run, comma-separated")
+	kindList := flag.String("kinds", "parallel,queue,sequential,tasks,cadence,coordinator", "kinds of run, comma-separated")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (printed; give it again to repeat a campaign)")
 	keep := flag.Bool("keep", false, "keep every trial's repository (failed trials are always kept)")
 	nfiles := flag.Int("files", 5000, "files in every trial's repository besides the run's own")
@@ -104,7 +107,7 @@ func main() {
 	for _, name := range strings.Split(*kindList, ",") {
 		k, ok := kinds[name]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, sequential, tasks, cadence, coordinator)\n", name)
+			fmt.Fprintf(os.Stderr, "torture: unknown kind %q (parallel, queue, sequential, tasks, cadence, coordinator)\n", name)
 			os.Exit(2)
 		}
 		c := &counts{}
@@ -239,7 +242,13 @@ review-*)
   v=no; if [ $(( n % 2 )) -eq 1 ]; then v=yes; fi
   printf '# Review %s\n\nSTEERING_NEEDED: %s\n' "$n" "$v" > "$f" ;;
 steering-*) f="" ;;
-*) f="work-$RALPH_ITEM_ID.txt"; echo "$RALPH_ITEM_ID" > "$f" ;;
+*) f="work-$RALPH_ITEM_ID.txt"; echo "$RALPH_ITEM_ID" > "$f"
+  # The merge-queue kind: a story's first try is wrong one time in three
+  # (its gates fail, and so do those of the stories judged on top of it).
+  if [ -n "$TORTURE_BAD" ] && [ $(( r % 3 )) -eq 0 ] && [ ! -e "$TORTURE_DIR/bad-$RALPH_ITEM_ID" ]; then
+    touch "$TORTURE_DIR/bad-$RALPH_ITEM_ID"
+    echo "wrong" > "$f"
+  fi ;;
 esac
 if [ -n "$f" ] && [ $(( r % 2 )) -eq 0 ]; then
   git add "$f"
@@ -265,6 +274,13 @@ echo "agent's own commit" > "$1"
 // The gate checks every work file holds its item's id, slowly enough to be
 // killed inside.
 const gateScript = `touch "$TORTURE_DIR/marks/gate.$$"
+# Where the gates run: a story's tree switched to the stories ahead of it
+# in the merge queue plus its own work (speculative), or the main tree
+# after a squash merge (a merge whose story ahead failed).
+case "$PWD" in
+*/.ralph/worktrees/*) [ -e "../../speculating/${PWD##*/}" ] && touch "$TORTURE_DIR/marks/specgate.$$" ;;
+*) touch "$TORTURE_DIR/marks/maingate.$$" ;;
+esac
 sleep 0.05
 for f in work-*.txt; do
   [ -e "$f" ] || continue
@@ -299,6 +315,20 @@ var kinds = map[string]kind{
 			args:  []string{"run", "--prd", "prd.json", "--parallel", "3", "--max-attempts", "5"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
 			points: []string{"wtadd", "wtadd", "squash"},
+		}
+	}(),
+	// The merge queue: four stories judged at once, each on top of the
+	// ones ahead of it, some of them wrong on their first try; killed
+	// while gates run on a speculative tree, during the squash merge and
+	// the integrated gates of a story whose story ahead failed.
+	"queue": func() kind {
+		ids := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+		deps := map[string][]string{"B": {"A"}, "C": {"A"}, "D": {"A"}, "E": {"A"}, "F": {"B", "C"}, "G": {"D", "E"}, "H": {"F", "G"}}
+		return kind{
+			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
+			args:  []string{"run", "--prd", "prd.json", "--parallel", "4", "--max-attempts", "5"},
+			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
+			points: []string{"specgate", "specgate", "maingate", "squash"},
 		}
 	}(),
 	"sequential": func() kind {
@@ -412,12 +442,21 @@ func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
 	// The summariser runs outside the repository: its script is found by
 	// an absolute path ({dir} in the arguments).
 	check(os.WriteFile(filepath.Join(t.dir, "summarize.sh"), []byte(summarizeScript), 0o644))
+	// Agents, gates and the summariser run in ralph's sandbox, as on a
+	// user's machine: the user's config lets them write the trial's marks
+	// (without it no mark is written and no kill is aimed at them).
+	xdg := filepath.Join(t.dir, "xdg")
+	check(os.MkdirAll(filepath.Join(xdg, "ralph"), 0o755))
+	check(os.WriteFile(filepath.Join(xdg, "ralph", "config.yaml"), []byte("sandbox:\n  writable: ["+strconv.Quote(t.dir)+"]\n"), 0o644))
 	t.env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"TORTURE_DIR="+t.dir, "TORTURE_TRIAL="+t.id,
+		"TORTURE_DIR="+t.dir, "TORTURE_TRIAL="+t.id, "XDG_CONFIG_HOME="+xdg,
 		"GIT_AUTHOR_NAME=torture", "GIT_AUTHOR_EMAIL=torture@example.com",
 		"GIT_COMMITTER_NAME=torture", "GIT_COMMITTER_EMAIL=torture@example.com")
 	if name == "tasks" {
 		t.env = append(t.env, "RALPH_TASK_RUN=1")
+	}
+	if name == "queue" {
+		t.env = append(t.env, "TORTURE_BAD=1")
 	}
 	if k.prd != "" {
 		t.env = append(t.env, "TORTURE_RUN="+filepath.Join(repo, filepath.Dir(k.prd)))
@@ -540,8 +579,8 @@ func newKill(rng *rand.Rand, point string, window time.Duration) *kill {
 	switch k.point {
 	case "commit":
 		k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
-	case "gate":
-		k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
+	case "gate", "specgate", "maingate":
+		k.mark, k.extra = k.point, time.Duration(rng.IntN(50))*time.Millisecond
 	case "summary":
 		// Inside the summariser, or just after it: the archive and the
 		// rewrite.

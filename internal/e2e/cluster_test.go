@@ -558,7 +558,8 @@ esac
 
 // A story's gates run on the worker, on the commit it pushes; the
 // coordinator uses their results for that exact tree, and runs the gates
-// itself only on the integrated tree of each merge. A failing gate on the
+// itself only on a tree a worker did not judge (a story merged onto the
+// stories ahead of it in the merge queue). A failing gate on the
 // worker sends the story back with its output; an agent that rewrites the
 // gate script so it passes is caught by the coordinator's check of the
 // gates' files all the same.
@@ -620,9 +621,12 @@ echo '<promise>COMPLETE</promise>'
 	// On workers: S-1, S-2 twice, S-3's second attempt (its first ran the
 	// agent's rewritten script, which logs nothing). Here: S-3's first
 	// attempt, on the restored script (the worker's results were not for
-	// that tree), and each merge's integrated tree.
-	if onWorkers != 4 || here != 1 || merges != 3 {
-		t.Fatalf("gates ran %d times on workers (want 4), %d on story trees here (want 1), %d on merged trees (want 3):\n%s\n%s", onWorkers, here, merges, log, co)
+	// that tree), and at most once more per story: the merge queue judges a
+	// story cut before other stories merged on top of them (in its tree
+	// here), or after a failure ahead on the feature branch (the main tree);
+	// a story cut at the queue's end lands as the worker judged it.
+	if onWorkers != 4 || here < 1 || here+merges > 4 {
+		t.Fatalf("gates ran %d times on workers (want 4), %d on story trees here and %d on merged trees (want 1 to 4 in all, 1 at least on story trees):\n%s\n%s", onWorkers, here, merges, log, co)
 	}
 	tr, _ := filepath.Glob(filepath.Join(repo, ".ralph", "transcripts", "*S-1.log"))
 	if len(tr) != 1 {

@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -701,6 +702,12 @@ func (e *Engine) reportLinks() {
 func (e *Engine) killOrphans() {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	// Commits that landed are recorded first: an item verified again here
+	// may be committed at once, and its commit must already count them
+	// (a PRD's write-back of every passed story).
+	slices.SortStableFunc(cur, func(a, b *Current) int {
+		return cmp.Compare(phaseOrder(a.Phase), phaseOrder(b.Phase))
+	})
 	for _, c := range cur {
 		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
 			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
@@ -766,6 +773,14 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// phaseOrder puts the commit phase before the others.
+func phaseOrder(p string) int {
+	if p == PhaseCommit {
+		return 0
+	}
+	return 1
 }
 
 func (e *Engine) itemByID(id string) *Item {

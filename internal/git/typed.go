@@ -355,3 +355,42 @@ func (r *Repo) ForceBranch(ctx context.Context, name, rev string) error {
 func (r *Repo) TreeOf(ctx context.Context, rev string) (string, error) {
 	return r.Run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{tree}")
 }
+
+// MergeTrees merges commits a and b (their merge base found by git)
+// without touching a tree or the index, and returns the merged tree;
+// conflicted lists the paths that did not merge cleanly (then tree is "").
+func (r *Repo) MergeTrees(ctx context.Context, a, b string) (tree string, conflicted []string, err error) {
+	out, err := r.Run(ctx, "merge-tree", "--write-tree", "--name-only", "--no-messages", a, b)
+	if err == nil {
+		return strings.TrimSpace(out), nil, nil
+	}
+	var ee *proc.ExitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		return "", nil, err
+	}
+	paths := lines(out)
+	if len(paths) == 0 || !fullSHA.MatchString(paths[0]) {
+		return "", nil, err
+	}
+	return "", paths[1:], nil
+}
+
+// CommitTree makes a commit object of tree on parent (no branch moves).
+func (r *Repo) CommitTree(ctx context.Context, tree, parent, msg string) (string, error) {
+	return r.Run(ctx, "commit-tree", tree, "-p", parent, "-m", msg)
+}
+
+// SwitchTree moves the index and the work tree from tree from (what the
+// index holds) to tree to, writing only the files that differ; it refuses
+// to overwrite a file with changes neither tree holds.
+func (r *Repo) SwitchTree(ctx context.Context, from, to string) error {
+	_, err := r.Run(ctx, "read-tree", "-m", "-u", from, to)
+	return err
+}
+
+// ResetTree puts the index and the work tree at tree, whatever they hold
+// (files the index had that tree lacks are removed); HEAD stays.
+func (r *Repo) ResetTree(ctx context.Context, tree string) error {
+	_, err := r.Run(ctx, "read-tree", "--reset", "-u", tree)
+	return err
+}

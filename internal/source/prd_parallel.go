@@ -59,6 +59,9 @@ type ParallelPRD struct {
 	// prdTracked: the PRD is in git's index (known after the first merge
 	// of the run, or seen at its start), so a commit can --include it.
 	prdTracked bool
+	// queue orders the merges and judges each story on the stories ahead
+	// of it (prd_queue.go).
+	queue *specQueue
 }
 
 // OpenParallelPRD loads and validates path for a parallel run.
@@ -67,7 +70,7 @@ func OpenParallelPRD(path string, repo *git.Repo, gates gate.Runner) (*ParallelP
 	if err != nil {
 		return nil, err
 	}
-	s := &ParallelPRD{prdDoc: d}
+	s := &ParallelPRD{prdDoc: d, queue: newSpecQueue()}
 	s.trees = newTreeTable(filepath.Join(repo.Dir, ".ralph", "worktrees.jsonl"))
 	return s, nil
 }
@@ -94,6 +97,11 @@ func (s *ParallelPRD) Prepare(ctx context.Context, it *engine.Item, st *engine.S
 	dir, err := s.prepareWorktree(ctx, it)
 	if err != nil {
 		return engine.Workspace{}, err
+	}
+	// A run killed while the story's gates ran on its integrated tree left
+	// that tree in its work tree: its own work comes back first.
+	if err := s.unspeculate(ctx, s.Git.At(dir), it.ID); err != nil {
+		return engine.Workspace{}, fmt.Errorf("putting back the work tree of %s: %w", it.ID, err)
 	}
 	s.wmu.Lock()
 	base := s.bases[it.ID]
@@ -534,6 +542,9 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 // Verify checks the agent's copy of the PRD and leftover conflict
 // markers, then the claim and the gates in the story's worktree.
 func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+	if err := s.unspeculate(ctx, s.Git.At(a.Dir), a.Item.ID); err != nil {
+		return engine.Verdict{Summary: "could not put the story's own tree back", Failure: err.Error()}
+	}
 	tampered, claimedInFile := s.restoreWorktree(ctx, a.Dir, a.Item.ID)
 	s.wmu.Lock()
 	merging := s.merging[a.Item.ID]
@@ -562,7 +573,32 @@ func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.
 		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
 	}
 	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
-	v := judgeTree(ctx, wt, nil, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
+	claimed := a.Claimed || claimedInFile
+	s.queue.drop(a.Item.ID) // a judgement of an earlier attempt is stale
+	queue := claimed && !a.Result.Failed() && !merging && len(gates) > 0
+	var alone *engine.Verdict
+	if queue && s.Gates.Attested != nil {
+		// Gates another machine ran on this very tree may answer for it
+		// (a coordinator's workers): the story is judged alone first,
+		// and on the stories ahead of it only when it passes there.
+		v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
+		if !v.Passed {
+			v.Tampered = append(tampered, v.Tampered...)
+			return v
+		}
+		alone = &v
+	}
+	if queue {
+		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates, alone); ok {
+			v.Tampered = append(tampered, v.Tampered...)
+			return v
+		}
+	}
+	if alone != nil {
+		alone.Tampered = append(tampered, alone.Tampered...)
+		return *alone
+	}
+	v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
 	v.Tampered = append(tampered, v.Tampered...)
 	return v
 }
@@ -576,6 +612,9 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	id := a.Item.ID
 	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
 	main := s.Git
+	// Out of the speculative queue, whatever comes: the stories behind it
+	// wait for this.
+	queued := s.queue.leave(id)
 	s.wmu.Lock()
 	pre, tracked, base := s.tip, s.prdTracked, s.bases[id]
 	s.wmu.Unlock()
@@ -597,6 +636,23 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 	undo := func() {
 		_ = main.ResetHard(ctx, pre)
 		_ = s.setPassed(id, false)
+	}
+	if s.queue.fits(queued, v.Tree, pre) {
+		// Its gates judged this very tree on top of the feature tip: the
+		// merge is that tree, and no gate runs again.
+		sha, err := s.commitJudged(ctx, a, v, st, pre, queued.tree, tracked)
+		if err == nil {
+			s.queue.land(queued, sha)
+			// The next story cut from sha is judged against these
+			// results, with no gate run on sha itself.
+			s.baseline.Advance(sha, v)
+			return sha, nil
+		}
+		undo()
+		fmt.Fprintf(a.Log, "ralph: merging the tree %s judged failed (%v); merging it again with the integrated gates\n", id, err)
+	}
+	if queued != nil {
+		fmt.Fprintf(a.Log, "ralph: the feature branch is not what %s was judged on (a story ahead of it in the merge queue did not merge as judged): it is merged onto the feature branch as it is, and the gates run again there\n", id)
 	}
 	if err := main.MergeSquash(ctx, s.StoryBranch(id)); err != nil {
 		_ = main.ResetHard(ctx, pre)
@@ -623,20 +679,48 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 			Failure: "Your branch passed its gates alone, but after squash-merging it onto the current feature branch the gates failed on the integrated tree (the merge was undone). Other stories merged since you started; bring your work in line with them.\n\n" + gate.FailureContext(results, 4<<10),
 		}
 	}
-	msg := storyMessage(a, v.Summary+"; integrated gates: "+gate.Summary(results), st.RunID)
-	// The squash staged the story's changes; only the PRD's write-back is
+	sha, err := s.commitMerge(ctx, storyMessage(a, v.Summary+"; integrated gates: "+gate.Summary(results), st.RunID), tracked)
+	if err != nil {
+		undo()
+		return "", err
+	}
+	s.baseline.Advance(sha, engine.Verdict{Gates: results})
+	return sha, nil
+}
+
+// commitJudged moves the feature branch (at pre, the main tree clean) to
+// tree, the tree the story's gates judged on top of pre, plus the PRD's
+// write-back: the index and the files become the tree (only the files
+// that differ are written), then the commit adds the PRD alone.
+func (s *ParallelPRD) commitJudged(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State, pre, tree string, tracked bool) (string, error) {
+	preTree, err := s.Git.TreeOf(ctx, pre)
+	if err != nil {
+		return "", err
+	}
+	if err := s.Git.SwitchTree(ctx, preTree, tree); err != nil {
+		return "", err
+	}
+	if err := s.setPassed(a.Item.ID, true); err != nil {
+		return "", err
+	}
+	return s.commitMerge(ctx, storyMessage(a, v.Summary+"; merged as judged", st.RunID), tracked)
+}
+
+// commitMerge commits the merge the index holds, with the PRD's
+// write-back, and makes it the feature tip.
+func (s *ParallelPRD) commitMerge(ctx context.Context, msg string, tracked bool) (string, error) {
+	main := s.Git
+	// The index holds the story's merge; only the PRD's write-back is
 	// added (a full `add --all` would scan the whole tree in the queue).
 	// --include takes only a tracked file: a PRD new to git is added first.
 	files := s.committed()
 	if len(files) > 0 && (!tracked || s.mirror != nil) {
 		if err := main.AddPaths(ctx, files...); err != nil {
-			undo()
 			return "", err
 		}
 	}
 	sha, err := main.CommitInclude(ctx, msg, true, files...)
 	if err != nil {
-		undo()
 		return "", err
 	}
 	s.wmu.Lock()
@@ -653,12 +737,16 @@ func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Ve
 func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
 	wt := s.Git.At(a.Dir)
 	if v.Tree != "" {
+		// The work tree holds the story's own work, also when the gates
+		// judged it merged onto the stories ahead.
+		own := s.queue.ownTree(a.Item.ID, v.Tree)
 		tree, err := snapshotTree(ctx, wt, nil)
 		if err != nil {
 			return err
 		}
-		if tree != v.Tree {
-			return treeChanged(ctx, wt, v.Tree, tree)
+		if tree != own {
+			s.queue.drop(a.Item.ID)
+			return treeChanged(ctx, wt, own, tree)
 		}
 	}
 	msg := commitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
@@ -683,6 +771,8 @@ func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v e
 	s.wmu.Lock()
 	delete(s.merging, a.Item.ID)
 	s.wmu.Unlock()
+	// Merges come in the order the stories were judged in.
+	s.queue.waitTurn(ctx, a.Item.ID)
 	return nil
 }
 
@@ -839,7 +929,10 @@ func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.S
 
 // Block leaves the story to a person: its branch and worktree stay as they
 // are (conflict included); the reason is in the state.
-func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string) error { return nil }
+func (s *ParallelPRD) Block(_ context.Context, it *engine.Item, _ *engine.State, _ string) error {
+	s.queue.drop(it.ID)
+	return nil
+}
 
 // Close removes the parked worktrees and the merged stories' branches
 // when the run ends: only running or blocked stories keep theirs. Which
