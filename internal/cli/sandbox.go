@@ -217,7 +217,11 @@ func agentHosts(name, baseURL string, env []string) []string {
 // clone and trees) is read-only but for the job's tree and git's folders.
 // Only the user's config is read (the worker has no project of its own).
 func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
-	s, err := sandboxSettings(config.Sandbox{})
+	user, err := config.LoadLayered("") // the user's file alone
+	if err != nil {
+		return usage.Errorf("%v", err)
+	}
+	s, err := sandboxSettings(user.Sandbox)
 	if err != nil {
 		return err
 	}
