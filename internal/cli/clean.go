@@ -52,20 +52,12 @@ replaced run's state, events and transcripts), keeping the newest KEEP.`,
 				return runF(opts)
 			}
 			ctx := cmd.Context()
-			root, repo, err := f.Repo(ctx)
+			h, err := holdRun(ctx, f)
 			if err != nil {
 				return err
 			}
-			p := engine.PathsFor(root)
-			lock, err := store.TryLock(p.Lock)
-			if err != nil {
-				return err
-			}
-			defer lock.Unlock()
-			st, _, err := engine.LoadOrRebuildState(p)
-			if err != nil {
-				return err
-			}
+			defer h.lock.Unlock()
+			repo, p, st := h.repo, h.paths, h.st
 			if opts.KeepRuns >= 0 {
 				current := ""
 				if st != nil {

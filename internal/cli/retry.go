@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/tasks"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -53,20 +54,12 @@ not blocked, is an error naming it, and nothing is changed.`,
 
 func runRetry(ctx context.Context, o *RetryOptions) error {
 	f := o.IO
-	root, _, err := f.Repo(ctx)
+	h, err := holdRun(ctx, f)
 	if err != nil {
 		return err
 	}
-	p := engine.PathsFor(root)
-	lock, err := store.TryLock(p.Lock)
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
-	st, note, err := engine.LoadOrRebuildState(p)
-	if err != nil {
-		return err
-	}
+	defer h.lock.Unlock()
+	root, p, st, note := h.root, h.paths, h.st, h.note
 	if st == nil {
 		return usage.Errorf("no ralph run in %s yet: nothing to retry", root)
 	}
@@ -100,4 +93,34 @@ func runRetry(ctx context.Context, o *RetryOptions) error {
 	}
 	fmt.Fprintf(f.IO.ErrOut, "ralph: reopened %s (attempts reset): `ralph run` continues run %s\n", strings.Join(ids, ", "), st.RunID)
 	return nil
+}
+
+// heldRun is a repository's saved run with the run lock held: commands
+// that change a run which is not running (retry, clean) take it so that
+// no run starts meanwhile.
+type heldRun struct {
+	root  string
+	repo  *git.Repo
+	paths engine.Paths
+	lock  *store.RunLock
+	st    *engine.State // nil: no run yet
+	note  string        // set when the state was rebuilt from the event log
+}
+
+// holdRun takes the run lock (refused while a run holds it) and reads the
+// saved state; the caller unlocks.
+func holdRun(ctx context.Context, f *Factory) (*heldRun, error) {
+	root, repo, err := f.Repo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldRun{root: root, repo: repo, paths: engine.PathsFor(root)}
+	if h.lock, err = store.TryLock(h.paths.Lock); err != nil {
+		return nil, err
+	}
+	if h.st, h.note, err = engine.LoadOrRebuildState(h.paths); err != nil {
+		h.lock.Unlock()
+		return nil, err
+	}
+	return h, nil
 }

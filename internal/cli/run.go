@@ -590,7 +590,7 @@ func (o *RunOptions) promptPaths(root, runDir string) []string {
 }
 
 // openRunFolder checks RUN_DIR is Ralph-ready, points the run's PRD,
-// transcripts and summary into it, reads its orchestration (seed 001's
+// transcripts and summary into it, reads its orchestration (the run folder's
 // cadence) and keeps ralph's files there out of git.
 func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.Repo, paths *engine.Paths) (string, *runfolder.OrchestrationFile, error) {
 	rd, err := filepath.Abs(o.RunDir)

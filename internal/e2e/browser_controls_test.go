@@ -183,18 +183,7 @@ func TestBrowserControls(t *testing.T) {
 	self, _ := os.Executable()
 	env := append(os.Environ(), asRalph+"=1", "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
 
-	serve := exec.CommandContext(ctx, self, "serve", "--addr", "127.0.0.1:0")
-	serve.Dir, serve.Env = dir, env
-	out, _ := serve.StdoutPipe()
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
-	url, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.Contains(url, "?token=") {
-		t.Fatalf("ralph serve printed %q: %v", url, err)
-	}
-	url = strings.TrimSpace(url)
+	url := startServe(ctx, t, self, dir, env)
 
 	run := exec.CommandContext(ctx, self, "run", "--plain", "--no-sandbox", "--agent", "cmd", "--agent-cmd", "sh agent.sh")
 	run.Dir, run.Env = dir, env
@@ -278,18 +267,7 @@ func TestWebRetryControl(t *testing.T) {
 		t.Fatalf("the first run should block S-1 (%v):\n%s", err, out)
 	}
 
-	serve := exec.CommandContext(ctx, self, "serve", "--addr", "127.0.0.1:0")
-	serve.Dir, serve.Env = dir, env
-	out, _ := serve.StdoutPipe()
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	base, token, ok := strings.Cut(strings.TrimSpace(line), "?token=")
-	if err != nil || !ok {
-		t.Fatalf("ralph serve printed %q: %v", line, err)
-	}
+	base, token, _ := strings.Cut(startServe(ctx, t, self, dir, env), "?token=")
 	post := func(id string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", strings.TrimSuffix(base, "/")+"/api/control/retry", strings.NewReader("id="+id))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -320,4 +298,22 @@ func TestWebRetryControl(t *testing.T) {
 	if out, err := ralph("run", "--plain", "--no-sandbox", "--max-attempts", "1", "--agent", "cmd", "--agent-cmd", "sh agent.sh"); err != nil || !strings.Contains(out, "all 1 story passed") {
 		t.Fatalf("the run after the retry (%v):\n%s", err, out)
 	}
+}
+
+// startServe starts `ralph serve` on a free loopback port in dir (ended
+// with the test) and returns the URL it printed, token included.
+func startServe(ctx context.Context, t *testing.T, self, dir string, env []string) string {
+	t.Helper()
+	serve := exec.CommandContext(ctx, self, "serve", "--addr", "127.0.0.1:0")
+	serve.Dir, serve.Env = dir, env
+	out, _ := serve.StdoutPipe()
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(url, "?token=") {
+		t.Fatalf("ralph serve printed %q: %v", url, err)
+	}
+	return strings.TrimSpace(url)
 }
