@@ -144,6 +144,7 @@ func main() {
 			if len(problems) > 0 {
 				failed = true
 				fmt.Printf("  %s trial %d: %s (kept in %s)\n", name, i, strings.Join(problems, "; "), t.dir)
+				t.printLogs()
 			} else if !*keep {
 				os.RemoveAll(t.dir)
 			}
@@ -476,6 +477,43 @@ func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
 	return t
 }
 
+// printLogs prints the ends of a failed trial's logs: where the campaign
+// runs on a machine that is gone afterwards (CI), the kept folder is not
+// there to read.
+func (t *trial) printLogs() {
+	logs, _ := filepath.Glob(filepath.Join(t.dir, "*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		text, dump, hung := strings.Cut(string(b), hungMarker)
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Printf("    --- the last %d lines of %s\n", len(lines), filepath.Base(name))
+		for _, l := range lines {
+			fmt.Printf("    | %s\n", l)
+		}
+		if hung {
+			// The goroutines, by ralph's own frames only.
+			fmt.Printf("    --- where it hung (goroutines, ralph's frames)\n")
+			n := 0
+			for _, l := range strings.Split(dump, "\n") {
+				if (strings.HasPrefix(l, "goroutine ") || strings.Contains(l, "ralph-loop/ralph/") && !strings.HasPrefix(l, "\t")) && n < 400 {
+					fmt.Printf("    | %s\n", l)
+					n++
+				}
+			}
+		}
+	}
+}
+
+// hungMarker is written to a run's log before the run that ran too long
+// is made to dump its goroutines.
+const hungMarker = "=== ralph ran too long: its goroutines follow (SIGQUIT)"
+
 func (t *trial) remote() string { return filepath.Join(t.dir, "remote.git") }
 
 // startWorkers starts the two workers of a coordinator trial; stop ends
@@ -643,8 +681,16 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 				fire = time.After(k.extra)
 			}
 		case <-limit:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-done
+			// A Go program dumps its goroutines on SIGQUIT: the dump, in
+			// the log, says where the run hung.
+			fmt.Fprintf(log, "\n%s\n", hungMarker)
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+			}
 			return -1, true
 		}
 	}

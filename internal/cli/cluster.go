@@ -322,7 +322,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 		}
 	}
 	ra := &cluster.RemoteAgent{JS: co.js, Names: co.names, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
-		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Log: out}
+		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Lease: co.Lease, Log: out}
 	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
 		ra.GatesFor = g.GatesFor
 	}

@@ -46,6 +46,9 @@ type RemoteAgent struct {
 	// QueueTimeout is how long a job may wait for a worker to take it
 	// (default DefaultQueueTimeout); past it the run stops, saying so.
 	QueueTimeout time.Duration
+	// Lease is the run's lease (default DefaultLease): a worker's
+	// heartbeat lives three.
+	Lease time.Duration
 	// Log gets what the coordinator's person should see: outcomes that
 	// were ignored and why.
 	Log     io.Writer
@@ -265,6 +268,42 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	// Waiting for a worker since queued (again); held since first taken.
 	queued, taken := time.Now(), time.Time{}
 	var current claim
+	// Outcomes already judged, by revision; one ignored only for its
+	// worker's lapsed heartbeat is judged again while it waits, since
+	// lapsed, for as long as a heartbeat lives.
+	judged := map[uint64]bool{}
+	var lapsed time.Time
+	// consider judges an outcome: true when it is the job's (out set).
+	consider := func(e jetstream.KeyValueEntry) bool {
+		var o outcome
+		if c, ok := r.claimOf(ctx, key); ok {
+			current = c // the claim as it stands, its watch may lag
+		}
+		why, later := r.judge(ctx, e, key, current, &o)
+		if why != "" {
+			if !judged[e.Revision()] {
+				note := ""
+				if later {
+					note = "; it counts if the worker's heartbeat comes back"
+				}
+				r.report(w, "[ralph] ignored an outcome for job %s (%s) from %q: %s%s\n", key, req.ItemID, o.Worker, why, note)
+			}
+			judged[e.Revision()] = !later
+			if later && lapsed.IsZero() {
+				lapsed = time.Now()
+			}
+			return false
+		}
+		judged[e.Revision()], lapsed = true, time.Time{}
+		if o.Error != "" {
+			fmt.Fprintf(w, "\n[ralph] worker %s could not run the job: %s; it goes back to the queue\n", o.Worker, o.Error)
+			current, queued = claim{}, time.Now()
+			r.setJob(key, req.ItemID, nil, false)
+			return false
+		}
+		out = o
+		return true
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for requeued := 0; ; {
@@ -273,11 +312,34 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 			case <-ctx.Done():
 				return agent.Result{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), ExitCode: -1}, ctx.Err()
 			case <-tick.C:
-				if current.Worker != "" && !r.enrolled(ctx, current.Worker) {
+				// The outcome stored for the claim as it stands, unless
+				// judged: the watch may lag it, or it waits on a
+				// heartbeat that lapsed (a worker's beat is a request
+				// that a reconnect can hold up).
+				if c, ok := r.claimOf(ctx, key); ok {
+					if e, err := r.results.Get(ctx, resultKey(key, c.Proof)); err == nil && !judged[e.Revision()] && consider(e) {
+						accepted = true
+						continue
+					}
+				}
+				waiting := !lapsed.IsZero() && time.Since(lapsed) < r.heartbeatLife()
+				if current.Worker != "" && !waiting && !r.enrolled(ctx, current.Worker) {
 					// Its worker is gone: the job comes back to the queue
 					// when its lease runs out.
-					current, queued = claim{}, time.Now()
+					current, queued, lapsed = claim{}, time.Now(), time.Time{}
 					r.setJob(key, req.ItemID, nil, false)
+				}
+				if current.Worker == "" && r.dequeued(ctx, seq) {
+					// Nobody holds the job and it has left the queue: its
+					// worker took it off (its outcome stored, or so it
+					// thought) and is gone, or its outcome did not count.
+					// Nobody would run it again: it is queued anew.
+					requeued++
+					if err := queue(requeued); err != nil {
+						return agent.Result{}, err
+					}
+					fmt.Fprintf(w, "[ralph] job %s left the queue without an outcome that counts: queued again\n", key)
+					queued = time.Now()
 				}
 				if current.Worker == "" && time.Since(queued) > queueTimeout {
 					return agent.Result{}, fmt.Errorf("remote agent: job %s (%s): %w within --queue-timeout %s; start workers (ralph worker --nats …), then run the coordinator again", key, req.ItemID, ErrNoWorker, queueTimeout)
@@ -307,21 +369,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 				if e == nil || e.Operation() != jetstream.KeyValuePut {
 					continue // the initial-values marker
 				}
-				var o outcome
-				if c, ok := r.claimOf(ctx, key); ok {
-					current = c // the claim as it stands, its watch may lag
-				}
-				if why := r.judge(ctx, e, key, current, &o); why != "" {
-					r.report(w, "[ralph] ignored an outcome for job %s (%s) from %q: %s\n", key, req.ItemID, o.Worker, why)
-					continue
-				}
-				if o.Error != "" {
-					fmt.Fprintf(w, "\n[ralph] worker %s could not run the job: %s; it goes back to the queue\n", o.Worker, o.Error)
-					current, queued = claim{}, time.Now()
-					r.setJob(key, req.ItemID, nil, false)
-					continue
-				}
-				out, accepted = o, true
+				accepted = consider(e)
 			}
 		}
 		if !fullCommit.MatchString(out.Commit) {
@@ -416,23 +464,43 @@ func (r *RemoteAgent) buckets(ctx context.Context) error {
 // judge reads an outcome and says why it does not count ("" when it
 // does): it must be the job's, at the key of the job's current claim,
 // carry that claim's secret, and come from a worker with a live
-// heartbeat.
-func (r *RemoteAgent) judge(ctx context.Context, e jetstream.KeyValueEntry, key string, c claim, o *outcome) string {
+// heartbeat. later says the outcome may count yet: only its worker's
+// heartbeat is missing.
+func (r *RemoteAgent) judge(ctx context.Context, e jetstream.KeyValueEntry, key string, c claim, o *outcome) (why string, later bool) {
 	if err := json.Unmarshal(e.Value(), o); err != nil {
-		return "not an outcome"
+		return "not an outcome", false
 	}
 	switch {
 	case o.Key != key:
-		return "it names job " + o.Key
+		return "it names job " + o.Key, false
 	case c.Worker == "":
-		return "no worker holds the job"
+		return "no worker holds the job", false
 	case o.Worker != c.Worker || e.Key() != resultKey(key, c.Proof) || proofOf(o.Secret) != c.Proof:
-		return fmt.Sprintf("the job is %s's, and this report does not carry its claim's secret", c.Worker)
+		return fmt.Sprintf("the job is %s's, and this report does not carry its claim's secret", c.Worker), false
 	}
 	if !r.enrolled(ctx, o.Worker) {
-		return "no such worker is enrolled (no heartbeat)"
+		return "no such worker is enrolled (no heartbeat)", true
 	}
-	return ""
+	return "", false
+}
+
+// heartbeatLife is how long a worker's heartbeat lives: three leases.
+func (r *RemoteAgent) heartbeatLife() time.Duration {
+	if r.Lease > 0 {
+		return 3 * r.Lease
+	}
+	return 3 * DefaultLease
+}
+
+// dequeued reports whether the job's message (seq) has left the queue:
+// a worker acknowledged it (its outcome stored) or it was taken off.
+func (r *RemoteAgent) dequeued(ctx context.Context, seq uint64) bool {
+	st, err := r.JS.Stream(ctx, r.Names.Stream)
+	if err != nil {
+		return false
+	}
+	_, err = st.GetMsg(ctx, seq)
+	return errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // claimOf reads the job's claim as it stands (ok false: none, or the

@@ -206,7 +206,11 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		w.mu.Unlock()
 		sort.Strings(items)
 		b, _ := json.Marshal(WorkerInfo{ID: w.ID, Host: w.Host, Slots: w.Slots, Items: items, Agent: w.OverrideName, Seen: time.Now().UTC()})
-		_, _ = w.workers.Put(ctx, w.ID, b)
+		// A beat lost in a reconnect must not hold up the next: the
+		// request waits no longer than a beat.
+		beatCtx, cancel := context.WithTimeout(ctx, every)
+		_, _ = w.workers.Put(beatCtx, w.ID, b)
+		cancel()
 		select {
 		case <-ctx.Done():
 			_ = w.workers.Delete(context.Background(), w.ID)
