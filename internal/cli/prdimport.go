@@ -273,8 +273,8 @@ func draftJSON(answer string) string {
 	return answer[start : end+1]
 }
 
-// importPrompt is the prep agent's prompt: the five properties of seed
-// 001's stories, the file format, the PRD, and on a retry the problems of
+// importPrompt is the prep agent's prompt: the five properties of a
+// Ralph-ready story, the file format, the PRD, and on a retry the problems of
 // the last answer.
 func importPrompt(name, spec string, problems []string, last string, n, attempts int) string {
 	var b strings.Builder

@@ -619,8 +619,8 @@ func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.R
 	paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
 	paths.Summary = filepath.Join(rd, runfolder.Summary)
 	excluded := []string{paths.Transcripts + "/", paths.Summary}
-	// orchestration.json schedules reviews among the workers (seed
-	// 001's cadence); its control files are ralph's and a person's,
+	// orchestration.json schedules reviews among the workers (the
+	// worker/reviewer cadence); its control files are ralph's and a person's,
 	// never a story's work.
 	orch, err := runfolder.ReadOrchestration(rd)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/llmtest"
 )
 
-// reviewerRoles is seed 003's completion trigger in the seed's own layout.
+// reviewerRoles is the completion trigger in its documented layout.
 const reviewerRoles = `triggers:
   - condition: "task_marked_ready_to_complete"
     role: reviewer

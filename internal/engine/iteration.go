@@ -662,7 +662,7 @@ func (e *Engine) maxItemIterations() int {
 const defaultMaxItemIterations = 10
 
 // appendReview puts a role's verdict and findings into progress, under
-// "Review Notes" as seed 003's reviewer writes them.
+// "Review Notes" as the reviewer role writes them.
 func (e *Engine) appendReview(x *Iteration) {
 	it, cur, att := x.Item, x.Current, x.Attempt
 	var b strings.Builder

@@ -18,7 +18,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// Progress memory (seed 002's compression). progress.md is one section of
+// Progress memory (compression). progress.md is one section of
 // "Codebase patterns" at the top, then the iterations' entries, appended.
 // A prompt gets the patterns and the newest entries within a window; when
 // the entries outgrow the window by half again, the older ones are

@@ -355,7 +355,7 @@ type StatusItem struct {
 	Commit   string `json:"commit,omitempty"`
 }
 
-// statusOutput is seed 002's status metadata.
+// statusOutput is the status metadata.
 type statusOutput struct {
 	RunID         string       `json:"run_id"`
 	AllPassed     bool         `json:"all_passed"`

@@ -7,7 +7,7 @@ import (
 )
 
 // biteSized is the largest complexity a story may have and still be one
-// iteration's work (seed 001: bite-sized).
+// iteration's work (bite-sized).
 const biteSized = 2
 
 // vague are words that make an acceptance criterion a matter of opinion
@@ -16,7 +16,7 @@ var vague = regexp.MustCompile(`(?i)\b(works? (well|fine|correctly|properly)|pro
 
 var digit = regexp.MustCompile(`[0-9]`)
 
-// Lint flags what validation lets through but seed 001's "Ralph-ready"
+// Lint flags what validation lets through but the "Ralph-ready"
 // stories must not have: a story too big for one iteration (complexity
 // above MaxComplexity), a story without acceptance criteria, and a
 // criterion with no objective check (a vague word and no number). One

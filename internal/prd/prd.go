@@ -100,7 +100,7 @@ type Story struct {
 	// go missing, skip or fail to run (a deliberate removal); otherwise
 	// such a story does not pass.
 	AllowTestChanges bool
-	// Agent and Model run this story's iterations (seed 004's task.agent):
+	// Agent and Model run this story's iterations (a task's own agent):
 	// above a role's agent and the config, below the command line.
 	Agent string
 	Model string
@@ -447,7 +447,7 @@ func (p *PRD) PassedInFile() map[string]bool {
 }
 
 // WithoutPasses lists the stories whose object in the parsed file has no
-// "passes" field (seed 001's "Ralph-ready" rule: every story carries its
+// "passes" field (the "Ralph-ready" rule: every story carries its
 // flag). Stories not read from a file are not listed.
 func (p *PRD) WithoutPasses() []string {
 	var out []string

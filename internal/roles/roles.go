@@ -1,12 +1,11 @@
 // Package roles holds the role texts an iteration may get appended to its
-// prompt (seed 003 §4) and the triggers that choose one between
-// iterations: conditions over facts the harness measured (commits on the
-// branch, the last gate results, …), never over what the agent says about
-// itself.
+// prompt and the triggers that choose one between iterations: conditions
+// over facts the harness measured (commits on the branch, the last gate
+// results, …), never over what the agent says about itself.
 //
-// Texts come from the built-in set, then roles/<name>.md (the seed's
+// Texts come from the built-in set, then roles/<name>.md (the role-triggers
 // layout), then .ralph/roles/<name>.md, each overriding the one before.
-// Triggers and per-role agents come from .ralph/roles.yaml or the seed's
+// Triggers and per-role agents come from .ralph/roles.yaml or the role-triggers
 // config/roles.yaml.
 package roles
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// seedTriggers is seed 003's roles.yaml as written there.
+// seedTriggers is the role-triggers roles.yaml as its document writes it.
 const seedTriggers = `triggers:
   # After significant work, review it
   - condition: "branch_commits >= 5"

@@ -13,7 +13,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
-// The control files of seed 001's worker/reviewer cadence, in a run folder.
+// The control files of the worker/reviewer cadence, in a run folder.
 const (
 	Orchestration = "orchestration.json" // the scheme: {"scheme": "W5R"}
 	LoopState     = "loop_state.json"    // the control plane ralph writes

@@ -1,6 +1,6 @@
-// Package runfolder is seed 001's per-run folders: ralph/runs/<run_id>/
+// Package runfolder is the per-run folders: ralph/runs/<run_id>/
 // with PRD.md, prd.json, PROMPT.md and progress.md, made by `ralph runs
-// new`, listed by `ralph runs list` and checked against the seed's
+// new`, listed by `ralph runs list` and checked against the
 // "Ralph-ready" rules by `ralph runs lint` (and by `ralph run RUN_DIR`
 // before it starts).
 package runfolder
@@ -98,8 +98,8 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// promptFor is the PROMPT.md of a new run folder: every instruction seed
-// 001 requires of a Ralph-ready prompt, as a ralph prompt template.
+// promptFor is the PROMPT.md of a new run folder: every instruction a
+// Ralph-ready prompt carries, as a ralph prompt template.
 func promptFor(name, rel string) string {
 	return `# Ralph run: ` + name + `
 
@@ -150,7 +150,7 @@ type Problem struct {
 
 func (p Problem) String() string { return p.File + ": " + p.Msg }
 
-// promptRules are the instructions seed 001 requires of PROMPT.md, each
+// promptRules are the instructions a Ralph-ready PROMPT.md carries, each
 // with the phrasings that count as giving it. Compiled on first use: every
 // ralph command pays for package-level work at start-up, and only a lint
 // needs these.
@@ -170,7 +170,7 @@ type promptRule struct {
 	re   *regexp.Regexp
 }
 
-// Lint checks dir against seed 001's "Ralph-ready" rules: it is
+// Lint checks dir against the "Ralph-ready" rules: it is
 // ralph/runs/<run_id>/ of the repository at root; PRD.md, prd.json,
 // PROMPT.md and progress.md exist; prd.json is a valid PRD whose stories
 // all carry "passes"; PROMPT.md names the files and gives every required

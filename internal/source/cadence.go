@@ -38,14 +38,14 @@ const (
 	steeringID   = "steering-"
 )
 
-// Review modes (seed 001): why a review runs.
+// Review modes: why a review runs.
 const (
 	modePeriodic = "periodic" // the scheme's rhythm
 	modeAdhoc    = "adhoc"    // control.json asked for one
 	modeFinal    = "final"    // a worker wrote output/worker_result.json
 )
 
-// Cadence runs a run folder's PRD with seed 001's worker/reviewer rhythm:
+// Cadence runs a run folder's PRD with the worker/reviewer rhythm:
 // after every n worker iterations, m review iterations (the reviewer
 // role), each writing review.md with "STEERING_NEEDED: yes|no"; a yes runs
 // a steering iteration that may reshape the stories of prd.json under the
