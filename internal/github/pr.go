@@ -3,6 +3,8 @@ package github
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -29,12 +31,25 @@ func UpdatePullRequest(ctx context.Context, o PullRequestOptions, st *engine.Sta
 	if st == nil || st.Branch == "" {
 		return "", fmt.Errorf("the run has no feature branch to open a pull request from")
 	}
+	rec, err := LoadRecord(o.Record)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", o.Record, err)
+	}
+	// What earlier runs passed on this branch, and this run has not.
+	earlier := map[string]PRItem{}
+	if rec.PR != nil && rec.PR.Branch == st.Branch {
+		for id, row := range rec.PR.Passed {
+			if st.Items[id] == nil {
+				earlier[id] = row
+			}
+		}
+	}
 	if err := o.Git.Push(ctx, o.Remote, "refs/heads/"+st.Branch, "refs/heads/"+st.Branch); err != nil {
 		return "", fmt.Errorf("pushing %s to %s: %w", st.Branch, o.Remote, err)
 	}
 	passed, _, total := st.Counts()
 	draft := passed < total || total == 0
-	body := o.Mask(PullRequestBody(st))
+	body := o.Mask(PullRequestBody(st, earlier))
 	title := o.Mask(oneLine(o.Title))
 	pr, err := o.GH.FindPR(ctx, st.Branch)
 	if err != nil {
@@ -66,16 +81,28 @@ func UpdatePullRequest(ctx context.Context, o PullRequestOptions, st *engine.Sta
 			}
 		}
 	}
-	rec, err := LoadRecord(o.Record)
-	if err == nil {
-		rec.PR = &PRRecord{Number: number, URL: url, Branch: st.Branch, Draft: draft}
-		err = store.WriteJSON(o.Record, rec)
+	for _, id := range st.Order {
+		if row, ok := passedRow(st, id); ok {
+			earlier[id] = row
+		}
 	}
-	return url, err
+	rec.PR = &PRRecord{Number: number, URL: url, Branch: st.Branch, Draft: draft, Passed: earlier}
+	return url, store.WriteJSON(o.Record, rec)
 }
 
-// PullRequestBody lists a run's items: status, commit, verification, cost.
-func PullRequestBody(st *engine.State) string {
+// passedRow is item id's row when it passed in this run with a commit of
+// its own.
+func passedRow(st *engine.State, id string) (PRItem, bool) {
+	is := st.Items[id]
+	if is == nil || is.Status != engine.ItemPassed || is.Commit == "" {
+		return PRItem{}, false
+	}
+	return PRItem{Title: is.Title, Commit: short(is.Commit), Verified: verification(is), Cost: cost(is), Run: st.RunID}, true
+}
+
+// PullRequestBody lists a run's items: status, commit, verification,
+// cost; then the items earlier runs passed on the branch.
+func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
 	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %s passed", st.RunID, passed, engine.Plural(total, "item"))
@@ -106,6 +133,17 @@ func PullRequestBody(st *engine.State) string {
 	}
 	if st.Untracked > 0 {
 		fmt.Fprintf(&b, "\n… and %d more not started yet.\n", st.Untracked)
+	}
+	if len(earlier) > 0 {
+		fmt.Fprintf(&b, "\nPassed in earlier runs on this branch:\n\n| item | run | commit | verified by ralph | cost |\n|---|---|---|---|---|\n")
+		for _, id := range slices.Sorted(maps.Keys(earlier)) {
+			row := earlier[id]
+			title := id
+			if row.Title != "" {
+				title = id + " " + row.Title
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(title), row.Run, row.Commit, cell(row.Verified), row.Cost)
+		}
 	}
 	if st.Usage.CostUSD > 0 {
 		fmt.Fprintf(&b, "\nTotal agent cost: $%.4f.\n", st.Usage.CostUSD)

@@ -41,6 +41,19 @@ type PRRecord struct {
 	URL    string `json:"url"`
 	Branch string `json:"branch"`
 	Draft  bool   `json:"draft"`
+	// Passed are the items that passed on the branch, by id, in every run
+	// that updated the pull request: a --fresh run's body still lists the
+	// work earlier runs landed there.
+	Passed map[string]PRItem `json:"passed,omitempty"`
+}
+
+// PRItem is one passed item's row in a pull request's body.
+type PRItem struct {
+	Title    string `json:"title"`
+	Commit   string `json:"commit"`
+	Verified string `json:"verified"`
+	Cost     string `json:"cost,omitempty"`
+	Run      string `json:"run"`
 }
 
 // LoadRecord reads path (a missing file is an empty record).
