@@ -273,11 +273,13 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 	// lapsed, for as long as a heartbeat lives.
 	judged := map[uint64]bool{}
 	var lapsed time.Time
-	// consider judges an outcome: true when it is the job's (out set).
-	consider := func(e jetstream.KeyValueEntry) bool {
+	// consider judges an outcome against the claim as it stands (held:
+	// there is one; its watch may lag): true when it is the job's (out
+	// set).
+	consider := func(e jetstream.KeyValueEntry, c claim, held bool) bool {
 		var o outcome
-		if c, ok := r.claimOf(ctx, key); ok {
-			current = c // the claim as it stands, its watch may lag
+		if held {
+			current = c
 		}
 		why, later := r.judge(ctx, e, key, current, &o)
 		if why != "" {
@@ -316,8 +318,8 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 				// judged: the watch may lag it, or it waits on a
 				// heartbeat that lapsed (a worker's beat is a request
 				// that a reconnect can hold up).
-				if c, ok := r.claimOf(ctx, key); ok {
-					if e, err := r.results.Get(ctx, resultKey(key, c.Proof)); err == nil && !judged[e.Revision()] && consider(e) {
+				if c, held := r.claimOf(ctx, key); held {
+					if e, err := r.results.Get(ctx, resultKey(key, c.Proof)); err == nil && !judged[e.Revision()] && consider(e, c, held) {
 						accepted = true
 						continue
 					}
@@ -369,7 +371,8 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 				if e == nil || e.Operation() != jetstream.KeyValuePut {
 					continue // the initial-values marker
 				}
-				accepted = consider(e)
+				c, held := r.claimOf(ctx, key)
+				accepted = consider(e, c, held)
 			}
 		}
 		if !fullCommit.MatchString(out.Commit) {

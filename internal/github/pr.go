@@ -115,10 +115,6 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 		if is == nil {
 			continue
 		}
-		title := id
-		if is.Title != "" {
-			title = id + " " + is.Title
-		}
 		commit, verified := "", ""
 		switch is.Status {
 		case engine.ItemPassed:
@@ -129,7 +125,7 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 		case engine.ItemBlocked:
 			verified = "blocked: " + oneLine(is.Reason)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(title), is.Status, commit, cell(verified), cost(is))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(itemTitle(id, is.Title)), is.Status, commit, cell(verified), cost(is))
 	}
 	if st.Untracked > 0 {
 		fmt.Fprintf(&b, "\n… and %d more not started yet.\n", st.Untracked)
@@ -138,17 +134,21 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 		fmt.Fprintf(&b, "\nPassed in earlier runs on this branch:\n\n| item | run | commit | verified by ralph | cost |\n|---|---|---|---|---|\n")
 		for _, id := range slices.Sorted(maps.Keys(earlier)) {
 			row := earlier[id]
-			title := id
-			if row.Title != "" {
-				title = id + " " + row.Title
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(title), row.Run, row.Commit, cell(row.Verified), row.Cost)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(itemTitle(id, row.Title)), row.Run, row.Commit, cell(row.Verified), row.Cost)
 		}
 	}
 	if st.Usage.CostUSD > 0 {
 		fmt.Fprintf(&b, "\nTotal agent cost: $%.4f.\n", st.Usage.CostUSD)
 	}
 	return b.String()
+}
+
+// itemTitle is an item's name in a table: its id, then its title.
+func itemTitle(id, title string) string {
+	if title == "" {
+		return id
+	}
+	return id + " " + title
 }
 
 // cell keeps a text inside its table cell.
