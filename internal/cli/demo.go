@@ -86,8 +86,12 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	}
 	paths := engine.PathsFor(root)
 	pp := newPlainPrinter(w, o.IO.IO.Color())
+	j, err := newJudge(repo, paths, gates, nil, nil)
+	if err != nil {
+		return err
+	}
 	eng, err := engine.New(engine.Config{
-		Paths: paths, Source: src, Git: repo,
+		Paths: paths, Source: src, Git: repo, Judge: j,
 		Agent:  engine.AgentConfig{Default: ag, Name: "scripted"},
 		Limits: engine.Limits{IterationTimeout: time.Minute},
 		OnEvent: func(ev engine.Event) {

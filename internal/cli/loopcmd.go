@@ -18,6 +18,8 @@ import (
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/policy"
+	"github.com/ralph-loop/ralph/internal/sandbox"
+	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -175,7 +177,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	}
 	// The gates run in the sandbox, or the loop is refused before
 	// anything is written.
-	gates, err := loopGates(o.IO, root, a, 0)
+	gates, sb, err := loopGates(o.IO, root, a, 0)
 	if err != nil {
 		return err
 	}
@@ -183,7 +185,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(ctx, root, repo, a, gates, true, o.IO.IO.ErrOut)
+	eng, err := hookEngine(ctx, root, repo, a, gates, sb, true, o.IO.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -219,7 +221,7 @@ func absFrom(f *Factory, p string) string {
 // they are read, as `ralph run` does. A PRD's run-wide gates run on the
 // untouched base first, as for ralph run (kept in .ralph/baseline.json,
 // so a Stop re-runs them only when the base moved).
-func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, fresh bool, errOut io.Writer) (*engine.Engine, error) {
+func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, sb *sandbox.Sandbox, fresh bool, errOut io.Writer) (*engine.Engine, error) {
 	guard, err := policy.Check(engine.PathsFor(root), policy.Options{Fresh: fresh}, errOut)
 	if err != nil {
 		return nil, err
@@ -246,9 +248,6 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 			return nil, err
 		}
 		cfg.Source, guard.PRD = src, src.Info().PRDPath
-		if err := takeBaseline(ctx, repo, cfg.Paths, src, gates, a.AllowFailingBaseline, io.Discard); err != nil {
-			return nil, err
-		}
 	case "pipeline":
 		src, err := source.OpenPipeline(a.Path, root, repo, gates.Proc, gates.Timeout)
 		if err != nil {
@@ -270,6 +269,9 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 	}
 	cfg.Roles = rs
 	if cfg.Deciders, err = decide.Rules(decide.Options{Paths: cfg.Paths, Roles: rs}); err != nil {
+		return nil, err
+	}
+	if cfg.Judge, err = newJudge(repo, cfg.Paths, gates, sb, secret.FromEnv()); err != nil {
 		return nil, err
 	}
 	return engine.New(cfg)
@@ -396,12 +398,12 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	gates, err := loopGates(f, top, a, o.Timeout)
+	gates, sb, err := loopGates(f, top, a, o.Timeout)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
 	}
-	eng, err := hookEngine(ctx, top, f.GitAt(top), a, gates, false, f.IO.ErrOut)
+	eng, err := hookEngine(ctx, top, f.GitAt(top), a, gates, sb, false, f.IO.ErrOut)
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
@@ -454,19 +456,19 @@ func loopName(article, kind string) string {
 
 // loopGates is the gate runner of an in-session loop: in the sandbox
 // unless the loop was armed with --no-sandbox.
-func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (gate.Runner, error) {
+func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (gate.Runner, *sandbox.Sandbox, error) {
 	gates := f.GateRunner(timeout)
 	c, err := f.Config(root)
 	if err != nil {
-		return gates, err
+		return gates, nil, err
 	}
 	s, err := sandboxSettings(c.Sandbox)
 	if err != nil {
-		return gates, err
+		return gates, nil, err
 	}
 	sb, err := openSandbox(s, a.NoSandbox, engine.PathsFor(root))
 	if err != nil {
-		return gates, err
+		return gates, nil, err
 	}
-	return confinedGates(gates, sb), nil
+	return confinedGates(gates, sb), sb, nil
 }

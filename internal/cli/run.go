@@ -29,6 +29,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/sandbox"
+	"github.com/ralph-loop/ralph/internal/secret"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -548,6 +549,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			}
 		}
 	}
+	mask := secret.FromEnv(o.Env...)
+	if o.NoMask {
+		mask = nil
+	}
+	if cfg.Judge, err = newJudge(repo, paths, gates, o.sandbox, mask); err != nil {
+		return nil, err
+	}
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
 	}
@@ -749,9 +757,6 @@ func (r *openedRun) run(ctx context.Context) error {
 		// at its start, with the way out.
 		fmt.Fprintf(out.ErrOut, "ralph: this run starts paused: .ralph/pause is there (%s); `ralph resume` lets it start, `ralph stop` ends it\n", strings.TrimSpace(string(b)))
 	}
-	if err := r.baseline(ctx); err != nil {
-		return err
-	}
 	notify, err := o.notifier(cfg.Paths)
 	if err != nil {
 		return err
@@ -791,65 +796,6 @@ func (r *openedRun) run(ctx context.Context) error {
 		return nil
 	}
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
-}
-
-// baseline runs the run-wide gates on the untouched base before any
-// agent runs (or finds them already run on that commit in
-// .ralph/baseline.json): a gate failing there stops the run with exit 2
-// before anything is spent or blamed, unless --allow-failing-baseline;
-// the source then holds every verdict against it (tests that passed
-// there must still pass).
-func (r *openedRun) baseline(ctx context.Context) error {
-	var warn io.Writer = r.o.IO.IO.ErrOut
-	if r.o.JSON {
-		warn = io.Discard
-	}
-	return takeBaseline(ctx, r.repo, r.cfg.Paths, r.cfg.Source, confinedGates(r.o.IO.GateRunner(r.o.GateTimeout), r.o.sandbox), r.o.AllowFailingBaseline, warn)
-}
-
-// takeBaseline is the baseline of every driver (ralph run, the Stop-hook
-// loop): a source with run-wide gates gets them run on its base, or the
-// results already kept for that commit.
-func takeBaseline(ctx context.Context, repo *git.Repo, paths engine.Paths, work engine.Source, runner gate.Runner, allowFailing bool, warn io.Writer) error {
-	src, ok := work.(interface {
-		BaselineGates(context.Context) (string, []gate.Gate)
-		UseBaseline(*source.Baseline)
-	})
-	if !ok {
-		return nil
-	}
-	rev, gates := src.BaselineGates(ctx)
-	if len(gates) == 0 {
-		return nil
-	}
-	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(paths.Dir, 0o755); err != nil {
-		return err
-	}
-	log, err := os.Create(filepath.Join(paths.Dir, "baseline.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	b, err := source.TakeBaseline(ctx, repo, paths.Dir, rev, runner, gates, log)
-	if err != nil || b == nil {
-		return err
-	}
-	if failing := b.Failing(); len(failing) > 0 {
-		if !allowFailing {
-			return &source.BaselineFailure{B: b}
-		}
-		var names []string
-		for _, f := range failing {
-			names = append(names, f.Name)
-		}
-		fmt.Fprintf(warn, "ralph: warning: on the base %.8s %s already failed (--allow-failing-baseline: not blamed on any %s; see .ralph/baseline.log)\n",
-			b.Commit, strings.Join(names, ", "), work.Info().ItemKind)
-	}
-	src.UseBaseline(b)
-	return nil
 }
 
 // notifier is what --notify, --notify-command and the config's notify:

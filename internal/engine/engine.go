@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,9 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/judge"
+	"github.com/ralph-loop/ralph/internal/land"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/secret"
@@ -76,7 +80,10 @@ type Config struct {
 	Deciders []Decider
 	// Policy pins the rules that judge items for the whole run (nil: the
 	// files are trusted as they are).
-	Policy   Policy
+	Policy Policy
+	// Judge is the run's one judge (internal/judge): every claim of every
+	// driver is judged there, on exactly the tree that lands.
+	Judge Judge
 	Parallel int // workers; 0 or 1 = sequential (the same scheduler)
 	// Watch keeps the loop alive when nothing is ready: it polls the source
 	// every Watch interval without running an agent (no tokens spent) until
@@ -206,6 +213,29 @@ func (c *Config) defaults() {
 	}
 }
 
+// Judge is the one judge of a run (internal/judge.Judge implements it):
+// the engine hands it every claim and lands what it passed through the
+// branch's lander.
+type Judge interface {
+	// Open readies it once the run is open (its dependency folders, the
+	// run-wide gates on the base rev) and says what fails at the base.
+	Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error)
+	// Begin pins an item's contract at its base before its agent runs,
+	// and takes the refs as they are.
+	Begin(ctx context.Context, item, base string, terms judge.Claim) (*judge.Contract, map[string]string)
+	Judge(ctx context.Context, c *judge.Case) Verdict
+	// Rejudge judges a case again whose place in the queue went stale.
+	Rejudge(ctx context.Context, c *judge.Case) Verdict
+	// RecordWork lands an iteration's unverified work (the plain loop).
+	RecordWork(ctx context.Context, c *judge.Case, msg string) (string, error)
+	// Lander is the owner of branch, made at known (the newest commit
+	// landed there, "" the branch as it is).
+	// A branch found rewritten is put back, and report says so.
+	Lander(ctx context.Context, branch, known string, report func(string)) (*land.Lander, error)
+	// Landed records that the tree of v landed as sha.
+	Landed(item string, v Verdict, sha string)
+}
+
 // VCS is what the engine needs from version control (internal/git's Repo
 // implements it); sources do their own branching and committing.
 type VCS interface {
@@ -237,8 +267,10 @@ type Engine struct {
 	backoff   time.Duration
 	watching  bool
 	mask      *secret.Masker
-	merge     ticketLock
 	slots     *agentSlots
+	// landers own the branches work lands on, one each (land.Lander).
+	landMu  sync.Mutex
+	landers map[string]*land.Lander
 	// distrusted are the items a resumed state said were passed but the
 	// source (the repository) did not agree; notes are what the source's
 	// first Sync found about other items (a stranded claim). open reports
@@ -259,8 +291,8 @@ type Engine struct {
 // New validates cfg.
 func New(cfg Config) (*Engine, error) {
 	cfg.defaults()
-	if cfg.Source == nil || cfg.Git == nil {
-		return nil, errors.New("engine: source and version control are required")
+	if cfg.Source == nil || cfg.Git == nil || cfg.Judge == nil {
+		return nil, errors.New("engine: a source, version control and a judge are required")
 	}
 	text, from, err := loadPromptTemplate(cfg.Prompt.Paths...)
 	if err != nil {
@@ -314,6 +346,10 @@ func (e *Engine) Run(ctx context.Context) (Outcome, error) {
 	// locks its git processes died holding, then conclude its iterations.
 	e.killOrphans()
 	e.removeStaleLocks(ctx)
+	if err := e.openJudge(ctx); err != nil {
+		return e.stop(StatusError, err.Error()), err
+	}
+	defer e.closeLanders()
 	if err := e.recover(ctx); err != nil {
 		return e.stop(StatusError, err.Error()), err
 	}

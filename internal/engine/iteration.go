@@ -15,6 +15,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -36,6 +37,15 @@ type Iteration struct {
 	// changes); Review: the iteration is the review its item was held for.
 	RoleVerdict roles.Decision
 	Review      bool
+
+	// What the judge needs across the iteration: the item's contract and
+	// the refs when its agent started (beginJudging), the case it judged
+	// (a stale landing is judged again from it), and whether a resolver
+	// already ran.
+	contract *judge.Contract
+	refs     map[string]string
+	judged   *judge.Case
+	resolved bool
 
 	e *Engine
 	s iterSetup
@@ -77,6 +87,7 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*Iteration, e
 	if err != nil {
 		return nil, err
 	}
+	e.beginJudging(ctx, x)
 	return x, e.prompt(x)
 }
 
@@ -91,12 +102,14 @@ func (e *Engine) conclude(ctx context.Context, x *Iteration) error {
 			e.compactProgress(ctx)
 		}
 	}()
-	// What the agent changed of the run's policy is put back before its
-	// work is judged or committed.
-	e.restorePolicy(x)
 	v, err := e.verify(ctx, x)
 	if err != nil {
 		return err
+	}
+	if v.Conflict != nil {
+		if v, err = e.resolve(ctx, x, v); err != nil {
+			return err
+		}
 	}
 	d, err := e.decide(ctx, x, v)
 	if err != nil {
@@ -282,46 +295,67 @@ func (e *Engine) readVerdict(x *Iteration) {
 	}
 }
 
-// verify judges the iteration (Source.Verify: the claim, the gates, the
-// control plane) and lists the files it changed. A planning iteration is
-// not verified: its decider judges the plan.
+// verify has the judge judge the iteration (the source's claim, every
+// check, the gates on exactly the tree that would land) and lists the
+// files it changed. A planning iteration is not judged: its decider
+// judges the plan.
 func (e *Engine) verify(ctx context.Context, x *Iteration) (Verdict, error) {
 	cfg := &e.cfg
-	it, cur, att := x.Item, x.Current, x.Attempt
+	cur, att := x.Current, x.Attempt
 	var v Verdict
 	if !cur.Planning {
-		v = e.maskVerdict(cfg.Source.Verify(ctx, att, e.box.snapshot()))
+		v = e.judgeAttempt(ctx, x, att)
 		if ctx.Err() != nil {
+			e.withdraw(x, v)
 			return v, ctx.Err()
 		}
 		e.box.mutate(func(st *State) { cur.LastGate = v.Summary }) // persisted with the next write
 		if x.RoleVerdict != roles.None {
 			e.appendReview(x)
 		}
-		for _, t := range v.Tampered {
-			e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
-		}
-		for _, g := range v.Gates {
-			verdict := "passed"
-			if !g.Passed {
-				verdict = "FAILED"
-			}
-			e.emit(Event{Type: "gate_result", Iteration: cur.Iteration, Item: it.ID,
-				Message: fmt.Sprintf("gate %s %s (%s)", g.Name, verdict, g.Duration.Round(time.Millisecond)),
-				Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
+		e.reportVerdict(x, v)
+	} else if cfg.Policy != nil {
+		// A planner changes no code, but what it changed of the run's
+		// policy is put back all the same.
+		for _, msg := range cfg.Policy.Restore(att.Dir) {
+			e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: x.Item.ID, Message: fmt.Sprintf("%s: %s", x.Item.ID, msg)})
 		}
 	}
-	// A passing item in a tree of its own gets its file list when its
-	// work is committed there (no extra git call), and a source that
-	// listed them while verifying says so; every other iteration asks git
-	// now, before the commit makes the tree clean.
 	switch {
-	case att.Files != nil:
-		x.Files = att.Files
-	case !v.Passed || !x.Workspace.Isolated():
+	case v.Files != nil:
+		x.Files, att.Files = v.Files, v.Files
+	default:
 		x.Files, _ = cfg.Git.Changed(ctx, att.Dir, ".ralph/")
 	}
 	return v, nil
+}
+
+// reportVerdict emits what a verdict found: tampering, each gate.
+func (e *Engine) reportVerdict(x *Iteration, v Verdict) {
+	it, cur := x.Item, x.Current
+	for _, t := range v.Tampered {
+		e.emit(Event{Type: "tamper_detected", Iteration: cur.Iteration, Item: it.ID, Message: t})
+	}
+	for _, g := range v.Gates {
+		verdict := "passed"
+		if !g.Passed {
+			verdict = "FAILED"
+		}
+		e.emit(Event{Type: "gate_result", Iteration: cur.Iteration, Item: it.ID,
+			Message: fmt.Sprintf("gate %s %s (%s)", g.Name, verdict, g.Duration.Round(time.Millisecond)),
+			Data:    map[string]any{"gate": g.Name, "passed": g.Passed, "exit_code": g.ExitCode, "duration_ms": g.Duration.Milliseconds()}})
+	}
+}
+
+// withdraw takes a verdict's work out of its lander's queue (it will not
+// land now: it failed, or a decider holds it).
+func (e *Engine) withdraw(x *Iteration, v Verdict) {
+	if v.Ticket != nil && x.judged != nil && x.judged.Lander != nil {
+		x.judged.Lander.Withdraw(v.Ticket)
+	}
+	if v.Snapshot != nil {
+		v.Snapshot.Remove()
+	}
 }
 
 // decide asks the deciders in order (internal/decide: plan approval, a
@@ -343,14 +377,16 @@ func (e *Engine) decide(ctx context.Context, x *Iteration, v Verdict) (Decision,
 }
 
 // persist records the decision: a verdict that passed with no word
-// against it is committed and the item marked passed; a held item waits;
+// against it lands and the item is marked passed; a held item waits;
 // anything else did not pass.
 func (e *Engine) persist(ctx context.Context, x *Iteration, v Verdict, d Decision) error {
 	switch d.Action {
 	case Hold:
+		e.withdraw(x, v)
 		e.hold(ctx, x, v, d)
 		return nil
 	case Fail:
+		e.withdraw(x, v)
 		v = d.Verdict
 		if d.Findings != "" {
 			x.Attempt.Rejected = d.Findings
@@ -359,41 +395,10 @@ func (e *Engine) persist(ctx context.Context, x *Iteration, v Verdict, d Decisio
 		if v.Passed {
 			return e.commit(ctx, x, v)
 		}
+	default:
+		e.withdraw(x, v)
 	}
 	return e.notPassed(ctx, x, v, d)
-}
-
-// commit records a verified item through the merge queue (accept) and
-// marks it passed; an item the merge turned down did not pass.
-func (e *Engine) commit(ctx context.Context, x *Iteration, v Verdict) error {
-	it, cur, att := x.Item, x.Current, x.Attempt
-	commit, rv, err := e.accept(ctx, x, v)
-	if err != nil {
-		return err
-	}
-	if att.Files != nil {
-		x.Files = att.Files
-	}
-	if rv != nil {
-		// The merge's verdict is decided like any other (a re-run, or
-		// a failed attempt).
-		d, err := e.decide(ctx, x, *rv)
-		if err != nil {
-			return err
-		}
-		return e.persist(ctx, x, *rv, d)
-	}
-	e.appendProgress(it, cur, "passed", v, att.Learnings, x.Files, commit)
-	e.markPassed(it, cur.Iteration, commit, v.Summary)
-	e.appendSummary(it, att, x.Files, commit)
-	fmt.Fprintf(att.Log, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, ShortSHA(commit))
-	// Dependents may start now; the tree is tidied after that, off their
-	// path (and off the agent slots).
-	e.slots.poke()
-	if x.Workspace.Tidy != nil {
-		x.Workspace.Tidy(ctx, att)
-	}
-	return nil
 }
 
 // hold keeps the item pending, no attempt spent, until what the decision
@@ -401,9 +406,6 @@ func (e *Engine) commit(ctx context.Context, x *Iteration, v Verdict) error {
 // in the same tree; a person's word on its plan).
 func (e *Engine) hold(ctx context.Context, x *Iteration, v Verdict, d Decision) {
 	it, cur := x.Item, x.Current
-	if x.Files == nil && v.Passed && x.Workspace.Isolated() {
-		x.Files, _ = e.cfg.Git.Changed(ctx, x.Attempt.Dir, ".ralph/")
-	}
 	facts := e.measure(ctx, x, v, x.Files)
 	_ = e.box.update(func(st *State) {
 		s := st.Item(it.ID)
@@ -431,6 +433,10 @@ func (e *Engine) hold(ctx context.Context, x *Iteration, v Verdict, d Decision) 
 // Either way the tree is kept for the next iteration.
 func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decision) error {
 	it, cur, att := x.Item, x.Current, x.Attempt
+	if told, ok := e.cfg.Source.(notPassedTold); ok && !x.Current.Planning {
+		told.NotPassed(ctx, att, v)
+	}
+	e.keepWork(ctx, x, v)
 	facts := e.measure(ctx, x, v, x.Files)
 	var inProgress bool
 	if d.Action == next {
@@ -521,6 +527,20 @@ func (e *Engine) notPassed(ctx context.Context, x *Iteration, v Verdict, d Decis
 		e.emit(Event{Type: "item_blocked", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s blocked: %s", it.ID, reason)})
 	}
 	return nil
+}
+
+// keepWork lands what an iteration that did not pass left, unverified,
+// when its source keeps every iteration's work (the plain loop's memory:
+// the next fresh agent finds it in git). Nothing is kept of an iteration
+// that tampered.
+func (e *Engine) keepWork(ctx context.Context, x *Iteration, v Verdict) {
+	c := x.judged
+	if c == nil || c.Claim.KeepWork == "" || len(v.Tampered) > 0 || ctx.Err() != nil {
+		return
+	}
+	if _, err := e.cfg.Judge.RecordWork(ctx, c, c.Claim.KeepWork); err != nil {
+		e.emit(Event{Type: "source_error", Item: x.Item.ID, Message: "recording the iteration's work: " + err.Error()})
+	}
 }
 
 // record writes the decider's own fields of the item's record.
@@ -859,26 +879,11 @@ func agentSummary(r agent.Result) string {
 	return strings.Join(parts, ", ")
 }
 
-// Rejection is the verdict on an iteration whose role did not approve:
-// a failed claim, with the findings as the next iteration's context.
-func Rejection(a *Attempt) Verdict {
-	return Verdict{Claimed: true, Summary: "the " + a.Role + " asked for changes",
-		Failure: "The " + a.Role + " reviewed the work and did not approve it. Address these findings:\n\n" + gate.Trim(a.Rejected, 4<<10)}
-}
+// Rejection is the verdict on an iteration whose role did not approve.
+func Rejection(a *Attempt) Verdict { return judge.Rejection(a.Role, a.Rejected) }
 
-// AgentFailure renders a failed agent run as a verdict (no gates run: the
-// run itself did not finish).
-func AgentFailure(r agent.Result) Verdict {
-	what := fmt.Sprintf("agent exited with code %d", r.ExitCode)
-	if r.TimedOut {
-		what = "agent timed out and was killed"
-	}
-	msg := what
-	if r.ErrorText != "" {
-		msg += ": " + r.ErrorText
-	}
-	return Verdict{Summary: what, Failure: "The previous agent run did not finish: " + gate.Trim(msg, 2000)}
-}
+// AgentFailure renders a failed agent run as a verdict.
+func AgentFailure(r agent.Result) Verdict { return judge.AgentFailure(r) }
 
 // Unlimited is the iteration limit of an open-ended run (watch mode): it
 // is never shown as a number.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 )
 
@@ -145,44 +144,3 @@ func (e *Engine) watch(ctx context.Context) error {
 	return nil
 }
 
-// ticketLock is a FIFO mutex: the merge queue. Waiters are served in the
-// order they arrived, and each knows its position.
-type ticketLock struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	next    int // next ticket to hand out
-	serving int
-}
-
-func (l *ticketLock) take() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cond == nil {
-		l.cond = sync.NewCond(&l.mu)
-	}
-	t := l.next
-	l.next++
-	return t
-}
-
-// position is how many are ahead of ticket t, plus one.
-func (l *ticketLock) position(t int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return t - l.serving + 1
-}
-
-func (l *ticketLock) wait(t int) {
-	l.mu.Lock()
-	for l.serving != t {
-		l.cond.Wait()
-	}
-	l.mu.Unlock()
-}
-
-func (l *ticketLock) release() {
-	l.mu.Lock()
-	l.serving++
-	l.cond.Broadcast()
-	l.mu.Unlock()
-}

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/gate"
+	"github.com/ralph-loop/ralph/internal/judge"
 )
 
 // Item is one unit of work: a PRD story, a task, a pipeline stage. It
@@ -72,21 +72,16 @@ type Workspace struct {
 	// Base is the commit the tree was cut at, when the source knows it
 	// without asking git (a worktree cut at a known tip); "" otherwise.
 	Base string
-	// Commit and Tidy are set only for trees of the item's own (a parallel
-	// PRD's worktrees). Commit records verified work on the item's own
-	// branch before the merge queue, so only the merge is serialised; it
-	// sets Attempt.Files to what it recorded and must be idempotent; a
-	// *Rejected from it fails the iteration like Accept's. Tidy
-	// runs after the item is recorded as passed, off the agent slots.
-	Commit func(ctx context.Context, a *Attempt, v Verdict) error
-	Tidy   func(ctx context.Context, a *Attempt)
+	// Isolated: the tree is the item's own (a parallel PRD's worktree):
+	// its work needs no agent slot while it waits to land.
+	Isolated bool
+	// Follow, when set, brings a checkout of the target branch along once
+	// the item's commit landed on it (from old), before anything else
+	// lands: the main tree the agent worked in takes the recorded index.
+	Follow func(ctx context.Context, v Verdict, old, landed string) error
 }
 
-// Isolated reports whether the tree is the item's own: its verified work
-// needs no agent slot while it waits to merge.
-func (w Workspace) Isolated() bool { return w.Commit != nil }
-
-// Attempt is what the engine hands a source to judge one iteration.
+// Attempt is what the engine hands a source to read one iteration.
 type Attempt struct {
 	Item    *Item
 	Dir     string // work tree the agent ran in
@@ -98,28 +93,18 @@ type Attempt struct {
 	Role string
 	// Rejected holds a role's findings when its verdict did not approve
 	// (it asked for changes, or a review that must approve gave none):
-	// the item is not done, whatever the files say, and judge reports a
-	// failed claim.
+	// the item is not done, whatever the files say, and the judge
+	// reports a failed claim.
 	Rejected  string
 	Learnings []string
 	Log       *Transcript
-	// Files are the paths the iteration changed, when Workspace.Commit
-	// recorded them (nil otherwise: the engine asks git).
+	// Files are the paths the iteration changed, when the judge listed
+	// them (nil otherwise: the engine asks git).
 	Files []string
 }
 
-// Verdict is a source's judgement of an iteration.
-type Verdict struct {
-	Passed   bool
-	Claimed  bool
-	Gates    []gate.Result
-	Summary  string // one line for output and state
-	Failure  string // retry context for the next prompt (empty on pass)
-	Tampered []string
-	// Tree is the git tree the gates ran on, when the source snapshotted
-	// it: Accept commits that tree and nothing else.
-	Tree string
-}
+// Verdict is the judgement of an iteration (internal/judge).
+type Verdict = judge.Verdict
 
 // SyncReason says why the engine asks a source to bring state up to date.
 type SyncReason int
@@ -153,12 +138,18 @@ type Source interface {
 	// Prepare readies the tree for an iteration on it. It is called again
 	// for an iteration resumed after a crash and must then reattach.
 	Prepare(ctx context.Context, it *Item, st *State) (Workspace, error)
-	// Verify judges an iteration: the claim, the gates, control-plane
-	// integrity.
-	Verify(ctx context.Context, a *Attempt, st *State) Verdict
-	// Accept records a passed item (commit, merge, write-back) and returns
-	// the commit that holds it. It may return *Rejected or *Conflict.
-	Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error)
+	// Terms are what applies to an item's work, known before its agent
+	// runs: its gates and checks, its flags, the branch it lands on, its
+	// commit message. The judge pins the item's contract from them.
+	Terms(it *Item, st *State) judge.Claim
+	// Claim is the source's word on an iteration: its Terms, plus whether
+	// its own signals claim the item done and what it put back of its own
+	// files (an agent's edit of the PRD or the task file). A source never
+	// judges: the one judge does.
+	Claim(ctx context.Context, a *Attempt, st *State) judge.Claim
+	// Landed is told that the item's work landed as commit: the source's
+	// model, mirrors and trees follow.
+	Landed(ctx context.Context, a *Attempt, v Verdict, commit string, st *State) error
 	// Block gives up on an item after its attempts.
 	Block(ctx context.Context, it *Item, st *State, reason string) error
 	// Recover finishes an iteration that was in its commit phase when the
@@ -197,6 +188,20 @@ type itemsVersioned interface {
 // finished like any other. It returns nil for an id it does not know.
 type scheduled interface {
 	Lookup(id string) *Item
+}
+
+// conflicted is a Source whose items' work can fail to merge onto the
+// branch (a story's worktree, a task's branch): Conflict readies the
+// item's tree for a resolver — the branch merged into it, the conflicts
+// in its files — and says what the resolver is told.
+type conflicted interface {
+	Conflict(ctx context.Context, it *Item, paths []string) (string, error)
+}
+
+// notPassedTold is a Source told of a verdict that did not pass (a task's
+// completion claim goes back to active).
+type notPassedTold interface {
+	NotPassed(ctx context.Context, a *Attempt, v Verdict)
 }
 
 // unfinished is a Source that can hold a run back from "complete" though

@@ -40,6 +40,10 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 		return StepResult{}, err
 	}
 	defer e.release(lock)
+	if err := e.openJudge(ctx); err != nil {
+		return StepResult{}, err
+	}
+	defer e.closeLanders()
 
 	var res StepResult
 	var cur *Current

@@ -50,7 +50,10 @@ func (r *Repo) cmd(args ...string) proc.Cmd {
 // commit, a monitor could hide a changed file from the add). The settings
 // come through GIT_CONFIG_COUNT, after any the user's environment carries.
 func gitEnv() []string {
-	extra := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
+	// Replace refs (refs/replace/, and the grafts file) never stand in for
+	// an object: what ralph records, judges and lands is what the
+	// repository's objects say.
+	extra := []string{"GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_NO_REPLACE_OBJECTS=1"}
 	n, _ := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT"))
 	for _, kv := range [][2]string{{"core.hooksPath", os.DevNull}, {"core.fsmonitor", "false"}} {
 		extra = append(extra, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, kv[1]))

@@ -140,10 +140,10 @@ type Judgement struct {
 	Iteration int       `json:"iteration"`
 	Attempt   int       `json:"attempt"`
 	Time      time.Time `json:"time"`
-	// Commit is the commit judged (kept under refs/ralph/judged/), Parent
-	// the commit it was judged on top of (the target's tip, or the
-	// judged commit of a story ahead of it), Base the item's base.
-	Commit string `json:"commit,omitempty"`
+	// Tree is the tree the gates judged (what lands), Parent the commit it
+	// was built on when that was the branch's tip ("" when it was built
+	// on a story ahead of it in the queue), Base the item's base.
+	Tree   string `json:"tree,omitempty"`
 	Parent string `json:"parent,omitempty"`
 	Base   string `json:"base,omitempty"`
 	// Landed is the commit on the target branch that holds it, once the

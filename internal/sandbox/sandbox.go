@@ -161,6 +161,11 @@ type Use struct {
 	// Binds are writable folders shown at another path: a scratch that
 	// ralph copies out of, over a folder the agent must not write.
 	Binds map[string]string // inside path → outside folder
+	// Tree, when set, is shown (writable) at the work tree's own path
+	// instead of the work tree: the judge's checkout of exactly the commit
+	// it judges, so absolute paths (a virtualenv's scripts) point into it.
+	// Nothing of the real work tree or its git folders is visible there.
+	Tree string
 }
 
 // Session is an open confinement; it is a proc.Confiner.
@@ -300,19 +305,23 @@ func (ss *Session) mounts(dir string) []mount {
 	var mounts []mount
 	rw := func(p string) { mounts = append(mounts, mount{kind: "rw", path: expand(p)}) }
 	ro := func(p string) { mounts = append(mounts, mount{kind: "ro", path: expand(p)}) }
-	rw(root)
-	if dir != root && !strings.HasPrefix(dir, root+string(filepath.Separator)) {
-		rw(dir)
-	}
-	grw, gro := gitPaths(root)
-	for _, p := range grw {
-		rw(p)
-	}
-	for _, p := range ss.sb.Protect {
-		ro(p)
-	}
-	for _, p := range gro {
-		ro(p)
+	if ss.use.Tree != "" {
+		mounts = append(mounts, mount{kind: "rw", path: root, src: ss.use.Tree})
+	} else {
+		rw(root)
+		if dir != root && !strings.HasPrefix(dir, root+string(filepath.Separator)) {
+			rw(dir)
+		}
+		grw, gro := gitPaths(root)
+		for _, p := range grw {
+			rw(p)
+		}
+		for _, p := range ss.sb.Protect {
+			ro(p)
+		}
+		for _, p := range gro {
+			ro(p)
+		}
 	}
 	for _, p := range ss.sb.Caches {
 		rw(p)
@@ -336,6 +345,19 @@ func (ss *Session) mounts(dir string) []mount {
 	}
 	for _, h := range append(append([]string{}, DefaultHidden...), ss.sb.Hidden...) {
 		mounts = append(mounts, mount{kind: "hide", path: expand(h)})
+	}
+	if ss.use.Tree != "" {
+		// Nothing of the real work tree shows through the checkout: a
+		// writable path at or in it (the user's config may name the
+		// repository) is not bound; the session's own folders are.
+		kept := mounts[:0]
+		for i, m := range mounts {
+			in := m.path == root || strings.HasPrefix(m.path, root+string(filepath.Separator))
+			if i == 0 || !in || m.path == ss.dir || m.path == ss.tmp || m.kind == "hide" {
+				kept = append(kept, m)
+			}
+		}
+		mounts = kept
 	}
 	return mounts
 }
@@ -476,6 +498,14 @@ type gateRunner struct {
 	inner proc.Runner
 }
 
+type treeKey struct{}
+
+// WithTree has the gates run under ctx see tree (a checkout of the
+// commit the judge judges) at their work tree's path (Use.Tree).
+func WithTree(ctx context.Context, tree string) context.Context {
+	return context.WithValue(ctx, treeKey{}, tree)
+}
+
 // GateEnv names the variable that carries a gate's name to its command.
 const GateEnv = "RALPH_GATE"
 
@@ -494,7 +524,8 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 	if name != "" {
 		label += " " + name
 	}
-	ss, err := g.s.Open(Use{Label: label, Dir: c.Dir, Network: network})
+	tree, _ := ctx.Value(treeKey{}).(string)
+	ss, err := g.s.Open(Use{Label: label, Dir: c.Dir, Network: network, Tree: tree})
 	if err != nil {
 		return proc.Result{ExitCode: -1}, err
 	}

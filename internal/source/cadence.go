@@ -17,6 +17,7 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -424,25 +425,66 @@ func (c *Cadence) checkState(kind string) (tampered string) {
 	return fmt.Sprintf("%s edited %s (the control plane: %s, see %s); restored", who, c.rel(runfolder.LoopState), allowed, c.rel(runfolder.ControlPlane))
 }
 
-// Verify judges a worker iteration as the PRD does, failing it when it
-// edited the loop state; a review or steering iteration by its own rules.
-func (c *Cadence) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+// Claim is the PRD's for a worker iteration, refused when it edited the
+// loop state; a review or steering iteration is judged by the run
+// folder's own contract (Claim.Judged).
+func (c *Cadence) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
 	if !isCadence(a.Item) {
-		v := c.PRD.Verify(ctx, a, st)
+		cl := c.PRD.Claim(ctx, a, st)
 		c.mu.Lock()
 		t := c.checkState("worker")
 		c.ls.WorkersSinceReview++
 		_ = c.writeState()
 		c.mu.Unlock()
 		if t != "" {
-			v.Passed, v.Tree = false, ""
-			v.Tampered = append(v.Tampered, t)
-			v.Summary = "tampering: " + t
-			v.Failure = strings.TrimSpace("The previous iteration edited " + c.rel(runfolder.LoopState) + ", which only ralph writes (workers must not edit it; " + c.rel(runfolder.ControlPlane) + "). It was restored and the story did not pass.\n\n" + v.Failure)
+			cl.Tampered = append(cl.Tampered, t)
+			cl.Refused = &engine.Verdict{Claimed: true, Summary: "tampering: " + t,
+				Failure: "The previous iteration edited " + c.rel(runfolder.LoopState) + ", which only ralph writes (workers must not edit it; " + c.rel(runfolder.ControlPlane) + "). It was restored and the story did not pass."}
 		}
-		return v
+		return cl
 	}
-	return c.verifyOwn(ctx, a, st)
+	cl := c.Terms(a.Item, st)
+	v := c.verifyOwn(ctx, a, st)
+	cl.Judged, cl.Tampered = &v, v.Tampered
+	if v.Passed {
+		it := a.Item
+		cl.Subject = fmt.Sprintf("review(%s): %s", strings.TrimPrefix(it.ID, reviewID), v.Summary)
+		if it.Kind == kindSteering {
+			cl.Subject = fmt.Sprintf("steer(%s): %s", strings.TrimPrefix(it.ID, steeringID), strings.TrimPrefix(v.Summary, "steering: "))
+			// The model takes the steered stories, and steering.md records
+			// them: both are in the tree the steering's commit holds.
+			if err := c.adopt(); err == nil {
+				err = c.recordSteering(ctx, it, v.Summary)
+			}
+		}
+	}
+	return cl
+}
+
+// Terms of a review or steering: the feature branch, its trailer; its
+// contract is the run folder's (Claim.Judged), not a story's.
+func (c *Cadence) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	if !isCadence(it) {
+		return c.PRD.Terms(it, st)
+	}
+	key := reviewTrailer
+	if it.Kind == kindSteering {
+		key = steeringTrailer
+	}
+	c.prdDoc.mu.Lock()
+	tip := c.resumedTip
+	c.prdDoc.mu.Unlock()
+	return judge.Claim{Target: c.Branch, Tip: tip, Claimed: true, Subject: it.Title, Trailers: itemTrailers(key, it.ID, st.RunID)}
+}
+
+// Landed moves the loop state past a review or steering; a story is the
+// PRD's.
+func (c *Cadence) Landed(ctx context.Context, a *engine.Attempt, v engine.Verdict, commit string, st *engine.State) error {
+	if !isCadence(a.Item) {
+		return c.PRD.Landed(ctx, a, v, commit, st)
+	}
+	c.advance(a.Item, v.Summary)
+	return nil
 }
 
 var steeringLine = regexp.MustCompile(`(?mi)^\W{0,4}STEERING_NEEDED\W{0,4}:\W{0,4}(yes|no)\b`)
@@ -455,14 +497,6 @@ func (c *Cadence) verifyOwn(ctx context.Context, a *engine.Attempt, st *engine.S
 	it := a.Item
 	repo := c.Git.At(a.Dir)
 	base := baseOf(st, it.ID)
-	t, err := c.guard.check(ctx, repo, c.Branch, base, it.ID, st.RunID, st.Preexisting)
-	if err != nil {
-		return engine.Verdict{Summary: "checking the branch failed", Failure: err.Error()}
-	}
-	if t != nil {
-		c.restore("")
-		return engine.Verdict{Tampered: []string{t.report}, Summary: "tampering: " + t.report, Failure: t.failure}
-	}
 	c.mu.Lock()
 	tampered := c.checkState(it.Kind)
 	c.mu.Unlock()
@@ -557,12 +591,8 @@ func (c *Cadence) judgeReview(ctx context.Context, repo *git.Repo, a *engine.Att
 		return engine.Verdict{Summary: "review.md has no STEERING_NEEDED line", Failure: fmt.Sprintf("%s must contain one line that says exactly STEERING_NEEDED: yes or STEERING_NEEDED: no; it does not. Write the review again with that line.", rel)}
 	}
 	need := strings.ToLower(string(m[1]))
-	tree, err := snapshotTree(ctx, repo, st.Preexisting)
-	if err != nil {
-		return engine.Verdict{Summary: "could not snapshot the tree", Failure: err.Error()}
-	}
 	mode, _, _ := strings.Cut(a.Item.Title, " ")
-	return engine.Verdict{Passed: true, Claimed: true, Tree: tree, Summary: fmt.Sprintf("%s review: STEERING_NEEDED: %s", mode, need)}
+	return engine.Verdict{Passed: true, Claimed: true, Summary: fmt.Sprintf("%s review: STEERING_NEEDED: %s", mode, need)}
 }
 
 // judgeSteering checks the reshaped prd.json against the harness's model:
@@ -623,11 +653,7 @@ func (c *Cadence) judgeSteering(ctx context.Context, repo *git.Repo, a *engine.A
 		return reject(why)
 	}
 	summary := steeringSummary(model, disk)
-	tree, err := snapshotTree(ctx, repo, st.Preexisting)
-	if err != nil {
-		return engine.Verdict{Summary: "could not snapshot the tree", Failure: err.Error()}
-	}
-	return engine.Verdict{Passed: true, Claimed: true, Tree: tree, Summary: "steering: " + summary}
+	return engine.Verdict{Passed: true, Claimed: true, Summary: "steering: " + summary}
 }
 
 func (c *Cadence) lastReview() string {
@@ -712,41 +738,6 @@ func steeringSummary(model, disk *prd.PRD) string {
 		return "no change to the stories"
 	}
 	return strings.Join(parts, "; ")
-}
-
-// Accept commits a review (review.md) or a steering (prd.json, PRD.md,
-// steering.md; the harness's model of the PRD takes the new stories) on the
-// feature branch through the guard, then moves the loop state on.
-func (c *Cadence) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
-	it := a.Item
-	if !isCadence(it) {
-		return c.PRD.Accept(ctx, a, v, st)
-	}
-	repo := c.Git.At(a.Dir)
-	key, subject := reviewTrailer, fmt.Sprintf("review(%s): %s", strings.TrimPrefix(it.ID, reviewID), v.Summary)
-	var before func() ([]string, error)
-	if it.Kind == kindSteering {
-		key, subject = steeringTrailer, fmt.Sprintf("steer(%s): %s", strings.TrimPrefix(it.ID, steeringID), strings.TrimPrefix(v.Summary, "steering: "))
-		before = func() ([]string, error) {
-			if err := c.adopt(); err != nil {
-				return nil, err
-			}
-			// steering.md may be new: staged here, as --include skips an
-			// untracked file.
-			if err := c.recordSteering(ctx, it, v.Summary); err != nil {
-				return nil, err
-			}
-			return []string{c.File, c.path(runfolder.Steering)}, repo.AddPaths(ctx, c.path(runfolder.Steering))
-		}
-	}
-	msg := commitMessage(subject, nil, "", itemTrailers(key, it.ID, st.RunID)...)
-	sha, err := c.guard.commitVerified(ctx, repo, c.Branch, a, v, st, msg, true, before)
-	if err != nil {
-		c.restore("")
-		return "", err
-	}
-	c.advance(it, v.Summary)
-	return sha, nil
 }
 
 // recordSteering appends the accepted steering to steering.md: what it did

@@ -11,6 +11,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -21,12 +22,12 @@ import (
 // carries the completion promise (and the checks pass) or the iterations
 // run out.
 //
-// In a session it owns no git history: the agent commits as its prompt
-// tells it. With Commit (`ralph run`), the loop works on the branch
-// checked out when it starts and commits what each iteration left; the
-// iteration that ends it is judged on a snapshot of the tree
-// (judgeTree) and committed as exactly that tree, with the loop's
-// trailers, like any item.
+// Without Commit it records nothing of its own: what the agent changed is
+// judged where it lies and left there. With Commit (`ralph run`, and an
+// in-session loop by default), the loop works on the branch checked out
+// when it starts: what each iteration leaves lands there, unverified, as
+// the loop's memory, and the iteration that ends it is judged like any
+// item and lands as exactly the tree judged, with the loop's trailers.
 type Loop struct {
 	Root          string
 	Prompt        string
@@ -38,12 +39,8 @@ type Loop struct {
 	// in-session loop driven by the Stop hook keeps it across calls).
 	Git    *git.Repo
 	Commit bool
-	files  gateFiles
-	// With Commit: the branch the loop works on, and what ralph knows of
-	// it (the guard of every main-tree source).
-	branch  string
-	guard   branchGuard
-	outputs gateOutputs
+	// With Commit: the branch the loop works on.
+	branch string
 }
 
 // loopItemID is the one item of a plain loop.
@@ -104,63 +101,40 @@ func (l *Loop) Prepare(ctx context.Context, _ *engine.Item, _ *engine.State) (en
 		if !l.Git.HasCommits(ctx) {
 			return engine.Workspace{}, usage.Errorf("the repository has no commits yet: make a first commit so the loop can commit on %s", cur)
 		}
-		head, err := l.Git.Head(ctx)
-		if err != nil {
-			return engine.Workspace{}, err
-		}
 		l.branch = cur
-		l.guard.recordTip(head)
 	}
-	return engine.Workspace{Dir: l.Root, Base: l.guard.known("")}, nil
+	return engine.Workspace{Dir: l.Root, Follow: l.follow}, nil
 }
 
-func (l *Loop) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	// The same prompt comes back unchanged when nothing was claimed: no
-	// retry context.
-	unclaimed := engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}
-	var tampered []string
-	repo := l.Git
+// Terms: the loop's checks as its gates; with Commit, its branch, its
+// trailers; no acceptance contract beyond them (the promise ends it): a
+// claim needs real work since the loop started and green tests, not
+// evidence.
+func (l *Loop) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	c := judge.Claim{Gates: l.Checks, NoEvidence: true, Subject: "ralph loop: " + it.Title, Trailers: itemTrailers(loopTrailer, it.ID, st.RunID)}
 	if l.Commit {
-		repo = l.Git.At(a.Dir)
-		t, err := l.guard.check(ctx, repo, l.branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
-		if err != nil {
-			return engine.Verdict{Summary: "checking the branch failed", Failure: err.Error()}
-		}
-		if t != nil {
-			return engine.Verdict{Claimed: a.Claimed, Tampered: []string{t.report}, Summary: "tampering: " + t.report, Failure: t.failure}
-		}
+		c.Target = l.branch
 	}
-	if l.Git != nil && a.Claimed {
-		var err error
-		if tampered, err = l.files.check(ctx, l.Git.At(a.Dir), baseOf(st, a.Item.ID), l.Checks, false); err != nil {
-			return engine.Verdict{Summary: "checking the checks' files failed", Failure: err.Error()}
-		}
-	}
-	var v engine.Verdict
+	return c
+}
+
+// Claim is the promise alone; the same prompt comes back unchanged when
+// it is not there (no retry context).
+func (l *Loop) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
+	c := l.Terms(a.Item, st)
+	c.Body = a.Learnings
+	c.Unclaimed = engine.Verdict{Summary: fmt.Sprintf("no <promise>%s</promise> in the final message yet", a.Promise)}
 	if l.Commit {
-		ctx = withJudging(ctx, judging{base: l.guard.known(baseOf(st, a.Item.ID)), since: st.EnvSince(), outputs: &l.outputs})
-		v = judgeTree(ctx, repo, st.Preexisting, a, a.Claimed, unclaimed, l.Gates, l.Checks, true)
-		v = l.guard.settle(ctx, repo, a, v, st.Preexisting)
-		if !v.Passed && len(tampered) == 0 {
-			// What the iteration left is committed whatever the verdict:
-			// the next fresh agent finds it in git, as the loop's memory.
-			n := 0
-			if cur := currentOf(st, a.Item.ID); cur != nil {
-				n = cur.Iteration
-			}
-			msg := commitMessage(fmt.Sprintf("ralph loop: iteration %d", n), a.Learnings, "",
-				loopIterationTrailer+": "+strconv.Itoa(n), runTrailer+": "+st.RunID)
-			sha, _, err := commitWork(ctx, repo, "", st.Preexisting, msg, false)
-			if err != nil {
-				return engine.Verdict{Summary: "committing the iteration's work failed", Failure: err.Error()}
-			}
-			l.guard.recordTip(sha)
+		// Every iteration's work landed: this one's is built on the tip.
+		c.Onto, _ = l.Git.Head(ctx)
+		n := 0
+		if cur := currentOf(st, a.Item.ID); cur != nil {
+			n = cur.Iteration
 		}
-	} else {
-		v = judge(ctx, a, a.Claimed, unclaimed, l.Gates, l.Checks)
+		c.KeepWork = commitMessage(fmt.Sprintf("ralph loop: iteration %d", n), a.Learnings, "",
+			loopIterationTrailer+": "+strconv.Itoa(n), runTrailer+": "+st.RunID)
 	}
-	v.Tampered = append(tampered, v.Tampered...)
-	return v
+	return c
 }
 
 // currentOf is the iteration under way on item id, or nil.
@@ -173,42 +147,21 @@ func currentOf(st *engine.State, id string) *engine.Current {
 	return nil
 }
 
-// Accept commits the verified tree (with Commit): the guard runs again,
-// the tree must still be the one the checks ran on, and it becomes one
-// commit on top of whatever the agent committed itself in the iteration.
-func (l *Loop) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
-	if !l.Commit {
-		return "", nil
+// follow gives the main tree the index its work was recorded in.
+func (l *Loop) follow(ctx context.Context, v engine.Verdict, old, landed string) error {
+	if v.Snapshot == nil {
+		return nil
 	}
-	repo := l.Git.At(a.Dir)
-	t, err := l.guard.check(ctx, repo, l.branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
+	idx, err := l.Git.GitPath(ctx, "index")
 	if err != nil {
-		return "", err
+		return err
 	}
-	if t != nil {
-		return "", &engine.Rejected{Summary: "tampering after the verdict: " + t.report, Failure: t.failure}
-	}
-	if v.Tree != "" {
-		tree, err := snapshotTree(ctx, repo, st.Preexisting)
-		if err != nil {
-			return "", err
-		}
-		if tree != v.Tree {
-			return "", treeChanged(ctx, repo, v.Tree, tree)
-		}
-	}
-	msg := commitMessage("ralph loop: "+a.Item.Title, a.Learnings, v.Summary, itemTrailers(loopTrailer, a.Item.ID, st.RunID)...)
-	var sha string
-	if v.Tree != "" {
-		sha, err = repo.CommitInclude(ctx, msg, true)
-	} else {
-		sha, _, err = commitWork(ctx, repo, "", st.Preexisting, msg, true)
-	}
-	if err != nil {
-		return "", err
-	}
-	l.guard.recordTip(sha)
-	return sha, nil
+	return v.Snapshot.UseIndex(idx)
+}
+
+// Landed has nothing to record: the loop is over.
+func (l *Loop) Landed(context.Context, *engine.Attempt, engine.Verdict, string, *engine.State) error {
+	return nil
 }
 
 func (l *Loop) Block(context.Context, *engine.Item, *engine.State, string) error { return nil }
@@ -219,7 +172,6 @@ func (l *Loop) Recover(ctx context.Context, it *engine.Item, st *engine.State) (
 		return "", false, nil
 	}
 	if sha := committedIn(ctx, l.Git, "HEAD", loopTrailer, it.ID, st.RunID); sha != "" {
-		l.guard.recordTip(sha)
 		return sha, true, nil
 	}
 	return "", false, nil

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/pipeline"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -39,11 +39,8 @@ type Pipeline struct {
 	ToolStatePath string
 	excludeErr    error
 
-	// branch is the branch the run works on (checked out when it began);
-	// guard holds ralph's last commit there.
+	// branch is the branch the run works on (checked out when it began).
 	branch string
-	guard  branchGuard
-	files  gateFiles // the files command conditions run
 }
 
 // OpenPipeline loads spec: a pipeline file, or the name of a built-in
@@ -175,73 +172,62 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 		if cur == "" {
 			return engine.Workspace{}, usage.Errorf("the tree is on a detached HEAD: check out the branch the pipeline's commits should go on")
 		}
-		head, err := s.Git.Head(ctx)
-		if err != nil {
-			return engine.Workspace{}, err
-		}
 		s.branch = cur
-		s.guard.recordTip(head)
 	}
 	s.writeState(st, it.ID, "", running, "")
-	return engine.Workspace{Dir: s.Git.Dir}, nil
+	return engine.Workspace{Dir: s.Git.Dir, Follow: s.follow}, nil
 }
 
-// Verify evaluates the stage's exit condition in the tree.
-func (s *Pipeline) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	if a.Result.Failed() {
-		return engine.AgentFailure(a.Result)
+// follow gives the main tree the index its work was recorded in.
+func (s *Pipeline) follow(ctx context.Context, v engine.Verdict, old, landed string) error {
+	if v.Snapshot == nil {
+		return nil
 	}
+	idx, err := s.Git.GitPath(ctx, "index")
+	if err != nil {
+		return err
+	}
+	return v.Snapshot.UseIndex(idx)
+}
+
+// Terms: a stage has no gates; its exit condition is its acceptance,
+// asked on the judged checkout (the files it names, the commands it runs)
+// and on the agent's final message (a promise). A met condition is the
+// stage's claim and its evidence.
+func (s *Pipeline) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	title := it.Title
+	if title == "" {
+		title = it.ID
+	}
+	c := judge.Claim{Target: s.branch, Claimed: true, Subject: fmt.Sprintf("pipeline(%s): %s stage complete", it.ID, title),
+		Trailers: itemTrailers(stageTrailer, it.ID, st.RunID)}
+	if stg := s.P.Stage(it.ID); stg != nil {
+		c.Commands = stg.Exit.Commands()
+	}
+	return c
+}
+
+// Claim gives the stage's terms and its exit condition over the attempt.
+func (s *Pipeline) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
+	c := s.Terms(a.Item, st)
+	c.Body = a.Learnings
 	stg := s.P.Stage(a.Item.ID)
 	if stg == nil {
-		return engine.Verdict{Summary: "unknown stage", Failure: fmt.Sprintf("stage %s is not in %s", a.Item.ID, s.File)}
+		c.Refused = &engine.Verdict{Summary: "unknown stage", Failure: fmt.Sprintf("stage %s is not in %s", a.Item.ID, s.File)}
+		return c
 	}
-	repo := s.Git.At(a.Dir)
-	t, err := s.guard.check(ctx, repo, s.branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
-	if err != nil {
-		return engine.Verdict{Summary: "checking the branch failed", Failure: err.Error()}
-	}
-	if t != nil {
-		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{t.report}, Summary: "tampering: " + t.report, Failure: t.failure}
-	}
-	var cmds []gate.Gate
-	for _, c := range stg.Exit.Commands() {
-		cmds = append(cmds, gate.Gate{Name: "exit", Command: c})
-	}
-	gt, err := s.files.check(ctx, repo, s.guard.known(baseOf(st, a.Item.ID)), cmds, false)
-	if err != nil {
-		return engine.Verdict{Summary: "checking the exit condition's files failed", Failure: err.Error()}
-	}
-	if a.Rejected != "" {
-		v := engine.Rejection(a)
-		v.Tampered = gt
-		return v
-	}
-	env := pipeline.Env{Dir: a.Dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
-	if a.Log != nil {
-		env.Log = a.Log
-	}
-	// The exit condition is judged on a snapshot, as gates are: the stage
-	// commits exactly the tree it was checked on.
-	before, err := snapshotTree(ctx, repo, st.Preexisting)
-	if err != nil {
-		return engine.Verdict{Summary: "could not snapshot the tree", Failure: err.Error()}
-	}
-	met, detail := stg.Exit.Eval(ctx, env)
-	claimed := a.Claimed || len(stg.Exit.Promises()) > 0 && met
-	if met {
-		after, err := snapshotTree(ctx, repo, st.Preexisting)
-		if err != nil {
-			return engine.Verdict{Claimed: claimed, Summary: "could not snapshot the tree", Failure: err.Error()}
+	c.Condition = func(ctx context.Context, dir string) (bool, string) {
+		env := pipeline.Env{Dir: dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
+		if a.Log != nil {
+			env.Log = a.Log
 		}
-		if after != before {
-			changed, _ := repo.DiffTrees(ctx, before, after)
-			return engine.Verdict{Claimed: claimed, Summary: "the tree changed while the exit condition was checked: " + strings.Join(changed, ", "),
-				Failure: "While the harness checked the exit condition, these files changed: " + strings.Join(changed, ", ") + ". Make sure nothing you started is still writing."}
+		met, detail := stg.Exit.Eval(ctx, env)
+		if !met {
+			return false, fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)
 		}
-		return engine.Verdict{Passed: true, Claimed: claimed, Tampered: gt, Summary: "exit condition met: " + stageFirstLine(detail), Tree: before}
+		return true, stageFirstLine(detail)
 	}
-	return engine.Verdict{Claimed: claimed, Tampered: gt, Summary: "exit condition not met: " + stageFirstLine(detail),
-		Failure: fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)}
+	return c
 }
 
 func stageFirstLine(s string) string {
@@ -251,21 +237,10 @@ func stageFirstLine(s string) string {
 	return s
 }
 
-// Accept commits whatever the stage changed on the current branch (the
-// agent's own commits of this stage are folded into it).
-func (s *Pipeline) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
-	id := a.Item.ID
-	title := a.Item.Title
-	if title == "" {
-		title = id
-	}
-	msg := commitMessage(fmt.Sprintf("pipeline(%s): %s stage complete", id, title), a.Learnings, v.Summary, itemTrailers(stageTrailer, id, st.RunID)...)
-	commit, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.branch, a, v, st, msg, false, nil)
-	if err != nil {
-		return "", err
-	}
-	s.writeState(st, "", id, false, "")
-	return commit, nil
+// Landed moves the pipeline's state file on.
+func (s *Pipeline) Landed(_ context.Context, a *engine.Attempt, _ engine.Verdict, _ string, st *engine.State) error {
+	s.writeState(st, "", a.Item.ID, false, "")
+	return nil
 }
 
 // stageTrailer marks the commit that recorded a pipeline stage.
@@ -274,7 +249,6 @@ const stageTrailer = "Ralph-Stage"
 // Recover reports whether a stage's commit landed before a crash.
 func (s *Pipeline) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, "HEAD", stageTrailer, it.ID, st.RunID); sha != "" {
-		s.guard.recordTip(sha)
 		return sha, true, nil
 	}
 	return "", false, nil

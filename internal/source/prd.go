@@ -7,6 +7,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -14,7 +15,6 @@ import (
 // on one feature branch, one commit per story.
 type PRD struct {
 	*prdDoc
-	guard branchGuard
 }
 
 // OpenPRD loads and validates path for a sequential run.
@@ -45,28 +45,17 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 }
 
 // Prepare puts the main tree on the feature branch, creating it from the
-// current branch the first time.
+// current branch the first time. Once a story's commit landed, the main
+// tree takes the index it was recorded in and the PRD's write-back.
 func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.onBranch {
-		// Once per run: Verify and Accept check the branch (the guard).
 		if err := s.toBranch(ctx); err != nil {
 			return engine.Workspace{}, err
 		}
-		head := s.resumedTip
-		if head == "" {
-			var err error
-			if head, err = s.Git.Head(ctx); err != nil {
-				return engine.Workspace{}, err
-			}
-		}
-		s.guard.recordTip(head)
 	}
-	// The guard's tip is where HEAD is when an item starts (ralph's last
-	// commit, or where a blocked item put the branch back): a new item's
-	// base needs no git call.
-	return engine.Workspace{Dir: s.Git.Dir, Base: s.guard.known("")}, nil
+	return engine.Workspace{Dir: s.Git.Dir, Follow: s.followMain(it.ID)}, nil
 }
 
 // toBranch puts the main tree on the feature branch. Called with s.mu held.
@@ -95,31 +84,46 @@ func (s *prdDoc) toBranch(ctx context.Context) error {
 	return nil
 }
 
-// Verify checks the branch (the guard: on the feature branch, no earlier
-// commit dropped), restores the control plane, then checks the claim and
-// runs the gates on a snapshot of the tree that would be committed.
-func (s *PRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	repo := s.Git.At(a.Dir)
-	t, gerr := s.guard.check(ctx, repo, s.Branch, baseOf(st, a.Item.ID), a.Item.ID, st.RunID, st.Preexisting)
-	tampered, claimedInFile := s.restore(a.Item.ID)
-	if gerr != nil {
-		return engine.Verdict{Tampered: tampered, Summary: "checking the branch failed", Failure: gerr.Error()}
+// Terms are a story's: the PRD's gates and its checks and flags, the
+// feature branch, its commit message and the PRD's write-back.
+func (s *prdDoc) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	return s.terms(it, st)
+}
+
+// Claim puts the PRD file back as the harness wrote it (an agent that set
+// its story's passes claimed it; any other edit is reported) and gives
+// the story's terms.
+func (s *PRD) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
+	c := s.terms(a.Item, st)
+	var claimed bool
+	c.Tampered, claimed = s.restore(a.Item.ID)
+	c.Claimed = claimed
+	c.Body = a.Learnings
+	c.Unclaimed = s.unclaimed(a)
+	return c
+}
+
+// followMain brings the main tree along once story id's commit landed: it
+// takes the index the work was recorded in (exactly the commit, with the
+// files' stats) and the PRD's write-back is written into the tree.
+func (s *prdDoc) followMain(id string) func(ctx context.Context, v engine.Verdict, old, landed string) error {
+	return func(ctx context.Context, v engine.Verdict, old, landed string) error {
+		if v.Snapshot != nil {
+			idx, err := s.Git.GitPath(ctx, "index")
+			if err != nil {
+				return err
+			}
+			if err := v.Snapshot.UseIndex(idx); err != nil {
+				return err
+			}
+		}
+		return s.setPassed(id, true)
 	}
-	if t != nil {
-		return engine.Verdict{Claimed: a.Claimed || claimedInFile, Tampered: append([]string{t.report}, tampered...),
-			Summary: "tampering: " + t.report, Failure: t.failure}
-	}
-	gates, allow := s.gatesOf(a.Item.ID)
-	gt, ferr := s.files.check(ctx, repo, s.guard.known(baseOf(st, a.Item.ID)), gates, allow)
-	tampered = append(tampered, gt...)
-	if ferr != nil {
-		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
-	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.guard.known(baseOf(st, a.Item.ID)), allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
-	v := judgeTree(ctx, repo, st.Preexisting, a, a.Claimed || claimedInFile, s.unclaimed(a), s.Gates, gates, true)
-	v = s.guard.settle(ctx, repo, a, v, st.Preexisting)
-	v.Tampered = append(tampered, v.Tampered...)
-	return v
+}
+
+// Landed has nothing more to do: the main tree followed the commit.
+func (s *PRD) Landed(context.Context, *engine.Attempt, engine.Verdict, string, *engine.State) error {
+	return nil
 }
 
 func baseOf(st *engine.State, id string) string {
@@ -129,43 +133,23 @@ func baseOf(st *engine.State, id string) string {
 	return ""
 }
 
-// Accept commits the verified tree as one commit on the feature branch,
-// with the story marked passed in the PRD. The guard runs again first,
-// and the tree must still be the one the gates ran on: anything that
-// moved since is rejected, never committed.
-func (s *PRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
-	id := a.Item.ID
-	sha, err := s.guard.commitVerified(ctx, s.Git.At(a.Dir), s.Branch, a, v, st, storyMessage(a, v.Summary, st.RunID), true,
-		func() ([]string, error) { return s.committed(), s.setPassed(id, true) })
-	if err != nil {
-		s.restore(id) // the guard may have reset the tree: the PRD file is the model's again
-	} else {
-		s.baseline.Advance(sha, v)
-	}
-	return sha, err
-}
-
 // Recover reports whether a story's commit landed before a crash.
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
-	if sha := committedIn(ctx, s.Git, "HEAD", storyTrailer, it.ID, st.RunID); sha != "" {
+	if sha := committedIn(ctx, s.Git, s.Branch, storyTrailer, it.ID, st.RunID); sha != "" {
 		s.recovered(ctx, sha)
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	return "", false, s.setPassed(it.ID, false)
 }
 
-// recovered moves the branch's known tip to sha, a commit of this run
-// that landed before the crash, after the newest one the saved state
-// knew: also for the run's first Prepare, which starts the guard from
-// resumedTip and would otherwise take sha for an agent's commit and reset
-// the branch without it.
-func (s *PRD) recovered(ctx context.Context, sha string) {
+// recovered makes sha, a commit of this run that landed before the crash,
+// the newest the run knows on the branch.
+func (s *prdDoc) recovered(ctx context.Context, sha string) {
 	s.mu.Lock()
 	if s.resumedTip == "" || s.Git.IsAncestor(ctx, s.resumedTip, sha) {
 		s.resumedTip = sha
 	}
 	s.mu.Unlock()
-	s.guard.recordTip(sha)
 }
 
 // Block keeps the story's unfinished work on a side branch for a person

@@ -17,6 +17,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 )
@@ -37,10 +38,10 @@ type prdDoc struct {
 
 	mu       sync.Mutex // guards Doc (and, in the sequential source, the main tree)
 	onBranch bool       // the main tree was seen on Branch this run
-	files    gateFiles  // the files the gates run, checked at every Verify
 	// resumedTip is the newest passed story's commit a resumed state and
-	// the repository agree on: the guard starts from it, not from
-	// whatever HEAD is (an agent may have rewritten it before the crash).
+	// the repository agree on: the lander starts from it, not from
+	// whatever the branch is (an agent may have rewritten it before the
+	// crash).
 	resumedTip string
 	// written are the file's bytes as the harness last wrote them (or
 	// found them equal to its model): an untouched file is recognised by
@@ -54,11 +55,6 @@ type prdDoc struct {
 	// edits a story's fields that Items copies in place). Under mu.
 	itemsDoc     *prd.PRD
 	itemsVersion uint64
-	// baseline holds every story's verdict against the run-wide gates at
-	// its base (UseBaseline; nil: none).
-	baseline *Baseline
-	// outputs are the ignored files the gates wrote (aside.go).
-	outputs gateOutputs
 	// mirror is a file rendered from the model (nil: none).
 	mirror *Mirror
 }
@@ -291,6 +287,81 @@ func (s *prdDoc) unclaimed(a *engine.Attempt) engine.Verdict {
 		Failure: fmt.Sprintf("The previous iteration ended without claiming %s complete (no <promise>%s</promise> in its final message). Finish the story, run its checks, then claim it.", a.Item.ID, a.Promise)}
 }
 
+// terms are story it's: the PRD's gates, its checks and flags, the
+// feature branch and the newest commit known there, its commit message
+// and the PRD's write-back.
+func (s *prdDoc) terms(it *engine.Item, st *engine.State) judge.Claim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := judge.Claim{Target: s.Branch, Tip: s.resumedTip, Subject: fmt.Sprintf("feat(%s): %s", it.ID, it.Title),
+		Trailers: itemTrailers(storyTrailer, it.ID, st.RunID), Mark: s.mark(it.ID)}
+	for _, g := range s.Doc.QualityChecks.Gates() {
+		c.Gates = append(c.Gates, gate.Gate{Name: g.Name, Command: g.Command})
+	}
+	if story := s.Doc.Story(it.ID); story != nil {
+		for i, cmd := range story.Checks {
+			c.Checks = append(c.Checks, gate.Gate{Name: fmt.Sprintf("%s check %d", it.ID, i+1), Command: cmd})
+		}
+		c.AllowTestChanges, c.AllowGateChanges = story.AllowTestChanges, story.AllowGateChanges
+	}
+	return c
+}
+
+// repoPath is p relative to the repository, when ralph commits it (not
+// in its own .ralph folder, which git ignores).
+func (s *prdDoc) repoPath(p string) (string, bool) {
+	rel, err := filepath.Rel(s.Git.Dir, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	rel = filepath.ToSlash(rel)
+	return rel, !strings.HasPrefix(rel, ".ralph/")
+}
+
+// mark is story id's write-back for its commit: the PRD as the tree it is
+// built on has it, with the story marked passed (and the plan mirror
+// rendered from it), in the format the file was read in.
+func (s *prdDoc) mark(id string) func(parent func(string) []byte) (map[string][]byte, error) {
+	return func(parent func(string) []byte) (map[string][]byte, error) {
+		out := map[string][]byte{}
+		rel, inRepo := s.repoPath(s.File)
+		var doc *prd.PRD
+		if b := parent(rel); inRepo && b != nil {
+			var err error
+			if doc, err = prd.Parse(s.File, b); err != nil {
+				return nil, fmt.Errorf("%s as the branch has it: %w", rel, err)
+			}
+		} else {
+			s.mu.Lock()
+			b, err := s.Doc.Marshal()
+			s.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if doc, err = prd.Parse(s.File, b); err != nil {
+				return nil, err
+			}
+		}
+		doc.MarkPassed(id)
+		if inRepo {
+			b, err := doc.Marshal()
+			if err != nil {
+				return nil, err
+			}
+			out[rel] = b
+		}
+		if s.mirror != nil {
+			if mrel, ok := s.repoPath(s.mirror.Path); ok {
+				out[mrel] = s.mirror.Render(func(id string) bool {
+					st := doc.Story(id)
+					return st != nil && st.Passes
+				})
+			}
+		}
+		return out, nil
+	}
+}
+
 // restore compares the PRD file in the main tree with the harness's model,
 // reports tampering, and rewrites the file from the model. A story the
 // agent set to passes:true is its claim, never the verdict.
@@ -392,6 +463,17 @@ func (s *prdDoc) setPassed(id string, passed bool) error {
 	return s.write()
 }
 
+// markModel marks story id passed in the model only: the file in the
+// tree already holds it (the commit that landed wrote it there).
+func (s *prdDoc) markModel(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Doc.MarkPassed(id)
+	if b, err := os.ReadFile(s.File); err == nil {
+		s.written = b
+	}
+}
+
 // sameGates compares every gate command: the PRD's and each story's.
 func sameGates(a, b *prd.PRD) bool {
 	if a.QualityChecks != b.QualityChecks {
@@ -424,9 +506,9 @@ func storyMessage(a *engine.Attempt, result, runID string) string {
 }
 
 // BaselineGates are the gates the baseline runs — the PRD's quality
-// checks, not a story's own checks (they test work the base does not
-// have yet) — and the branch they run on: the feature branch, or the
-// branch it is about to be cut from.
+// checks, not a story's own checks (they are asked per story, at its
+// base) — and the branch they run on: the feature branch, or the branch
+// it is about to be cut from.
 func (s *prdDoc) BaselineGates(ctx context.Context) (string, []gate.Gate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -436,9 +518,6 @@ func (s *prdDoc) BaselineGates(ctx context.Context) (string, []gate.Gate) {
 	}
 	return rev, s.gatesFor("")
 }
-
-// UseBaseline holds every story's verdict against b.
-func (s *prdDoc) UseBaseline(b *Baseline) { s.baseline = b }
 
 // allowTestChanges is the story's allow_test_changes in the harness's
 // copy of the PRD.

@@ -15,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 )
 
 // ParallelPRD runs the stories of a prd.json at once, each in its own
@@ -26,9 +27,6 @@ import (
 // integration", and a crash mid-merge leaves no commit.
 type ParallelPRD struct {
 	*prdDoc
-	// guard holds the feature branch's head after ralph's last merge: the
-	// merge queue is the only writer of that branch.
-	guard   branchGuard
 	waiting map[string]int // per story, how many stories wait on it (under mu)
 
 	// Bookkeeping, under wmu (never held across a git call, so preparing
@@ -36,7 +34,7 @@ type ParallelPRD struct {
 	wmu       sync.Mutex
 	wtAdmin   sync.RWMutex // worktree adds vs. commands that list worktrees
 	mainReady bool         // main tree on Branch and stale worktrees pruned
-	tip       string       // the feature branch's head after our last merge
+	tip       string       // the feature branch's head after the last landing
 	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
 	// agent's copy needs no git call; merging marks worktrees in a merge.
 	branchPRD map[string][]byte
@@ -56,12 +54,6 @@ type ParallelPRD struct {
 	// slugs are the stories' unique names (see slug), made once.
 	slugOnce sync.Once
 	slugs    map[string]string
-	// prdTracked: the PRD is in git's index (known after the first merge
-	// of the run, or seen at its start), so a commit can --include it.
-	prdTracked bool
-	// queue orders the merges and judges each story on the stories ahead
-	// of it (prd_queue.go).
-	queue *specQueue
 }
 
 // OpenParallelPRD loads and validates path for a parallel run.
@@ -70,7 +62,7 @@ func OpenParallelPRD(path string, repo *git.Repo, gates gate.Runner) (*ParallelP
 	if err != nil {
 		return nil, err
 	}
-	s := &ParallelPRD{prdDoc: d, queue: newSpecQueue()}
+	s := &ParallelPRD{prdDoc: d}
 	s.trees = newTreeTable(filepath.Join(repo.Dir, ".ralph", "worktrees.jsonl"))
 	return s, nil
 }
@@ -98,15 +90,10 @@ func (s *ParallelPRD) Prepare(ctx context.Context, it *engine.Item, st *engine.S
 	if err != nil {
 		return engine.Workspace{}, err
 	}
-	// A run killed while the story's gates ran on its integrated tree left
-	// that tree in its work tree: its own work comes back first.
-	if err := s.unspeculate(ctx, s.Git.At(dir), it.ID); err != nil {
-		return engine.Workspace{}, fmt.Errorf("putting back the work tree of %s: %w", it.ID, err)
-	}
 	s.wmu.Lock()
 	base := s.bases[it.ID]
 	s.wmu.Unlock()
-	return engine.Workspace{Dir: dir, Base: base, Commit: s.commitWorktree, Tidy: s.tidy}, nil
+	return engine.Workspace{Dir: dir, Base: base, Isolated: true, Follow: s.followMain}, nil
 }
 
 // WorktreeDir is where a story's worktree lives.
@@ -278,8 +265,6 @@ func (s *ParallelPRD) cut(dir, id, base string) {
 	}
 	if b != nil {
 		s.branchPRD[id] = b
-		// A fresh checkout holds only tracked files: the PRD is in git.
-		s.prdTracked = true
 	}
 }
 
@@ -353,13 +338,6 @@ func (s *ParallelPRD) addingWorktree(fn func() error) error {
 	return fn()
 }
 
-// UseBaseline takes the run's baseline, whose own worktree comes and goes
-// (the base moves as stories merge) like a story's: alone.
-func (s *ParallelPRD) UseBaseline(b *Baseline) {
-	b.Exclusive = s.addingWorktree
-	s.prdDoc.UseBaseline(b)
-}
-
 // ListingWorktrees runs fn, a git command that reads every worktree's
 // HEAD (worktree list, prune, a fetch's connectivity check), while no
 // worktree is half-added.
@@ -408,10 +386,10 @@ func (s *ParallelPRD) repairTrees(ctx context.Context) {
 	s.resumeTrees(ctx)
 	s.wmu.Lock()
 	s.mainReady = true
-	s.wmu.Unlock()
 	if s.resumedTip != "" {
-		s.guard.recordTip(s.resumedTip)
+		s.tip = s.resumedTip
 	}
+	s.wmu.Unlock()
 }
 
 // resumeTrees rebuilds the lifecycle from what a crashed or stopped run
@@ -539,264 +517,78 @@ func conflictMarkers(ctx context.Context, wt *git.Repo) []string {
 	return left
 }
 
-// Verify checks the agent's copy of the PRD and leftover conflict
-// markers, then the claim and the gates in the story's worktree.
-func (s *ParallelPRD) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
-	if err := s.unspeculate(ctx, s.Git.At(a.Dir), a.Item.ID); err != nil {
-		return engine.Verdict{Summary: "could not put the story's own tree back", Failure: err.Error()}
-	}
-	tampered, claimedInFile := s.restoreWorktree(ctx, a.Dir, a.Item.ID)
+// Claim checks the agent's copy of the PRD in the story's worktree (a
+// story branch never carries PRD changes: its passes is a claim, any
+// other edit is put back) and leftover conflict markers after a merge
+// ralph left for a resolver, and gives the story's terms.
+func (s *ParallelPRD) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
+	c := s.terms(a.Item, st)
+	var claimed bool
+	c.Tampered, claimed = s.restoreWorktree(ctx, a.Dir, a.Item.ID)
+	c.Claimed = claimed
+	c.Own = s.StoryBranch(a.Item.ID)
+	c.Body = a.Learnings
+	c.Unclaimed = s.unclaimed(a)
 	s.wmu.Lock()
-	merging := s.merging[a.Item.ID]
+	c.Merging = s.merging[a.Item.ID]
 	s.wmu.Unlock()
 	// Conflict markers can only be left where a merge was replayed.
-	if merging {
+	if c.Merging {
 		if left := conflictMarkers(ctx, s.Git.At(a.Dir)); len(left) > 0 {
-			return engine.Verdict{Tampered: tampered, Summary: "conflict markers remain in " + strings.Join(left, ", "),
+			c.Refused = &engine.Verdict{Claimed: true, Summary: "conflict markers remain in " + strings.Join(left, ", "),
 				Failure: "These files still hold conflict markers (<<<<<<< … >>>>>>>): " + strings.Join(left, ", ") + ". Resolve them."}
 		}
 	}
-	gates, allow := s.gatesOf(a.Item.ID)
-	s.wmu.Lock()
-	at := s.bases[a.Item.ID]
-	if at == "" {
-		at = s.tip
-	}
-	s.wmu.Unlock()
-	if at == "" {
-		at = baseOf(st, a.Item.ID)
-	}
-	wt := s.Git.At(a.Dir)
-	gt, ferr := s.files.check(ctx, wt, at, gates, allow)
-	tampered = append(tampered, gt...)
-	if ferr != nil {
-		return engine.Verdict{Tampered: tampered, Summary: "checking the gates' files failed", Failure: ferr.Error()}
-	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: at, allowTestChanges: s.allowTestChanges(a.Item.ID), since: st.EnvSince(), outputs: &s.outputs})
-	claimed := a.Claimed || claimedInFile
-	s.queue.drop(a.Item.ID) // a judgement of an earlier attempt is stale
-	queue := claimed && !a.Result.Failed() && !merging && len(gates) > 0
-	var alone *engine.Verdict
-	if queue && s.Gates.Attested != nil {
-		// Gates another machine ran on this very tree may answer for it
-		// (a coordinator's workers): the story is judged alone first,
-		// and on the stories ahead of it only when it passes there.
-		v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
-		if !v.Passed {
-			v.Tampered = append(tampered, v.Tampered...)
-			return v
-		}
-		alone = &v
-	}
-	if queue {
-		if v, ok := s.judgeQueued(ctx, wt, a, claimed, gates, alone); ok {
-			v.Tampered = append(tampered, v.Tampered...)
-			return v
-		}
-	}
-	if alone != nil {
-		alone.Tampered = append(tampered, alone.Tampered...)
-		return *alone
-	}
-	v := judgeTree(ctx, wt, nil, a, claimed, s.unclaimed(a), s.Gates, gates, true)
-	v.Tampered = append(tampered, v.Tampered...)
-	return v
+	return c
 }
 
-// Accept squash-merges the story branch onto the feature branch and
-// re-runs the gates on the integrated tree. The merge queue runs one
-// Accept at a time, so the main tree is this call's alone; s.mu is held
-// only around the document, which workers read to prepare and verify
-// while a merge runs.
-func (s *ParallelPRD) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+// Terms are a story's, on its own branch.
+func (s *ParallelPRD) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	c := s.terms(it, st)
+	c.Own = s.StoryBranch(it.ID)
+	return c
+}
+
+// followMain brings the main tree, checked out on the feature branch,
+// along once a story landed there: only the files that differ are
+// written (the lander runs it before anything else lands).
+func (s *ParallelPRD) followMain(ctx context.Context, v engine.Verdict, old, landed string) error {
+	if v.Snapshot != nil {
+		v.Snapshot.Remove() // the story's own index stays its worktree's
+	}
+	return s.Git.SwitchTree(ctx, old, landed)
+}
+
+// Landed records a story that landed: the model marks it passed (the
+// main tree's PRD already holds it, from the commit), and its worktree is
+// tidied: switching a checkout rewrites only the files that differ,
+// where a fresh worktree writes every file, so the tree is cleaned,
+// parked, and a parked tree is readied for the story likely to start
+// next (readyNext). The story's branch is deleted with the others when
+// the run stops.
+func (s *ParallelPRD) Landed(ctx context.Context, a *engine.Attempt, v engine.Verdict, commit string, st *engine.State) error {
 	id := a.Item.ID
-	wt := s.Git.At(a.Dir) // staged already (engine.Stager)
-	main := s.Git
-	// Out of the speculative queue, whatever comes: the stories behind it
-	// wait for this.
-	queued := s.queue.leave(id)
+	s.markModel(id)
 	s.wmu.Lock()
-	pre, tracked, base := s.tip, s.prdTracked, s.bases[id]
-	s.wmu.Unlock()
-	// The feature branch must be where ralph's last merge left it (or,
-	// before this process merged, still hold the tip the story's tree was
-	// cut at): the merge queue is its only writer.
-	t, err := s.guard.check(ctx, main, s.Branch, base, id, st.RunID, nil, true)
-	if err != nil {
-		return "", err
+	if commit != "" {
+		s.tip = commit
 	}
-	if t != nil {
-		return "", &engine.Rejected{Summary: "tampering: " + t.report, Failure: t.failure}
-	}
-	if pre == "" {
-		if pre, err = main.Head(ctx); err != nil {
-			return "", err
-		}
-	}
-	undo := func() {
-		_ = main.ResetHard(ctx, pre)
-		_ = s.setPassed(id, false)
-	}
-	if s.queue.fits(queued, v.Tree, pre) {
-		// Its gates judged this very tree on top of the feature tip: the
-		// merge is that tree, and no gate runs again.
-		sha, err := s.commitJudged(ctx, a, v, st, pre, queued.tree, tracked)
-		if err == nil {
-			s.queue.land(queued, sha)
-			// The next story cut from sha is judged against these
-			// results, with no gate run on sha itself.
-			s.baseline.Advance(sha, v)
-			return sha, nil
-		}
-		undo()
-		fmt.Fprintf(a.Log, "ralph: merging the tree %s judged failed (%v); merging it again with the integrated gates\n", id, err)
-	}
-	if queued != nil {
-		fmt.Fprintf(a.Log, "ralph: the feature branch is not what %s was judged on (a story ahead of it in the merge queue did not merge as judged): it is merged onto the feature branch as it is, and the gates run again there\n", id)
-	}
-	if err := main.MergeSquash(ctx, s.StoryBranch(id)); err != nil {
-		_ = main.ResetHard(ctx, pre)
-		var ce *git.ConflictError
-		if !errors.As(err, &ce) {
-			return "", err
-		}
-		return "", s.conflictInWorktree(ctx, wt, id, ce)
-	}
-	err = s.setPassed(id, true)
-	s.mu.Lock()
-	gates := s.gatesFor(id)
-	s.mu.Unlock()
-	if err != nil {
-		undo()
-		return "", err
-	}
-	results, ok := s.Gates.Run(ctx, main.Dir, gates, a.Log)
-	removeGateFiles(ctx, main, st.Preexisting) // the index holds all that is committed
-	if !ok {
-		undo()
-		return "", &engine.Rejected{
-			Summary: "integrated gates failed after the squash merge: " + gate.Summary(results),
-			Failure: "Your branch passed its gates alone, but after squash-merging it onto the current feature branch the gates failed on the integrated tree (the merge was undone). Other stories merged since you started; bring your work in line with them.\n\n" + gate.FailureContext(results, 4<<10),
-		}
-	}
-	sha, err := s.commitMerge(ctx, storyMessage(a, v.Summary+"; integrated gates: "+gate.Summary(results), st.RunID), tracked)
-	if err != nil {
-		undo()
-		return "", err
-	}
-	s.baseline.Advance(sha, engine.Verdict{Gates: results})
-	return sha, nil
-}
-
-// commitJudged moves the feature branch (at pre, the main tree clean) to
-// tree, the tree the story's gates judged on top of pre, plus the PRD's
-// write-back: the index and the files become the tree (only the files
-// that differ are written), then the commit adds the PRD alone.
-func (s *ParallelPRD) commitJudged(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State, pre, tree string, tracked bool) (string, error) {
-	preTree, err := s.Git.TreeOf(ctx, pre)
-	if err != nil {
-		return "", err
-	}
-	if err := s.Git.SwitchTree(ctx, preTree, tree); err != nil {
-		return "", err
-	}
-	if err := s.setPassed(a.Item.ID, true); err != nil {
-		return "", err
-	}
-	return s.commitMerge(ctx, storyMessage(a, v.Summary+"; merged as judged", st.RunID), tracked)
-}
-
-// commitMerge commits the merge the index holds, with the PRD's
-// write-back, and makes it the feature tip.
-func (s *ParallelPRD) commitMerge(ctx context.Context, msg string, tracked bool) (string, error) {
-	main := s.Git
-	// The index holds the story's merge; only the PRD's write-back is
-	// added (a full `add --all` would scan the whole tree in the queue).
-	// --include takes only a tracked file: a PRD new to git is added first.
-	files := s.committed()
-	if len(files) > 0 && (!tracked || s.mirror != nil) {
-		if err := main.AddPaths(ctx, files...); err != nil {
-			return "", err
-		}
-	}
-	sha, err := main.CommitInclude(ctx, msg, true, files...)
-	if err != nil {
-		return "", err
-	}
-	s.wmu.Lock()
-	s.tip, s.prdTracked = sha, true
-	s.wmu.Unlock()
-	s.guard.recordTip(sha)
-	return sha, nil
-}
-
-// commitWorktree records the story's verified work (and a resolved merge)
-// on its branch before the merge queue (engine.Workspace.Commit). Always
-// a commit, empty when nothing changed: one call instead of asking first
-// whether there is anything to commit.
-func (s *ParallelPRD) commitWorktree(ctx context.Context, a *engine.Attempt, v engine.Verdict) error {
-	wt := s.Git.At(a.Dir)
-	if v.Tree != "" {
-		// The work tree holds the story's own work, also when the gates
-		// judged it merged onto the stories ahead.
-		own := s.queue.ownTree(a.Item.ID, v.Tree)
-		tree, err := snapshotTree(ctx, wt, nil)
-		if err != nil {
-			return err
-		}
-		if tree != own {
-			s.queue.drop(a.Item.ID)
-			return treeChanged(ctx, wt, own, tree)
-		}
-	}
-	msg := commitMessage(fmt.Sprintf("wip(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, v.Summary, "Ralph-Story-Branch: "+a.Item.ID)
-	sha, files, err := commitWork(ctx, wt, "", nil, msg, true)
-	if err != nil {
-		return err
-	}
-	// The story's files are counted from its base (the agent may have
-	// committed some itself); a second commit after a conflict resolver
-	// lists only what it changed, and an empty list keeps the story's own.
-	s.wmu.Lock()
-	base := s.bases[a.Item.ID]
-	s.wmu.Unlock()
-	if a.Files == nil && base != "" {
-		if all, err := wt.DiffTrees(ctx, base, sha); err == nil {
-			files = all
-		}
-	}
-	if a.Files == nil || len(files) > 0 {
-		a.Files = files
-	}
-	s.wmu.Lock()
-	delete(s.merging, a.Item.ID)
-	s.wmu.Unlock()
-	// Merges come in the order the stories were judged in.
-	s.queue.waitTurn(ctx, a.Item.ID)
-	return nil
-}
-
-// tidy passes a merged story's worktree on (engine.Workspace.Tidy):
-// switching a checkout rewrites only the files that differ, where a fresh
-// worktree writes every file. It runs after the story passed and holds no
-// agent slot, so it cleans the tree, parks it, and readies a parked tree
-// for the story likely to start next (readyNext). The story's branch is
-// deleted with the others when the run stops.
-func (s *ParallelPRD) tidy(ctx context.Context, a *engine.Attempt) {
-	id := a.Item.ID
-	s.wmu.Lock()
 	delete(s.bases, id)
 	delete(s.branchPRD, id)
+	delete(s.merging, id)
 	s.merged = append(s.merged, s.StoryBranch(id))
 	s.wmu.Unlock()
-	if err := s.Git.At(a.Dir).CleanUntracked(ctx); err != nil {
+	wt := s.Git.At(a.Dir)
+	_ = wt.ResetMerge(ctx)
+	if err := wt.CleanUntracked(ctx); err != nil {
 		s.removeWorktree(ctx, a.Dir)
 		_ = s.trees.move(id, treeNone, treeRunning)
-		return
+		return nil
 	}
 	if s.trees.move(id, treeParked, treeRunning) == nil {
 		s.readyNext(ctx)
 	}
+	return nil
 }
 
 // reuseWorktree moves an idle tree to dir (story id's path, which the
@@ -837,9 +629,12 @@ func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle st
 	return true
 }
 
-// conflictInWorktree merges the feature tip into the story's worktree so
-// the conflict is there for a resolver, and describes it.
-func (s *ParallelPRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id string, ce *git.ConflictError) error {
+// Conflict merges the feature branch's tip into the story's worktree so
+// the conflict is there for a resolver, and describes it. The story's
+// base becomes that tip: the resolver's work is counted from it.
+func (s *ParallelPRD) Conflict(ctx context.Context, it *engine.Item, paths []string) (string, error) {
+	id := it.ID
+	wt := s.Git.At(s.WorktreeDir(id))
 	s.wmu.Lock()
 	if s.merging == nil {
 		s.merging = map[string]bool{}
@@ -851,9 +646,8 @@ func (s *ParallelPRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id s
 		// let the resolver (or a plain retry) verify.
 		_, _ = wt.Commit(ctx, fmt.Sprintf("merge %s into %s\n", s.Branch, s.StoryBranch(id)), true)
 	}
-	paths := conflictMarkers(ctx, wt)
-	if len(paths) == 0 {
-		paths = ce.Paths
+	if left := conflictMarkers(ctx, wt); len(left) > 0 {
+		paths = left
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Story branch %s and feature branch %s changed the same lines. ", s.StoryBranch(id), s.Branch)
@@ -864,7 +658,7 @@ func (s *ParallelPRD) conflictInWorktree(ctx context.Context, wt *git.Repo, id s
 		b.WriteString(gate.Trim(hunks(string(content)), 3000))
 		b.WriteString("\n```\n")
 	}
-	return &engine.Conflict{Paths: paths, Context: b.String()}
+	return b.String(), nil
 }
 
 // hunks keeps the conflict regions of a file with a little context.
@@ -910,13 +704,9 @@ func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.S
 		// The merge queue made this commit: the branch's known tip moves
 		// to it (else the next merge would take it for someone else's
 		// commit and restore the branch without it).
-		s.mu.Lock()
-		if s.resumedTip == "" || s.Git.IsAncestor(ctx, s.resumedTip, sha) {
-			s.resumedTip = sha
-		}
-		s.mu.Unlock()
-		s.guard.recordRecovered(ctx, s.Git, sha)
-		return sha, true, s.setPassed(it.ID, true)
+		s.recovered(ctx, sha)
+		s.markModel(it.ID)
+		return sha, true, nil
 	}
 	if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
 		return "", false, err
@@ -929,8 +719,7 @@ func (s *ParallelPRD) Recover(ctx context.Context, it *engine.Item, st *engine.S
 
 // Block leaves the story to a person: its branch and worktree stay as they
 // are (conflict included); the reason is in the state.
-func (s *ParallelPRD) Block(_ context.Context, it *engine.Item, _ *engine.State, _ string) error {
-	s.queue.drop(it.ID)
+func (s *ParallelPRD) Block(context.Context, *engine.Item, *engine.State, string) error {
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 )
 
@@ -16,39 +15,39 @@ import (
 // resumed run finds its own commits and never another run's.
 const runTrailer = "Ralph-Run"
 
-// noGatesSummary is the verdict of a claim with nothing to check it.
-const noGatesSummary = "claimed complete (no quality gates configured)"
-
-// judge is the one claim → gates → verdict sequence of every source: an
-// agent run that did not finish fails the iteration; an iteration that
-// claims nothing is not verified (unclaimed says why); a claim passes only
-// when every gate passes on the tree the agent left at a.Dir.
-func judge(ctx context.Context, a *engine.Attempt, claimed bool, unclaimed engine.Verdict, runner gate.Runner, gates []gate.Gate) engine.Verdict {
-	if a.Result.Failed() {
-		return engine.AgentFailure(a.Result)
-	}
-	if a.Rejected != "" {
-		return engine.Rejection(a)
-	}
-	if !claimed {
-		return unclaimed
-	}
-	if len(gates) == 0 {
-		return engine.Verdict{Passed: true, Claimed: true, Summary: noGatesSummary}
-	}
-	results, ok := runner.Run(ctx, a.Dir, gates, logOf(a))
-	v := engine.Verdict{Passed: ok, Claimed: true, Gates: results, Summary: gate.Summary(results)}
-	if !ok {
-		v.Failure = "You claimed completion, but the harness's checks failed:\n\n" + gate.FailureContext(results, 4<<10)
-	}
-	return againstBaseline(ctx, a, v, runner, gates)
-}
-
 func logOf(a *engine.Attempt) io.Writer {
 	if a.Log == nil {
 		return io.Discard
 	}
 	return a.Log
+}
+
+// parkWork keeps what the tree holds — HEAD and everything uncommitted
+// (but the user's pre-existing files) — on a new side branch
+// ralph/<kind>/<item>-<run>[-n] and returns its name. The tree is left on
+// the side branch, clean.
+func parkWork(ctx context.Context, repo *git.Repo, kind, itemID, runID string, preexisting []string, msg string, allowEmpty bool) (string, error) {
+	side := "ralph/" + kind + "/" + git.Slug(itemID, 40) + "-" + runID
+	for n := 2; repo.BranchExists(ctx, side); n++ {
+		side = fmt.Sprintf("ralph/%s/%s-%s-%d", kind, git.Slug(itemID, 40), runID, n)
+	}
+	if err := repo.CreateBranch(ctx, side, ""); err != nil {
+		return "", err
+	}
+	if err := repo.Checkout(ctx, side); err != nil {
+		return "", err
+	}
+	if _, _, err := commitWork(ctx, repo, "", preexisting, msg, allowEmpty); err != nil {
+		return "", err
+	}
+	return side, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 8 {
+		return sha[:8]
+	}
+	return sha
 }
 
 // commitWork is the one way an item's work becomes a single commit on the

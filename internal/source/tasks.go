@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/tasks"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -60,12 +60,9 @@ type Tasks struct {
 	Gates    gate.Runner
 	GateList []gate.Gate
 
-	base     string
-	baseline *Baseline   // the run-wide gates at the base (UseBaseline)
-	outputs  gateOutputs // the ignored files the gates wrote (aside.go)
-	baseTip  string      // the base branch's head as ralph last left it
-	files    gateFiles   // the files the gates run, checked at every Verify
-	set      *tasks.Set
+	base    string
+	baseTip string // the base branch's head as ralph last left it
+	set     *tasks.Set
 	// tracked are the leaves with a record (Sparse): in the run's state,
 	// claimed, completed or blocked in the file, or offered by Next. The
 	// other pending leaves are only counted.
@@ -84,8 +81,7 @@ type Tasks struct {
 
 type splitInfo struct {
 	children []string
-	merge    bool // the branch has work that passed the gates
-	work     bool
+	work     bool // the branch has work of its own
 }
 
 // fileSnap is the task files set aside while a merge checks out other
@@ -437,7 +433,26 @@ func (s *Tasks) Next(st *engine.State, busy map[string]bool) (*engine.Item, erro
 func (s *Tasks) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (engine.Workspace, error) {
 	s.state = st
 	dir, err := s.prepare(ctx, it)
-	return engine.Workspace{Dir: dir}, err
+	return engine.Workspace{Dir: dir, Follow: s.follow}, err
+}
+
+// follow moves the main tree from the task's branch to the base branch
+// once the task's work landed there: the tree already holds exactly that
+// work, so HEAD goes to the base branch and the index is the one the work
+// was recorded in (no checkout, nothing rewritten).
+func (s *Tasks) follow(ctx context.Context, v engine.Verdict, old, landed string) error {
+	if _, err := s.Git.Run(ctx, "symbolic-ref", "HEAD", "refs/heads/"+s.base); err != nil {
+		return err
+	}
+	s.baseTip = landed
+	if v.Snapshot == nil {
+		return nil
+	}
+	idx, err := s.Git.GitPath(ctx, "index")
+	if err != nil {
+		return err
+	}
+	return v.Snapshot.UseIndex(idx)
 }
 
 func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
@@ -508,27 +523,44 @@ func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {
 	return s.Git.Dir, nil
 }
 
-// Verify checks the agent's changes to the task files (invalid ones are
-// undone and fed back), then the completion claim and the gates.
-func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State) engine.Verdict {
+// Terms are a task's: the run's gates, its flags, the base branch it
+// lands on from its own branch, its squash commit's message, and the task
+// files (the loop's control plane, never a task's work).
+func (s *Tasks) Terms(it *engine.Item, st *engine.State) judge.Claim {
+	branch := s.branchName(it.ID, it.Title)
+	c := judge.Claim{Gates: s.GateList, Target: s.base, Own: branch, Tip: s.baseTip,
+		Subject:  fmt.Sprintf("[%s] %s", it.ID, it.Title),
+		Trailers: append([]string{"Completes: " + it.ID}, itemTrailers(taskTrailer, it.ID, st.RunID)...),
+		Unclaimed: engine.Verdict{Summary: "task not completed",
+			Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", it.ID, it.ID, it.ID)},
+		AllowTestChanges: s.allowTestChanges(it.ID)}
+	c.Exclude = s.controlExcluded(context.Background())
+	return c
+}
+
+// Claim checks the agent's changes to the task files (invalid ones are
+// undone and fed back, a task it completed other than its own is put
+// back), reads its signals (`ralph task complete`, a split, a block) and
+// gives the task's terms. The squash commit's body lists the subjects of
+// the commits the agent made on the branch.
+func (s *Tasks) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) judge.Claim {
 	id := a.Item.ID
-	if report, failure, err := s.checkBranches(ctx, a.Item, st); err != nil {
-		return engine.Verdict{Summary: "checking the branches failed", Failure: err.Error()}
-	} else if report != "" {
-		s.unclaim(id)
-		return engine.Verdict{Claimed: a.Claimed, Tampered: []string{report}, Summary: "tampering: " + report, Failure: failure}
-	}
+	c := s.Terms(a.Item, st)
 	defer s.dropKeptClaim() // judged: the files are the claim's or the agent's valid edits
-	tampered := s.carried
+	c.Tampered = s.carried
 	s.carried = nil
 	if s.beforeSet == nil { // resumed after a crash while verifying
 		if _, err := s.judgeAgainstKept(st.RunID, id); err != nil {
-			tampered = append(tampered, fmt.Sprintf("the task files were judged as they are: %v", err))
+			c.Tampered = append(c.Tampered, fmt.Sprintf("the task files were judged as they are: %v", err))
 		}
 	}
 	if s.beforeSet == nil { // no claim kept: nothing to compare with
 		s.beforeSet, _ = s.Store.Load()
 		s.before, _ = s.snapshot()
+	}
+	refuse := func(v engine.Verdict) judge.Claim {
+		c.Refused = &v
+		return c
 	}
 	rejected := ""
 	after, err := s.Store.Load()
@@ -537,13 +569,13 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 	}
 	if err != nil {
 		rejected = fmt.Sprintf("Your changes to %s were rejected and undone:\n%v", filepath.Base(s.File), err)
-		tampered = append(tampered, fmt.Sprintf("invalid changes to %s were undone: %v", filepath.Base(s.File), firstLine(err.Error())))
+		c.Tampered = append(c.Tampered, fmt.Sprintf("invalid changes to %s were undone: %v", filepath.Base(s.File), firstLine(err.Error())))
 		if rerr := store.WithLock(s.Store.LockPath, func() error { return s.restoreSnap(s.before) }); rerr != nil {
-			return engine.Verdict{Summary: "restoring the tasks file failed", Failure: rerr.Error()}
+			return refuse(engine.Verdict{Summary: "restoring the tasks file failed", Failure: rerr.Error()})
 		}
 		after, err = s.Store.Load()
 		if err != nil {
-			return engine.Verdict{Summary: "tasks file invalid", Failure: err.Error(), Tampered: tampered}
+			return refuse(engine.Verdict{Summary: "tasks file invalid", Failure: err.Error()})
 		}
 	}
 	s.set, s.loaded = after, filesStamp{}
@@ -568,60 +600,82 @@ func (s *Tasks) Verify(ctx context.Context, a *engine.Attempt, st *engine.State)
 			}
 			return nil
 		})
-		tampered = append(tampered, fmt.Sprintf("the agent marked %s complete while working on %s; reverted", strings.Join(others, ", "), id))
+		c.Tampered = append(c.Tampered, fmt.Sprintf("the agent marked %s complete while working on %s; reverted", strings.Join(others, ", "), id))
 		_ = s.reload()
-	}
-	fail := func(v engine.Verdict) engine.Verdict {
-		v.Tampered = append(tampered, v.Tampered...)
-		if rejected != "" {
-			v.Failure = strings.TrimSpace(rejected + "\n\n" + v.Failure)
-			if v.Summary == "" {
-				v.Summary = "invalid changes to the tasks file"
-			}
-		}
-		s.unclaim(id)
-		return v
 	}
 	t, ok := s.set.Get(id)
 	if !ok {
-		return fail(engine.Verdict{Summary: "task disappeared", Failure: fmt.Sprintf("Task %s is no longer in %s.", id, filepath.Base(s.File))})
+		return refuse(engine.Verdict{Summary: "task disappeared", Failure: fmt.Sprintf("Task %s is no longer in %s.", id, filepath.Base(s.File))})
 	}
-	if a.Result.Failed() { // before reading the agent's other signals
-		return fail(engine.AgentFailure(a.Result))
-	}
-	if rejected != "" {
-		return fail(engine.Verdict{})
+	if rejected != "" && !a.Result.Failed() {
+		return refuse(engine.Verdict{Summary: "invalid changes to the tasks file", Failure: rejected})
 	}
 	if !t.Archived() && !t.Leaf {
-		return s.verifySplit(ctx, a, tampered)
+		return s.claimSplit(ctx, a, c)
 	}
 	if !t.Archived() && t.Status == tasks.StatusBlocked {
 		// The agent gave up with `ralph task block`: keep its work on the
 		// branch and go back to the base branch; the file says blocked.
 		_ = s.park(ctx, a.Item, st, "blocked by the agent")
-		return engine.Verdict{Tampered: tampered, Summary: "the agent blocked the task: " + t.Reason,
-			Failure: "The task was blocked by the agent: " + t.Reason}
+		return refuse(engine.Verdict{Summary: "the agent blocked the task: " + t.Reason, Failure: "The task was blocked by the agent: " + t.Reason})
 	}
-	claimed := a.Claimed || t.Archived() || t.Status == tasks.StatusComplete
-	if claimed {
-		if ok, why := s.mergeable(ctx); !ok {
-			return fail(engine.Verdict{Claimed: true, Summary: "the branch no longer merges cleanly", Failure: why})
+	c.Claimed = t.Archived() || t.Status == tasks.StatusComplete
+	subjects, _ := s.Git.Log(ctx, s.base+"..HEAD", "%s")
+	slices.Reverse(subjects)
+	c.Body = append(maskAll(a, subjects), a.Learnings...)
+	return c
+}
+
+// claimSplit is an iteration that turned the task into a container: its
+// own contract is done (Claim.Judged). Work it left on the branch is
+// judged and lands like any task's; without any, nothing lands.
+func (s *Tasks) claimSplit(ctx context.Context, a *engine.Attempt, c judge.Claim) judge.Claim {
+	id := a.Item.ID
+	var kids []string
+	for _, t := range s.set.List("") {
+		if t.Parent() == id {
+			kids = append(kids, t.ID)
 		}
 	}
-	if gt, ferr := s.files.check(ctx, s.Git.At(a.Dir), s.baseTip, s.GateList, false); ferr != nil {
-		return fail(engine.Verdict{Summary: "checking the gates' files failed", Failure: ferr.Error()})
-	} else {
-		tampered = append(tampered, gt...)
+	info := splitInfo{children: kids, work: s.hasWork(ctx)}
+	s.split[id] = info
+	c.Judged = &engine.Verdict{Passed: true, Claimed: true, Summary: "split into " + strings.Join(kids, ", ")}
+	c.NoLand = !info.work
+	c.Subject = fmt.Sprintf("[%s] %s", id, a.Item.Title)
+	c.Trailers = itemTrailers(taskTrailer, id, s.state.RunID)
+	c.Body = append([]string{"Split into " + strings.Join(kids, ", ")}, a.Learnings...)
+	return c
+}
+
+// NotPassed turns an agent's completion claim back into "active" after a
+// verdict that did not pass, so the next iteration sees the task as
+// still open; a split whose work failed keeps the work on its branch.
+func (s *Tasks) NotPassed(ctx context.Context, a *engine.Attempt, v engine.Verdict) {
+	if info, ok := s.split[a.Item.ID]; ok {
+		delete(s.split, a.Item.ID)
+		if s.state != nil {
+			_ = s.park(ctx, a.Item, s.state, "split")
+		}
+		_ = s.afterSplit(a.Item.ID)
+		_ = info
+		return
 	}
-	ctx = withJudging(ctx, judging{baseline: s.baseline, base: s.baseTip, allowTestChanges: s.allowTestChanges(id), since: st.EnvSince(), outputs: &s.outputs, keep: s.controlRel()})
-	v := judgeTree(ctx, s.Git.At(a.Dir), s.notWork(ctx, st), a, claimed, engine.Verdict{Summary: "task not completed",
-		Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", id, id, id)},
-		s.Gates, s.GateList, false)
-	if !v.Passed {
-		return fail(v)
+	s.unclaim(a.Item.ID)
+}
+
+// controlExcluded are the task files as paths never recorded as a task's
+// work (git refuses an exclude pathspec naming an ignored file: the lock
+// and hold files are in info/exclude).
+func (s *Tasks) controlExcluded(ctx context.Context) []string {
+	rel := s.controlRel()
+	ignored, err := s.Git.Ignored(ctx, rel...)
+	var out []string
+	for _, p := range rel {
+		if err != nil || !ignored[p] {
+			out = append(out, p)
+		}
 	}
-	v.Tampered = append(tampered, v.Tampered...)
-	return v
+	return out
 }
 
 func jsonString(raw []byte, dst *string) bool {
@@ -635,86 +689,6 @@ func firstLine(s string) string {
 	return s
 }
 
-// checkBranches is the tasks loop's guard: the tree must be on the task's
-// branch (the work is judged and merged from there), and the base branch
-// must still contain ralph's last squash merge. New commits on top of it
-// are allowed (a person may commit there during a long run); a base that
-// lost ralph's merge (reset, rebase) is put back, the rewritten version
-// kept on ralph/tampered/<id>-<run>. A switch of branch is undone.
-func (s *Tasks) checkBranches(ctx context.Context, it *engine.Item, st *engine.State) (report, failure string, err error) {
-	branch, err := s.branch(ctx, it)
-	if err != nil {
-		return "", "", err
-	}
-	if s.baseTip != "" {
-		if now, err := s.Git.RevParse(ctx, s.base); err == nil && now != s.baseTip && !s.Git.IsAncestor(ctx, s.baseTip, now) {
-			side := "ralph/tampered/" + git.Slug(it.ID, 40) + "-" + st.RunID
-			for n := 2; s.Git.BranchExists(ctx, side); n++ {
-				side = fmt.Sprintf("ralph/tampered/%s-%s-%d", git.Slug(it.ID, 40), st.RunID, n)
-			}
-			if err := s.Git.CreateBranch(ctx, side, now); err != nil {
-				return "", "", err
-			}
-			cur, _ := s.Git.CurrentBranch(ctx)
-			if cur == s.base {
-				if err := s.switchTo(ctx, branch, nil); err != nil {
-					return "", "", err
-				}
-			}
-			if err := s.Git.ForceBranch(ctx, s.base, s.baseTip); err != nil {
-				return "", "", fmt.Errorf("restoring %s: %w", s.base, err)
-			}
-			dropped, _ := s.Git.Log(ctx, now+".."+s.baseTip, "%h %s")
-			report = fmt.Sprintf("the agent rewrote %s, dropping %s; restored to %s, the rewritten version kept on %s", s.base, strings.Join(dropped, "; "), short(s.baseTip), side)
-			return report, fmt.Sprintf("The previous iteration rewrote %s, dropping tasks the harness merged there (%s). It was restored; the rewritten version is kept on %s. Never reset or rebase %s; commit your work on %s.", s.base, strings.Join(dropped, "; "), side, s.base, branch), nil
-		}
-	}
-	cur, err := s.Git.CurrentBranch(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if cur != branch {
-		where := "branch " + cur
-		if cur == "" {
-			where = "a detached HEAD"
-		}
-		if err := s.switchTo(ctx, branch, nil); err != nil {
-			return "", "", fmt.Errorf("returning to %s: %w", branch, err)
-		}
-		report = fmt.Sprintf("the agent left the tree on %s instead of %s; back on %s", where, branch, branch)
-		return report, fmt.Sprintf("Your work must be on %s, where the harness verifies and merges it; the previous iteration left the tree on %s. Do not switch branches.", branch, where), nil
-	}
-	return "", "", nil
-}
-
-// verifySplit judges an iteration that turned the task into a container:
-// the iteration is done; work already on the branch is merged only if the
-// gates pass on it, else it stays on the branch for a person.
-func (s *Tasks) verifySplit(ctx context.Context, a *engine.Attempt, tampered []string) engine.Verdict {
-	id := a.Item.ID
-	var kids []string
-	for _, t := range s.set.List("") {
-		if t.Parent() == id {
-			kids = append(kids, t.ID)
-		}
-	}
-	info := splitInfo{children: kids, work: s.hasWork(ctx)}
-	v := engine.Verdict{Passed: true, Tampered: tampered, Summary: "split into " + strings.Join(kids, ", ")}
-	if info.work {
-		info.merge = true
-		if len(s.GateList) > 0 {
-			results, pass := s.Gates.Run(ctx, a.Dir, s.GateList, logOf(a))
-			v.Gates = results
-			info.merge = pass
-			if !pass {
-				v.Summary += "; its work failed the gates and stays on the branch"
-			}
-		}
-	}
-	s.split[id] = info
-	return v
-}
-
 // hasWork reports whether the task branch differs from the base branch
 // (commits or uncommitted changes outside the control plane).
 func (s *Tasks) hasWork(ctx context.Context) bool {
@@ -723,24 +697,6 @@ func (s *Tasks) hasWork(ctx context.Context) bool {
 	}
 	dirty, _ := s.Git.StatusPorcelain(ctx, s.controlRel()...)
 	return len(dirty) > 0
-}
-
-// mergeable tells whether the branch's commits merge into the base branch
-// without conflicts (only possible to fail if someone moved the base).
-func (s *Tasks) mergeable(ctx context.Context) (bool, string) {
-	if s.Git.IsAncestor(ctx, s.base, "HEAD") {
-		return true, ""
-	}
-	paths, err := s.Git.MergeConflicts(ctx, s.base, "HEAD")
-	if err == nil && len(paths) == 0 {
-		return true, ""
-	}
-	where := strings.Join(paths, ", ")
-	if err != nil {
-		where = "(git could not merge them: " + err.Error() + ")"
-	}
-	return false, fmt.Sprintf("%s has moved since this branch was created and the branch now conflicts with it in: %s. Merge %s into your branch (`git merge %s`), resolve the conflicts and commit, then complete the task again.",
-		s.base, where, s.base, s.base)
 }
 
 // unclaim turns an agent's completion claim back into "active" after a
@@ -765,48 +721,31 @@ func maskAll(a *engine.Attempt, subjects []string) []string {
 	return out
 }
 
-// Accept squash-merges the task branch into the base branch, archives the
-// task with the squash commit and deletes the branch.
-func (s *Tasks) Accept(ctx context.Context, a *engine.Attempt, v engine.Verdict, st *engine.State) (string, error) {
+// Landed archives a task whose work landed on the base branch with that
+// commit and deletes its branch (the main tree followed onto the base
+// branch); a split's children wait for their turn.
+func (s *Tasks) Landed(ctx context.Context, a *engine.Attempt, v engine.Verdict, commit string, st *engine.State) error {
 	it := a.Item
 	branch, err := s.branch(ctx, it)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if info, ok := s.split[it.ID]; ok {
+	if _, ok := s.split[it.ID]; ok {
 		delete(s.split, it.ID)
-		if !info.merge {
-			if err := s.park(ctx, it, st, "split"); err != nil {
-				return "", err
+		if commit == "" {
+			// Nothing landed: the tree goes back to the base branch.
+			if cur, _ := s.Git.CurrentBranch(ctx); cur == branch {
+				if err := s.switchTo(ctx, s.base, nil); err != nil {
+					return err
+				}
 			}
-			if !info.work {
-				_ = s.Git.DeleteBranch(ctx, branch)
-			}
-			return "", s.afterSplit(it.ID)
 		}
-		bullets := []string{"Split into " + strings.Join(info.children, ", ")}
-		sha, err := s.merge(ctx, it, branch, st, "", logOf(a), func(subjects []string) string {
-			return commitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(append(bullets, maskAll(a, subjects)...), a.Learnings...), v.Summary,
-				itemTrailers(taskTrailer, it.ID, st.RunID)...)
-		})
-		if err != nil {
-			return "", err
+		if s.Git.BranchExists(ctx, branch) {
+			_ = s.Git.DeleteBranch(ctx, branch)
 		}
-		_ = s.Git.DeleteBranch(ctx, branch)
-		return sha, s.afterSplit(it.ID)
+		return s.afterSplit(it.ID)
 	}
-	sha, err := s.merge(ctx, it, branch, st, v.Tree, logOf(a), func(subjects []string) string {
-		return commitMessage(fmt.Sprintf("[%s] %s", it.ID, it.Title), append(maskAll(a, subjects), a.Learnings...), v.Summary,
-			append([]string{"Completes: " + it.ID}, itemTrailers(taskTrailer, it.ID, st.RunID)...)...)
-	})
-	if err != nil {
-		return "", err
-	}
-	if err := s.finish(ctx, it.ID, sha, branch); err != nil {
-		return "", err
-	}
-	s.baseline.Advance(sha, v)
-	return sha, nil
+	return s.finish(ctx, it.ID, commit, branch)
 }
 
 func (s *Tasks) afterSplit(id string) error {
@@ -853,115 +792,6 @@ func (s *Tasks) finish(ctx context.Context, id, sha, branch string) error {
 		}
 	}
 	return s.reload()
-}
-
-// merge commits the branch's leftovers on it, then squash-merges it into
-// the base branch with the message msg(subjects of the branch's commits,
-// oldest first). The task files are set aside meanwhile; when neither the
-// index nor the branch has a version of them other than the base
-// branch's, git carries them through untouched and they need no cleaning.
-func (s *Tasks) merge(ctx context.Context, it *engine.Item, branch string, st *engine.State, verified string, log io.Writer, msg func([]string) string) (string, error) {
-	var sha string
-	err := store.WithLock(s.Store.LockPath, func() error {
-		snap, err := s.aside()
-		if err != nil {
-			return err
-		}
-		// undo puts the tree back on the branch as it was.
-		undo := func() {
-			_ = s.Git.ResetHard(ctx, "HEAD")
-			_ = s.Git.Checkout(ctx, branch)
-			_ = s.putBack(snap)
-		}
-		cur, _ := s.Git.CurrentBranch(ctx)
-		if cur == branch {
-			if err := s.commitLeftovers(ctx, st, fmt.Sprintf("wip(%s): work left uncommitted at the end of the task", it.ID)); err != nil {
-				return err
-			}
-		}
-		// The branch must hold exactly the tree the gates ran on.
-		if verified != "" {
-			if tree, err := s.Git.TreeOf(ctx, branch); err != nil || tree != verified {
-				changed, _ := s.Git.DiffTrees(ctx, verified, branch)
-				_ = s.putBack(snap)
-				return &engine.Rejected{Summary: "the tree changed after the gates ran: " + strings.Join(changed, ", "),
-					Failure: "After the gates passed, these files changed before the harness could merge them: " + strings.Join(changed, ", ") + ". Make sure no process you started is still running when you finish."}
-			}
-		}
-		subjects, err := s.Git.Log(ctx, s.base+".."+branch, "%s")
-		if err != nil {
-			return err
-		}
-		slices.Reverse(subjects)
-		clean := !s.carries(ctx, s.base) || !s.Git.SamePaths(ctx, s.base, branch, s.fileRel()...)
-		if clean {
-			if err := s.cleanControl(ctx); err != nil {
-				return err
-			}
-		}
-		if err := s.Git.Checkout(ctx, s.base); err != nil {
-			return err
-		}
-		if err := s.Git.MergeSquash(ctx, branch); err != nil {
-			undo()
-			var ce *git.ConflictError
-			if errors.As(err, &ce) {
-				return &engine.Rejected{Summary: "squash merge into " + s.base + " conflicts",
-					Failure: fmt.Sprintf("Merging this branch into %s conflicts in %s. Merge %s into the branch (`git merge %s`), resolve, commit, then complete the task again.", s.base, strings.Join(ce.Paths, ", "), s.base, s.base)}
-			}
-			return fmt.Errorf("squash-merging %s into %s: %w", branch, s.base, err)
-		}
-		if clean {
-			if err := s.cleanControl(ctx); err != nil {
-				return err
-			}
-		}
-		// When others committed to the base branch meanwhile, the squash
-		// result is not the tree the gates ran on: they run again on it.
-		if verified != "" && len(s.GateList) > 0 {
-			if tree, err := s.Git.WriteTree(ctx); err == nil && tree != verified {
-				results, ok := s.Gates.Run(ctx, s.Root, s.GateList, log)
-				removeGateFiles(ctx, s.Git, append(s.notWork(ctx, st), s.controlRel()...))
-				if !ok {
-					undo()
-					return &engine.Rejected{Summary: "gates failed on the merged tree: " + gate.Summary(results),
-						Failure: fmt.Sprintf("Your branch passed its gates, but %s has moved since, and on the tree merged with it the gates fail (the merge was undone). Merge %s into your branch, fix what broke, then complete the task again.\n\n%s", s.base, s.base, gate.FailureContext(results, 4<<10))}
-				}
-			}
-		}
-		if err := pauseForTest(ctx); err != nil {
-			return err
-		}
-		sha, err = s.Git.Commit(ctx, msg(subjects), true)
-		if err != nil {
-			return err
-		}
-		s.baseTip = sha
-		return s.putBack(snap)
-	})
-	return sha, err
-}
-
-func pauseForTest(ctx context.Context) error {
-	p := os.Getenv(pauseBeforeMergeCommitEnv)
-	if p == "" {
-		return nil
-	}
-	if err := os.WriteFile(p+".ready", nil, 0o644); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(p); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // commitLeftovers commits what the agent left uncommitted on the task
@@ -1055,24 +885,6 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 			return "", false, err
 		}
 		return tip, true, nil
-	}
-	if cur == s.base {
-		if s.Git.HasStagedChanges(ctx) {
-			// A squash merge staged but not committed: drop it.
-			err := store.WithLock(s.Store.LockPath, func() error {
-				snap, err := s.aside()
-				if err != nil {
-					return err
-				}
-				if err := s.Git.ResetHard(ctx, "HEAD"); err != nil {
-					return err
-				}
-				return s.putBack(snap)
-			})
-			if err != nil {
-				return "", false, err
-			}
-		}
 	}
 	return "", false, nil
 }
@@ -1342,9 +1154,6 @@ func (s *Tasks) BaselineGates(context.Context) (string, []gate.Gate) {
 	}
 	return rev, s.GateList
 }
-
-// UseBaseline holds every task's verdict against b.
-func (s *Tasks) UseBaseline(b *Baseline) { s.baseline = b }
 
 // allowTestChanges is the task's allow_test_changes as the iteration
 // found it (the agent's later edits to the task file do not count).

@@ -1,0 +1,199 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/land"
+)
+
+// recordStep records the item's work as a tree — the work tree as git
+// would commit it, but the user's own dirty files and what git ignores —
+// in an index of its own (the agent's and the user's index is never
+// touched), builds it on the end of the lander's queue (merged onto the
+// plans ahead of it when the item's base is behind), adds ralph's
+// bookkeeping (the PRD with the story marked passed) and takes the tree's
+// place in the queue. The gates then judge exactly that tree, and exactly
+// that tree lands.
+type recordStep struct{}
+
+func (recordStep) Name() string { return "the work recorded" }
+func (recordStep) Stage() Stage { return Record }
+
+// maxRebuilds bounds how often a recording chases a queue that moves.
+const maxRebuilds = 8
+
+func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
+	repo := j.Repo.At(c.Dir)
+	index, err := repo.GitPath(ctx, "index")
+	if err != nil {
+		return Finding{Fail: fail("could not record the work", err.Error())}
+	}
+	for round := 0; round < maxRebuilds; round++ {
+		var on *land.Ticket
+		base, endTree := c.Base, ""
+		if c.Lander != nil {
+			on, base, endTree = c.Lander.End()
+		}
+		inPlace := on == nil && (base == c.Base || c.Base == "")
+		if c.Base == "" {
+			c.Base = base
+		}
+		if c.snap == nil || !inPlace {
+			var extra map[string][]byte
+			if inPlace {
+				if extra, err = j.marks(ctx, c, orBase(endTree, base)); err != nil {
+					return Finding{Fail: fail("could not record ralph's bookkeeping", err.Error())}
+				}
+			}
+			c.marked = c.marked[:0]
+			for p := range extra {
+				c.marked = append(c.marked, p)
+			}
+			c.snap.Remove()
+			if c.snap, err = repo.SnapshotTree(ctx, index, c.Preexisting, extra); err != nil {
+				return Finding{Fail: fail("could not record the work", err.Error())}
+			}
+			c.own = c.snap.Tree
+		}
+		if c.changes == nil && c.Base != "" {
+			if c.changes, err = j.Repo.Changes(ctx, c.Base, c.own); err != nil {
+				return Finding{Fail: fail("could not list what the work changed", err.Error())}
+			}
+		}
+		tree, spec := c.own, ""
+		if !inPlace {
+			var conflicted []string
+			tree, spec, conflicted, err = j.integrate(ctx, c, on, base)
+			if err != nil {
+				return Finding{Fail: fail("could not build the work on the branch", err.Error())}
+			}
+			if len(conflicted) > 0 {
+				if on != nil {
+					// It may be the plans ahead that it conflicts with:
+					// once they landed (or left), it is built on the tip.
+					c.Lander.Wait(ctx, on)
+					continue
+				}
+				return Finding{Fail: &Verdict{Claimed: true, Summary: "merge conflict with " + c.Claim.Target + " in " + strings.Join(conflicted, ", "),
+					Failure:  "Your work does not merge cleanly onto " + c.Claim.Target + " (other work landed there since you started): " + strings.Join(conflicted, ", ") + ".",
+					Conflict: &Conflict{Paths: conflicted}}}
+			}
+		}
+		c.tree = tree
+		if c.Lander == nil {
+			return Finding{}
+		}
+		if spec == "" && c.Claim.Own != "" {
+			// Work of other trees may be built on this one while it is
+			// judged: git merges onto a commit.
+			if spec, err = j.Repo.CommitTreeMsg(ctx, tree, []string{base}, "ralph: "+c.Item+" as judged"); err != nil {
+				return Finding{Fail: fail("could not record the work", err.Error())}
+			}
+		}
+		t, err := c.Lander.Enqueue(land.Plan{Item: c.Item, Tree: tree, On: on, Base: base, Commit: spec})
+		if errors.Is(err, land.ErrStale) {
+			continue // the end moved while it was built: build again
+		}
+		if err != nil {
+			return Finding{Fail: fail("could not queue the work to land", err.Error())}
+		}
+		c.ticket = t
+		if on != nil {
+			fmt.Fprintf(c.log(), "ralph: judging %s on %s with the work ahead of it in the queue (tree %s)\n", c.Item, c.Claim.Target, short(tree))
+		} else if !inPlace {
+			fmt.Fprintf(c.log(), "ralph: judging %s merged onto %s as it is now (tree %s)\n", c.Item, c.Claim.Target, short(tree))
+		}
+		return Finding{}
+	}
+	return Finding{Fail: fail("the branch kept moving while the work was built on it", fmt.Sprintf("%s moved %d times while this work was being built on it; it is judged again next iteration.", c.Claim.Target, maxRebuilds))}
+}
+
+func orBase(tree, base string) string {
+	if tree != "" {
+		return tree
+	}
+	return base
+}
+
+// marks is the source's bookkeeping read against what the work is built
+// on (a tree or commit).
+func (j *Judge) marks(ctx context.Context, c *Case, on string) (map[string][]byte, error) {
+	if c.Claim.Mark == nil {
+		return nil, nil
+	}
+	return c.Claim.Mark(func(path string) []byte {
+		b, err := j.Repo.Blob(ctx, on+":"+path)
+		if err != nil {
+			return nil
+		}
+		return b
+	})
+}
+
+// integrate merges the item's own work (c.own on its base) onto the end
+// of the queue (a plan's commit, or the tip) and adds the bookkeeping:
+// the tree to judge, and a commit of it on the end for the work behind.
+func (j *Judge) integrate(ctx context.Context, c *Case, on *land.Ticket, base string) (tree, spec string, conflicted []string, err error) {
+	end := base
+	if on != nil {
+		end = on.Plan().Commit
+	}
+	own, err := j.Repo.CommitTreeMsg(ctx, c.own, []string{c.Base}, "ralph: the work of "+c.Item)
+	if err != nil {
+		return "", "", nil, err
+	}
+	merged, conflicted, err := j.Repo.MergeTrees(ctx, end, own)
+	if err != nil || len(conflicted) > 0 {
+		return "", "", conflicted, err
+	}
+	extra, err := j.marks(ctx, c, merged)
+	if err != nil {
+		return "", "", nil, err
+	}
+	tree = merged
+	if len(extra) > 0 {
+		if tree, err = j.Repo.WithFiles(ctx, merged, extra); err != nil {
+			return "", "", nil, err
+		}
+	}
+	spec, err = j.Repo.CommitTreeMsg(ctx, tree, []string{end}, "ralph: "+c.Item+" as judged")
+	return tree, spec, nil, err
+}
+
+// RecordWork records what an iteration left, unverified, as a commit on
+// its branch (the plain loop keeps every iteration's work: the next
+// fresh agent finds it in git). It returns the commit ("" when nothing
+// changed).
+func (j *Judge) RecordWork(ctx context.Context, c *Case, msg string) (string, error) {
+	if c.Lander == nil {
+		return "", nil
+	}
+	repo := j.Repo.At(c.Dir)
+	index, err := repo.GitPath(ctx, "index")
+	if err != nil {
+		return "", err
+	}
+	snap, err := repo.SnapshotTree(ctx, index, c.Preexisting, nil)
+	if err != nil {
+		return "", err
+	}
+	tip := c.Lander.Tip()
+	if tipTree, err := j.Repo.TreeOf(ctx, tip); err == nil && tipTree == snap.Tree {
+		snap.Remove()
+		return "", nil
+	}
+	t, err := c.Lander.Enqueue(land.Plan{Item: c.Item, Tree: snap.Tree, Base: tip})
+	if err != nil {
+		snap.Remove()
+		return "", err
+	}
+	return c.Lander.Land(ctx, t, msg, func(ctx context.Context, old, landed string) error {
+		return snap.UseIndex(index)
+	})
+}
+
+var _ = git.Gitlink
