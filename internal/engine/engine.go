@@ -83,7 +83,7 @@ type Config struct {
 	Policy Policy
 	// Judge is the run's one judge (internal/judge): every claim of every
 	// driver is judged there, on exactly the tree that lands.
-	Judge Judge
+	Judge    Judge
 	Parallel int // workers; 0 or 1 = sequential (the same scheduler)
 	// Watch keeps the loop alive when nothing is ready: it polls the source
 	// every Watch interval without running an agent (no tokens spent) until

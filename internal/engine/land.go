@@ -86,6 +86,11 @@ func (e *Engine) openJudge(ctx context.Context) error {
 // verdict after a crash compares with the same.
 func (e *Engine) beginJudging(ctx context.Context, x *Iteration) {
 	terms := e.cfg.Source.Terms(x.Item, e.box.snapshot())
+	// The branch's owner is made before any agent of the run could move
+	// the branch: its tip is what landed, not what an agent left.
+	if _, err := e.lander(ctx, terms.Target, terms.Tip); err != nil {
+		e.emit(Event{Type: "source_error", Item: x.Item.ID, Message: "reading the branch the work lands on: " + err.Error()})
+	}
 	contract, refs := e.cfg.Judge.Begin(ctx, x.Item.ID, x.Current.BaseHead, terms)
 	x.contract, x.refs = contract, refs
 	_ = store.WriteJSON(e.refsFile(x.Item.ID), refs)

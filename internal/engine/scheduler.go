@@ -143,4 +143,3 @@ func (e *Engine) watch(ctx context.Context) error {
 	}
 	return nil
 }
-

@@ -153,6 +153,20 @@ type Case struct {
 	tampered []string
 	failure  *Verdict
 	met      string // a condition's detail, when met
+	// prior is the judgement the case passed before it went stale: when
+	// the work built anew is the very same tree, its results stand and no
+	// gate runs again.
+	prior *prior
+}
+
+// prior is what a passing judgement found on its tree.
+type prior struct {
+	tree     string
+	results  []gate.Result
+	base     []gate.Result
+	evidence []Evidence
+	stillRed []TestRef
+	met      string
 }
 
 // claimed reports whether the iteration claims the item done.

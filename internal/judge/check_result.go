@@ -74,6 +74,10 @@ func (evidenceCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	if c.Claim.NoEvidence || c.Claim.Judged != nil {
 		return Finding{Skipped: true}
 	}
+	if p := c.prior; p != nil && p.tree == c.tree && len(p.evidence) > 0 {
+		c.evidence = p.evidence
+		return Finding{}
+	}
 	if len(c.Claim.Gates) == 0 && len(c.Claim.Checks) == 0 && c.Claim.Condition == nil && c.contract != nil && c.contract.Review == "" {
 		// Nothing can check the work (a run the user started with
 		// --no-gates): it passes on the claim and its real work, and says

@@ -31,6 +31,13 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	if c.tree == "" {
 		return Finding{Fail: fail("nothing recorded to judge", "The work was not recorded.")}
 	}
+	if p := c.prior; p != nil && p.tree == c.tree {
+		// Built anew on the branch as it is now, the work is the very tree
+		// already judged: its results stand.
+		c.results, c.base, c.stillRed, c.met = p.results, p.base, p.stillRed, p.met
+		fmt.Fprintf(c.log(), "ralph: %s is the same tree (%s) as judged before: its gates' results stand\n", c.Item, short(c.tree))
+		return Finding{}
+	}
 	if len(c.Claim.Gates) > 0 {
 		c.base = j.Baseline.At(ctx, c.Base, c.Log)
 	}
@@ -59,8 +66,12 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		}
 		red, why := againstBase(r, at)
 		if why != "" {
-			f.Fail = &Verdict{Claimed: true, Summary: why,
-				Failure: "You claimed completion, but the harness's checks failed on the commit:\n\n" + gate.FailureContext([]gate.Result{r}, 4<<10)}
+			failure := "You claimed completion, but the harness's checks failed on the commit:\n\n"
+			if c.tree != c.own {
+				why = "integrated gates failed: " + why
+				failure = "Your work was judged merged onto " + c.Claim.Target + " as it is now (work that landed there since you started is in it), and the checks failed there; bring your work in line with it:\n\n"
+			}
+			f.Fail = &Verdict{Claimed: true, Summary: why, Failure: failure + gate.FailureContext([]gate.Result{r}, 4<<10)}
 			return f
 		}
 		c.stillRed = append(c.stillRed, red...)

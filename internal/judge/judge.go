@@ -104,7 +104,7 @@ type Judge struct {
 	// Declarations lets a Go test file gain declarations (its own ones
 	// must stay byte for byte); off, a protected file may not change.
 	Declarations bool
-	checks []Check
+	checks       []Check
 
 	mu sync.Mutex
 	// alternates is objects/info/alternates as the run found it; hooksSeen
@@ -204,6 +204,9 @@ func (j *Judge) Judge(ctx context.Context, c *Case) Verdict {
 // went stale: the restore checks and the claim stand; the work is
 // recorded and integrated anew on the queue's end.
 func (j *Judge) Rejudge(ctx context.Context, c *Case) Verdict {
+	if c.failure == nil && c.tree != "" {
+		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met}
+	}
 	c.failure, c.checks, c.results, c.evidence, c.stillRed, c.lost, c.notes = nil, nil, nil, nil, nil, nil, nil
 	c.ticket, c.tree = nil, ""
 	c.snap.Remove()

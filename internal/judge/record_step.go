@@ -38,10 +38,10 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		if c.Lander != nil {
 			on, base, endTree = c.Lander.End()
 		}
-		inPlace := on == nil && (base == c.Base || c.Base == "")
 		if c.Base == "" {
 			c.Base = base
 		}
+		inPlace := on == nil && base == c.onto()
 		if c.snap == nil || !inPlace {
 			var extra map[string][]byte
 			if inPlace {
@@ -112,6 +112,16 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	return Finding{Fail: fail("the branch kept moving while the work was built on it", fmt.Sprintf("%s moved %d times while this work was being built on it; it is judged again next iteration.", c.Claim.Target, maxRebuilds))}
 }
 
+// onto is the commit the work tree's content is built on: the item's
+// base, unless the source says otherwise (a loop's last landing, a
+// resolver's merge of the branch).
+func (c *Case) onto() string {
+	if c.Claim.Onto != "" {
+		return c.Claim.Onto
+	}
+	return c.Base
+}
+
 func orBase(tree, base string) string {
 	if tree != "" {
 		return tree
@@ -142,7 +152,7 @@ func (j *Judge) integrate(ctx context.Context, c *Case, on *land.Ticket, base st
 	if on != nil {
 		end = on.Plan().Commit
 	}
-	own, err := j.Repo.CommitTreeMsg(ctx, c.own, []string{c.Base}, "ralph: the work of "+c.Item)
+	own, err := j.Repo.CommitTreeMsg(ctx, c.own, []string{c.onto()}, "ralph: the work of "+c.Item)
 	if err != nil {
 		return "", "", nil, err
 	}

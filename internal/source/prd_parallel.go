@@ -38,7 +38,7 @@ type ParallelPRD struct {
 	// branchPRD holds each worktree's PRD bytes as cut, so restoring the
 	// agent's copy needs no git call; merging marks worktrees in a merge.
 	branchPRD map[string][]byte
-	merging   map[string]bool
+	merging   map[string]string // story → the feature tip merged into its tree for a resolver
 	// trees is the worktrees' lifecycle (see treeState); merged are the
 	// merged stories' branches, deleted in one call when the run stops;
 	// bases are the tips worktrees were cut at; dropped are stories whose
@@ -530,7 +530,8 @@ func (s *ParallelPRD) Claim(ctx context.Context, a *engine.Attempt, st *engine.S
 	c.Body = a.Learnings
 	c.Unclaimed = s.unclaimed(a)
 	s.wmu.Lock()
-	c.Merging = s.merging[a.Item.ID]
+	c.Onto = s.merging[a.Item.ID]
+	c.Merging = c.Onto != ""
 	s.wmu.Unlock()
 	// Conflict markers can only be left where a merge was replayed.
 	if c.Merging {
@@ -635,13 +636,17 @@ func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle st
 func (s *ParallelPRD) Conflict(ctx context.Context, it *engine.Item, paths []string) (string, error) {
 	id := it.ID
 	wt := s.Git.At(s.WorktreeDir(id))
+	tip, err := s.Git.RevParse(ctx, "refs/heads/"+s.Branch)
+	if err != nil {
+		return "", err
+	}
 	s.wmu.Lock()
 	if s.merging == nil {
-		s.merging = map[string]bool{}
+		s.merging = map[string]string{}
 	}
-	s.merging[id] = true
+	s.merging[id] = tip
 	s.wmu.Unlock()
-	if err := wt.MergeNoCommit(ctx, s.Branch); err == nil {
+	if err := wt.MergeNoCommit(ctx, tip); err == nil {
 		// Git merged it cleanly into the story branch after all: commit and
 		// let the resolver (or a plain retry) verify.
 		_, _ = wt.Commit(ctx, fmt.Sprintf("merge %s into %s\n", s.Branch, s.StoryBranch(id)), true)
