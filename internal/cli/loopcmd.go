@@ -117,7 +117,8 @@ that file, verified by the harness's gates and exit conditions.`,
 	cmd.Flags().StringArrayVar(&opts.Checks, "check", nil, "with PROMPT: a `COMMAND` (run with sh -c) that must pass before the promise counts (repeatable)")
 	cmd.Flags().StringVar(&opts.PRD, "prd", "", "loop over the stories of this PRD `FILE` instead of a prompt")
 	cmd.Flags().StringVar(&opts.Pipeline, "pipeline", "", "loop over the stages of this pipeline (a `FILE`, or pagent)")
-	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "with --prd: arm even when a quality check already fails on the untouched base (it is then not blamed on any story)")
+	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "no longer needed: a base whose gates fail is work (never blamed on a story)")
+	_ = cmd.Flags().MarkHidden("allow-failing-baseline")
 	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the loop's gates and checks without the sandbox (bubblewrap)")
 	return cmd
 }
@@ -148,11 +149,14 @@ func newCmdPipelineStart(f *Factory, runF func(*LoopStartOptions) error) *cobra.
 }
 
 func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
+	if o.AllowFailingBaseline {
+		fmt.Fprintln(o.IO.IO.ErrOut, noFailingBaselineFlag)
+	}
 	root, repo, err := o.IO.Repo(ctx)
 	if err != nil {
 		return err
 	}
-	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), AllowFailingBaseline: o.AllowFailingBaseline, NoSandbox: o.NoSandbox}
+	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), NoSandbox: o.NoSandbox}
 	switch {
 	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
 		return usage.Errorf("give one of PROMPT, --prd, --pipeline")

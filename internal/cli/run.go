@@ -81,8 +81,8 @@ type RunOptions struct {
 	MaxTokens         int64
 	TranscriptMax     int64
 	AllowDirty        bool
-	// AllowFailingBaseline goes on when a run-wide gate fails on the
-	// untouched base (that gate need not pass; its passing tests must).
+	// AllowFailingBaseline is an older version's flag: a failing base is
+	// work now, so it does nothing but say so.
 	AllowFailingBaseline bool
 	Parallel             int
 	Breaker              int
@@ -216,7 +216,8 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.ReloadPolicy, "reload-policy", false, "take the gates, story checks and flags, .ralph/config.yaml and roles.yaml as the files say now (a person's change since the last run pinned them; reported). Without it ralph restores the policy the last run pinned and keeps the edited files in .ralph/policy-edits/")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
-	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "go on when a quality gate already fails on the untouched base before any agent ran (that gate then need not pass; the tests that pass there still must)")
+	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "no longer needed: a base whose gates fail is work (listed when the run starts, never blamed on a story)")
+	_ = fl.MarkHidden("allow-failing-baseline")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the agents and the gates without the sandbox (bubblewrap): they can then write anywhere you can and reach any host")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "print the plan, the first prompt and the exact agent argv and environment (secrets masked); run nothing")
 	fl.BoolVar(&opts.JSON, "json", false, "print events as JSON lines on stdout")
@@ -388,12 +389,18 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if o.AllowFailingBaseline {
+		fmt.Fprintln(o.IO.IO.ErrOut, noFailingBaselineFlag)
+	}
 	r, err := openRun(ctx, o)
 	if err != nil {
 		return err
 	}
 	return r.run(ctx)
 }
+
+// noFailingBaselineFlag answers the flag older versions needed.
+const noFailingBaselineFlag = "ralph: --allow-failing-baseline is no longer needed: a base whose gates fail is work, listed when the run starts and never blamed on a story (the flag does nothing)"
 
 // validate checks what the flags say on their own, before the repository
 // or the source is read.

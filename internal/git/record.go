@@ -60,7 +60,11 @@ func (s *Snapshot) Remove() {
 // hashed). Files that extra maps to bytes are recorded with those bytes
 // instead of what the tree holds (ralph's own bookkeeping: a PRD with the
 // story marked passed). Two or three git processes.
-func (r *Repo) SnapshotTree(ctx context.Context, indexPath string, except []string, extra map[string][]byte) (*Snapshot, error) {
+//
+// The paths in except keep base's version in the snapshot (none, when
+// base lacks them), whatever the index held for them: what the agent
+// staged or committed of them is never recorded.
+func (r *Repo) SnapshotTree(ctx context.Context, indexPath, base string, except []string, extra map[string][]byte) (*Snapshot, error) {
 	idx, err := os.CreateTemp(filepath.Dir(indexPath), "ralph-snapshot-*.index")
 	if err != nil {
 		return nil, err
@@ -82,6 +86,12 @@ func (r *Repo) SnapshotTree(ctx context.Context, indexPath string, except []stri
 	if _, err := r.withEnv(ctx, env, nil, args...); err != nil {
 		snap.Remove()
 		return nil, err
+	}
+	if base != "" && len(except) > 0 {
+		if _, err := r.withEnv(ctx, env, nil, append([]string{"reset", "-q", base, "--"}, literal(except)...)...); err != nil {
+			snap.Remove()
+			return nil, err
+		}
 	}
 	if len(extra) > 0 {
 		if err := r.addBlobs(ctx, env, extra); err != nil {

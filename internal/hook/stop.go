@@ -55,9 +55,9 @@ type Armed struct {
 	LimitReached      bool      `json:"claude_block_limit_reached,omitempty"`
 	ArmedAt           time.Time `json:"armed_at"`
 	Agent             string    `json:"agent,omitempty"`
-	// AllowFailingBaseline: the PRD's run-wide gates may fail on the base
-	// (loop start --allow-failing-baseline); such a gate is not blamed on
-	// any story.
+	// AllowFailingBaseline is read from the files older versions wrote; a
+	// failing base is work now, never blamed on any story, and it does
+	// nothing.
 	AllowFailingBaseline bool `json:"allow_failing_baseline,omitempty"`
 	// NoSandbox: the loop was armed with --no-sandbox, so its gates run
 	// unconfined.

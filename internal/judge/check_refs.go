@@ -183,7 +183,7 @@ func (j *Judge) keepTree(ctx context.Context, c *Case, ref, cur string) string {
 	if err != nil {
 		return j.keep(ctx, c, ref, cur)
 	}
-	snap, err := repo.SnapshotTree(ctx, index, c.Preexisting, nil)
+	snap, err := repo.SnapshotTree(ctx, index, cur, c.except(), nil)
 	if err != nil {
 		return j.keep(ctx, c, ref, cur)
 	}

@@ -221,7 +221,7 @@ func (j *Judge) newTests(ctx context.Context, c *Case) ([]Evidence, string) {
 			}
 			continue
 		}
-		if now.Passed && !there.Passed {
+		if now.Passed && !there.Passed && looksLikeTests(now) {
 			ev = append(ev, Evidence{Kind: EvidenceNewTest, Gate: now.Name, Detail: "the tests in " + list(files, 3) + " fail on the base's code"})
 		}
 	}

@@ -54,7 +54,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 				c.marked = append(c.marked, p)
 			}
 			c.snap.Remove()
-			if c.snap, err = repo.SnapshotTree(ctx, index, c.Preexisting, extra); err != nil {
+			if c.snap, err = repo.SnapshotTree(ctx, index, c.onto(), c.except(), extra); err != nil {
 				return Finding{Fail: fail("could not record the work", err.Error())}
 			}
 			c.own = c.snap.Tree
@@ -110,6 +110,12 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		return Finding{}
 	}
 	return Finding{Fail: fail("the branch kept moving while the work was built on it", fmt.Sprintf("%s moved %d times while this work was being built on it; it is judged again next iteration.", c.Claim.Target, maxRebuilds))}
+}
+
+// except are the paths never recorded as work: the user's files that were
+// dirty before the run, and the source's own (a task tree's files).
+func (c *Case) except() []string {
+	return append(append([]string{}, c.Preexisting...), c.Claim.Exclude...)
 }
 
 // onto is the commit the work tree's content is built on: the item's
@@ -187,7 +193,7 @@ func (j *Judge) RecordWork(ctx context.Context, c *Case, msg string) (string, er
 	if err != nil {
 		return "", err
 	}
-	snap, err := repo.SnapshotTree(ctx, index, c.Preexisting, nil)
+	snap, err := repo.SnapshotTree(ctx, index, c.onto(), c.except(), nil)
 	if err != nil {
 		return "", err
 	}
