@@ -78,18 +78,20 @@ func CheckInventory(gate string, base, now *Tests, tree, protected *Declared) []
 	}
 	formats := strings.Split(now.Format, "+")
 	if tree != nil {
+		idx := indexDeclared(tree)
 		for name := range now.Names {
-			if !inTree(formats, name, tree) {
+			if !idx.inTree(formats, name) {
 				add(ProblemNotInTree, name)
 			}
 		}
 	}
 	if protected != nil {
+		nowIdx, baseIdx := indexReport(formats, now), indexReport(formats, base)
 		for _, d := range protected.Tests {
 			if d.Suite || d.Dynamic || d.Conditional {
 				continue
 			}
-			if required(formats, d, base, now) && !reports(formats, now, d) {
+			if required(d, baseIdx, nowIdx) && !nowIdx.reports(d) {
 				add(ProblemNotReported, d.ID())
 			}
 		}
@@ -238,10 +240,55 @@ func (r testRef) names(d DeclaredTest) bool {
 	return r.lang == "js" && !d.Suite && strings.HasPrefix(r.name, d.Name+sep)
 }
 
+// prefixes are the keys a reported name is looked up by: the name, and
+// for JavaScript each title path above it and "" (the tests declared
+// there may be its parent test or a dynamic declaration).
+func (r testRef) prefixes() []string {
+	keys := []string{r.name}
+	if r.lang != "js" {
+		return keys
+	}
+	for n := r.name; ; {
+		i := strings.LastIndex(n, titleSep)
+		if i < 0 {
+			break
+		}
+		n = n[:i]
+		keys = append(keys, n)
+	}
+	return append(keys, "")
+}
+
+// declaredIndex finds declared tests by language and name.
+type declaredIndex struct {
+	tree   *Declared
+	byName map[string][]DeclaredTest // nameKey
+	byBase map[string][]DeclaredTest // path.Base(File) (and its stem for Python modules)
+	files  map[string][]string       // path.Base → the test files read
+	js     bool                      // the tree declares JavaScript tests
+}
+
+func indexDeclared(tree *Declared) *declaredIndex {
+	idx := &declaredIndex{tree: tree, byName: map[string][]DeclaredTest{}, byBase: map[string][]DeclaredTest{}, files: map[string][]string{}}
+	for _, d := range tree.Tests {
+		idx.byName[d.nameKey(d.Name)] = append(idx.byName[d.nameKey(d.Name)], d)
+		base := path.Base(d.File)
+		idx.byBase[base] = append(idx.byBase[base], d)
+		if stem, ok := strings.CutSuffix(base, ".py"); ok {
+			idx.byBase[stem] = append(idx.byBase[stem], d)
+		}
+		idx.js = idx.js || d.Lang == "js"
+	}
+	for _, f := range tree.Files {
+		idx.files[path.Base(f)] = append(idx.files[path.Base(f)], f)
+	}
+	return idx
+}
+
 // inTree: the reported test is one the tree declares, or the check
 // cannot tell (its file is one the tree reading did not hold, its class
 // may inherit tests, its runner's names do not say).
-func inTree(formats []string, name string, tree *Declared) bool {
+func (idx *declaredIndex) inTree(formats []string, name string) bool {
 	checked := false
 	for _, f := range formats {
 		r, ok := refOf(f, name)
@@ -251,22 +298,23 @@ func inTree(formats []string, name string, tree *Declared) bool {
 		if r.name == "" {
 			return true // a package or file that failed as a whole
 		}
-		known := false
-		for _, d := range tree.Tests {
-			if r.names(d) {
-				return true
+		for _, key := range r.prefixes() {
+			for _, d := range idx.byName[r.nameKey(key)] {
+				if r.names(d) {
+					return true
+				}
 			}
-			known = known || r.located(d)
 		}
 		switch {
-		case r.lang == "python" && tree.inheritsTests(r):
+		case r.lang == "python" && idx.tree.inheritsTests(r):
 			return true
-		case r.lang == "go", known:
+		case r.lang == "go", r.lang == "js" && r.file == "" && idx.js:
 			checked = true
 		case r.file != "":
-			checked = checked || slices.ContainsFunc(tree.Files, func(f string) bool { return samePath(r.file, f) }) || TestSourceFile(r.file)
+			checked = checked || slices.ContainsFunc(idx.byBase[path.Base(r.file)], r.located) ||
+				slices.ContainsFunc(idx.files[path.Base(r.file)], func(f string) bool { return samePath(r.file, f) }) || TestSourceFile(r.file)
 		case r.module != "":
-			checked = checked || slices.ContainsFunc(tree.Files, func(f string) bool { return sameModule(r.module, f) })
+			checked = checked || slices.ContainsFunc(idx.byBase[r.module[strings.LastIndexByte(r.module, '.')+1:]], r.located)
 		}
 	}
 	return !checked
@@ -296,59 +344,135 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 	return s[:i], s[i+len(sep):], true
 }
 
-// reports: t names d (or a subtest or parameter of it). A package that
-// plain go test output reports (without -v: it names only failing
-// tests) reports each test in it.
-func reports(formats []string, t *Tests, d DeclaredTest) bool {
-	if t == nil {
-		return false
+// reportIndex finds a gate's reported tests by the declared test they
+// name, and the files, modules and packages it reported.
+type reportIndex struct {
+	perTest bool
+	byName  map[string][]testRef // nameKey of a name or a JS title path above it
+	units   map[string][]testRef // "go\x00"+package, or a file's or module's last element
+	plainGo map[string][]testRef // packages plain go test output reported (each test in them), by unitKey
+}
+
+func indexReport(formats []string, t *Tests) *reportIndex {
+	idx := &reportIndex{byName: map[string][]testRef{}, units: map[string][]testRef{}, plainGo: map[string][]testRef{}}
+	if t == nil || !t.PerTest {
+		return idx
 	}
+	idx.perTest = true
 	for name := range t.Names {
 		for _, f := range formats {
 			r, ok := refOf(f, name)
 			if !ok {
 				continue
 			}
-			if r.names(d) || (f == "go" && r.name == "" && r.located(d)) {
-				return true
+			if r.name != "" {
+				for _, key := range r.prefixes() {
+					idx.byName[r.nameKey(key)] = append(idx.byName[r.nameKey(key)], r)
+				}
+			} else if f == "go" {
+				idx.plainGo[r.unitKey()] = append(idx.plainGo[r.unitKey()], r)
 			}
+			if key := r.unitKey(); key != "" {
+				idx.units[key] = append(idx.units[key], r)
+			}
+		}
+	}
+	return idx
+}
+
+// unitKey is where a reported test is filed by its unit ("": a runner
+// that names no file).
+func (r testRef) unitKey() string {
+	switch {
+	case r.lang == "go":
+		return "go\x00" + path.Base(r.pkg)
+	case r.module != "":
+		return r.module[strings.LastIndexByte(r.module, '.')+1:]
+	case r.file != "":
+		return path.Base(r.file)
+	}
+	return ""
+}
+
+// nameKey files a reported test, or a title path above it, by its
+// language, its unit's last element where it names one, and name.
+func (r testRef) nameKey(name string) string {
+	switch r.lang {
+	case "js":
+		return "js\x00" + name
+	case "python":
+		return "py\x00" + strings.TrimSuffix(r.unitKey(), ".py") + "\x00" + name
+	}
+	return r.unitKey() + "\x00" + name
+}
+
+// nameKey is testRef.nameKey for a declared test.
+func (d DeclaredTest) nameKey(name string) string {
+	switch d.Lang {
+	case "js":
+		return "js\x00" + name
+	case "python":
+		return "py\x00" + strings.TrimSuffix(path.Base(d.File), ".py") + "\x00" + name
+	}
+	return unitKeyOf(d)[0] + "\x00" + name
+}
+
+// unitKeyOf is the unitKey under which d's file, module or package is
+// filed.
+func unitKeyOf(d DeclaredTest) []string {
+	if d.Lang == "go" {
+		if d.Package != "" {
+			return []string{"go\x00" + path.Base(d.Package)}
+		}
+		return []string{"go\x00" + path.Base(path.Dir(d.File))}
+	}
+	base := path.Base(d.File)
+	return []string{base, strings.TrimSuffix(base, ".py")}
+}
+
+// reports: the report names d (or a subtest or parameter of it). A
+// package that plain go test output reports (without -v it names only
+// failing tests) reports each test in it.
+func (idx *reportIndex) reports(d DeclaredTest) bool {
+	for _, r := range idx.byName[d.nameKey(d.Name)] {
+		if r.names(d) {
+			return true
+		}
+	}
+	for _, key := range unitKeyOf(d) {
+		if slices.ContainsFunc(idx.plainGo[key], func(r testRef) bool { return r.located(d) }) {
+			return true
 		}
 	}
 	return false
 }
 
-// required: the gate must report the protected test d now: it did at
-// the base, or the base (with no per-test base, now) reported d's file
-// or package without naming a test in it.
-func required(formats []string, d DeclaredTest, base, now *Tests) bool {
-	if base == nil || !base.PerTest {
-		return inUnit(formats, d, now)
-	}
-	if reports(formats, base, d) {
-		return true
-	}
-	unit, named := unitOf(formats, d, base)
-	return unit && !named
-}
-
-// inUnit: t reports d's file, module or package.
-func inUnit(formats []string, d DeclaredTest, t *Tests) bool {
-	unit, _ := unitOf(formats, d, t)
-	return unit
-}
-
-// unitOf: whether t reports d's file, module or package, and whether it
-// names a test in it.
-func unitOf(formats []string, d DeclaredTest, t *Tests) (unit, named bool) {
-	for name := range t.Names {
-		for _, f := range formats {
-			r, ok := refOf(f, name)
-			if !ok || !r.located(d) || r.lang == "js" && r.file == "" {
-				continue
+// unitOf: whether the report holds d's file, module or package, and
+// whether it names a test in it.
+func (idx *reportIndex) unitOf(d DeclaredTest) (unit, named bool) {
+	for _, key := range unitKeyOf(d) {
+		for _, r := range idx.units[key] {
+			if r.located(d) {
+				unit = true
+				named = named || r.name != ""
 			}
-			unit = true
-			named = named || r.name != ""
 		}
 	}
 	return unit, named
+}
+
+// required: the gate must report the protected test d now: it did at
+// the base, or the base (with no per-test base, now) reported d's file
+// or package without naming a test in it (it did not build or import:
+// a test written before its code).
+func required(d DeclaredTest, base, now *reportIndex) bool {
+	if !base.perTest {
+		unit, _ := now.unitOf(d)
+		return unit
+	}
+	if base.reports(d) {
+		return true
+	}
+	unit, named := base.unitOf(d)
+	return unit && !named
 }

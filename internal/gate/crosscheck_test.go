@@ -178,12 +178,12 @@ class NotATest:
 	for name, in := range map[string]bool{"web/src/a.test.ts > outer > case 1": true, "web/src/a.test.ts > outer > dyn 1": true,
 		"web/src/a.test.ts > outer > plain template": true, "web/src/a.test.ts > x > under a dynamic suite": true, "src/a.test.ts > outer > focused": true,
 		"web/src/b.test.ts > outer > focused": false} {
-		if inTree([]string{"vitest"}, name, d) != in {
+		if indexDeclared(d).inTree([]string{"vitest"}, name) != in {
 			t.Errorf("inTree(%q) = %v", name, !in)
 		}
 	}
 	// A class with a base from elsewhere may inherit tests.
-	if !inTree([]string{"unittest"}, "tests.test_m.Mixed.test_inherited", d) || inTree([]string{"unittest"}, "tests.test_m.Base.test_gone", d) {
+	if idx := indexDeclared(d); !idx.inTree([]string{"unittest"}, "tests.test_m.Mixed.test_inherited") || idx.inTree([]string{"unittest"}, "tests.test_m.Base.test_gone") {
 		t.Error("inherited tests")
 	}
 }

@@ -112,7 +112,7 @@ var jsExts = []string{".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".ct
 
 // isJSTestFile: the files jest, vitest, mocha and node --test run by
 // default: *.test.* and *.spec.*, node's test-*, *-test, *_test and
-// test.*, and any script under __tests__/, test/ or tests/.
+// test.*, and any script under __tests__/, test/, tests/ or spec/.
 func isJSTestFile(p string) bool {
 	base := path.Base(p)
 	ext := path.Ext(base)
@@ -126,7 +126,7 @@ func isJSTestFile(p string) bool {
 		return true
 	}
 	for _, dir := range strings.Split(path.Dir(p), "/") {
-		if dir == "__tests__" || dir == "test" || dir == "tests" {
+		if dir == "__tests__" || dir == "test" || dir == "tests" || dir == "spec" {
 			return true
 		}
 	}
