@@ -164,6 +164,9 @@ func refOf(format, name string) (testRef, bool) {
 		}
 		return testRef{lang: "python", file: file, name: rest}, true
 	case "unittest":
+		if module, ok := strings.CutPrefix(name, "unittest.loader._FailedTest."); ok {
+			return testRef{lang: "python", module: module}, true // it did not import
+		}
 		parts := strings.Split(name, ".")
 		if len(parts) < 3 {
 			return testRef{}, false
@@ -173,7 +176,7 @@ func refOf(format, name string) (testRef, bool) {
 	case "jest", "vitest":
 		file, rest, ok := strings.Cut(name, titleSep)
 		if !ok {
-			return testRef{}, false
+			return testRef{lang: "js", file: file}, true // it did not run
 		}
 		return testRef{lang: "js", file: file, name: rest}, true
 	case "tap", "node-spec", "mocha":

@@ -379,6 +379,76 @@ func TestDeclaredGoTestsMatchGoTestIDs(t *testing.T) {
 	}
 }
 
+// A test written before its code: its file (jest) or module (unittest)
+// did not import at the base, so its tests are required by their file.
+func TestTestsWrittenBeforeTheirCodeAreRequired(t *testing.T) {
+	protected := DeclareTests(map[string][]byte{
+		"__tests__/a.test.js": []byte("const { add } = require('../calc');\ntest('adds', () => { expect(add(1, 2)).toBe(3); });\n"),
+		"__tests__/b.test.js": []byte("test('b works', () => {});\n"),
+		"tests/test_add.py":   []byte("from calc import add\nimport unittest\n\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n"),
+		"tests/test_other.py": []byte("import unittest\n\nclass TestOther(unittest.TestCase):\n    def test_other(self):\n        pass\n"),
+	})
+	base := readFixture(t, "jest-verbose-import-error.txt")
+	moved := readOutput("PASS __tests__/b.test.js\n  ✓ b works (3 ms)\n\nTests:       1 passed, 1 total\n")
+	if p := CheckInventory("test", base, moved, protected, protected); len(p) != 1 || p[0].Test != "__tests__/a.test.js > adds" || p[0].Kind != ProblemNotReported {
+		t.Fatalf("%v", p)
+	}
+	fixed := readOutput("PASS __tests__/b.test.js\n  ✓ b works (3 ms)\n\nPASS __tests__/a.test.js\n  ✓ adds (1 ms)\n\nTests:       2 passed, 2 total\n")
+	if p := CheckInventory("test", base, fixed, protected, protected); len(p) > 0 {
+		t.Fatalf("%v", p)
+	}
+	ran := "\n----------------------------------------------------------------------\nRan 2 tests in 0.001s\n\n"
+	base = readOutput("tests.test_add (unittest.loader._FailedTest.tests.test_add) ... ERROR\ntest_other (tests.test_other.TestOther.test_other) ... ok\n" + ran + "FAILED (errors=1)\n")
+	if base == nil || base.Names["unittest.loader._FailedTest.tests.test_add"] != Fail {
+		t.Fatalf("%+v", base)
+	}
+	gone := readOutput("test_other (tests.test_other.TestOther.test_other) ... ok\n" + strings.Replace(ran, "2 tests", "1 test", 1) + "OK\n")
+	if p := CheckInventory("test", base, gone, protected, protected); len(p) != 1 || p[0].Test != "tests/test_add.py::TestAdd::test_add" {
+		t.Fatalf("%v", p)
+	}
+}
+
+// pytest's skip and xfail markers on a test that passed at the base
+// lose it, with a real pytest where one is installed.
+func TestPytestCheats(t *testing.T) {
+	python := ""
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-m", "pytest", "--version").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		t.Skip("no python3 with pytest")
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"tests/test_calc.py": "import pytest\n\ndef test_add():\n    assert 1 + 1 == 2\n\ndef test_sub():\n    assert 2 - 1 == 1\n\n" +
+			"@pytest.mark.parametrize('a', [1, 2])\ndef test_pos(a):\n    assert a > 0\n",
+	})
+	command := python + " -m pytest -v -p no:cacheprovider"
+	base := runGateIn(t, dir, command)
+	want := map[string]Outcome{"tests/test_calc.py::test_add": Pass, "tests/test_calc.py::test_sub": Pass,
+		"tests/test_calc.py::test_pos[1]": Pass, "tests/test_calc.py::test_pos[2]": Pass}
+	if base.Tests == nil || base.Tests.Format != "pytest" || !mapsEqual(base.Tests.Names, want) {
+		t.Fatalf("%+v\n%s", base.Tests, base.Output)
+	}
+	protected := declaredIn(t, dir)
+	file := filepath.Join(dir, "tests/test_calc.py")
+	edit(t, file, "def test_add", "@pytest.mark.skip(reason='flaky')\ndef test_add")
+	edit(t, file, "def test_sub", "@pytest.mark.xfail\ndef test_sub")
+	now := runGateIn(t, dir, command)
+	if !now.Passed {
+		t.Fatalf("the cheat should pass pytest itself: %+v", now)
+	}
+	if lost := base.Tests.Lost(now.Tests); !slices.Equal(lost, []string{"tests/test_calc.py::test_add (skipped)", "tests/test_calc.py::test_sub (expected failure)"}) {
+		t.Fatalf("%q", lost)
+	}
+	if p := CheckInventory("test", base.Tests, now.Tests, declaredIn(t, dir), protected); len(p) > 0 {
+		t.Fatalf("%v", p)
+	}
+}
+
 func TestNoInventoryNamesTestGatesNobodyRead(t *testing.T) {
 	got := NoInventory([]Result{
 		{Name: "lint", Command: "eslint ."},

@@ -15,6 +15,11 @@ type jest struct {
 	path   titlePath
 	t      *Tests
 	counts *Tests
+	// failed are the files jest said FAIL of; named are those whose
+	// block named a test. A failed file that named none did not run
+	// ("Test suite failed to run": it did not import).
+	failed []string
+	named  map[string]bool
 }
 
 var (
@@ -25,6 +30,9 @@ var (
 func (r *jest) line(s string) {
 	if m := jestFile.FindStringSubmatch(s); m != nil {
 		r.file, r.path = m[1], nil
+		if strings.Contains(s, "FAIL") && len(r.failed) < maxNames {
+			r.failed = append(r.failed, m[1])
+		}
 		return
 	}
 	if m := jestSummary.FindStringSubmatch(s); m != nil {
@@ -48,16 +56,24 @@ func (r *jest) line(s string) {
 	}
 	o := map[string]Outcome{"✓": Pass, "√": Pass, "✕": Fail, "×": Fail, "○ skipped": Skip, "✎ todo": Todo}[m[2]]
 	if r.t == nil {
-		r.t = perTest("jest")
+		r.t, r.named = perTest("jest"), map[string]bool{}
 	}
+	r.named[r.file] = true
 	r.t.add(r.file+titleSep+r.path.name((len(m[1])-2)/2, m[3]), o)
 }
 
+// tests: with --verbose, a failed file that named no test is a failure
+// named by the file.
 func (r *jest) tests() *Tests {
-	if r.t != nil {
-		return r.t.count()
+	if r.t == nil {
+		return r.counts
 	}
-	return r.counts
+	for _, f := range r.failed {
+		if !r.named[f] {
+			r.t.add(f, Fail)
+		}
+	}
+	return r.t.count()
 }
 
 // vitest reads vitest's output. Its verbose reporter (vitest 3 and

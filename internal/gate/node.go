@@ -79,7 +79,7 @@ func (r *tap) line(s string) {
 		switch {
 		case trimmed == "...":
 			r.yaml = false
-		case trimmed == "type: 'suite'" && r.last != nil:
+		case (trimmed == "type: 'suite'" || trimmed == `type: "suite"`) && r.last != nil:
 			r.last.suite = true
 		}
 		return

@@ -82,7 +82,9 @@ func (r *pytest) tests() *Tests {
 // unittest reads python -m unittest. With -v each test has a line,
 // "test_add (tests.test_calc.TestCalc.test_add) ... ok" (before Python
 // 3.11 the parentheses name the class alone), and is named
-// "tests.test_calc.TestCalc.test_add"; a failing subTest fails its test.
+// "tests.test_calc.TestCalc.test_add"; a failing subTest fails its test;
+// a module that did not import is unittest's
+// "unittest.loader._FailedTest.tests.test_calc", failed.
 // "expected failure" is not a pass, and "unexpected success" fails (as
 // unittest counts it). Without -v, "Ran N tests" and the "OK (skipped=1,
 // expected failures=1)" or "FAILED (failures=2, errors=1)" line that
@@ -96,7 +98,7 @@ type unittest struct {
 }
 
 var (
-	unittestTest   = regexp.MustCompile(`^( *)(\w+) \(([\w.]+)\)( \(.*\))?(?: \.\.\. (.*))?$`)
+	unittestTest   = regexp.MustCompile(`^( *)([\w.]+) \(([\w.]+)\)( \(.*\))?(?: \.\.\. (.*))?$`)
 	unittestResult = regexp.MustCompile(`^(.*) \.\.\. (.*)$`)
 	unittestRan    = regexp.MustCompile(`^Ran (\d+) tests? in [0-9.]+s$`)
 	unittestStatus = regexp.MustCompile(`^(OK|FAILED)(?: \((.*)\))?$`)

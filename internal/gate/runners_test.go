@@ -109,7 +109,9 @@ func TestRunnerOutputsOfEachTool(t *testing.T) {
 			"tests/test_unit.py::TestUnit::test_fail": Fail, "tests/test_unit.py::TestUnit::test_error": Fail, "tests/test_unit.py::TestUnit::test_sub": Fail,
 			"tests/test_unit.py::TestUnit::test_unexpected": Fail, "tests/test_unit.py::TestUnit::test_skip": Skip, "tests/test_unit.py::TestUnit::test_expected": XFail,
 		}, "2 passed, 4 failed, 2 skipped"},
-		"unittest-v.txt":       {"unittest", unittestWant, "2 passed, 4 failed, 2 skipped"},
+		// A file that did not import: failed, by its name.
+		"jest-verbose-import-error.txt": {"jest", map[string]Outcome{"__tests__/b.test.js > b works": Pass, "__tests__/a.test.js": Fail}, "1 passed, 1 failed, 0 skipped"},
+		"unittest-v.txt":                {"unittest", unittestWant, "2 passed, 4 failed, 2 skipped"},
 		"unittest-default.txt": {"unittest", nil, "2 passed, 4 failed, 2 skipped"},
 	} {
 		got := readFixture(t, file)
