@@ -271,16 +271,7 @@ func TestUnittestCheats(t *testing.T) {
 	file := filepath.Join(dir, "tests/test_calc.py")
 	edit(t, file, "    def test_add", "    @unittest.skip('flaky')\n    def test_add")
 	edit(t, file, "    def test_sub(self):\n        self.assertEqual(2 - 1, 1)", "    @unittest.expectedFailure\n    def test_sub(self):\n        self.assertEqual(2 - 1, 0)")
-	now := runGateIn(t, dir, python+" -m unittest -v")
-	if !now.Passed {
-		t.Fatalf("the cheat should pass unittest itself: %+v", now)
-	}
-	if lost := base.Tests.Lost(now.Tests); !slices.Equal(lost, []string{"tests.test_calc.TestCalc.test_add (skipped)", "tests.test_calc.TestCalc.test_sub (expected failure)"}) {
-		t.Fatalf("%q", lost)
-	}
-	if p := CheckInventory("test", base.Tests, now.Tests, declaredIn(t, dir), protected); len(p) > 0 {
-		t.Fatalf("%v", p)
-	}
+	cheatLoses(t, dir, python+" -m unittest -v", base, protected, "tests.test_calc.TestCalc.test_add (skipped)", "tests.test_calc.TestCalc.test_sub (expected failure)")
 	if err := os.Rename(file, filepath.Join(dir, "tests/calc.py")); err != nil {
 		t.Fatal(err)
 	}
@@ -437,12 +428,20 @@ func TestPytestCheats(t *testing.T) {
 	file := filepath.Join(dir, "tests/test_calc.py")
 	edit(t, file, "def test_add", "@pytest.mark.skip(reason='flaky')\ndef test_add")
 	edit(t, file, "def test_sub", "@pytest.mark.xfail\ndef test_sub")
+	cheatLoses(t, dir, command, base, protected, "tests/test_calc.py::test_add (skipped)", "tests/test_calc.py::test_sub (expected failure)")
+}
+
+// cheatLoses runs the gate again after a cheat that the runner itself
+// passes: the tests it made not pass are lost, and the report agrees
+// with the tree (the cheat is in the outcomes, not the names).
+func cheatLoses(t *testing.T, dir, command string, base Result, protected *Declared, lost ...string) {
+	t.Helper()
 	now := runGateIn(t, dir, command)
 	if !now.Passed {
-		t.Fatalf("the cheat should pass pytest itself: %+v", now)
+		t.Fatalf("the cheat should pass the runner itself: %+v", now)
 	}
-	if lost := base.Tests.Lost(now.Tests); !slices.Equal(lost, []string{"tests/test_calc.py::test_add (skipped)", "tests/test_calc.py::test_sub (expected failure)"}) {
-		t.Fatalf("%q", lost)
+	if got := base.Tests.Lost(now.Tests); !slices.Equal(got, lost) {
+		t.Fatalf("%q", got)
 	}
 	if p := CheckInventory("test", base.Tests, now.Tests, declaredIn(t, dir), protected); len(p) > 0 {
 		t.Fatalf("%v", p)

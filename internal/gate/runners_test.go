@@ -112,7 +112,7 @@ func TestRunnerOutputsOfEachTool(t *testing.T) {
 		// A file that did not import: failed, by its name.
 		"jest-verbose-import-error.txt": {"jest", map[string]Outcome{"__tests__/b.test.js > b works": Pass, "__tests__/a.test.js": Fail}, "1 passed, 1 failed, 0 skipped"},
 		"unittest-v.txt":                {"unittest", unittestWant, "2 passed, 4 failed, 2 skipped"},
-		"unittest-default.txt": {"unittest", nil, "2 passed, 4 failed, 2 skipped"},
+		"unittest-default.txt":          {"unittest", nil, "2 passed, 4 failed, 2 skipped"},
 	} {
 		got := readFixture(t, file)
 		if got == nil {
