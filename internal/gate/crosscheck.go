@@ -330,7 +330,7 @@ func (d *Declared) inheritsTests(r testRef) bool {
 	if !ok {
 		return false
 	}
-	for key := range d.openClasses {
+	for _, key := range d.Inheriting {
 		file, c, _ := strings.Cut(key, "::")
 		if c == class && ((r.module != "" && sameModule(r.module, file)) || (r.file != "" && samePath(r.file, file))) {
 			return true

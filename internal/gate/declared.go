@@ -80,9 +80,10 @@ type Declared struct {
 	Tests []DeclaredTest `json:"tests"`
 	// Files are the test files read, sorted.
 	Files []string `json:"files"`
-	// openClasses are Python test classes ("file::Class") that may
-	// inherit tests from a base this tree's reading did not see.
-	openClasses map[string]bool
+	// Inheriting are the Python test classes ("tests/test_x.py::TestX")
+	// with a base other than TestCase or a test class of their file: they
+	// may inherit tests this reading did not see.
+	Inheriting []string `json:"inheriting,omitempty"`
 }
 
 // TestSourceFile reports whether DeclareTests reads the file at path
@@ -142,7 +143,7 @@ func isPythonTestFile(base string) bool {
 // DeclareTests reads the tests declared in files (slash-separated path
 // → content; the files TestSourceFile names, others are ignored).
 func DeclareTests(files map[string][]byte) *Declared {
-	d := &Declared{openClasses: map[string]bool{}}
+	d := &Declared{}
 	modules := map[string]string{} // go.mod's folder → module path
 	for p, b := range files {
 		if path.Base(p) == "go.mod" {
@@ -166,7 +167,7 @@ func DeclareTests(files map[string][]byte) *Declared {
 			tests, open := declaredPython(p, src)
 			d.Tests = append(d.Tests, tests...)
 			for _, c := range open {
-				d.openClasses[p+"::"+c] = true
+				d.Inheriting = append(d.Inheriting, p+"::"+c)
 			}
 		default:
 			d.Tests = append(d.Tests, declaredJS(p, src)...)
