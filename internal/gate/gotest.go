@@ -161,7 +161,7 @@ func (g *goJSON) line(s string) {
 		delete(g.running, key)
 		o := Outcome(e.Action)
 		g.t.add(key, o)
-		if o != fail {
+		if o != Fail {
 			delete(g.held, key)
 			return
 		}
@@ -253,12 +253,12 @@ func (g *goJSON) tests() *Tests {
 		return nil
 	}
 	for key, pkg := range g.running {
-		g.t.add(key, fail)
+		g.t.add(key, Fail)
 		g.failedIn[pkg] = true
 	}
 	for pkg := range g.pkgFail {
 		if !g.failedIn[pkg] {
-			g.t.add(pkg, fail)
+			g.t.add(pkg, Fail)
 		}
 	}
 	return g.t.count()
@@ -295,7 +295,7 @@ func (g *goText) line(s string) {
 	}
 	if m := goResultLine.FindStringSubmatch(s); m != nil {
 		if len(g.pending) < maxNames {
-			g.pending = append(g.pending, pendingTest{m[2], map[string]Outcome{"PASS": pass, "FAIL": fail, "SKIP": skip}[m[1]]})
+			g.pending = append(g.pending, pendingTest{m[2], map[string]Outcome{"PASS": Pass, "FAIL": Fail, "SKIP": Skip}[m[1]]})
 		}
 		return
 	}
@@ -310,16 +310,16 @@ func (g *goText) line(s string) {
 	failing := false
 	for _, p := range g.pending {
 		g.t.add(pkg+"."+p.name, p.o)
-		failing = failing || p.o == fail
+		failing = failing || p.o == Fail
 	}
 	g.pending = g.pending[:0]
 	switch {
 	case m[1] == "FAIL" && failing:
-		g.units = append(g.units, pendingTest{pkg, skip}) // named only without -v
+		g.units = append(g.units, pendingTest{pkg, Skip}) // named only without -v
 	case m[1] == "FAIL":
-		g.units = append(g.units, pendingTest{pkg, fail})
+		g.units = append(g.units, pendingTest{pkg, Fail})
 	case m[1] == "ok  " && !strings.Contains(rest, "[no tests to run]") && len(g.units) < maxNames:
-		g.units = append(g.units, pendingTest{pkg, pass})
+		g.units = append(g.units, pendingTest{pkg, Pass})
 	}
 }
 
@@ -329,9 +329,9 @@ func (g *goText) tests() *Tests {
 	}
 	for _, u := range g.units {
 		switch {
-		case !g.sawRun && u.o == skip:
-			g.t.add(u.name, fail)
-		case !g.sawRun || u.o == fail:
+		case !g.sawRun && u.o == Skip:
+			g.t.add(u.name, Fail)
+		case !g.sawRun || u.o == Fail:
 			g.t.add(u.name, u.o)
 		}
 	}

@@ -112,11 +112,11 @@ func TestGoTestGateNamesEveryTestAndLosesTheOnesMadeToGoAway(t *testing.T) {
 	gate := Gate{Name: "test", Command: "go test ./..."}
 	base, _ := runGate(t, r, dir, gate)
 	want := map[string]Outcome{
-		"example.com/m/keep.TestKeep": pass, "example.com/m/keep.TestSub": pass, "example.com/m/keep.TestSub/a": pass, "example.com/m/keep.TestSub/b": pass,
-		"example.com/m/skipped.TestSkipped": pass, "example.com/m/tagged.TestTagged": pass, "example.com/m/renamed.TestRenamed": pass,
-		"example.com/m/deleted.TestDeleted": pass, "example.com/m/mained.TestMained": pass, "example.com/m/broken.TestBroken": pass,
-		"example.com/m/already.TestAlready": skip,
-		"example.com/m/failing.TestFailing": fail, "example.com/m/failing.TestParent": fail, "example.com/m/failing.TestParent/ok": pass, "example.com/m/failing.TestParent/bad": fail,
+		"example.com/m/keep.TestKeep": Pass, "example.com/m/keep.TestSub": Pass, "example.com/m/keep.TestSub/a": Pass, "example.com/m/keep.TestSub/b": Pass,
+		"example.com/m/skipped.TestSkipped": Pass, "example.com/m/tagged.TestTagged": Pass, "example.com/m/renamed.TestRenamed": Pass,
+		"example.com/m/deleted.TestDeleted": Pass, "example.com/m/mained.TestMained": Pass, "example.com/m/broken.TestBroken": Pass,
+		"example.com/m/already.TestAlready": Skip,
+		"example.com/m/failing.TestFailing": Fail, "example.com/m/failing.TestParent": Fail, "example.com/m/failing.TestParent/ok": Pass, "example.com/m/failing.TestParent/bad": Fail,
 	}
 	if base.Tests == nil || base.Tests.Format != "go-json" || !base.Tests.PerTest || !mapsEqual(base.Tests.Names, want) {
 		t.Fatalf("base inventory: %+v", base.Tests)
@@ -162,7 +162,7 @@ func TestGoTestGateNamesEveryTestAndLosesTheOnesMadeToGoAway(t *testing.T) {
 	}
 	// A package that does not build is a failure, not zero tests; a new
 	// test is welcome.
-	if now.Tests.Names["example.com/m/broken"] != fail || now.Tests.Names["example.com/m/keep.TestNew"] != pass {
+	if now.Tests.Names["example.com/m/broken"] != Fail || now.Tests.Names["example.com/m/keep.TestNew"] != Pass {
 		t.Fatalf("%+v", now.Tests.Names)
 	}
 	if now.Passed || !strings.Contains(now.Output, "declared and not used") {
@@ -270,14 +270,14 @@ func TestGoTextReadsPlainAndVerboseOutput(t *testing.T) {
 	// Without -v: packages, and the tests that failed.
 	plain := read("--- FAIL: TestX (0.00s)\n    x_test.go:3: boom\nFAIL\nFAIL\texample.com/m/a\t0.01s\nFAIL\texample.com/m/b [build failed]\n" +
 		"?   \texample.com/m/c\t[no test files]\nok  \texample.com/m/d\t(cached)\nok  \texample.com/m/e\t0.01s [no tests to run]\nok  \texample.com/m/f\t0.2s\tcoverage: 80.0% of statements\nFAIL\n")
-	want := map[string]Outcome{"example.com/m/a.TestX": fail, "example.com/m/a": fail, "example.com/m/b": fail, "example.com/m/d": pass, "example.com/m/f": pass}
+	want := map[string]Outcome{"example.com/m/a.TestX": Fail, "example.com/m/a": Fail, "example.com/m/b": Fail, "example.com/m/d": Pass, "example.com/m/f": Pass}
 	if !mapsEqual(plain.Names, want) || plain.String() != "2 passed, 3 failed, 0 skipped" {
 		t.Fatalf("%+v", plain)
 	}
 	// With -v: tests; a package only when it failed without a failing test.
 	verbose := read("=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n    --- SKIP: TestB/x (0.00s)\nPASS\nok  \texample.com/m/a\t0.01s\n" +
 		"ok  \texample.com/m/main0\t0.01s\nFAIL\texample.com/m/b [build failed]\n")
-	want = map[string]Outcome{"example.com/m/a.TestA": pass, "example.com/m/a.TestB/x": skip, "example.com/m/b": fail}
+	want = map[string]Outcome{"example.com/m/a.TestA": Pass, "example.com/m/a.TestB/x": Skip, "example.com/m/b": Fail}
 	if !mapsEqual(verbose.Names, want) {
 		t.Fatalf("%+v", verbose)
 	}
@@ -358,7 +358,15 @@ func checkInventory(t *testing.T, inv *Tests) {
 	for _, o := range inv.Names {
 		n[o]++
 	}
-	if n[pass] != inv.Passed || n[fail] != inv.Failed || n[skip] != inv.Skipped || len(inv.Names) != inv.Passed+inv.Failed+inv.Skipped || len(inv.Names) > maxNames {
+	if n[Pass] != inv.Passed || n[Fail] != inv.Failed || n[Skip]+n[Todo]+n[XFail] != inv.Skipped || len(inv.Names) != inv.Passed+inv.Failed+inv.Skipped || len(inv.Names) > maxNames {
 		t.Fatalf("counts do not match names: %+v", inv)
+	}
+	if !slices.IsSorted(inv.Contradictory) || len(slices.Compact(slices.Clone(inv.Contradictory))) != len(inv.Contradictory) {
+		t.Fatalf("contradictions not sorted and unique: %q", inv.Contradictory)
+	}
+	for _, c := range inv.Contradictory {
+		if _, ok := inv.Names[c]; !ok {
+			t.Fatalf("contradiction %q names no test: %+v", c, inv)
+		}
 	}
 }

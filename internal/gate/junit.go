@@ -25,13 +25,16 @@ type junitCase struct {
 	Classname string     `xml:"classname,attr"`
 	Failures  []struct{} `xml:"failure"`
 	Errors    []struct{} `xml:"error"`
-	Skipped   []struct{} `xml:"skipped"`
+	Skipped   []struct {
+		Type string `xml:"type,attr"`
+	} `xml:"skipped"`
 }
 
 // readJUnit reads a JUnit XML report: each testcase is a test named
 // "classname::name" (or its name alone when it has no class or already
 // starts with it, as jest-junit writes it), failed when it holds a
-// failure or error, skipped when it holds skipped.
+// failure or error, skipped when it holds skipped (an expected failure
+// when that is pytest's xfail).
 func readJUnit(r io.Reader) (*Tests, error) {
 	var root junitSuite
 	if err := xml.NewDecoder(r).Decode(&root); err != nil {
@@ -45,12 +48,14 @@ func readJUnit(r io.Reader) (*Tests, error) {
 			if c.Classname != "" && !strings.HasPrefix(name, c.Classname) {
 				name = c.Classname + "::" + name
 			}
-			o := pass
+			o := Pass
 			switch {
 			case len(c.Failures) > 0 || len(c.Errors) > 0:
-				o = fail
+				o = Fail
+			case len(c.Skipped) > 0 && c.Skipped[0].Type == "pytest.xfail":
+				o = XFail
 			case len(c.Skipped) > 0:
-				o = skip
+				o = Skip
 			}
 			t.add(name, o)
 		}
@@ -102,10 +107,7 @@ func readReports(dir, pattern string, since time.Time) (*Tests, []string) {
 		case all == nil:
 			all = t
 		default:
-			for name, o := range t.Names {
-				all.add(name, o)
-			}
-			all.count()
+			all.include(t)
 		}
 	}
 	return all, notes

@@ -16,11 +16,11 @@ import (
 // nesting suites.
 func TestReadJUnitReportsOfEachTool(t *testing.T) {
 	for file, want := range map[string]map[string]Outcome{
-		"pytest.xml": {"tests.test_calc::test_add": pass, "tests.test_calc::test_sub": fail, "tests.test_calc::test_later": skip,
-			"tests.test_calc::test_div[1-1]": pass, "tests.test_calc::test_div[4-2]": pass, "tests.test_calc::test_known_bug": skip, "tests.test_io::test_read": fail},
-		"jest.xml":   {"calc adds": pass, "calc subtracts": fail, "calc divides": skip, "format pads numbers": pass},
-		"vitest.xml": {"src/calc.test.ts::calc > adds": pass, "src/calc.test.ts::calc > subtracts": fail, "src/calc.test.ts::calc > divides": skip, "src/calc.test.ts::calc > multiplies": pass},
-		"suite.xml":  {"com.example.CalcTest::addsTwoNumbers": pass, "com.example.CalcTest::subtracts": pass, "orphan": pass},
+		"pytest.xml": {"tests.test_calc::test_add": Pass, "tests.test_calc::test_sub": Fail, "tests.test_calc::test_later": Skip,
+			"tests.test_calc::test_div[1-1]": Pass, "tests.test_calc::test_div[4-2]": Pass, "tests.test_calc::test_known_bug": XFail, "tests.test_io::test_read": Fail},
+		"jest.xml":   {"calc adds": Pass, "calc subtracts": Fail, "calc divides": Skip, "format pads numbers": Pass},
+		"vitest.xml": {"src/calc.test.ts::calc > adds": Pass, "src/calc.test.ts::calc > subtracts": Fail, "src/calc.test.ts::calc > divides": Skip, "src/calc.test.ts::calc > multiplies": Pass},
+		"suite.xml":  {"com.example.CalcTest::addsTwoNumbers": Pass, "com.example.CalcTest::subtracts": Pass, "orphan": Pass},
 	} {
 		f, err := os.Open(filepath.Join("testdata", "junit", file))
 		if err != nil {
@@ -55,8 +55,8 @@ func TestGateReadsTheReportItWrote(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"testdata.xml": `<testsuite><testcase classname="tests.test_more" name="test_x"/><testcase classname="tests.test_calc" name="test_later"/></testsuite>`})
 	res, _ := runGate(t, r, dir, Gate{Name: "test", Command: "mkdir -p out && cp sample.xml out/a.xml && cp testdata.xml out/b.xml && echo '== 1 passed in 0.1s =='",
 		Report: "out/*.xml"})
-	if res.Tests == nil || res.Tests.Format != "junit" || res.Tests.Names["tests.test_more::test_x"] != pass ||
-		res.Tests.Names["tests.test_calc::test_later"] != pass || res.Tests.String() != "5 passed, 2 failed, 1 skipped" {
+	if res.Tests == nil || res.Tests.Format != "junit" || res.Tests.Names["tests.test_more::test_x"] != Pass ||
+		res.Tests.Names["tests.test_calc::test_later"] != Pass || res.Tests.String() != "5 passed, 2 failed, 1 skipped" {
 		t.Fatalf("%+v", res.Tests)
 	}
 
@@ -69,7 +69,7 @@ func TestGateReadsTheReportItWrote(t *testing.T) {
 		}
 	}
 	res, _ = runGate(t, r, dir, Gate{Name: "test", Command: "echo '== 1 passed in 0.1s =='", Report: "out/*.xml"})
-	if res.Tests == nil || res.Tests.Format != "summary" || res.Tests.Passed != 1 {
+	if res.Tests == nil || res.Tests.Format != "pytest" || res.Tests.Passed != 1 {
 		t.Fatalf("%+v", res.Tests)
 	}
 

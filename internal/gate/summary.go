@@ -31,12 +31,12 @@ func (l *libtest) line(s string) {
 		if l.t == nil {
 			l.t = perTest("cargo")
 		}
-		o := pass
+		o := Pass
 		switch {
 		case m[2] == "FAILED":
-			o = fail
+			o = Fail
 		case strings.HasPrefix(m[2], "ignored"):
-			o = skip
+			o = Skip
 		}
 		name := m[1]
 		if l.binary != "" {
@@ -93,10 +93,11 @@ var (
 	plainSummary  = regexp.MustCompile(`^\s*(?:[A-Za-z][\w -]*:\s*)?(\d+ passed(?:, \d+ (?:failed|skipped))*|\d+ (?:failed|skipped)(?:, \d+ (?:passed|failed|skipped))+)\.?$`)
 )
 
-// What each runner's words count as. An expected failure (xfail) is a
-// test that no longer has to pass: skipped, like a deselected one.
+// What each runner's words count as. An expected failure (xfail, and
+// an xpass: a test marked as allowed to fail) is no pass: skipped, like
+// a deselected one.
 var (
-	pytestWords = map[string]string{"passed": "pass", "xpassed": "pass", "failed": "fail", "error": "fail", "errors": "fail",
+	pytestWords = map[string]string{"passed": "pass", "xpassed": "skip", "failed": "fail", "error": "fail", "errors": "fail",
 		"skipped": "skip", "xfailed": "skip", "deselected": "skip", "warning": "", "warnings": "", "rerun": ""}
 	jestWords  = map[string]string{"passed": "pass", "failed": "fail", "skipped": "skip", "todo": "skip", "total": ""}
 	plainWords = map[string]string{"passed": "pass", "failed": "fail", "skipped": "skip"}
@@ -125,15 +126,22 @@ func (s *summary) line(l string) {
 		}
 		return
 	}
+	s.tools = addCounts(s.tools, "summary", t)
+}
+
+// addCounts adds the counts of t (nil: none) to sum, made with format
+// when it is the first.
+func addCounts(sum *Tests, format string, t *Tests) *Tests {
 	if t == nil {
-		return
+		return sum
 	}
-	if s.tools == nil {
-		s.tools = &Tests{Format: "summary"}
+	if sum == nil {
+		sum = &Tests{Format: format}
 	}
-	s.tools.Passed += t.Passed
-	s.tools.Failed += t.Failed
-	s.tools.Skipped += t.Skipped
+	sum.Passed += t.Passed
+	sum.Failed += t.Failed
+	sum.Skipped += t.Skipped
+	return sum
 }
 
 // countParts reads "N word<sep>N word…" where every word is one of words

@@ -32,8 +32,8 @@ func TestCargoTestGateNamesEachTest(t *testing.T) {
 	})
 	r := Runner{Proc: proc.Exec{}, Env: []string{"CARGO_TARGET_DIR=" + filepath.Join(dir, "target"), "CARGO_NET_OFFLINE=true", "CARGO_TERM_COLOR=never"}}
 	base, _ := runGate(t, r, dir, Gate{Name: "test", Command: "cargo test"})
-	want := map[string]Outcome{"src/lib.rs::tests::it_works": pass, "src/lib.rs::tests::later": skip, "src/lib.rs::tests::flaky": pass,
-		"tests/it.rs::it_works": pass, "doc::src/lib.rs - add (line 3)": pass}
+	want := map[string]Outcome{"src/lib.rs::tests::it_works": Pass, "src/lib.rs::tests::later": Skip, "src/lib.rs::tests::flaky": Pass,
+		"tests/it.rs::it_works": Pass, "doc::src/lib.rs - add (line 3)": Pass}
 	if !base.Passed || base.Tests == nil || base.Tests.Format != "cargo" || !mapsEqual(base.Tests.Names, want) {
 		t.Fatalf("%+v", base)
 	}
@@ -53,7 +53,7 @@ func TestLibtestReadsNamesAndCounts(t *testing.T) {
 	// An older cargo names the binary's file; its hash changes with the build.
 	got := readLines(&libtest{}, "     Running target/debug/deps/cr-0123abcd\n\nrunning 2 tests\ntest a::b ... ok\ntest a::c - should panic ... ok\n"+
 		"test a::d ... ignored, needs a database\ntest a::e ... FAILED\ntest bench_x ... bench:         12 ns/iter (+/- 1)\n")
-	want := map[string]Outcome{"cr::a::b": pass, "cr::a::c - should panic": pass, "cr::a::d": skip, "cr::a::e": fail}
+	want := map[string]Outcome{"cr::a::b": Pass, "cr::a::c - should panic": Pass, "cr::a::d": Skip, "cr::a::e": Fail}
 	if got == nil || !mapsEqual(got.Names, want) {
 		t.Fatalf("%+v", got)
 	}
@@ -71,7 +71,7 @@ func TestLibtestReadsNamesAndCounts(t *testing.T) {
 func TestSummaryLinesCount(t *testing.T) {
 	for out, want := range map[string]string{
 		"===== 3 passed, 1 skipped in 0.12s =====":                                                                                                         "3 passed, 0 failed, 1 skipped",
-		"== 1 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 warnings, 1 error in 1.50s ==":                                                          "3 passed, 2 failed, 2 skipped",
+		"== 1 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed, 2 warnings, 1 error in 1.50s ==":                                                          "2 passed, 2 failed, 3 skipped",
 		"3 passed, 2 deselected in 65.43s (0:01:05)":                                                                                                       "3 passed, 0 failed, 2 skipped",
 		"============================ no tests ran in 0.01s =============================":                                                                 "0 passed, 0 failed, 0 skipped",
 		"Tests:       1 failed, 2 skipped, 1 todo, 3 passed, 7 total":                                                                                      "3 passed, 1 failed, 3 skipped",
@@ -102,8 +102,8 @@ func TestSummaryLinesCount(t *testing.T) {
 }
 
 func TestLostComparesWhatPassedAtTheBase(t *testing.T) {
-	base := &Tests{Format: "go-json", PerTest: true, Names: map[string]Outcome{"a": pass, "b": pass, "c": pass, "d": pass, "e": skip, "f": fail}}
-	now := &Tests{Format: "go-json", PerTest: true, Names: map[string]Outcome{"a": pass, "b": skip, "c": fail, "e": pass, "g": pass}}
+	base := &Tests{Format: "go-json", PerTest: true, Names: map[string]Outcome{"a": Pass, "b": Pass, "c": Pass, "d": Pass, "e": Skip, "f": Fail}}
+	now := &Tests{Format: "go-json", PerTest: true, Names: map[string]Outcome{"a": Pass, "b": Skip, "c": Fail, "e": Pass, "g": Pass}}
 	if got := base.Lost(now); !slices.Equal(got, []string{"b (skipped)", "c (failed)", "d (did not run)"}) {
 		t.Fatalf("%q", got)
 	}

@@ -10,21 +10,61 @@ import (
 // Outcome is how one test ended.
 type Outcome string
 
+// The outcomes a runner reports. Only Pass is a pass: a test marked to
+// do later (Todo) or expected to fail (XFail: pytest's xfail and XPASS,
+// unittest's expected failure) proves nothing, whatever its body did.
+// Skip, Todo and XFail count as skipped.
 const (
-	pass Outcome = "pass"
-	fail Outcome = "fail"
-	skip Outcome = "skip"
+	Pass  Outcome = "pass"
+	Fail  Outcome = "fail"
+	Skip  Outcome = "skip"
+	Todo  Outcome = "todo"
+	XFail Outcome = "xfail"
 )
+
+// rank orders outcomes for a test reported twice: the worse is kept.
+func (o Outcome) rank() int {
+	switch o {
+	case Fail:
+		return 3
+	case Pass:
+		return 2
+	}
+	return 1
+}
+
+// words is how an outcome reads in a list of lost tests.
+func (o Outcome) words() string {
+	switch o {
+	case Pass:
+		return "passed"
+	case Fail:
+		return "failed"
+	case Todo:
+		return "todo"
+	case XFail:
+		return "expected failure"
+	case "":
+		return "did not run"
+	}
+	return "skipped"
+}
 
 // Tests is what a gate's output says about the tests it ran: per test
 // when the runner names them (go test -json, JUnit XML, cargo's libtest
-// lines), else only the counts of a summary line. An agent can make a
+// lines, TAP, node --test's spec reporter, jest --verbose, vitest's
+// verbose reporter, mocha's spec reporter, pytest -v or -rA, unittest
+// -v), else only the counts of a summary line. An agent can make a
 // story pass by making tests go away (a skip, a build tag, a TestMain
 // that exits 0); comparing a gate's Tests at the base with the same
 // gate's now (Lost) is how that shows.
 type Tests struct {
-	// Format is the reader that found them: "go-json", "go" (plain go
-	// test output), "junit", "cargo" or "summary".
+	// Format is the reader that found them, which names the runner:
+	// "go-json", "go" (plain go test output), "junit", "cargo", "tap"
+	// (node --test's default and any TAP producer), "node-spec",
+	// "jest", "vitest", "mocha", "pytest", "unittest" or "summary" (a
+	// plain "N passed, N failed" line); readers that each found tests in
+	// one gate's output are joined by "+".
 	Format string `json:"format"`
 	// PerTest says Names is the whole inventory (it may be empty: a
 	// go test run where no test ran); else only the counts are known.
@@ -32,7 +72,15 @@ type Tests struct {
 	Names   map[string]Outcome `json:"names,omitempty"`
 	Passed  int                `json:"passed"`
 	Failed  int                `json:"failed"`
-	Skipped int                `json:"skipped"`
+	Skipped int                `json:"skipped"` // skipped, todo and expected failures
+	// Contradictory are the tests the output reported with two different
+	// outcomes (passed and failed, passed and skipped), sorted: a test
+	// that prints a forged result line, or writes forged go test -json
+	// events to the go command's output, shows here. Names keeps the
+	// worse outcome; a claim never passes over a contradiction.
+	Contradictory []string `json:"contradictory,omitempty"`
+
+	contradicted map[string]bool
 }
 
 // Ran is how many tests ran (passed or failed; a skipped test did not).
@@ -52,37 +100,75 @@ func perTest(format string) *Tests {
 }
 
 // add records a test's outcome. A name seen twice (go test -count=2, a
-// duplicated JUnit case) keeps the worse outcome: a failure beats a
-// pass, and a pass beats a skip.
+// duplicated JUnit case, a forged result line) keeps the worse outcome:
+// a failure beats a pass, and a pass beats a skip, a todo or an
+// expected failure. Two different outcomes are a contradiction.
 func (t *Tests) add(name string, o Outcome) {
+	prev, ok := t.Names[name]
+	if ok && prev != o {
+		t.contradict(name)
+	}
+	t.merge(name, o)
+}
+
+// merge records a test's outcome, keeping the worse, without calling two
+// outcomes a contradiction: for a runner that itself reports a test twice
+// (pytest's error in a passed test's teardown).
+func (t *Tests) merge(name string, o Outcome) {
 	prev, ok := t.Names[name]
 	switch {
 	case !ok && len(t.Names) >= maxNames:
-		return
-	case !ok, o == fail, o == pass && prev == skip:
+	case !ok, o.rank() > prev.rank():
 		t.Names[name] = o
 	}
 }
 
-// count sets the counts from Names.
+// include adds another inventory's tests and contradictions (two
+// reports, two runners in one gate) and counts again.
+func (t *Tests) include(o *Tests) *Tests {
+	for _, c := range o.Contradictory {
+		t.contradict(c)
+	}
+	for name, out := range o.Names {
+		t.add(name, out)
+	}
+	return t.count()
+}
+
+func (t *Tests) contradict(name string) {
+	if t.contradicted == nil {
+		t.contradicted = map[string]bool{}
+		for _, c := range t.Contradictory {
+			t.contradicted[c] = true
+		}
+	}
+	if !t.contradicted[name] && len(t.contradicted) < maxNames {
+		t.contradicted[name] = true
+		t.Contradictory = append(t.Contradictory, name)
+	}
+}
+
+// count sets the counts from Names and sorts the contradictions.
 func (t *Tests) count() *Tests {
 	t.Passed, t.Failed, t.Skipped = 0, 0, 0
 	for _, o := range t.Names {
 		switch o {
-		case pass:
+		case Pass:
 			t.Passed++
-		case fail:
+		case Fail:
 			t.Failed++
-		case skip:
+		default:
 			t.Skipped++
 		}
 	}
+	slices.Sort(t.Contradictory)
 	return t
 }
 
 // Lost lists what base (the inventory at the item's base) had passing
-// that now does not: per test, "name (skipped)", "name (failed)" or
-// "name (did not run)", sorted; when either side knows only counts, a
+// that now does not: per test, "name (skipped)", "name (failed)",
+// "name (todo)", "name (expected failure)" or "name (did not run)",
+// sorted; when either side knows only counts, a
 // sentence per count that went the wrong way (fewer passed, more
 // skipped). A nil now is a gate that reported no tests at all — every
 // test that passed at the base is lost. New tests are no loss.
@@ -93,21 +179,15 @@ func (base *Tests) Lost(now *Tests) []string {
 	if base.PerTest && (now == nil || now.PerTest) {
 		var lost []string
 		for name, o := range base.Names {
-			if o != pass {
+			if o != Pass {
 				continue
 			}
 			var got Outcome
 			if now != nil {
 				got = now.Names[name]
 			}
-			switch got {
-			case pass:
-			case skip:
-				lost = append(lost, name+" (skipped)")
-			case fail:
-				lost = append(lost, name+" (failed)")
-			default:
-				lost = append(lost, name+" (did not run)")
+			if got != Pass {
+				lost = append(lost, name+" ("+got.words()+")")
 			}
 		}
 		slices.Sort(lost)
@@ -184,8 +264,9 @@ const maxLine = 64 << 10
 // readers.
 type outputReader struct {
 	out     io.Writer
-	goJSON  *goJSON // always reads; renders to out when it took the command's -json
-	readers []lineReader
+	goJSON  *goJSON      // always reads; renders to out when it took the command's -json
+	readers []lineReader // one per runner
+	summary *summary     // a plain counts line, when no runner's reader found tests
 	partial []byte
 	long    bool // the current line passed maxLine: the rest of it is dropped
 }
@@ -195,7 +276,8 @@ func newOutputReader(out io.Writer, render bool, verbose bool) *outputReader {
 	if render {
 		g.out = out
 	}
-	return &outputReader{out: out, goJSON: g, readers: []lineReader{&goText{}, &libtest{}, &summary{}}}
+	return &outputReader{out: out, goJSON: g, summary: &summary{},
+		readers: []lineReader{&goText{}, &libtest{}, &tap{}, &nodeSpec{}, &jest{}, &vitest{}, &mocha{}, &pytest{}, &unittest{}}}
 }
 
 func (o *outputReader) Write(p []byte) (int, error) {
@@ -234,6 +316,7 @@ func (o *outputReader) flush() {
 	for _, r := range o.readers {
 		r.line(s)
 	}
+	o.summary.line(s)
 }
 
 // finish reads a last line without a newline and what go test left
@@ -245,22 +328,64 @@ func (o *outputReader) finish() {
 	o.goJSON.finish()
 }
 
-// tests is the inventory of the first reader, in order, that found one:
-// go test -json, the JUnit report (when the gate names one), go test's
-// plain lines, cargo's libtest, a summary line.
+// tests is the gate's inventory: go test -json's when ralph added -json,
+// else the JUnit report's (when the gate names one), else what the readers of
+// each runner's output found — all of them, when one gate runs several
+// runners — else a plain summary line's counts. nil: no reader
+// understood the output.
 func (o *outputReader) tests(junit *Tests) *Tests {
-	if t := o.goJSON.tests(); t != nil {
-		return t
+	goJSON := o.goJSON.tests()
+	if goJSON != nil && o.goJSON.out != nil {
+		return goJSON // ralph added -json: the output is go test's events
 	}
 	if junit != nil {
 		return junit
 	}
+	var found []*Tests
+	if goJSON != nil {
+		// Events in a gate's output that ralph did not ask for: the
+		// gate's own -json, or lines a test forged beside go test's.
+		found = append(found, goJSON)
+	}
 	for _, r := range o.readers {
 		if t := r.tests(); t != nil {
-			return t
+			found = append(found, t)
 		}
 	}
-	return nil
+	if len(found) == 0 {
+		return o.summary.tests()
+	}
+	return joinInventories(found)
+}
+
+// joinInventories is the inventory of several runners in one gate: every
+// test by name when each named its tests, else the counts added up.
+func joinInventories(found []*Tests) *Tests {
+	if len(found) == 1 {
+		return found[0]
+	}
+	formats := make([]string, len(found))
+	perTest := true
+	for i, t := range found {
+		formats[i] = t.Format
+		perTest = perTest && t.PerTest
+	}
+	all := &Tests{Format: strings.Join(formats, "+"), PerTest: perTest}
+	if perTest {
+		all.Names = map[string]Outcome{}
+		for _, t := range found {
+			all.include(t)
+		}
+		return all
+	}
+	for _, t := range found {
+		addCounts(all, "", t)
+		for _, c := range t.Contradictory {
+			all.contradict(c)
+		}
+	}
+	slices.Sort(all.Contradictory)
+	return all
 }
 
 // plainLine is a line as a person reads it: without terminal colour

@@ -1,0 +1,3 @@
+describe('format', () => {
+  test('pads numbers', () => { expect(String(1).padStart(2, '0')).toBe('01'); });
+});

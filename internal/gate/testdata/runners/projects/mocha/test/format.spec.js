@@ -1,0 +1,3 @@
+describe('format', function () {
+  it('pads numbers', function () {});
+});
