@@ -286,7 +286,7 @@ func (m *Model) Render() string {
 		if i == m.sel {
 			cursor = "> "
 		}
-		line := fmt.Sprintf("%s%s %-10s %-34s %-8s %d att", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsUsed())
+		line := fmt.Sprintf("%s%s %-10s %-34s %-8s attempts %-5s", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsOf(st.MaxAttempts))
 		if l := m.snap.Levels[id]; l > 0 {
 			line += fmt.Sprintf("  L%d", l)
 		}
