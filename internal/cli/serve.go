@@ -93,6 +93,7 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	srv := web.New(engine.PathsFor(root), token)
 	srv.Hosts = o.AllowHosts
 	srv.Invoke = invokeInProcess(f)
+	srv.Git = f.GitAt
 	for _, dir := range o.Watch {
 		top, err := f.GitAt(dir).Toplevel(ctx)
 		if err != nil {

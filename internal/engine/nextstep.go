@@ -54,9 +54,9 @@ func (is *ItemState) AttemptsUsed() int {
 }
 
 // PassedBefore reports whether the item was done before this run began:
-// passed, and no iteration of the run worked on it.
+// passed, and no iteration of the run worked on it or committed it.
 func (is *ItemState) PassedBefore() bool {
-	return is.Status == ItemPassed && is.Runs == 0 && len(is.Iterations) == 0
+	return is.Status == ItemPassed && is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
 }
 
 // AttemptsOf is the item's attempts for people, "1/3" (used of the run's
