@@ -125,6 +125,11 @@ func (f *Feed) Poll() Snapshot {
 	}
 	f.history.findWorkers(32)
 	s.History = f.history.copy()
+	if !s.Active {
+		// No process holds the run: what it had under way is cut off (a
+		// question to a person still waits for its answer).
+		s.History.interrupt(true)
+	}
 	s.Levels, s.Deps, s.DependsOn = f.levels, f.deps, f.dependsOn
 	s.Gates = append([]string(nil), f.gates...)
 	s.Transcripts = make(map[string]string, len(f.newest))

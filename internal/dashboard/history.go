@@ -128,7 +128,7 @@ func (h *History) add(ev engine.Event) {
 		if h.Start.IsZero() || ev.Type == "run_started" {
 			h.Start = ev.Time
 		}
-		h.interrupt()
+		h.interrupt(false)
 		return
 	case "rate_limited":
 		if ev.Iteration == 0 {
@@ -246,10 +246,11 @@ func (h *History) end(it *Iteration, outcome string, at time.Time, summary strin
 }
 
 // interrupt ends the iterations still open: a new start of the run
-// means their process is gone.
-func (h *History) interrupt() {
+// means their process is gone. waiting keeps those that wait for a
+// person's answer open.
+func (h *History) interrupt(waiting bool) {
 	for i := range h.Iterations {
-		if it := &h.Iterations[i]; it.End.IsZero() {
+		if it := &h.Iterations[i]; it.End.IsZero() && !(waiting && it.Outcome == OutcomeWaiting) {
 			h.end(it, OutcomeInterrupted, it.last(), "")
 		}
 	}

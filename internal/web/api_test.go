@@ -103,7 +103,7 @@ func browser(t *testing.T, base string) (*http.Client, string) {
 // The API reads the run as data, only with the token.
 func TestAPIReads(t *testing.T) {
 	srv, p, _ := controlServer(t)
-	for _, path := range []string{"/api/state", "/api/items/S-1", "/api/transcripts/1", "/api/search?q=x", "/api/events?once=1", "/api/repos", "/api/csrf"} {
+	for _, path := range []string{"/api/state", "/api/items/S-1", "/api/transcripts/1", "/api/search?q=x", "/api/events?once=1", "/api/repos", "/api/csrf", "/api/timeline", "/api/dag", "/api/cost", "/items/S-1"} {
 		if code, _ := do(t, nil, "GET", srv.URL+path, nil); code != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %d", path, code)
 		}

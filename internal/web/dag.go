@@ -14,10 +14,12 @@ import (
 // dagAnswer is /api/dag: the PRD's stories with their status, their
 // dependencies as edges and their levels (1: no dependencies; a story's
 // level is one more than its deepest dependency's). With many stories
-// the levels whose stories all passed are folded into one node each
-// (Folded); ?dag=all unfolds them.
+// (Folded) the picture keeps to what is left: the stories of a level
+// that passed are one node, and only the edges from dependencies that
+// have not passed are drawn; ?dag=all shows every story and edge.
 type dagAnswer struct {
 	Stories int        `json:"stories"`
+	Folded  bool       `json:"folded"`
 	Levels  []dagLevel `json:"levels"`
 	Nodes   []dagNode  `json:"nodes"`
 	Edges   []dagEdge  `json:"edges"`
@@ -27,7 +29,8 @@ type dagLevel struct {
 	Level   int      `json:"level"`
 	Stories []string `json:"stories"`
 	Passed  int      `json:"passed"`
-	Folded  bool     `json:"folded"`
+	// Folded: the level's passed stories are one node in the picture.
+	Folded bool `json:"folded"`
 }
 
 type dagNode struct {
@@ -45,7 +48,8 @@ type dagEdge struct {
 	To   string `json:"to"`
 }
 
-// foldAbove is the number of stories above which done levels are folded.
+// foldAbove is the number of stories above which the picture folds
+// what passed.
 const foldAbove = 30
 
 // itemStatus is an item's status as the pictures show it: the engine's,
@@ -101,14 +105,18 @@ func dag(snap dashboard.Snapshot, commits map[string]string, all bool) dagAnswer
 		}
 	}
 	a.Stories = len(a.Nodes)
-	if a.Stories > foldAbove && !all {
+	a.Folded = a.Stories > foldAbove && !all
+	if a.Folded {
 		for i := range a.Levels {
-			l := &a.Levels[i]
-			l.Folded = len(l.Stories) > 1 && l.Passed == len(l.Stories)
+			a.Levels[i].Folded = a.Levels[i].Passed > 1
 		}
 	}
 	return a
 }
+
+// done reports whether a node's status is passed (in this run or
+// before).
+func done(status string) bool { return status == engine.ItemPassed || status == "earlier" }
 
 // commitOf is the item's commit: its state's, or the one a commit on the
 // branch names it in (an item passed in an earlier run).
@@ -133,9 +141,10 @@ const (
 )
 
 // dagSVG draws the answer: a column per level, left to right; a node per
-// story (a folded level is one node), coloured by status with its glyph;
-// an edge per dependency, solid once the dependency passed, dashed while
-// it has not. A node links to the story's page.
+// story (a folded level's passed stories are one node), coloured by
+// status with its glyph; an edge per dependency, solid once the
+// dependency passed, dashed while it has not (folded: only those). A
+// node links to the story's page.
 func dagSVG(a dagAnswer, repo int) *svg {
 	// Each node's place: its column, and its row in the column, ordered
 	// by the rows of its dependencies (fewer crossings).
@@ -143,34 +152,33 @@ func dagSVG(a dagAnswer, repo int) *svg {
 		col int
 		row float64
 	}
-	at := map[string]place{}      // a story's node (its folded level's for a folded one)
+	at := map[string]place{}      // by node id
 	nodeOf := map[string]string{} // story → the id of the node that draws it
-	status := map[string]string{}
+	status, deps := map[string]string{}, map[string][]string{}
 	for _, n := range a.Nodes {
-		status[n.ID] = n.Status
+		status[n.ID], deps[n.ID] = n.Status, n.DependsOn
 	}
-	deps := map[string][]string{}
-	for _, n := range a.Nodes {
-		deps[n.ID] = n.DependsOn
-	}
+	drawnEdge := func(from string) bool { return !a.Folded || !done(status[from]) }
 	rows := 0
 	for _, l := range a.Levels {
-		col := l.Level - 1
-		if l.Folded {
-			id := "level-" + strconv.Itoa(l.Level)
-			for _, s := range l.Stories {
-				nodeOf[s] = id
+		col, row := l.Level-1, 0
+		var order []string
+		for _, s := range l.Stories {
+			if l.Folded && done(status[s]) {
+				nodeOf[s] = "level-" + strconv.Itoa(l.Level)
+				continue
 			}
-			at[id] = place{col, 0}
-			rows = max(rows, 1)
-			continue
+			order = append(order, s)
 		}
-		order := append([]string(nil), l.Stories...)
+		if l.Folded {
+			at["level-"+strconv.Itoa(l.Level)] = place{col, 0}
+			row = 1
+		}
 		bary := map[string]float64{}
 		for i, s := range order {
 			sum, k := 0.0, 0
 			for _, d := range deps[s] {
-				if p, ok := at[nodeOf[d]]; ok {
+				if p, ok := at[nodeOf[d]]; ok && drawnEdge(d) {
 					sum += p.row
 					k++
 				}
@@ -183,9 +191,9 @@ func dagSVG(a dagAnswer, repo int) *svg {
 		sort.SliceStable(order, func(i, j int) bool { return bary[order[i]] < bary[order[j]] })
 		for i, s := range order {
 			nodeOf[s] = s
-			at[s] = place{col, float64(i)}
+			at[s] = place{col, float64(row + i)}
 		}
-		rows = max(rows, len(order))
+		rows = max(rows, row+len(order))
 	}
 	width := dagLeft*2 + float64(max(len(a.Levels), 1))*dagColumn
 	height := dagTop + float64(max(rows, 1))*(dagNodeH+dagGap) + 4
@@ -203,7 +211,7 @@ func dagSVG(a dagAnswer, repo int) *svg {
 	drawn := map[[2]string]bool{}
 	for _, e := range a.Edges {
 		from, to := nodeOf[e.From], nodeOf[e.To]
-		if from == "" || to == "" || from == to || drawn[[2]string{from, to}] {
+		if from == "" || to == "" || from == to || drawn[[2]string{from, to}] || !drawnEdge(e.From) {
 			continue
 		}
 		drawn[[2]string{from, to}] = true
@@ -211,7 +219,7 @@ func dagSVG(a dagAnswer, repo int) *svg {
 		x2, y2 := xy(to)
 		x1, y1, y2 = x1+dagNodeW, y1+dagNodeH/2, y2+dagNodeH/2
 		cls := "edge"
-		if s := status[e.From]; s != engine.ItemPassed && s != "earlier" {
+		if !done(status[e.From]) {
 			cls += " open"
 		}
 		dx := (x2 - x1) / 2
@@ -222,8 +230,8 @@ func dagSVG(a dagAnswer, repo int) *svg {
 			continue
 		}
 		x, y := xy("level-" + strconv.Itoa(l.Level))
-		b.f(`<a href="?repo=%d&amp;dag=all#dag"><g class="node folded passed" data-level="%d"><title>Level %d: %s, all passed (folded; click to show them)</title>`, repo, l.Level, l.Level, engine.Plural(len(l.Stories), "story"))
-		b.f(`<rect x="%s" y="%s" width="%s" height="%s" rx="5"/><text x="%s" y="%s">✓ %d stories</text></g></a>`, px(x), px(y), px(dagNodeW), px(dagNodeH), px(x+8), px(y+17), len(l.Stories))
+		b.f(`<a href="?repo=%d&amp;dag=all#dag-h"><g class="node folded passed" data-level="%d"><title>Level %d: %d of %s passed (folded; click to show every story)</title>`, repo, l.Level, l.Level, l.Passed, engine.Plural(len(l.Stories), "story"))
+		b.f(`<rect x="%s" y="%s" width="%s" height="%s" rx="5"/><text x="%s" y="%s">✓ %d passed</text></g></a>`, px(x), px(y), px(dagNodeW), px(dagNodeH), px(x+8), px(y+17), l.Passed)
 	}
 	for _, n := range a.Nodes {
 		if nodeOf[n.ID] != n.ID {

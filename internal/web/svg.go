@@ -132,13 +132,18 @@ func niceMax(v float64) (top, step float64) {
 	return top, top / 4
 }
 
-// timeScale maps times to x.
+// timeScale maps times to x: user units, or with unit "%" percents of
+// the picture's width (the timeline: its text keeps its size on any
+// screen).
 type timeScale struct {
-	from     time.Time
-	d        time.Duration
-	x0, x1   float64
-	fallback bool
+	from   time.Time
+	d      time.Duration
+	x0, x1 float64
+	unit   string
 }
+
+// at is an x for the markup.
+func (s timeScale) at(x float64) string { return px(x) + s.unit }
 
 func (s timeScale) x(t time.Time) float64 {
 	if s.d <= 0 {
@@ -156,12 +161,12 @@ func (s timeScale) axis(b *svg, y, bottom float64, below bool) {
 	for i := time.Duration(0); i <= 12 && i*step <= s.d; i++ {
 		t := i * step
 		x := s.x0 + float64(t)/float64(max(s.d, 1))*(s.x1-s.x0)
-		b.f(`<line class="grid" x1="%s" y1="%s" x2="%s" y2="%s"/>`, px(x), px(y), px(x), px(bottom))
+		b.f(`<line class="grid" x1="%s" y1="%s" x2="%s" y2="%s"/>`, s.at(x), px(y), s.at(x), px(bottom))
 		ly := y - 4
 		if below {
 			ly = bottom + 13
 		}
-		b.f(`<text class="tick" x="%s" y="%s" text-anchor="middle">%s</text>`, px(x), px(ly), esc(tickLabel(t)))
+		b.f(`<text class="tick" x="%s" y="%s" text-anchor="middle">%s</text>`, s.at(x), px(ly), esc(tickLabel(t)))
 	}
 }
 

@@ -78,6 +78,9 @@ func timeline(snap dashboard.Snapshot, now time.Time) timelineAnswer {
 	if a.End.Before(a.Start) {
 		a.End = a.Start
 	}
+	if !snap.Active {
+		now = a.End // what still waits (an answer) waits until the last event
+	}
 	a.Waits = append(a.Waits, h.Waits...)
 	// Rows: this machine's slots, then each worker machine's; a bar goes
 	// to the first row of its machine that is free when it starts.
@@ -229,13 +232,14 @@ func best(snap dashboard.Snapshot, slots int, start, now time.Time) *bestSchedul
 	return b
 }
 
-// Drawing the timeline.
+// Drawing the timeline: the rows' names in a column of their own, the
+// plot an SVG whose x are percents of its width, so that its text keeps
+// its size and the whole run fits a phone's screen as it does a wide
+// one.
 const (
-	tlWidth  = 1200.0
-	tlLabels = 96.0 // the rows' names
-	tlTop    = 22.0 // the axis
-	tlRow    = 28.0
-	tlBar    = 18.0
+	tlTop = 22.0 // the axis
+	tlRow = 28.0
+	tlBar = 18.0
 )
 
 // timelineSVG draws the answer: a row per slot, a bar per iteration
@@ -245,43 +249,46 @@ const (
 func timelineSVG(a timelineAnswer, repo int) *svg {
 	b := &svg{}
 	rows := max(len(a.Rows), 1)
-	height := tlTop + float64(rows)*tlRow + 22
-	b.f(`<svg id="timeline-svg" class="chart timeline" viewBox="0 0 %s %s" role="img" aria-labelledby="timeline-title" xmlns="http://www.w3.org/2000/svg">`, px(tlWidth), px(height))
-	b.f(`<title id="timeline-title">Timeline: %d iterations on %d rows</title>`, len(a.Bars), len(a.Rows))
-	b.WriteString(svgDefs)
-	sc := timeScale{from: a.Start, d: a.End.Sub(a.Start), x0: tlLabels, x1: tlWidth - 12}
 	bottom := tlTop + float64(rows)*tlRow
-	sc.axis(b, tlTop, bottom, false)
-	for i, r := range a.Rows {
-		y := tlTop + float64(i)*tlRow
-		b.f(`<rect class="lane" x="%s" y="%s" width="%s" height="%s"/>`, px(tlLabels), px(y+1), px(tlWidth-12-tlLabels), px(tlRow-2))
-		b.f(`<text class="row-name" x="4" y="%s">%s</text>`, px(y+tlRow/2+4), esc(clipText(r.Name, 14)))
+	height := bottom + 22
+	b.f(`<div class="tl"><div class="tl-names" style="padding-top:%spx">`, px(tlTop))
+	for _, r := range a.Rows {
+		b.f(`<div class="row-name" style="height:%spx;line-height:%spx" title="%s">%s</div>`, px(tlRow), px(tlRow), esc(r.Worker), esc(r.Name))
 	}
+	b.f(`</div><div class="tl-plot"><svg id="timeline-svg" class="chart timeline" width="100%%" height="%s" role="img" aria-labelledby="timeline-title" xmlns="http://www.w3.org/2000/svg">`, px(height))
+	b.f(`<title id="timeline-title">Timeline: %s on %s</title>`, engine.Plural(len(a.Bars), "iteration"), engine.Plural(len(a.Rows), "row"))
+	b.WriteString(svgDefs)
+	sc := timeScale{from: a.Start, d: a.End.Sub(a.Start), x0: 0, x1: 100, unit: "%"}
+	for i := range a.Rows {
+		y := tlTop + float64(i)*tlRow
+		b.f(`<rect class="lane" x="0" y="%s" width="100%%" height="%s"/>`, px(y+1), px(tlRow-2))
+	}
+	sc.axis(b, tlTop, bottom, false)
 	for _, w := range a.Waits {
 		x0, x1 := sc.x(w.From), sc.x(w.Until)
-		b.f(`<rect class="wait-band" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`, px(x0), px(tlTop), px(max(x1-x0, 2)), px(bottom-tlTop), esc(w.Why))
+		b.f(`<rect class="wait-band" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`, sc.at(x0), px(tlTop), sc.at(max(x1-x0, 0.2)), px(bottom-tlTop), esc(w.Why))
 	}
 	for _, bar := range a.Bars {
 		drawBar(b, sc, bar, repo, a.End)
 	}
 	if bs := a.Best; bs != nil {
 		x := sc.x(bs.At)
-		b.f(`<line class="best" x1="%s" y1="%s" x2="%s" y2="%s"><title>%s</title></line>`, px(x), px(tlTop-2), px(x), px(bottom+4), esc(bestText(bs)))
+		b.f(`<line class="best" x1="%s" y1="%s" x2="%s" y2="%s"><title>%s</title></line>`, sc.at(x), px(tlTop-2), sc.at(x), px(bottom+4), esc(bestText(bs)))
 		anchor := "end"
-		if x < tlLabels+160 {
+		if x < 30 {
 			anchor = "start"
 		}
-		b.f(`<text class="best-label" x="%s" y="%s" text-anchor="%s">best possible %s</text>`, px(x), px(bottom+16), anchor, span(time.Duration(bs.BoundMS)*time.Millisecond))
+		b.f(`<text class="best-label" x="%s" y="%s" text-anchor="%s">best possible %s</text>`, sc.at(x), px(bottom+16), anchor, span(time.Duration(bs.BoundMS)*time.Millisecond))
 	}
 	if a.Active {
 		x := sc.x(a.End)
-		b.f(`<line class="now" x1="%s" y1="%s" x2="%s" y2="%s"/>`, px(x), px(tlTop), px(x), px(bottom))
+		b.f(`<line class="now" x1="%s" y1="%s" x2="%s" y2="%s"/>`, sc.at(x), px(tlTop), sc.at(x), px(bottom))
 	}
-	b.WriteString(`</svg>`)
+	b.WriteString(`</svg></div></div>`)
 	return b
 }
 
-// drawBar draws one iteration.
+// drawBar draws one iteration; its label is clipped to it.
 func drawBar(b *svg, sc timeScale, bar timelineBar, repo int, end time.Time) {
 	l := outcomeLook(bar.Outcome)
 	y := tlTop + float64(bar.Row)*tlRow + (tlRow-tlBar)/2
@@ -293,42 +300,46 @@ func drawBar(b *svg, sc timeScale, bar timelineBar, repo int, end time.Time) {
 		last = end
 	}
 	x0, x1 := sc.x(bar.Start), sc.x(slotEnd)
-	w := max(x1-x0, 3)
+	w := max(x1-x0, 0.25)
+	rect := func(class, fill string, rx0, ry, rw, rh float64) {
+		if fill != "" {
+			fill = ` fill="` + fill + `"`
+		}
+		b.f(`<rect class="%s" x="%s" y="%s" width="%s" height="%s" rx="3"%s/>`, class, sc.at(rx0), px(ry), sc.at(rw), px(rh), fill)
+	}
 	b.f(`<a href="items/%s?repo=%d"><g class="bar %s" data-iteration="%d" data-item="%s" data-outcome="%s">`, esc(bar.Item), repo, l.Class, bar.Number, esc(bar.Item), esc(bar.Outcome))
 	b.f(`<title>%s</title>`, esc(barText(bar)))
-	b.f(`<rect class="fill" x="%s" y="%s" width="%s" height="%s" rx="3"/>`, px(x0), px(y), px(w), px(tlBar))
+	rect("fill", "", x0, y, w, tlBar)
 	switch bar.Outcome {
 	case dashboard.OutcomeFailed, dashboard.OutcomeBlocked:
 		// Hatched: a failure reads as one without its colour.
-		b.f(`<rect class="overlay" x="%s" y="%s" width="%s" height="%s" rx="3" fill="url(#hatch)"/>`, px(x0), px(y), px(w), px(tlBar))
+		rect("overlay", "url(#hatch)", x0, y, w, tlBar)
 	case dashboard.OutcomeRateLimited, dashboard.OutcomeWaiting:
-		b.f(`<rect class="overlay" x="%s" y="%s" width="%s" height="%s" rx="3" fill="url(#dots)"/>`, px(x0), px(y), px(w), px(tlBar))
+		rect("overlay", "url(#dots)", x0, y, w, tlBar)
 	}
 	if !bar.GateStart.IsZero() {
 		g0, g1 := sc.x(bar.GateStart), sc.x(bar.GateEnd)
-		b.f(`<rect class="gate" x="%s" y="%s" width="%s" height="%s"/>`, px(g0), px(y+tlBar-6), px(max(g1-g0, 2)), "6")
+		rect("gate", "", g0, y+tlBar-6, max(g1-g0, 0.2), 6)
 	} else if bar.Outcome == dashboard.OutcomeRunning && !bar.AgentEnd.IsZero() {
 		g0 := sc.x(bar.AgentEnd) // verifying now
-		b.f(`<rect class="gate" x="%s" y="%s" width="%s" height="%s"/>`, px(g0), px(y+tlBar-6), px(max(x1-g0, 2)), "6")
+		rect("gate", "", g0, y+tlBar-6, max(x1-g0, 0.2), 6)
 	}
 	if !bar.Asked.IsZero() {
 		a1 := end
 		if !bar.Answered.IsZero() {
 			a1 = bar.Answered
 		}
-		b.f(`<rect class="asked" x="%s" y="%s" width="%s" height="%s"/>`, px(sc.x(bar.Asked)), px(y), px(max(sc.x(a1)-sc.x(bar.Asked), 2)), px(tlBar))
+		rect("asked", "", sc.x(bar.Asked), y, max(sc.x(a1)-sc.x(bar.Asked), 0.2), tlBar)
 	}
 	if last.After(slotEnd) {
 		// Waiting in the merge queue, its slot given back.
-		b.f(`<line class="queue" x1="%s" y1="%s" x2="%s" y2="%s"/>`, px(x1), px(y+tlBar+2), px(sc.x(last)), px(y+tlBar+2))
+		b.f(`<line class="queue" x1="%s" y1="%s" x2="%s" y2="%s"/>`, sc.at(x1), px(y+tlBar+2), sc.at(sc.x(last)), px(y+tlBar+2))
 	}
-	label := l.Glyph
-	if w > 40 {
-		label += " " + clipText(bar.Item, int((w-16)/7))
-	}
-	if w >= 12 {
-		b.f(`<text class="bar-label" x="%s" y="%s">%s</text>`, px(x0+3), px(y+tlBar-5), esc(label))
-	}
+	// The label, clipped to the bar: the glyph and the story's id as far
+	// as they fit.
+	clip := fmt.Sprintf("clip-%d-%d", bar.Number, bar.Start.UnixNano()%1e9)
+	b.f(`<clipPath id="%s"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath>`, clip, sc.at(x0), px(y), sc.at(w), px(tlBar))
+	b.f(`<text class="bar-label" x="%s" y="%s" dx="3" clip-path="url(#%s)">%s %s</text>`, sc.at(x0), px(y+tlBar-5), clip, l.Glyph, esc(bar.Item))
 	b.WriteString(`</g></a>`)
 }
 

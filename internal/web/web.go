@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -51,7 +52,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"evidence": func(e judge.Evidence) string { return e.String() },
 	"usd":      func(v float64) string { return fmt.Sprintf("$%.2f", v) },
 	"clock":    func(t time.Time) string { return t.Local().Format(time.TimeOnly) },
-	"add":      func(a, b int) int { return a + b },
+	"base":     filepath.Base,
 }).ParseFS(files, "templates/*.html"))
 
 // itemTrailer and commitURL are where the commit pages come from.

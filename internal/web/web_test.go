@@ -207,6 +207,13 @@ func TestEvents(t *testing.T) {
 	if !strings.Contains(first, `id="item-S-2" class="pending"`) {
 		t.Fatalf("first event:\n%s", first)
 	}
+	// Each part of the page is an event of its own, sent when it changes.
+	_, body := get(t, srv.URL+"/events?once=1")
+	for _, part := range []string{"live", "timeline", "dag", "cost", "items"} {
+		if strings.Count(body, "event: "+part+"\n") != 1 {
+			t.Errorf("the first message lacks the %s part:\n%s", part, body)
+		}
+	}
 	st.Items["S-2"].Status = engine.ItemPassed
 	writeState(t, p, st)
 	if second := next(); !strings.Contains(second, `id="item-S-2" class="passed"`) {
