@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -246,7 +247,7 @@ func dagSVG(a dagAnswer, repo int) *svg {
 		if n.Commit != "" {
 			tip += " · commit " + engine.ShortSHA(n.Commit)
 		}
-		b.f(`<a href="items/%s?repo=%d"><g class="node %s" data-id="%s" data-status="%s"><title>%s</title>`, esc(n.ID), repo, lk.Class, esc(n.ID), esc(n.Status), esc(tip))
+		b.f(`<a href="items/%s?repo=%d"><g class="node %s" data-id="%s" data-status="%s"><title>%s</title>`, esc(url.PathEscape(n.ID)), repo, lk.Class, esc(n.ID), esc(n.Status), esc(tip))
 		b.f(`<rect x="%s" y="%s" width="%s" height="%s" rx="5"/>`, px(x), px(y), px(dagNodeW), px(dagNodeH))
 		b.f(`<text x="%s" y="%s">%s %s</text></g></a>`, px(x+8), px(y+17), lk.Glyph, esc(clipText(n.ID+" "+n.Title, 19)))
 	}

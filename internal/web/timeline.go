@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -307,7 +308,7 @@ func drawBar(b *svg, sc timeScale, bar timelineBar, repo int, end time.Time) {
 		}
 		b.f(`<rect class="%s" x="%s" y="%s" width="%s" height="%s" rx="3"%s/>`, class, sc.at(rx0), px(ry), sc.at(rw), px(rh), fill)
 	}
-	b.f(`<a href="items/%s?repo=%d"><g class="bar %s" data-iteration="%d" data-item="%s" data-outcome="%s">`, esc(bar.Item), repo, l.Class, bar.Number, esc(bar.Item), esc(bar.Outcome))
+	b.f(`<a href="items/%s?repo=%d"><g class="bar %s" data-iteration="%d" data-item="%s" data-outcome="%s">`, esc(url.PathEscape(bar.Item)), repo, l.Class, bar.Number, esc(bar.Item), esc(bar.Outcome))
 	b.f(`<title>%s</title>`, esc(barText(bar)))
 	rect("fill", "", x0, y, w, tlBar)
 	switch bar.Outcome {
