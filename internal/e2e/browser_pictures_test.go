@@ -44,16 +44,18 @@ func TestBrowserPictures(t *testing.T) {
 	flags := t.TempDir()
 	dir := newRepo(t, map[string]string{
 		"prd.json": `{"project":"shop","branch_name":"ralph/checkout","quality_checks":{"test":"sh check.sh"},"user_stories":[
-{"id":"S-1","title":"Cart model","priority":1,"description":"A cart holds items and quantities.","acceptance_criteria":["adding an item twice sums its quantity","an empty cart totals 0"]},
-{"id":"S-2","title":"Price rules","priority":2,"depends_on":["S-1"]},
-{"id":"S-3","title":"Tax","priority":3,"depends_on":["S-1"]},
+{"id":"S-1","title":"Cart model","priority":1,"description":"A cart holds items and quantities.","acceptance_criteria":["adding an item twice sums its quantity","an empty cart totals 0"],"checks":["test -f S-1.txt"]},
+{"id":"S-2","title":"Price rules","priority":2,"depends_on":["S-1"],"checks":["test -f S-2.txt"]},
+{"id":"S-3","title":"Tax","priority":3,"depends_on":["S-1"],"checks":["test -f S-3.txt"]},
 {"id":"S-4","title":"Checkout API","priority":4,"depends_on":["S-2"],"acceptance_criteria":["a cart checks out once"],"checks":["test -f S-4.txt"]},
-{"id":"S-5","title":"Receipts","priority":5,"depends_on":["S-3"]},
-{"id":"S-6","title":"Order history","priority":6,"depends_on":["S-4","S-5"]}]}`,
+{"id":"S-5","title":"Receipts","priority":5,"depends_on":["S-3"],"checks":["test -f S-5.txt"]},
+{"id":"S-6","title":"Order history","priority":6,"depends_on":["S-4","S-5"],"checks":["test -f S-6.txt"]}]}`,
 		"check.sh": "sleep 0.3\ntest ! -f bad.txt\n",
-		// S-1 waits for the page (a flag outside the repository: the
-		// stories work in trees of their own); S-4's first attempt leaves a file the
-		// gate refuses, its retry removes it. Each reports its usage.
+		// Each story's check fails until its agent writes its file: the
+		// evidence a judge asks for. S-1 waits for the page (a flag
+		// outside the repository: the stories work in trees of their
+		// own); S-4's first attempt leaves a file the gate refuses, its
+		// retry removes it. Each reports its usage.
 		"agent.sh": `cat > /dev/null
 if [ "$RALPH_ITEM_ID" = S-1 ]; then while [ ! -f ` + flags + `/go ]; do sleep 0.1; done; fi
 if [ "$RALPH_ITEM_ID" = S-4 ]; then
@@ -217,7 +219,7 @@ echo '<promise>COMPLETE</promise>'
 		img := page.screenshot(t, filepath.Join(shots, "web-story"+size.name+".png"))
 		page.seen(t, img, `#verdict .pill`, passedRGB, true)
 		ev := page.eval(`document.getElementById("evidence").innerText`).(string)
-		for _, want := range []string{"✓ passed", "S-4 check 1 failed at the base and passes", "Acceptance contract", "Red at the base", "protected files"} {
+		for _, want := range []string{"✓ passed", "S-4 check 1 failed at the base and passes", "Acceptance contract", "Red at the base", "Protected files", "The judge's checks: 2 of 2 passed"} {
 			if !strings.Contains(ev, want) {
 				t.Errorf("S-4's evidence (%dx%d) lacks %q:\n%s", size.width, size.height, want, ev)
 			}

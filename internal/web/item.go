@@ -113,6 +113,7 @@ func (s *Server) item(ctx context.Context, rp *repo, id string) *itemAnswer {
 		}
 	}
 	if js, err := judge.Read(rp.paths.Dir, id); err == nil && js != nil {
+		js = foldLandings(js)
 		a.Judgements = js
 		for i := len(js) - 1; i >= 0; i-- {
 			if js[i].Contract != nil {
@@ -154,6 +155,27 @@ func (s *Server) item(ctx context.Context, rp *repo, id string) *itemAnswer {
 		a.Iterations = append(a.Iterations, at)
 	}
 	return a
+}
+
+// foldLandings folds the judge's landing records (the commit a passed
+// claim landed as, recorded when the lander took it: no iteration, no
+// checks) into the judgement they landed: the newest passed one before
+// them that has not landed yet.
+func foldLandings(js []judge.Judgement) []judge.Judgement {
+	out := make([]judge.Judgement, 0, len(js))
+	for _, j := range js {
+		if j.Iteration == 0 && j.Landed != "" && len(j.Checks) == 0 {
+			for i := len(out) - 1; i >= 0; i-- {
+				if out[i].Passed && out[i].Landed == "" {
+					out[i].Landed = j.Landed
+					break
+				}
+			}
+			continue
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 func nonNil(s []string) []string {

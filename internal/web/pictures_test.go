@@ -409,10 +409,12 @@ func TestItemPage(t *testing.T) {
 		Checks:   []judge.CheckResult{{Check: "protected files", OK: true, Detail: "1 unchanged"}, {Check: "evidence", OK: true}},
 		Evidence: []judge.Evidence{{Kind: judge.EvidenceFixed, Gate: "test", Test: "TestTax"}, {Kind: judge.EvidenceNewTest, Gate: "test", Test: "TestTaxRounding"}},
 		StillRed: []judge.TestRef{{Gate: "lint"}}, Files: []judge.FileStat{{Path: "tax.go", Added: 9, Deleted: 2}}})
+	// The lander's record of the commit it landed.
+	judge.Append(r.p.Dir, judge.Judgement{Item: "C", Landed: sha, Claimed: true, Passed: true, Summary: "landed"})
 	page = r.get("/items/C")
-	for _, want := range []string{`id="verdict"`, "✓ passed</span> iteration 4, attempt 2 · test passed", "test: TestTax failed at the base and passes",
+	for _, want := range []string{`id="verdict"`, "✓ passed</span> iteration 4, attempt 2 · test passed · landed as <code>" + engine.ShortSHA(sha) + "</code>", "test: TestTax failed at the base and passes",
 		"new test test: TestTaxRounding passes and fails on the base&#39;s code", "Red at the base and still red (not this story's doing): <code>lint</code>",
-		`<dl class="kv" id="contract">`, "<code>test: TestTax</code>", "12 test(s), which must all still pass", "1 file(s) the agent may not change", "<code>tax.go</code> <span class=\"add\">+3</span>"} {
+		`<dl class="kv" id="contract">`, "<b>The judge's checks</b>: 2 of 2 passed", "<code>test: TestTax</code>", "12 test(s), which must all still pass", "1 file(s) the agent may not change", "<code>tax.go</code> <span class=\"add\">+3</span>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("C's page with its judgements lacks %q:\n%s", want, page)
 		}
@@ -422,7 +424,7 @@ func TestItemPage(t *testing.T) {
 	}
 	var a itemAnswer
 	json.Unmarshal([]byte(r.get("/api/items/C")), &a)
-	if len(a.Judgements) != 2 || a.Contract == nil || a.Contract.GreenAtBase != 12 || len(a.Iterations) != 2 || !a.Iterations[0].Judged || a.Iterations[0].Files[0].Path != "tax.go" ||
+	if len(a.Judgements) != 2 || a.Judgements[1].Landed != sha || a.Contract == nil || a.Contract.GreenAtBase != 12 || len(a.Iterations) != 2 || !a.Iterations[0].Judged || a.Iterations[0].Files[0].Path != "tax.go" ||
 		a.Iterations[0].GateOutput[0].Result != "FAILED (exit 1, 1s)" || a.Commit == nil || a.Commit.SHA != sha || a.Story == nil || a.Attempts != "2/3" {
 		t.Errorf("/api/items/C: %+v", a)
 	}

@@ -53,6 +53,14 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"usd":      func(v float64) string { return fmt.Sprintf("$%.2f", v) },
 	"clock":    func(t time.Time) string { return t.Local().Format(time.TimeOnly) },
 	"base":     filepath.Base,
+	"okChecks": func(cs []judge.CheckResult) (n int) {
+		for _, c := range cs {
+			if c.OK {
+				n++
+			}
+		}
+		return n
+	},
 }).ParseFS(files, "templates/*.html"))
 
 // itemTrailer and commitURL are where the commit pages come from.
