@@ -41,7 +41,7 @@ type Snapshot struct {
 	Deps      map[string]string
 	DependsOn map[string][]string
 	// History is the run's iterations, passes and waits as its events
-	// tell them.
+	// tell them, when asked for (PollHistory).
 	History *History
 	// Remote are a coordinator's workers on other machines (none for a
 	// local run), while the run is active.
@@ -123,18 +123,25 @@ func (f *Feed) Poll() Snapshot {
 			}
 		}
 	}
-	f.history.findWorkers(32)
-	s.History = f.history.copy()
-	if !s.Active {
-		// No process holds the run: what it had under way is cut off (a
-		// question to a person still waits for its answer).
-		s.History.interrupt(true)
-	}
 	s.Levels, s.Deps, s.DependsOn = f.levels, f.deps, f.dependsOn
 	s.Gates = append([]string(nil), f.gates...)
 	s.Transcripts = make(map[string]string, len(f.newest))
 	for k, v := range f.newest {
 		s.Transcripts[k] = v
+	}
+	return s
+}
+
+// PollHistory is Poll with the run's History (a copy: the feed goes on
+// reading into its own). While no process holds the run, what it had
+// under way is cut off (a question to a person still waits for its
+// answer).
+func (f *Feed) PollHistory() Snapshot {
+	s := f.Poll()
+	f.history.findWorkers(32)
+	s.History = f.history.copy()
+	if !s.Active {
+		s.History.interrupt(true)
 	}
 	return s
 }

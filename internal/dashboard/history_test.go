@@ -65,7 +65,7 @@ func TestHistory(t *testing.T) {
 		ev(80, "item_passed", 4, "C", nil),
 	)
 	f := NewFeed(p)
-	h := f.Poll().History
+	h := f.PollHistory().History
 	if h == nil || len(h.Iterations) != 5 {
 		t.Fatalf("iterations: %+v", h)
 	}
@@ -92,7 +92,7 @@ func TestHistory(t *testing.T) {
 	// A question not yet answered: the iteration waits.
 	f2 := NewFeed(engine.PathsFor(t.TempDir()))
 	writeEvents(t, f2.Paths, ev(0, "iteration_started", 1, "D", nil), ev(1, QuestionAsked, 1, "D", nil))
-	if d := f2.Poll().History.Iterations[0]; d.Outcome != OutcomeWaiting || !d.End.IsZero() {
+	if d := f2.PollHistory().History.Iterations[0]; d.Outcome != OutcomeWaiting || !d.End.IsZero() {
 		t.Errorf("D waits: %+v", d)
 	}
 }
@@ -112,7 +112,7 @@ func TestHistoryWorkers(t *testing.T) {
 		ev(1, "item_passed", 1, "A", nil),
 		ev(0, "iteration_started", 2, "B", map[string]any{"transcript": local}),
 		ev(1, "item_failed", 2, "B", nil))
-	h := NewFeed(p).Poll().History
+	h := NewFeed(p).PollHistory().History
 	if h.Iterations[0].Worker != "w-1 on host-a" || h.Iterations[1].Worker != "" {
 		t.Errorf("workers: %q %q", h.Iterations[0].Worker, h.Iterations[1].Worker)
 	}

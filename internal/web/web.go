@@ -177,7 +177,7 @@ func (s *Server) repoOf(r *http.Request) (*repo, int) {
 func (rp *repo) poll() dashboard.Snapshot {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	return rp.feed.Poll()
+	return rp.feed.PollHistory()
 }
 
 // CookieName is the cookie that carries the dashboard's token.
