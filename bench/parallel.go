@@ -14,13 +14,12 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/schedule"
 )
 
-type dagStory struct {
-	ID   string
-	Deps []string
-	Dur  time.Duration
-}
+// dagStory is a story of the benchmarks' DAGs (the schedule package's
+// bounds take them as they are).
+type dagStory = schedule.Story
 
 // randomDAG makes n stories in layers of width 1..8; each story depends on
 // one to three stories of earlier layers.
@@ -50,27 +49,6 @@ func randomDAG(rng *rand.Rand, n int) []dagStory {
 		layers = append(layers, layer)
 	}
 	return out
-}
-
-func criticalPath(d []dagStory) time.Duration {
-	finish := map[string]time.Duration{}
-	var best time.Duration
-	for _, s := range d { // stories come after their deps
-		var start time.Duration
-		for _, dep := range s.Deps {
-			start = max(start, finish[dep])
-		}
-		finish[s.ID] = start + s.Dur
-		best = max(best, finish[s.ID])
-	}
-	return best
-}
-
-func totalWork(d []dagStory) (t time.Duration) {
-	for _, s := range d {
-		t += s.Dur
-	}
-	return t
 }
 
 func levels(d []dagStory) [][]dagStory {
@@ -202,10 +180,10 @@ func benchParallel(tmp, bin string) {
 			}
 			sort.Slice(results, func(i, j int) bool { return results[i].makespan < results[j].makespan })
 			makespan, measured := results[runs/2].makespan, results[runs/2].measured
-			bound := max(criticalPath(d), totalWork(d)/time.Duration(n))
+			bound := schedule.LowerBound(d, n)
 			// The same bound with each agent's measured run time (its
 			// process start included): what is left above it is ralph's.
-			mbound := max(criticalPath(measured), totalWork(measured)/time.Duration(n))
+			mbound := schedule.LowerBound(measured, n)
 			level := levelSchedule(d, n)
 			ready := readySchedule(d, n)
 			mlevel := levelSchedule(measured, n)

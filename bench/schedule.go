@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/schedule"
 )
 
 // benchSchedule measures time to done: how long `ralph run` takes to
@@ -50,7 +52,7 @@ func benchSchedule(tmp, bin, only string) {
 		for i := range full {
 			full[i].Dur = agent + gate
 		}
-		bound := max(criticalPath(full), totalWork(full)/workers)
+		bound := schedule.LowerBound(full, workers)
 		fmt.Printf("| ralph coordinator + %d workers | %d | %s | %s | %.2f |\n", workers, workers, secs3(took), secs3(bound), float64(took)/float64(bound))
 		return
 	}

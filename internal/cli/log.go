@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/dashboard"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -25,10 +25,6 @@ type LogOptions struct {
 	Raw       bool
 	Poll      time.Duration
 }
-
-// foldAfter is how many lines of a tool's output `ralph log` shows before
-// it folds the rest.
-const foldAfter = 4
 
 // newCmdLog builds `ralph log`.
 func newCmdLog(f *Factory, runF func(*LogOptions) error) *cobra.Command {
@@ -120,15 +116,12 @@ func runActive(p engine.Paths) bool {
 	return active
 }
 
-// logRenderer prints a transcript for people.
+// logRenderer prints a transcript for people (dashboard.LogRenderer),
+// following it as it grows.
 type logRenderer struct {
-	w      io.Writer
-	raw    bool
-	prompt int // prompt lines folded
-	reader engine.TranscriptReader
-	text   strings.Builder // streamed text not yet printed
-	folded int             // output lines folded of the current tool
-	shown  int             // output lines shown of the current tool
+	w   io.Writer
+	raw bool
+	r   *dashboard.LogRenderer
 }
 
 // file renders path; with follow it waits for more at the end until done
@@ -139,13 +132,16 @@ func (r *logRenderer) file(ctx context.Context, path string, follow bool, poll t
 		return err
 	}
 	defer fh.Close()
+	if r.r == nil {
+		r.r = dashboard.NewLogRenderer(r.w, r.raw)
+	}
 	br := bufio.NewReader(fh)
 	var partial string
 	finished := false
 	for {
 		line, err := br.ReadString('\n')
 		if err == nil {
-			r.line(strings.TrimSuffix(partial+line, "\n"))
+			r.r.Line(strings.TrimSuffix(partial+line, "\n"))
 			partial = ""
 			continue
 		}
@@ -161,85 +157,14 @@ func (r *logRenderer) file(ctx context.Context, path string, follow bool, poll t
 		finished = done()
 		select {
 		case <-ctx.Done():
-			r.flush()
+			r.r.Flush()
 			return nil
 		case <-time.After(poll):
 		}
 	}
 	if partial != "" {
-		r.line(partial)
+		r.r.Line(partial)
 	}
-	r.flush()
+	r.r.Flush()
 	return nil
-}
-
-func (r *logRenderer) line(l string) {
-	if r.raw {
-		fmt.Fprintln(r.w, l)
-		return
-	}
-	kind, steps := r.reader.Line(l)
-	switch kind {
-	case engine.LinePrompt:
-		r.prompt++ // the heading too: folded with the prompt
-	case engine.LineOutput:
-		r.flushPrompt()
-		fmt.Fprintln(r.w, "\n## Agent output")
-	case engine.LineRalph:
-		r.flush()
-		fmt.Fprintln(r.w, l)
-	case engine.LineAgent:
-		for _, s := range steps {
-			r.step(s)
-		}
-	case engine.LineHidden:
-	default:
-		fmt.Fprintln(r.w, l)
-	}
-}
-
-func (r *logRenderer) flushPrompt() {
-	if r.prompt > 0 {
-		fmt.Fprintf(r.w, "## Prompt (%d lines folded; --raw shows them)\n", r.prompt-1)
-		r.prompt = 0
-	}
-}
-
-func (r *logRenderer) step(s agent.Step) {
-	if s.Kind == "text" && s.Delta {
-		r.text.WriteString(s.Text)
-		return
-	}
-	r.flush()
-	switch s.Kind {
-	case "tool":
-		fmt.Fprintf(r.w, "→ %s\n", s.Text)
-		r.shown, r.folded = 0, 0
-	case "output":
-		for _, l := range strings.Split(strings.TrimRight(s.Text, "\n"), "\n") {
-			if r.shown < foldAfter {
-				fmt.Fprintf(r.w, "    %s\n", l)
-				r.shown++
-			} else {
-				r.folded++
-			}
-		}
-	case "error":
-		fmt.Fprintf(r.w, "! %s\n", s.Text)
-	default:
-		fmt.Fprintln(r.w, s.Text)
-	}
-}
-
-// flush prints streamed text and the count of folded output lines.
-func (r *logRenderer) flush() {
-	if r.folded > 0 {
-		fmt.Fprintf(r.w, "    … %d more lines\n", r.folded)
-		r.folded = 0
-	}
-	if r.text.Len() > 0 {
-		fmt.Fprintln(r.w, strings.TrimSpace(r.text.String()))
-		r.text.Reset()
-	}
-	r.flushPrompt()
 }

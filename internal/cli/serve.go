@@ -31,20 +31,29 @@ func newCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "A web dashboard of this repository's runs, updated live, with a JSON API and controls",
-		Long: `Serve a web page of the repository's run: the items with their status,
-attempts, dependency level and dependencies, each iteration under way with
-the agent's output tail, the merge queue, the last gates, tokens and cost,
-pending guidance, the iterations (folded, with their events), progress.md,
-the transcripts and the past runs, and a search of the events and
-transcripts. It updates live by server-sent events from the run's files,
-whether the run started before or after the dashboard, here or elsewhere.
+		Long: `Serve a web page of the repository's run: a timeline of its iterations on
+their worker slots (outcome, gate time, the best schedule the DAG allows),
+the stories' dependency graph by level, spending against the budget and
+stories passed over time, the items with their status, attempts,
+dependency level, dependencies and commit, each iteration under way with
+the agent's output tail, the last gates, pending guidance, the iterations
+(folded, with their events), progress.md, the transcripts and the past
+runs, and a search of the events and transcripts. Each story has a page
+(/items/ID): its criteria and checks, the acceptance contract and evidence
+the judge recorded, every attempt with its verdict, gate output and files,
+its transcript as ralph log renders it, its commit (on GitHub when the
+remote is there). It updates live by server-sent events from the run's
+files, whether the run started before or after the dashboard, here or
+elsewhere.
 
-From the page you can pause, resume and stop the run, approve or reject a
-plan, retry a blocked item and guide the next iterations: each runs the
-command line's own command (ralph pause, … ralph guide). The same is a
-JSON API: /api/state, /api/items/ID, /api/transcripts/N, /api/search?q=,
+While a run is under way you can pause, resume and stop it from the page;
+approve or reject a plan, retry a blocked item and guide the next
+iterations: each runs the command line's own command (ralph pause, …
+ralph guide). The same is a JSON API: /api/state, /api/items/ID,
+/api/timeline, /api/dag, /api/cost, /api/transcripts/N, /api/search?q=,
 /api/events (the events as server-sent JSON) and POST /api/control/ACTION.
---watch adds more repositories to the page (?repo=N picks one).
+--watch adds more repositories: / is then an overview of them all
+(?repo=N opens one).
 
 Every request needs the token (--token, or one it generates and prints):
 open the printed URL once; the page trades the token for a cookie and
@@ -93,6 +102,7 @@ func runServe(ctx context.Context, o *ServeOptions) error {
 	srv := web.New(engine.PathsFor(root), token)
 	srv.Hosts = o.AllowHosts
 	srv.Invoke = invokeInProcess(f)
+	srv.Git = f.GitAt
 	for _, dir := range o.Watch {
 		top, err := f.GitAt(dir).Toplevel(ctx)
 		if err != nil {

@@ -240,7 +240,7 @@ func statusMarkdown(st *engine.State, active bool) string {
 		if is.Plan == engine.PlanWaiting && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
 			mark = "📝 plan awaits approval"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.AttemptsUsed(), st.MaxAttempts, is.Role, commit)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.AttemptsOf(st.MaxAttempts), is.Role, commit)
 	}
 	if st.Untracked > 0 {
 		fmt.Fprintf(&b, "| … | %d more, not started yet | ⏳ pending | | | |\n", st.Untracked)

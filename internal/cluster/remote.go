@@ -363,7 +363,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 				if taken.IsZero() {
 					taken = time.Now()
 				}
-				fmt.Fprintf(w, "[ralph] job %s taken by worker %s on %s\n", key, c.Worker, c.Host)
+				fmt.Fprintf(w, takenLine, key, c.Worker, c.Host)
 			case e, ok := <-results.Updates():
 				if !ok {
 					return agent.Result{}, errors.New("remote agent: the result watch ended")
@@ -418,7 +418,7 @@ func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result,
 		current, queued = claim{}, time.Now()
 		r.setJob(key, req.ItemID, nil, false)
 	}
-	fmt.Fprintf(w, "[ralph] worker %s on %s ran job %s\n", out.Worker, out.Host, key)
+	fmt.Fprintf(w, ranLine, out.Worker, out.Host, key)
 	_, _ = io.WriteString(w, out.Output)
 	if err := repo.MergeFastForward(ctx, out.Commit); err != nil {
 		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(out.Commit), branch, err)

@@ -36,9 +36,13 @@ type Snapshot struct {
 	// Gates are the newest gate results, newest last.
 	Gates []string
 	// Levels are the PRD's dependency levels by story (1-based); Deps
-	// each story's depends_on, joined.
-	Levels map[string]int
-	Deps   map[string]string
+	// each story's depends_on, joined, and DependsOn the same as a list.
+	Levels    map[string]int
+	Deps      map[string]string
+	DependsOn map[string][]string
+	// History is the run's iterations, passes and waits as its events
+	// tell them, when asked for (PollHistory).
+	History *History
 	// Remote are a coordinator's workers on other machines (none for a
 	// local run), while the run is active.
 	Remote []cluster.WorkerInfo
@@ -61,7 +65,9 @@ type Feed struct {
 	tails       map[string]*tail // by transcript path
 	levels      map[string]int
 	deps        map[string]string
+	dependsOn   map[string][]string
 	levelsOf    string // the PRD levels and deps were read from
+	history     History
 }
 
 // NewFeed reads the run of the repository at paths.
@@ -99,25 +105,43 @@ func (f *Feed) Poll() Snapshot {
 			}
 			t.read(path)
 			s.Tails[c.Item] = append([]string(nil), t.lines...)
+			if i, ok := f.history.byNumber[c.Iteration]; ok && t.worker != "" {
+				f.history.Iterations[i].Worker = t.worker
+			}
 		}
 		if st.Source == "prd" && st.SourcePath != f.levelsOf {
-			f.levelsOf, f.levels, f.deps = st.SourcePath, nil, nil
+			f.levelsOf, f.levels, f.deps, f.dependsOn = st.SourcePath, nil, nil, nil
 			if doc, err := prd.Load(st.SourcePath); err == nil {
-				f.levels, f.deps = map[string]int{}, map[string]string{}
+				f.levels, f.deps, f.dependsOn = map[string]int{}, map[string]string{}, map[string][]string{}
 				for i, level := range doc.Levels() {
 					for _, story := range level {
 						f.levels[story.ID] = i + 1
 						f.deps[story.ID] = strings.Join(story.DependsOn, ", ")
+						f.dependsOn[story.ID] = story.DependsOn
 					}
 				}
 			}
 		}
 	}
-	s.Levels, s.Deps = f.levels, f.deps
+	s.Levels, s.Deps, s.DependsOn = f.levels, f.deps, f.dependsOn
 	s.Gates = append([]string(nil), f.gates...)
 	s.Transcripts = make(map[string]string, len(f.newest))
 	for k, v := range f.newest {
 		s.Transcripts[k] = v
+	}
+	return s
+}
+
+// PollHistory is Poll with the run's History (a copy: the feed goes on
+// reading into its own). While no process holds the run, what it had
+// under way is cut off (a question to a person still waits for its
+// answer).
+func (f *Feed) PollHistory() Snapshot {
+	s := f.Poll()
+	f.history.findWorkers(32)
+	s.History = f.history.copy()
+	if !s.Active {
+		s.History.interrupt(true)
 	}
 	return s
 }
@@ -133,6 +157,7 @@ func (f *Feed) readEvents() {
 	if st, err := fh.Stat(); err == nil && st.Size() < f.evOff {
 		f.evOff, f.evPartial = 0, nil
 		f.transcripts, f.newest, f.gates, f.tails = map[int]string{}, map[string]string{}, nil, map[string]*tail{}
+		f.history = History{}
 	}
 	if _, err := fh.Seek(f.evOff, io.SeekStart); err != nil {
 		return
@@ -151,6 +176,7 @@ func (f *Feed) readEvents() {
 		if json.Unmarshal(line, &ev) != nil {
 			continue
 		}
+		f.history.add(ev)
 		switch ev.Type {
 		case "iteration_started":
 			if tr, ok := ev.Data["transcript"].(string); ok {
@@ -172,6 +198,7 @@ type tail struct {
 	partial string
 	reader  engine.TranscriptReader
 	lines   []string
+	worker  string // the remote worker that took the job (a coordinator's run)
 }
 
 func (t *tail) read(path string) {
@@ -199,6 +226,9 @@ func (t *tail) read(path string) {
 func (t *tail) line(l string) {
 	kind, steps := t.reader.Line(l)
 	if kind == engine.LineRalph {
+		if w, host, ok := cluster.WorkerOfLine(l); ok {
+			t.worker = w + " on " + host
+		}
 		t.add(l)
 		return
 	}

@@ -245,7 +245,7 @@ func (m *Model) Render() string {
 		fmt.Fprintf(&b, ", %s", red.Render(fmt.Sprintf("%d blocked", blocked)))
 	}
 	if u := st.Usage; u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0 {
-		fmt.Fprintf(&b, " · %s tokens", tokens(u.InputTokens+u.OutputTokens))
+		fmt.Fprintf(&b, " · %s tokens", Tokens(u.InputTokens+u.OutputTokens))
 		if u.CostUSD > 0 {
 			fmt.Fprintf(&b, " · $%.2f", u.CostUSD)
 		}
@@ -286,7 +286,7 @@ func (m *Model) Render() string {
 		if i == m.sel {
 			cursor = "> "
 		}
-		line := fmt.Sprintf("%s%s %-10s %-34s %-8s %d att", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsUsed())
+		line := fmt.Sprintf("%s%s %-10s %-34s %-8s attempts %-5s", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsOf(st.MaxAttempts))
 		if l := m.snap.Levels[id]; l > 0 {
 			line += fmt.Sprintf("  L%d", l)
 		}
@@ -294,7 +294,7 @@ func (m *Model) Render() string {
 			line += "  " + is.Role
 		}
 		if u := is.Usage; u != nil && (u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0) {
-			line += "  " + tokens(u.InputTokens+u.OutputTokens) + " tok"
+			line += "  " + Tokens(u.InputTokens+u.OutputTokens) + " tok"
 			if u.CostUSD > 0 {
 				line += fmt.Sprintf(" $%.2f", u.CostUSD)
 			}
@@ -390,7 +390,8 @@ func clip(s string, n int) string {
 	return s
 }
 
-func tokens(n int64) string {
+// Tokens is a token count for people: 950, 12.3k, 1.2M.
+func Tokens(n int64) string {
 	switch {
 	case n >= 1_000_000:
 		return fmt.Sprintf("%.1fM", float64(n)/1e6)

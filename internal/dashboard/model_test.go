@@ -189,19 +189,21 @@ func TestModelShowsRemoteWorkers(t *testing.T) {
 }
 
 // A blocked run's view names the next step, as the end of the run and
-// ralph status do; a story that passed at once used 1 attempt.
+// ralph status do; a story that passed at once used 1 attempt, one done
+// before the run none.
 func TestModelBlockedNamesNextStep(t *testing.T) {
 	root := t.TempDir()
 	p := engine.PathsFor(root)
 	os.MkdirAll(p.Dir, 0o755)
-	st := &engine.State{RunID: "r3", Source: "prd", Status: engine.StatusBlocked, StopReason: "no story can start: 1 passed, 1 blocked",
-		Order: []string{"A", "B"}, Items: map[string]*engine.ItemState{"A": {ID: "A", Status: engine.ItemPassed}, "B": {ID: "B", Status: engine.ItemBlocked, Attempts: 3}}}
+	st := &engine.State{RunID: "r3", Source: "prd", Status: engine.StatusBlocked, StopReason: "no story can start: 1 passed, 1 blocked", MaxAttempts: 3,
+		Order: []string{"A", "B", "C"}, Items: map[string]*engine.ItemState{"A": {ID: "A", Status: engine.ItemPassed, Runs: 1, Iterations: []int{1}},
+			"B": {ID: "B", Status: engine.ItemBlocked, Attempts: 3, Runs: 3}, "C": {ID: "C", Status: engine.ItemPassed}}}
 	b, _ := json.Marshal(st)
 	os.WriteFile(p.State, b, 0o644)
 	m := New(NewFeed(p), Controls{})
 	m.snap = m.feed.Poll()
 	out := ansi.ReplaceAllString(m.Render(), "")
-	for _, want := range []string{"Next: `ralph retry` reopens the blocked story", "passed   1 att", "blocked  3 att"} {
+	for _, want := range []string{"Next: `ralph retry` reopens the blocked story", "passed   attempts 1/3", "blocked  attempts 3/3", "passed   attempts —"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("view lacks %q:\n%s", want, out)
 		}

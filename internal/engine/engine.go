@@ -492,6 +492,7 @@ func (e *Engine) initialState(ctx context.Context) (st *State, resumed bool, old
 			saved.MaxIterations = cfg.Limits.MaxIterations
 		}
 		saved.MaxAttempts = cfg.Limits.MaxAttempts
+		e.recordLimits(saved)
 		if cfg.Start.ResetBreaker && saved.Breaker != (Breaker{}) {
 			saved.Breaker = Breaker{}
 			e.notes = append(e.notes, Event{Type: "source_note", Message: "circuit breaker reset (--reset-breaker)"})
@@ -532,7 +533,15 @@ func (e *Engine) newState() (*State, error) {
 	if st.MaxIterations <= 0 {
 		st.MaxIterations = 10 * st.Total()
 	}
+	e.recordLimits(st)
 	return st, nil
+}
+
+// recordLimits keeps in the state the concurrency and the budget the run
+// is started with, for the readers of its state (the dashboards).
+func (e *Engine) recordLimits(st *State) {
+	st.Parallel = max(e.cfg.Parallel, 1)
+	st.MaxCost, st.MaxTokens = e.cfg.Limits.MaxCost, e.cfg.Limits.MaxTokens
 }
 
 // loadOrStart resumes the saved state when it is of the same source (a

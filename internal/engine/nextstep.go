@@ -1,6 +1,9 @@
 package engine
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // NextStep is what a person does about a run that stopped, naming the
 // command: the same words at the end of the run, in `ralph status` (text
@@ -35,11 +38,32 @@ func pluralWord(n int, word string) string {
 	return s[strings.IndexByte(s, ' ')+1:]
 }
 
-// AttemptsUsed is the attempts an item has used: its failed ones, and the
-// one that passed (a story that passed at once used 1, not 0).
+// AttemptsUsed is the attempts an item has used in this run: its failed
+// ones, and the one that passed (a story that passed at once used 1, not
+// 0). An item that was done before the run began (passes: true in the
+// PRD, an archived task) used none. Every surface counts attempts
+// through it: ralph status, the dashboards, MCP.
 func (is *ItemState) AttemptsUsed() int {
 	if is.Status == ItemPassed {
+		if is.PassedBefore() {
+			return 0
+		}
 		return is.Attempts + 1
 	}
 	return is.Attempts
+}
+
+// PassedBefore reports whether the item was done before this run began:
+// passed, and no iteration of the run worked on it or committed it.
+func (is *ItemState) PassedBefore() bool {
+	return is.Status == ItemPassed && is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
+}
+
+// AttemptsOf is the item's attempts for people, "1/3" (used of the run's
+// limit), or "—" for an item done before the run.
+func (is *ItemState) AttemptsOf(limit int) string {
+	if is.PassedBefore() {
+		return "—"
+	}
+	return fmt.Sprintf("%d/%d", is.AttemptsUsed(), limit)
 }

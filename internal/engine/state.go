@@ -88,6 +88,13 @@ type State struct {
 	// start, or a later --reload-policy): files git ignores that changed
 	// since are the run's, not the user's environment (EnvSince).
 	PolicyPinnedAt time.Time `json:"policy_pinned_at,omitempty"`
+
+	// Parallel is the agents the run may have at once, and MaxCost and
+	// MaxTokens its budget (0: none), as the run was last started with:
+	// the dashboard draws its slots and its budget line from them.
+	Parallel  int     `json:"parallel,omitempty"`
+	MaxCost   float64 `json:"max_cost,omitempty"`
+	MaxTokens int64   `json:"max_tokens,omitempty"`
 }
 
 // EnvSince is when the run took the environment as it is: the later of

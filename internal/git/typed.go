@@ -208,16 +208,21 @@ func (r *Repo) DiffTrees(ctx context.Context, a, b string) ([]string, error) {
 
 // TrailerIndex maps, for the commits of rev that carry "runKey: runID",
 // each value of trailer key to the newest commit carrying it — one git
-// call however many items a run recorded.
+// call however many items a run recorded. An empty runKey takes the
+// commits of every run.
 func (r *Repo) TrailerIndex(ctx context.Context, rev, key, runKey, runID string) (map[string]string, error) {
-	out, err := r.Run(ctx, "log", "--fixed-strings", "--grep="+runKey+": "+runID, "--format=%H%x1f%B%x1e", rev, "--")
+	grep := key + ": "
+	if runKey != "" {
+		grep = runKey + ": " + runID
+	}
+	out, err := r.Run(ctx, "log", "--fixed-strings", "--grep="+grep, "--format=%H%x1f%B%x1e", rev, "--")
 	if err != nil {
 		return nil, err
 	}
 	idx := map[string]string{}
 	for _, rec := range strings.Split(out, "\x1e") {
 		sha, body, ok := strings.Cut(strings.TrimSpace(rec), "\x1f")
-		if !ok || !strings.Contains("\n"+body+"\n", "\n"+runKey+": "+runID+"\n") {
+		if !ok || runKey != "" && !strings.Contains("\n"+body+"\n", "\n"+runKey+": "+runID+"\n") {
 			continue
 		}
 		for _, line := range strings.Split(body, "\n") {

@@ -348,11 +348,14 @@ type repoInput struct {
 
 // StatusItem is one item of the status.
 type StatusItem struct {
-	ID       string `json:"id"`
-	Title    string `json:"title"`
-	Status   string `json:"status"`
-	Attempts int    `json:"attempts"`
-	Commit   string `json:"commit,omitempty"`
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+	// Attempts are the attempts used (engine.ItemState.AttemptsUsed: a
+	// story that passed on its first try used 1) of MaxAttempts.
+	Attempts    int    `json:"attempts"`
+	MaxAttempts int    `json:"max_attempts"`
+	Commit      string `json:"commit,omitempty"`
 }
 
 // statusOutput is the status metadata.
@@ -421,7 +424,7 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 	res.ReadyToMerge = res.AllPassed && st.Status == engine.StatusComplete && !doc.Active
 	for _, id := range st.Order {
 		is := st.Items[id]
-		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Commit: is.Commit})
+		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: is.Status, Attempts: is.AttemptsUsed(), MaxAttempts: st.MaxAttempts, Commit: is.Commit})
 	}
 	return nil, res, nil
 }

@@ -22,8 +22,15 @@ import (
 //
 //	GET /api/repos              the watched repositories and their runs
 //	GET /api/state              the run: state, status, pending guidance
-//	GET /api/items/ID           one item: its state, transcripts, events
-//	GET /api/transcripts/N      iteration N's transcript
+//	GET /api/items/ID           one item: the story, the judge's contract and
+//	                            evidence, every iteration with its verdict,
+//	                            gates and files, its commit, transcripts, events
+//	GET /api/timeline           the iterations on their slots, the waits, the
+//	                            DAG's best schedule
+//	GET /api/dag                the stories, their levels and dependencies
+//	GET /api/cost               spending over time, by agent and role, the
+//	                            budget, the stories passed against time
+//	GET /api/transcripts/N      iteration N's transcript (and rendered)
 //	GET /api/search?q=TEXT      the events and transcripts that say TEXT
 //	GET /api/events             the run's events as they are appended (SSE)
 //	GET /api/csrf               this browser session's control token
@@ -32,6 +39,9 @@ func (s *Server) api(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/repos", s.apiRepos)
 	mux.HandleFunc("GET /api/state", s.apiState)
 	mux.HandleFunc("GET /api/items/{id}", s.apiItem)
+	mux.HandleFunc("GET /api/timeline", s.apiTimeline)
+	mux.HandleFunc("GET /api/dag", s.apiDAG)
+	mux.HandleFunc("GET /api/cost", s.apiCost)
 	mux.HandleFunc("GET /api/transcripts/{n}", s.apiTranscript)
 	mux.HandleFunc("GET /api/search", s.apiSearch)
 	mux.HandleFunc("GET /api/events", s.apiEvents)
@@ -127,40 +137,6 @@ func (s *Server) apiState(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, a)
 }
 
-// itemAnswer is /api/items/ID.
-type itemAnswer struct {
-	Item        *engine.ItemState `json:"item"`
-	Transcripts []int             `json:"transcripts"`
-	Events      []engine.Event    `json:"events"`
-	Guidance    []engine.Guidance `json:"guidance"`
-}
-
-func (s *Server) apiItem(w http.ResponseWriter, r *http.Request) {
-	rp := s.repoOrFail(w, r)
-	if rp == nil {
-		return
-	}
-	id := r.PathValue("id")
-	st := rp.poll().State
-	if st == nil || st.Items[id] == nil {
-		s.fail(w, http.StatusNotFound, "%s is not an item of the run", id)
-		return
-	}
-	a := itemAnswer{Item: st.Items[id], Transcripts: []int{}, Events: []engine.Event{}}
-	eachEvent(rp.paths, func(ev engine.Event) {
-		if ev.Item != id {
-			return
-		}
-		a.Events = append(a.Events, ev)
-		if ev.Type == "iteration_started" {
-			a.Transcripts = append(a.Transcripts, ev.Iteration)
-		}
-	})
-	gs, _ := engine.ReadGuidance(rp.paths)
-	a.Guidance = engine.PendingGuidance(gs, id)
-	s.writeJSON(w, http.StatusOK, a)
-}
-
 // eachEvent calls fn with each event of the run at p, oldest first.
 func eachEvent(p engine.Paths, fn func(engine.Event)) {
 	f, err := os.Open(p.Events)
@@ -178,10 +154,12 @@ func eachEvent(p engine.Paths, fn func(engine.Event)) {
 	}
 }
 
-// transcriptAnswer is /api/transcripts/N.
+// transcriptAnswer is /api/transcripts/N: the file as it is, and as
+// `ralph log` renders it.
 type transcriptAnswer struct {
 	Iteration int    `json:"iteration"`
 	Text      string `json:"text"`
+	Rendered  string `json:"rendered"`
 }
 
 func (s *Server) apiTranscript(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +169,37 @@ func (s *Server) apiTranscript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, _ := strconv.Atoi(r.PathValue("n"))
-	s.writeJSON(w, http.StatusOK, transcriptAnswer{Iteration: n, Text: text})
+	a := transcriptAnswer{Iteration: n, Text: text}
+	a.Rendered, _ = renderText(text)
+	s.writeJSON(w, http.StatusOK, a)
+}
+
+// apiTimeline answers /api/timeline.
+func (s *Server) apiTimeline(w http.ResponseWriter, r *http.Request) {
+	if rp := s.repoOrFail(w, r); rp != nil {
+		s.writeJSON(w, http.StatusOK, timeline(rp.poll(), time.Now()))
+	}
+}
+
+// apiDAG answers /api/dag (?dag=all: no level folded).
+func (s *Server) apiDAG(w http.ResponseWriter, r *http.Request) {
+	rp := s.repoOrFail(w, r)
+	if rp == nil {
+		return
+	}
+	snap := rp.poll()
+	var commits map[string]string
+	if snap.State != nil {
+		commits = s.commits(r.Context(), rp, snap.State)
+	}
+	s.writeJSON(w, http.StatusOK, dag(snap, commits, r.URL.Query().Get("dag") == "all"))
+}
+
+// apiCost answers /api/cost.
+func (s *Server) apiCost(w http.ResponseWriter, r *http.Request) {
+	if rp := s.repoOrFail(w, r); rp != nil {
+		s.writeJSON(w, http.StatusOK, cost(rp.poll(), time.Now()))
+	}
 }
 
 // hit is one line that matched a search.
@@ -273,46 +281,6 @@ func (s *Server) apiSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	hits, complete := s.search(rp, q)
 	s.writeJSON(w, http.StatusOK, map[string]any{"query": q, "hits": hits, "complete": complete})
-}
-
-// iterationView is one iteration on the page, folded (<details>).
-type iterationView struct {
-	Number  int
-	Item    string
-	Outcome string
-	Lines   []string
-}
-
-// iterations are the run's iterations with their events, newest first.
-func (s *Server) iterations(rp *repo) []iterationView {
-	var out []iterationView
-	at := map[int]int{}
-	eachEvent(rp.paths, func(ev engine.Event) {
-		if ev.Iteration == 0 {
-			return
-		}
-		i, ok := at[ev.Iteration]
-		if !ok {
-			i = len(out)
-			at[ev.Iteration] = i
-			out = append(out, iterationView{Number: ev.Iteration})
-		}
-		if out[i].Item == "" {
-			out[i].Item = ev.Item
-		}
-		out[i].Lines = append(out[i].Lines, ev.Time.Local().Format(time.TimeOnly)+" "+ev.Type+": "+ev.Message)
-		switch ev.Type {
-		case "item_passed", "item_failed", "item_blocked", "item_progress", "rate_limited", "plan_written":
-			out[i].Outcome = ev.Type
-		}
-	})
-	for i := range out {
-		out[i].Lines = s.Mask.Strings(out[i].Lines)
-	}
-	for l, r := 0, len(out)-1; l < r; l, r = l+1, r-1 {
-		out[l], out[r] = out[r], out[l]
-	}
-	return out
 }
 
 // apiEvents streams the run's events as server-sent events of type

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 const testToken = "t0ken-for-the-tests"
@@ -102,7 +103,7 @@ func browser(t *testing.T, base string) (*http.Client, string) {
 // The API reads the run as data, only with the token.
 func TestAPIReads(t *testing.T) {
 	srv, p, _ := controlServer(t)
-	for _, path := range []string{"/api/state", "/api/items/S-1", "/api/transcripts/1", "/api/search?q=x", "/api/events?once=1", "/api/repos", "/api/csrf"} {
+	for _, path := range []string{"/api/state", "/api/items/S-1", "/api/transcripts/1", "/api/search?q=x", "/api/events?once=1", "/api/repos", "/api/csrf", "/api/timeline", "/api/dag", "/api/cost", "/items/S-1"} {
 		if code, _ := do(t, nil, "GET", srv.URL+path, nil); code != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %d", path, code)
 		}
@@ -176,7 +177,7 @@ func TestAPIWatch(t *testing.T) {
 	if code, _ := do(t, nil, "GET", srv.URL+"/api/state?repo=2", nil, auth...); code != 404 {
 		t.Errorf("repo 2: %d", code)
 	}
-	if code, body := do(t, nil, "GET", srv.URL+"/?repo=1", nil, auth...); code != 200 || !strings.Contains(body, `id="repos"`) || !strings.Contains(body, "?repo=0") || !strings.Contains(body, "Run <b>r2</b>") {
+	if code, body := do(t, nil, "GET", srv.URL+"/?repo=1", nil, auth...); code != 200 || !strings.Contains(body, `id="repos"`) || !strings.Contains(body, "?repo=0") || !strings.Contains(body, "Run r2") {
 		t.Errorf("the page of repo 1: %d\n%s", code, body)
 	}
 }
@@ -334,19 +335,43 @@ func TestAPIMasked(t *testing.T) {
 	}
 }
 
-// The page folds each iteration (<details>) with its events, and lists
-// the pending guidance and a search's matches.
+// The page folds each iteration (<details>) under a title people read
+// (the story, its attempt, what came of it) with its events' messages,
+// and lists the pending guidance and a search's matches. A run a process
+// holds has its controls; one that ended has none.
 func TestPageIterationsAndSearch(t *testing.T) {
 	srv, p, _ := controlServer(t)
 	if _, err := engine.GiveGuidance(p, "prefer small commits", "S-2", "test", 2, engine.State{}.StartedAt); err != nil {
 		t.Fatal(err)
 	}
+	os.WriteFile(p.Events, []byte(`{"time":"2026-01-02T10:00:00Z","type":"iteration_started","item":"S-1","iteration":1,"attempt":1,"message":"iteration 1/20 · S-1 one · attempt 1/3","data":{"title":"one","transcript":"`+filepath.Join(p.Transcripts, "0001-S-1.log")+`"}}
+{"time":"2026-01-02T10:00:04Z","type":"item_passed","item":"S-1","iteration":1,"message":"S-1 passed (test passed), commit 01234567"}
+`), 0o644)
+	lock, err := store.TryLock(p.Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, _ := browser(t, srv.URL)
 	code, body := do(t, c, "GET", srv.URL+"/?q=ITERATION+1", nil)
-	for _, want := range []string{`<details id="iteration-1"><summary>Iteration 1 · S-1</summary>`, "iteration_started: ", `id="guidance"`, "g1 (S-2): prefer small commits",
-		"matches for <b>ITERATION 1</b>", `transcript 1</a> line 1: <code># ralph iteration 1`, `id="pause"`, `id="guide-text"`, `<option value="S-2">`} {
+	for _, want := range []string{`<details id="iteration-1"><summary><span class="mark passed">✓</span> Iteration 1 · S-1 one · attempt 1/3 · ✓ passed after 4.0s</summary>`,
+		"10:00:04  S-1 passed (test passed), commit 01234567", `id="guidance"`, "g1 (S-2): prefer small commits",
+		"matches for <b>ITERATION 1</b>", `transcript 1</a> line 1: <code># ralph iteration 1`, `id="pause"`, `id="stop"`, `id="guide-text"`, `<option value="S-2">`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "item_passed") {
+		t.Errorf("the page names events by their types:\n%s", body)
+	}
+	// The run ends: no pause, no stop, no guidance form.
+	lock.Unlock()
+	st, _ := engine.LoadState(p.State)
+	st.Status = engine.StatusComplete
+	writeState(t, p, st)
+	_, body = do(t, c, "GET", srv.URL+"/", nil)
+	for _, control := range []string{`id="pause"`, `id="stop"`, `id="resume"`, `id="guide-text"`} {
+		if strings.Contains(body, control) {
+			t.Errorf("a finished run's page has %s:\n%s", control, body)
 		}
 	}
 }

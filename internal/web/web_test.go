@@ -34,7 +34,7 @@ func fixture(t *testing.T) (engine.Paths, *engine.State) {
 	os.WriteFile(tr, []byte("# ralph iteration 1 · story S-1 · attempt 1/3 · agent cmd\n"), 0o644)
 	os.WriteFile(p.Events, []byte(`{"type":"iteration_started","item":"S-1","iteration":1,"data":{"transcript":"`+tr+`"}}`+"\n"), 0o644)
 	os.WriteFile(p.Progress, []byte("## entry one\n"), 0o644)
-	st := &engine.State{RunID: "r1", Source: "prd", SourcePath: prd, Status: engine.StatusRunning, Iteration: 1, MaxIterations: 20, Order: []string{"S-1", "S-2"},
+	st := &engine.State{RunID: "r1", Source: "prd", SourcePath: prd, Status: engine.StatusRunning, Iteration: 1, MaxIterations: 20, MaxAttempts: 3, Order: []string{"S-1", "S-2"},
 		Items: map[string]*engine.ItemState{"S-1": {ID: "S-1", Title: "one", Status: engine.ItemPassed, Commit: "0123456789ab"}, "S-2": {ID: "S-2", Title: "two <b>", Status: engine.ItemPending}}}
 	writeState(t, p, st)
 	return p, st
@@ -184,6 +184,8 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("content type %q", ct)
 	}
 	r := bufio.NewReader(resp.Body)
+	// next is the next event of the items (the other parts' events come
+	// between).
 	next := func() string {
 		var b strings.Builder
 		for {
@@ -191,19 +193,30 @@ func TestEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l == "\n" {
+			if l != "\n" {
+				b.WriteString(l)
+				continue
+			}
+			if strings.HasPrefix(b.String(), "event: items\n") {
 				return b.String()
 			}
-			b.WriteString(l)
+			b.Reset()
 		}
 	}
 	first := next()
-	if !strings.HasPrefix(first, "event: live\n") || !strings.Contains(first, `id="item-S-2" class="pending"`) {
+	if !strings.Contains(first, `id="item-S-2" class="pending"`) {
 		t.Fatalf("first event:\n%s", first)
+	}
+	// Each part of the page is an event of its own, sent when it changes.
+	_, body := get(t, srv.URL+"/events?once=1")
+	for _, part := range []string{"live", "timeline", "dag", "cost", "items"} {
+		if strings.Count(body, "event: "+part+"\n") != 1 {
+			t.Errorf("the first message lacks the %s part:\n%s", part, body)
+		}
 	}
 	st.Items["S-2"].Status = engine.ItemPassed
 	writeState(t, p, st)
-	if second := next(); !strings.Contains(second, `id="item-S-2" class="passed"`) || !strings.Contains(second, "2/2 passed") {
+	if second := next(); !strings.Contains(second, `id="item-S-2" class="passed"`) {
 		t.Fatalf("second event:\n%s", second)
 	}
 }
