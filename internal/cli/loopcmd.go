@@ -243,7 +243,11 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 		for i, c := range a.Checks {
 			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
 		}
-		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo}
+		// What each iteration leaves lands on the branch checked out, as
+		// `ralph run --prompt` does (on a detached HEAD nothing is
+		// committed: the session's own commits are all there is).
+		branch, _ := repo.CurrentBranch(ctx)
+		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo, Commit: branch != "" && repo.HasCommits(ctx)}
 		cfg.Prompt.Text = source.LiteralTemplate(a.Prompt)
 		cfg.Limits.MaxAttempts = a.MaxIterations + 1
 	case "prd":

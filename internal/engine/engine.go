@@ -229,8 +229,9 @@ type Judge interface {
 	// RecordWork lands an iteration's unverified work (the plain loop).
 	RecordWork(ctx context.Context, c *judge.Case, msg string) (string, error)
 	// Lander is the owner of branch, made at known (the newest commit
-	// landed there, "" the branch as it is).
-	// A branch found rewritten is put back, and report says so.
+	// landed there, "" the branch as it is). A branch found rewritten is
+	// put back and report says so; with no report, it is left to the
+	// judge's checks.
 	Lander(ctx context.Context, branch, known string, report func(string)) (*land.Lander, error)
 	// Landed records that the tree of v landed as sha.
 	Landed(item string, v Verdict, sha string)

@@ -17,8 +17,11 @@ import (
 
 // lander is the one owner of branch (land.Lander), made on first use:
 // at known, the newest commit the source knows landed there, or the
-// branch's tip. A branch found rewritten is put back and reported.
-func (e *Engine) lander(ctx context.Context, branch, known string) (*land.Lander, error) {
+// branch's tip. A branch found rewritten is put back and reported — or,
+// made for a judgement (the agent ran in an earlier process: the Stop
+// hook, a resume while verifying), left to the judge's refs check,
+// which fails the claim.
+func (e *Engine) lander(ctx context.Context, branch, known string, judging bool) (*land.Lander, error) {
 	if branch == "" {
 		return nil, nil
 	}
@@ -27,9 +30,11 @@ func (e *Engine) lander(ctx context.Context, branch, known string) (*land.Lander
 	if l := e.landers[branch]; l != nil {
 		return l, nil
 	}
-	l, err := e.cfg.Judge.Lander(ctx, branch, known, func(report string) {
-		e.emit(Event{Type: "tamper_detected", Message: report})
-	})
+	report := func(report string) { e.emit(Event{Type: "tamper_detected", Message: report}) }
+	if judging {
+		report = nil
+	}
+	l, err := e.cfg.Judge.Lander(ctx, branch, known, report)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +93,7 @@ func (e *Engine) beginJudging(ctx context.Context, x *Iteration) {
 	terms := e.cfg.Source.Terms(x.Item, e.box.snapshot())
 	// The branch's owner is made before any agent of the run could move
 	// the branch: its tip is what landed, not what an agent left.
-	if _, err := e.lander(ctx, terms.Target, terms.Tip); err != nil {
+	if _, err := e.lander(ctx, terms.Target, terms.Tip, false); err != nil {
 		e.emit(Event{Type: "source_error", Item: x.Item.ID, Message: "reading the branch the work lands on: " + err.Error()})
 	}
 	contract, refs := e.cfg.Judge.Begin(ctx, x.Item.ID, x.Current.BaseHead, terms)
@@ -112,7 +117,11 @@ func (e *Engine) judgeAttempt(ctx context.Context, x *Iteration, att *Attempt) V
 			x.refs = refs
 		}
 	}
-	l, err := e.lander(ctx, claim.Target, claim.Tip)
+	known := claim.Tip
+	if at := x.refs["refs/heads/"+claim.Target]; at != "" {
+		known = at // where the branch was when the agent started
+	}
+	l, err := e.lander(ctx, claim.Target, known, true)
 	if err != nil {
 		return Verdict{Claimed: att.Claimed, Summary: "could not read the branch the work lands on", Failure: err.Error()}
 	}

@@ -68,8 +68,10 @@ type Claim struct {
 	// Bookkeeping are paths that do not count as work (progress files).
 	Bookkeeping []string
 	// Condition, when set, is the item's own acceptance (a pipeline
-	// stage's exit condition), asked on the judged checkout.
-	Condition func(ctx context.Context, dir string) (met bool, detail string)
+	// stage's exit condition), asked on the judged checkout: whether it
+	// holds, a line that says so, and what the next agent is told when it
+	// does not.
+	Condition func(ctx context.Context, dir string) (met bool, detail, failure string)
 	// Own, when set, is the source's verdict on an item it judges by its
 	// own contract (a run folder's review or steering): the judge still
 	// restores what the agent must not touch, and records and lands the

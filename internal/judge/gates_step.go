@@ -77,9 +77,9 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		c.stillRed = append(c.stillRed, red...)
 	}
 	if c.Claim.Condition != nil {
-		met, detail := c.Claim.Condition(gctx, co.Dir)
+		met, detail, failure := c.Claim.Condition(gctx, co.Dir)
 		if !met {
-			f.Fail = &Verdict{Claimed: true, Summary: "exit condition not met: " + firstLine(detail), Failure: detail}
+			f.Fail = &Verdict{Claimed: true, Summary: "exit condition not met: " + firstLine(detail), Failure: failure}
 			return f
 		}
 		c.met = firstLine(detail)

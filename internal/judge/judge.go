@@ -291,11 +291,13 @@ func (c *Case) summary() string {
 	if c.met != "" {
 		parts = append(parts, "exit condition met: "+c.met)
 	}
-	if len(c.evidence) > 0 {
-		var ev []string
-		for _, e := range c.evidence {
+	var ev []string
+	for _, e := range c.evidence {
+		if e.Kind != EvidenceCondition { // said above
 			ev = append(ev, e.String())
 		}
+	}
+	if len(ev) > 0 {
 		parts = append(parts, "evidence: "+list(ev, 3))
 	}
 	if len(c.stillRed) > 0 {
@@ -404,6 +406,9 @@ func (j *Judge) Landed(item string, v Verdict, sha string) {
 // found rewritten — it no longer holds known, the newest commit that
 // landed there — is put back, and report says so with what it dropped.
 func (j *Judge) Lander(ctx context.Context, branch, known string, report func(string)) (*land.Lander, error) {
+	if report == nil {
+		return land.New(ctx, j.Repo, branch, known, nil)
+	}
 	return land.New(ctx, j.Repo, branch, known, func(found, tip, kept string) {
 		ctx := context.WithoutCancel(ctx)
 		dropped, _ := j.Repo.Log(ctx, found+".."+tip, "%h %s")

@@ -105,7 +105,8 @@ type Lander struct {
 // branch that moved on from it (a person's commits) is taken as it is,
 // one that no longer holds it (rewritten while ralph was not running) is
 // put back, its other version kept under refs/ralph/kept/ (rewritten
-// says so).
+// says so). With no rewritten, the lander starts at known and leaves the
+// branch to the caller's checks, which put it back.
 func New(ctx context.Context, g Git, branch, known string, rewritten func(found, tip, kept string)) (*Lander, error) {
 	l := &Lander{ref: "refs/heads/" + branch, git: g, Rewritten: rewritten}
 	cur, err := g.RevParse(ctx, l.ref)
@@ -114,9 +115,12 @@ func New(ctx context.Context, g Git, branch, known string, rewritten func(found,
 	}
 	tip := cur
 	if known != "" && known != cur {
-		if g.IsAncestor(ctx, known, cur) {
-			tip = cur
-		} else if _, kerr := g.RevParse(ctx, known); kerr == nil {
+		switch _, kerr := g.RevParse(ctx, known); {
+		case kerr != nil:
+		case g.IsAncestor(ctx, known, cur):
+		case rewritten == nil:
+			tip = known
+		default:
 			if err := l.putBack(ctx, known, cur); err != nil {
 				return nil, err
 			}

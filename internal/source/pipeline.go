@@ -216,16 +216,13 @@ func (s *Pipeline) Claim(ctx context.Context, a *engine.Attempt, st *engine.Stat
 		c.Refused = &engine.Verdict{Summary: "unknown stage", Failure: fmt.Sprintf("stage %s is not in %s", a.Item.ID, s.File)}
 		return c
 	}
-	c.Condition = func(ctx context.Context, dir string) (bool, string) {
+	c.Condition = func(ctx context.Context, dir string) (bool, string, string) {
 		env := pipeline.Env{Dir: dir, FinalText: a.Result.FinalText, Prompt: a.Prompt, Runner: s.Runner, Timeout: s.Timeout}
 		if a.Log != nil {
 			env.Log = a.Log
 		}
 		met, detail := stg.Exit.Eval(ctx, env)
-		if !met {
-			return false, fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)
-		}
-		return true, stageFirstLine(detail)
+		return met, stageFirstLine(detail), fmt.Sprintf("The %s stage's exit condition (%s) is not met yet: %s", stg.Name, stg.Exit.Describe(), detail)
 	}
 	return c
 }

@@ -646,6 +646,11 @@ func (s *ParallelPRD) Conflict(ctx context.Context, it *engine.Item, paths []str
 	}
 	s.merging[id] = tip
 	s.wmu.Unlock()
+	// The story's work becomes a commit on its branch first: git merges
+	// onto commits, and the conflict then shows both sides.
+	if _, _, err := commitWork(ctx, wt, "", nil, commitMessage(fmt.Sprintf("wip(%s): %s", id, it.Title), nil, "", "Ralph-Story-Branch: "+id), true); err != nil {
+		return "", err
+	}
 	if err := wt.MergeNoCommit(ctx, tip); err == nil {
 		// Git merged it cleanly into the story branch after all: commit and
 		// let the resolver (or a plain retry) verify.
