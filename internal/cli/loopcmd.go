@@ -456,11 +456,11 @@ func loopName(article, kind string) string {
 // unless the loop was armed with --no-sandbox.
 func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (gate.Runner, error) {
 	gates := f.GateRunner(timeout)
-	c, err := f.Config(root)
+	l, err := f.Settings(root)
 	if err != nil {
 		return gates, err
 	}
-	s, err := sandboxSettings(c.Sandbox)
+	s, err := sandboxSettings(l)
 	if err != nil {
 		return gates, err
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -207,4 +208,32 @@ func (s *Sandbox) userConfig() string {
 		return s.UserConfig
 	}
 	return "your own config (~/.config/ralph/config.yaml)"
+}
+
+// Watch returns a writer that passes what an agent writes on to w and
+// reads it for what the sandbox refused (Notes).
+func (ss *Session) Watch(w io.Writer) io.Writer {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.scan == nil {
+		ss.scan = &causeScanner{tree: workRoot(ss.use.Dir), tmp: ss.tmp}
+	}
+	if w == nil {
+		return ss.scan
+	}
+	return io.MultiWriter(w, ss.scan)
+}
+
+// Notes are the lines (NotePrefix) that name what the sandbox refused
+// the agent — a path it kept from being written, a name that did not
+// resolve — and the setting that allows it; the hosts its proxy refused
+// are in Denied.
+func (ss *Session) Notes() []string {
+	ss.mu.Lock()
+	scan := ss.scan
+	ss.mu.Unlock()
+	if scan == nil {
+		return nil
+	}
+	return ss.sb.adviceFor(scan.causes(), nil, "", scan.tree)
 }

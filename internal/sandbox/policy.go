@@ -337,3 +337,6 @@ func CheckNetwork(mode string, gate bool) error {
 	}
 	return fmt.Errorf("network %q: use proxy or host", mode)
 }
+
+// Expand is a path as the sandbox reads it: ~ resolved, absolute.
+func Expand(p string) string { return expand(p) }

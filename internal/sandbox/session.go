@@ -83,6 +83,7 @@ type Session struct {
 	label  string // who asks now (a gate session serves several gates)
 	denied map[string]int
 	mounts map[string][]mount // by the command's folder, built once
+	scan   *causeScanner      // an agent's output, read for what it was refused (Watch)
 }
 
 // Open readies a confinement: its private tmp and home and, with

@@ -15,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
@@ -324,7 +325,14 @@ func (e *BaselineFailure) Error() string {
 	for _, r := range e.B.Failing() {
 		fmt.Fprintf(&b, "\n\ngate %s (`%s`) FAILED with exit code %d:\n%s", r.Name, r.Command, r.ExitCode, gate.Trim(strings.TrimSpace(r.Output), 4<<10))
 	}
-	b.WriteString("\n\nfix the base (or the gate) first, or run with --allow-failing-baseline to go on: a gate that fails at the base then need not pass, and the tests that pass there must still pass")
+	if slices.ContainsFunc(e.B.Failing(), func(r gate.Result) bool { return sandbox.CausedBy(r.Output) }) {
+		// Not the base's fault: say what to allow (each note names it).
+		b.WriteString("\n\nthe sandbox refused what a gate needed (the lines \"" + strings.TrimSpace(sandbox.NotePrefix) + " …\" above name it and the setting in your own config that allows it): allow it there, or run with --no-sandbox;")
+		b.WriteString(" if the base fails anyway, ")
+	} else {
+		b.WriteString("\n\n")
+	}
+	b.WriteString("fix the base (or the gate) first, or run with --allow-failing-baseline to go on: a gate that fails at the base then need not pass, and the tests that pass there must still pass")
 	return b.String()
 }
 
