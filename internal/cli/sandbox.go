@@ -100,8 +100,8 @@ func confinedGates(g gate.Runner, sb *sandbox.Sandbox) gate.Runner {
 // folder that ralph copies out of, since .ralph is read-only to it.
 type confinedAgent struct {
 	agent.Agent
-	sb    *sandbox.Sandbox
-	paths engine.Paths
+	sb      *sandbox.Sandbox
+	paths   engine.Paths
 	hosts   []string // its model's API
 	state   []string // its CLI's own state, bound writable
 	adapter string   // whose settings are guarded
