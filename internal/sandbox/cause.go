@@ -36,6 +36,7 @@ var (
 	absPath   = regexp.MustCompile(`(?:^|[^A-Za-z0-9._~/-])(/[A-Za-z0-9._@+~%/-]+)`)
 	readOnly  = regexp.MustCompile(`(?i)read-only file system|EROFS`)
 	noAccess  = regexp.MustCompile(`(?i)permission denied|EACCES|operation not permitted|EPERM`)
+	writeVerb = regexp.MustCompile(`(?i)\b(open|mkdir|create|creat|write|rename|unlink|remove|touch|mkstemp|lock|chmod)\b`)
 	hostNamed = []*regexp.Regexp{
 		regexp.MustCompile(`getaddrinfo (?:ENOTFOUND|EAI_AGAIN) ([A-Za-z0-9.-]+)`),
 		regexp.MustCompile(`Could not resolve host: ([A-Za-z0-9.-]+)`),
@@ -93,10 +94,14 @@ func (s *causeScanner) line(b []byte) {
 	if strings.Contains(line, NotePrefix) {
 		return
 	}
-	if readOnly.MatchString(line) || noAccess.MatchString(line) {
-		for _, m := range absPath.FindAllStringSubmatch(line, -1) {
-			p := filepath.Clean(m[1])
-			if s.refusedWrite(p, readOnly.MatchString(line)) {
+	ro := readOnly.MatchString(line)
+	if ro || (noAccess.MatchString(line) && writeVerb.MatchString(line)) {
+		for _, m := range absPath.FindAllStringSubmatchIndex(line, -1) {
+			p := filepath.Clean(line[m[2]:m[3]])
+			if m[2] == 0 && strings.HasPrefix(line[m[3]:], ":") {
+				continue // the program that speaks ("/usr/bin/sh: 1: …")
+			}
+			if s.refusedWrite(p, ro) {
 				s.add(cause{path: p})
 				break
 			}

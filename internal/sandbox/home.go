@@ -139,7 +139,11 @@ func seedHome(dir string, spec homeSpec) (*home, error) {
 			}
 		}
 	}
-	var private []string // caches inside the home, relative
+	// Go's caches in the home (GOCACHE, GOMODCACHE are set there).
+	private := []string{".cache/go-build", ".cache/go-mod"}
+	for _, r := range private {
+		skip[r] = true
+	}
 	for _, c := range spec.caches {
 		if r, ok := rel(c); ok {
 			skip[r] = true

@@ -25,6 +25,8 @@ import (
 func TestPrivateHome(t *testing.T) {
 	f := newFixture(t, Policy{Caches: []string{"~/.npm"}})
 	t.Setenv("PYENV_ROOT", filepath.Join(f.home, ".pyenv"))
+	// Set to its default, inside the user's home: the private one's.
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(f.home, ".cache"))
 	write(t, filepath.Join(f.home, ".gitconfig"), "[user]\n\tname = Me\n")
 	write(t, filepath.Join(f.home, ".npmrc"), "registry=https://registry.example/\n//registry.example/:_authToken=npm_SECRET\n")
 	write(t, filepath.Join(f.home, ".config", "tool", "conf"), "mine\n")
@@ -40,6 +42,9 @@ func TestPrivateHome(t *testing.T) {
 test "$HOME" != "`+f.home+`"
 echo x > "$HOME/.node-spawn-wrap-1"
 mkdir -p "$HOME/.cache/newtool" && echo x > "$HOME/.cache/newtool/f"
+test "$XDG_CACHE_HOME" = "$HOME/.cache"
+mkdir -p "$XDG_CACHE_HOME/othertool"
+test "$GOCACHE" = "$HOME/.cache/go-build"
 grep -q 'name = Me' "$HOME/.gitconfig"
 grep -q mine "$HOME/.config/tool/conf"
 grep -q registry.example "$HOME/.npmrc"
@@ -422,10 +427,10 @@ func TestGoGateFreshHome(t *testing.T) {
 	}
 	f.sb.CloseGates()
 	gateHome := filepath.Join(HomesDir(), repoKey(f.tree), homeGate)
-	if _, err := os.Stat(filepath.Join(gateHome, ".cache", "ralph-caches", escapePath(userMods), "github.com", "google", "go-cmp@v0.7.0")); err != nil {
+	if _, err := os.Stat(filepath.Join(gateHome, ".cache", "go-mod", "github.com", "google", "go-cmp@v0.7.0")); err != nil {
 		t.Errorf("the module was not extracted into the gates' private module cache: %v", err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(gateHome, ".cache", "ralph-caches", escapePath(userCache), "ralph-prog")); len(entries) == 0 {
+	if entries, _ := os.ReadDir(filepath.Join(gateHome, ".cache", "go-build", "ralph-prog")); len(entries) == 0 {
 		t.Errorf("the build went past ralph's GOCACHEPROG (nothing in the private cache)")
 	}
 }

@@ -514,7 +514,17 @@ func goModDownloads() string {
 // fixedEnv is what every command of the session gets on top of the
 // allowlisted environment.
 func (ss *Session) fixedEnv() []string {
-	env := []string{"TMPDIR=" + ss.tmp, "TMP=" + ss.tmp, "TEMP=" + ss.tmp, "RALPH_SANDBOX=bwrap", "HOME=" + ss.home.dir}
+	env := []string{"TMPDIR=" + ss.tmp, "TMP=" + ss.tmp, "TEMP=" + ss.tmp, "RALPH_SANDBOX=bwrap", "HOME=" + ss.home.dir,
+		// Go's caches are the home's own, whatever the user's are (those
+		// are read through: GOCACHEPROG, GOPROXY below).
+		"GOCACHE=" + filepath.Join(ss.home.dir, ".cache", "go-build"), "GOMODCACHE=" + filepath.Join(ss.home.dir, ".cache", "go-mod")}
+	// An XDG folder the user set inside their home is the private home's
+	// (tools write caches and state there); one elsewhere stays.
+	for _, k := range []string{"XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"} {
+		if in, ok := ss.inHome(os.Getenv(k)); ok {
+			env = append(env, k+"="+in)
+		}
+	}
 	if goModDownloads() != "" {
 		up := os.Getenv("GOPROXY")
 		if up == "" {
