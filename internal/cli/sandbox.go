@@ -121,7 +121,7 @@ func confine(a agent.Agent, sb *sandbox.Sandbox, paths engine.Paths, baseURL str
 }
 
 func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Result, error) {
-	scratch, err := os.MkdirTemp("", "ralph-scratch-")
+	scratch, err := os.MkdirTemp(sandbox.ScratchRoot(), "ralph-scratch-")
 	if err != nil {
 		return agent.Result{}, err
 	}

@@ -118,17 +118,18 @@ func (s *causeScanner) line(b []byte) {
 	}
 }
 
-// refusedWrite: a path outside the work tree and the private tmp, or
-// (read-only) anywhere — the sandbox keeps parts of the tree read-only.
+// refusedWrite: a read-only path anywhere (the sandbox keeps parts of
+// the tree read-only too), or one denied outside the work tree and the
+// private tmp.
 func (s *causeScanner) refusedWrite(p string, readOnly bool) bool {
 	if p == "/" || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/sys/") {
 		return false
 	}
-	inside := func(root string) bool { return root != "" && (p == root || strings.HasPrefix(p, root+"/")) }
-	if inside(s.tmp) {
-		return false
+	if readOnly {
+		return true
 	}
-	return readOnly || !inside(s.tree)
+	inside := func(root string) bool { return root != "" && (p == root || strings.HasPrefix(p, root+"/")) }
+	return !inside(s.tmp) && !inside(s.tree)
 }
 
 func (s *causeScanner) add(c cause) {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -199,12 +199,7 @@ func (s *Sandbox) CloseGates() {
 	p := s.gates
 	p.mu.Lock()
 	var all []*pooled
-	keys := make([]string, 0, len(p.open))
-	for k := range p.open {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(p.open)) {
 		e := p.open[k]
 		if e.users == 0 {
 			if e.idle != nil {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // Go's build cache in the sandbox: each private home has its own (the
@@ -180,7 +182,7 @@ func (c *goCache) put(action, output, body []byte) (string, error) {
 		return "", err
 	}
 	if st, err := os.Stat(p); err != nil || st.Size() != int64(len(body)) {
-		if err := writeAtomic(p, body); err != nil {
+		if err := store.WriteFileNoSync(p, body, 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -189,24 +191,7 @@ func (c *goCache) put(action, output, body []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(a), 0o755); err != nil {
 		return "", err
 	}
-	return p, writeAtomic(a, []byte(entry))
-}
-
-func writeAtomic(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), p)
+	return p, store.WriteFileNoSync(a, []byte(entry), 0o644)
 }
 
 func goCacheFile(dir string, id []byte, kind string) string {

@@ -223,7 +223,7 @@ func seedHome(dir string, spec homeSpec) (*home, error) {
 			continue
 		}
 		cp := filepath.Join(dir, ".cache", "ralph-shims", escapePath(shims))
-		if err := copyFolder(shims, cp); err == nil {
+		if err := linkFolder(shims, cp); err == nil {
 			h.rw = append(h.rw, mount{kind: "rw", path: shims, src: cp})
 		}
 	}
@@ -312,9 +312,11 @@ func escapePath(p string) string {
 	return strings.ReplaceAll(strings.Trim(filepath.ToSlash(p), "/"), "/", "_")
 }
 
-// copyFolder makes dst a copy of the files of src (one level: a shim
-// folder), replacing what changed and removing what src no longer has.
-func copyFolder(src, dst string) error {
+// linkFolder makes dst a folder of links to the files of src (one
+// level: a shim folder): a tool that rewrites one (a rehash) replaces the
+// link with a file of its own there; one written in place through a link
+// would be the user's, which is read-only.
+func linkFolder(src, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
@@ -324,28 +326,13 @@ func copyFolder(src, dst string) error {
 	}
 	names := map[string]bool{}
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
 		names[e.Name()] = true
-		info, err := e.Info()
-		if err != nil {
-			continue
-		}
-		to := filepath.Join(dst, e.Name())
-		if st, err := os.Stat(to); err == nil && st.Size() == info.Size() && !st.ModTime().Before(info.ModTime()) {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			continue
-		}
-		_ = os.WriteFile(to, b, info.Mode().Perm())
+		ensureLink(filepath.Join(dst, e.Name()), filepath.Join(src, e.Name()))
 	}
 	mine, _ := os.ReadDir(dst)
 	for _, e := range mine {
-		if !names[e.Name()] && !strings.HasPrefix(e.Name(), ".") {
-			os.Remove(filepath.Join(dst, e.Name()))
+		if !names[e.Name()] {
+			removeOwnLink(filepath.Join(dst, e.Name()), src)
 		}
 	}
 	return nil

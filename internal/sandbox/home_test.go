@@ -303,9 +303,13 @@ func TestGateNotes(t *testing.T) {
 		t.Errorf("a write outside: exit %d, no note naming the setting:\n%s", code, out)
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")
-	out, code = run("test", "curl -sf -m 10 "+srv.URL)
-	if code == 0 || !strings.Contains(out, "refused a connection to "+host+" from gate test") || !strings.Contains(out, "gate_hosts: {test: [127.0.0.1]}") {
-		t.Errorf("a refused connection: exit %d:\n%s", code, out)
+	out, code = run("test", "curl -sSf -m 10 "+srv.URL)
+	if code == 0 || !strings.Contains(out, "could not reach "+host+" from gate test") || !strings.Contains(out, "gate_network: {test: host}") {
+		t.Errorf("a refused connection to this machine: exit %d:\n%s", code, out)
+	}
+	out, code = run("test", "curl -sSf -m 10 https://registry.example.invalid/")
+	if code == 0 || !strings.Contains(out, "could not reach registry.example.invalid from gate test") || !strings.Contains(out, "gate_hosts: {test: [registry.example.invalid]}") {
+		t.Errorf("a name that does not resolve: exit %d:\n%s", code, out)
 	}
 	out, code = run("audit", "curl -sf -m 10 "+srv.URL)
 	if code != 0 || !strings.Contains(out, "registry") {

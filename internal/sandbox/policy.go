@@ -1,9 +1,27 @@
 // Package sandbox confines the processes ralph starts for an agent or a
 // gate with bubblewrap: the work tree and what git needs to commit there
-// are writable, the rest of the filesystem is read-only, credentials are
-// hidden, the processes live in their own pid namespace, and the network
-// is a namespace of its own whose only way out is ralph's allowlisting
-// proxy. Git commands ralph runs itself are never confined.
+// are writable, the rest of the filesystem is read-only, credentials and
+// the user's session (its sockets, /tmp, /run, its environment) are out
+// of reach, HOME is a private folder of the repository's (the agents'
+// and the gates' apart, so that no cache one writes is the other's), the
+// processes live in their own pid namespace, and the network is a
+// namespace of its own whose only way out is ralph's allowlisting proxy.
+// Git commands ralph runs itself are never confined.
+//
+// An agent's run is one Session (Sandbox.Open, then proc.WithConfiner);
+// the gates go through Sandbox.Gates. The judge shows the gates a
+// checkout of the commit it judges with a GateView on their context:
+//
+//	ctx = sandbox.WithGateView(ctx, sandbox.GateView{
+//		Tree:     ".ralph/judge/0",                  // shown at the work tree's path, .git read-only inside
+//		ReadOnly: []string{tree + "/calc_test.go"},  // EROFS/EBUSY on write, remove, rename
+//		Mounts:   []sandbox.Mount{{Src: snapshot, Dst: tree + "/node_modules"}},
+//		Env:      []string{"RALPH_JUDGED=" + sha},
+//	})
+//	results, ok := gates.Run(ctx, tree, list, log) // tree: the work tree, as always
+//
+// The same fields on Use (Tree, ReadOnly, Mounts, Env) confine an agent's
+// session: its protected test files read-only, say.
 package sandbox
 
 import (

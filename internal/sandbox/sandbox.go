@@ -31,6 +31,7 @@ type Sandbox struct {
 	homes  map[string]*home // seeded once per run: kind + repository
 	hidden []string         // the deny list and the sockets the user's session names, expanded once
 	gates  *gatePool
+	saving bool // a save is due (saveSoon)
 }
 
 // Record is what a run's confinements were denied, kept in
@@ -177,6 +178,22 @@ func (s *Sandbox) Save() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saveLocked()
+}
+
+// saveSoon saves the record within a second (a count changed: one
+// write per second at most, not one per gate command). Called with mu
+// held.
+func (s *Sandbox) saveSoon() {
+	if s.saving {
+		return
+	}
+	s.saving = true
+	time.AfterFunc(time.Second, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.saving = false
+		s.saveLocked()
+	})
 }
 
 func (s *Sandbox) saveLocked() {

@@ -101,14 +101,11 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss := &Session{sb: s, use: u, dir: dir, tmp: filepath.Join(dir, "tmp"), network: u.Network, label: u.Label,
+	ss := &Session{sb: s, use: u, dir: dir, tmp: "/tmp", network: u.Network, label: u.Label,
 		denied: map[string]int{}, mounts: map[string][]mount{}}
 	fail := func(err error) (*Session, error) {
 		ss.Close()
 		return nil, err
-	}
-	if err := os.Mkdir(ss.tmp, 0o700); err != nil {
-		return fail(err)
 	}
 	for i, p := range u.State {
 		p = expand(p)
@@ -143,13 +140,13 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 	}
 	ss.allow = newAllowlist(append(append([]string{}, s.AllowHosts...), u.Hosts...))
 	if u.Gate {
-		// A gate without a network still gets the proxy: it denies
-		// everything, and names what the gate tried to reach.
+		// A gate's hosts are its own (gate_hosts), not the agents'. One
+		// without a network gets no proxy either (its init would cost
+		// every gate command a start): what it tried to reach is read
+		// from its output (cause.go).
 		ss.allow = newAllowlist(u.Hosts)
-		if ss.network == NetNone {
-			ss.network = NetProxy
-		}
-	} else if ss.network == NetProxy && ss.allow.empty() {
+	}
+	if ss.network == NetProxy && ss.allow.empty() {
 		// Nothing to reach: no proxy, and no init to start (the
 		// network's own loopback is all there is).
 		ss.network = NetNone
@@ -170,7 +167,7 @@ func (s *Sandbox) Open(u Use) (*Session, error) {
 func (s *Sandbox) count() {
 	s.mu.Lock()
 	s.record.Confined++
-	s.saveLocked()
+	s.saveSoon()
 	s.mu.Unlock()
 }
 
@@ -296,15 +293,41 @@ func removeOrphans() {
 	}
 }
 
-// socketRoot is where sessions keep their folder: the temp folder, unless
-// its path is too long for a unix socket's name.
+// socketRoot is where sessions keep their folder: a tmpfs when there is
+// one (the user's runtime folder, /dev/shm: a session's files are made
+// and removed at every agent run, which on a busy disk costs
+// milliseconds each), else the temp folder, unless its path is too long
+// for a unix socket's name.
 func socketRoot() string {
-	t := os.TempDir()
-	if len(t) > 60 {
-		return "/tmp"
-	}
-	return t
+	socketRootOnce.Do(func() {
+		for _, d := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
+			if d == "" || len(d) > 60 {
+				continue
+			}
+			if f, err := os.CreateTemp(d, ".ralph-probe-"); err == nil {
+				f.Close()
+				os.Remove(f.Name())
+				socketRootDir = d
+				return
+			}
+		}
+		socketRootDir = os.TempDir()
+		if len(socketRootDir) > 60 {
+			socketRootDir = "/tmp"
+		}
+	})
+	return socketRootDir
 }
+
+var (
+	socketRootOnce sync.Once
+	socketRootDir  string
+)
+
+// ScratchRoot is where ralph keeps the short-lived folders it shows an
+// agent (its prompt and output files, a plan's scratch): a tmpfs when
+// there is one.
+func ScratchRoot() string { return socketRoot() }
 
 // proxyPort is where the proxy listens on the sandbox's own loopback.
 const proxyPort = 3128
@@ -379,6 +402,10 @@ func runKept() []string {
 	return out
 }
 
+// unseenRoots are where nothing of the host shows unless bound: the
+// private roots and /dev (bubblewrap's own, with an empty /dev/shm).
+func unseenRoots() []string { return append(privateRoots(), "/dev") }
+
 func underAny(p string, roots []string) bool {
 	return slices.ContainsFunc(roots, func(r string) bool { return p == r || strings.HasPrefix(p, r+"/") })
 }
@@ -407,10 +434,10 @@ func (ss *Session) buildMounts(dir string) []mount {
 	add := func(kind, path, src string) { mounts = append(mounts, mount{kind: kind, path: path, src: src}) }
 	rw := func(p string) { add("rw", expand(p), "") }
 	ro := func(p string) { add("ro", expand(p), "") }
-	private := privateRoots()
-	for _, p := range private {
+	for _, p := range privateRoots() {
 		add("tmpfs", p, "")
 	}
+	private := unseenRoots()
 	for _, p := range runKept() {
 		ro(p)
 	}
@@ -458,13 +485,14 @@ func (ss *Session) buildMounts(dir string) []mount {
 	for _, p := range ss.use.Writable {
 		rw(p)
 	}
-	// The session's folder (its sockets) and ralph's binary (the init)
-	// are shown at their paths, also in a private /tmp.
-	ro(ss.dir)
+	// The session's folder (its sockets) and ralph's binary (the init,
+	// Go's GOCACHEPROG) are shown at their paths, also in a private /tmp.
+	if len(ss.listen) > 0 {
+		ro(ss.dir)
+	}
 	if underAny(ss.sb.helper, private) {
 		ro(ss.sb.helper)
 	}
-	rw(ss.tmp)
 	for inside, outside := range ss.use.Binds {
 		add("rw", expand(inside), outside)
 	}
@@ -596,7 +624,10 @@ func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
 				kept = append(kept, m)
 			}
 		}
-		mounts = kept
+		// The list is in the session's folder, read-only inside: no
+		// command of the session can change what the next one's init
+		// binds.
+		mounts = append(kept, mount{kind: "ro", path: ss.dir})
 	}
 	args := bwrapArgs(ss.network != NetHost, mounts, dir)
 	init := slices.Clone(ss.listen)
@@ -655,7 +686,7 @@ func (ss *Session) bulkFile(dir string, paths []string) (string, error) {
 // shown read-only at their paths.
 func argvFiles(argv []string, dir string) []mount {
 	var out []mount
-	private := privateRoots()
+	private := unseenRoots()
 	for _, a := range argv {
 		if !strings.Contains(a, "/") || strings.ContainsAny(a, "\n ") {
 			continue

@@ -3,11 +3,11 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/store"
@@ -186,12 +186,7 @@ func (g *settingsGuard) check() []Tamper {
 	now := time.Now().UTC()
 	var out []Tamper
 	note := func(path, what string) { out = append(out, Tamper{Path: path, By: g.by, What: what, When: now}) }
-	files := make([]string, 0, len(g.files))
-	for f := range g.files {
-		files = append(files, f)
-	}
-	sort.Strings(files)
-	for _, f := range files {
+	for _, f := range slices.Sorted(maps.Keys(g.files)) {
 		before := g.files[f]
 		after, err := os.ReadFile(f)
 		switch {
@@ -212,24 +207,18 @@ func (g *settingsGuard) check() []Tamper {
 			note(d, "created")
 		}
 	}
-	keyed := make([]string, 0, len(g.keyed))
-	for f := range g.keyed {
-		keyed = append(keyed, f)
-	}
-	sort.Strings(keyed)
-	for _, f := range keyed {
+	for _, f := range slices.Sorted(maps.Keys(g.keyed)) {
 		before := g.keys[f]
 		after := settingKeys(f, g.keyed[f])
 		if reflect.DeepEqual(before, after) || (len(before) == 0 && len(after) == 0) {
 			continue
 		}
 		var changed []string
-		for k := range union(before, after) {
+		for _, k := range slices.Sorted(maps.Keys(union(before, after))) {
 			if !reflect.DeepEqual(before[k], after[k]) {
 				changed = append(changed, k)
 			}
 		}
-		sort.Strings(changed)
 		if restoreKeys(f, before, changed) == nil {
 			for _, k := range changed {
 				note(f, "changed "+k)
