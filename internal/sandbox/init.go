@@ -62,6 +62,7 @@ func initMain(args []string) int {
 			}
 			readOnly = args[i+1]
 			i++
+
 		case "--":
 			argv = args[i+1:]
 			i = len(args)
@@ -73,8 +74,8 @@ func initMain(args []string) int {
 		return initFail(errors.New("no command"))
 	}
 	if readOnly != "" {
-		// The command starts from this thread, which alone held the
-		// capabilities to mount, and gives them up first.
+		// The command starts from this thread, which gives up its
+		// capabilities (and the bounding set) first.
 		runtime.LockOSThread()
 		if err := bindReadOnly(readOnly); err != nil {
 			return initFail(err)
@@ -126,8 +127,8 @@ func forward(ln net.Listener, sock string) {
 	}
 }
 
-// bindReadOnly binds each path the file lists read-only over itself; a
-// path that is not there is skipped.
+// bindReadOnly binds each path the file lists (NUL-separated) read-only
+// over itself; a path that is not there is skipped.
 func bindReadOnly(file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -143,22 +144,29 @@ func bindReadOnly(file string) error {
 			}
 			return fmt.Errorf("keeping %s read-only: %w", p, err)
 		}
-		// A remount keeps the flags a user namespace locked (nosuid,
-		// nodev, noexec on a temp folder).
-		var st syscall.Statfs_t
-		flags := uintptr(syscall.MS_BIND | syscall.MS_REMOUNT | syscall.MS_RDONLY)
-		if syscall.Statfs(p, &st) == nil {
-			for _, f := range [][2]uintptr{{stNoSuid, syscall.MS_NOSUID}, {stNoDev, syscall.MS_NODEV}, {stNoExec, syscall.MS_NOEXEC}, {stNoAtime, syscall.MS_NOATIME}, {stRelAtime, syscall.MS_RELATIME}, {stNoDirAtime, syscall.MS_NODIRATIME}} {
-				if uintptr(st.Flags)&f[0] != 0 {
-					flags |= f[1]
-				}
-			}
-		}
-		if err := syscall.Mount("", p, "", flags, ""); err != nil {
+		if err := remount(p, true); err != nil {
 			return fmt.Errorf("keeping %s read-only: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// remount sets the mount at p read-only or writable, keeping the flags a
+// user namespace locked (nosuid, nodev, noexec on a temp folder).
+func remount(p string, readOnly bool) error {
+	var st syscall.Statfs_t
+	flags := uintptr(syscall.MS_BIND | syscall.MS_REMOUNT)
+	if readOnly {
+		flags |= syscall.MS_RDONLY
+	}
+	if syscall.Statfs(p, &st) == nil {
+		for _, f := range [][2]uintptr{{stNoSuid, syscall.MS_NOSUID}, {stNoDev, syscall.MS_NODEV}, {stNoExec, syscall.MS_NOEXEC}, {stNoAtime, syscall.MS_NOATIME}, {stRelAtime, syscall.MS_RELATIME}, {stNoDirAtime, syscall.MS_NODIRATIME}} {
+			if uintptr(st.Flags)&f[0] != 0 {
+				flags |= f[1]
+			}
+		}
+	}
+	return syscall.Mount("", p, "", flags, "")
 }
 
 // statfs flags (ST_*), as the kernel reports a mount's.
