@@ -10,7 +10,7 @@ import (
 
 // mount is one bubblewrap mount on top of `--ro-bind / /`.
 type mount struct {
-	kind string // "rw", "ro", "hide" (covered), "tmpfs" (an empty private folder)
+	kind string // "rw", "ro", "tmpfs" (an empty private folder)
 	path string
 	src  string // rw/ro: the source when it is not path itself
 	bulk bool   // one of Use.ReadOnly: the init binds them when they are many
@@ -132,15 +132,6 @@ func bwrapArgs(unshareNet bool, mounts []mount, chdir string) []string {
 			args = append(args, "--ro-bind-try", src, m.path)
 		case "tmpfs":
 			args = append(args, "--tmpfs", m.path)
-		case "hide":
-			st, err := os.Stat(m.path)
-			switch {
-			case err != nil:
-			case st.IsDir():
-				args = append(args, "--tmpfs", m.path, "--remount-ro", m.path)
-			default:
-				args = append(args, "--ro-bind", "/dev/null", m.path)
-			}
 		}
 	}
 	if chdir != "" {

@@ -222,6 +222,43 @@ func AllStateDirs() []string {
 	return slices.Compact(out)
 }
 
+// Credentials are where each agent CLI keeps its login: an agent sees
+// only its own CLI's, a gate none (the rest of another CLI's state stays
+// readable, like the rest of the home).
+func Credentials(adapter string) []string {
+	xdg := func(env, def, sub string) string {
+		if v := os.Getenv(env); v != "" {
+			return filepath.Join(v, sub)
+		}
+		return filepath.Join(def, sub)
+	}
+	codex := "~/.codex"
+	if v := os.Getenv("CODEX_HOME"); v != "" {
+		codex = v
+	}
+	claude := "~/.claude"
+	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
+		claude = v
+	}
+	var out []string
+	switch adapter {
+	case "claude":
+		out = []string{filepath.Join(claude, ".credentials.json"), "~/.claude.json"}
+	case "codex":
+		out = []string{filepath.Join(codex, "auth.json")}
+	case "gemini":
+		out = []string{"~/.gemini/oauth_creds.json", "~/.gemini/google_accounts.json", "~/.gemini/.env"}
+	case "opencode":
+		out = []string{xdg("XDG_DATA_HOME", "~/.local/share", "opencode/auth.json")}
+	case "amp":
+		out = []string{xdg("XDG_DATA_HOME", "~/.local/share", "amp/secrets.json"), xdg("XDG_CONFIG_HOME", "~/.config", "amp/settings.json")}
+	}
+	for i, p := range out {
+		out[i] = expand(p)
+	}
+	return out
+}
+
 // BaseURLEnv are the variables that point an agent at another endpoint:
 // their hosts are allowed as the model's API.
 var BaseURLEnv = []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL",

@@ -30,6 +30,7 @@ type Sandbox struct {
 	record Record
 	homes  map[string]*home // seeded once per run: kind + repository
 	hidden []string         // the deny list and the sockets the user's session names, expanded once
+	empty  string           // an empty folder, shown over hidden ones
 	gates  *gatePool
 	saving bool // a save is due (saveSoon)
 }
@@ -96,6 +97,14 @@ func New(p Policy) (*Sandbox, error) {
 	removeOrphans()
 	s := &Sandbox{Policy: p, bwrap: bw, helper: helperPath(), homes: map[string]*home{}, gates: &gatePool{open: map[string]*pooled{}}}
 	s.hidden = hiddenPaths(p.Hidden)
+	// An empty folder to show over a hidden one.
+	s.empty = filepath.Join(HomesDir(), ".empty")
+	if err := os.MkdirAll(HomesDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if err := os.Mkdir(s.empty, 0o555); err != nil && !os.IsExist(err) {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	s.record = Record{Engine: "bwrap", Started: time.Now().UTC(), AgentNet: p.AgentNetwork, Allowed: newAllowlist(p.AllowHosts).list()}
 	for _, w := range p.Writable {
 		s.record.Writable = append(s.record.Writable, expand(w))
@@ -237,12 +246,12 @@ func (r *Record) Summary() string {
 // run's agent's model API.
 func (s *Sandbox) Explain(hosts []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "bubblewrap (%s) starts here. Writable: the work tree, git's objects, refs, index and logs, a private tmp", s.bwrap)
+	fmt.Fprintf(&b, "bubblewrap (%s) starts here. Writable: the work tree, git's objects, refs, index and logs, a private /tmp, a private HOME per repository (agents' and gates' apart, under %s) with the caches in it", s.bwrap, HomesDir())
 	if len(s.record.Writable) > 0 {
 		fmt.Fprintf(&b, ", %s", strings.Join(s.record.Writable, ", "))
 	}
-	b.WriteString(", the agent CLI's own state. Read-only: everything else, ralph's state folder and .git/config, hooks and info. ")
-	fmt.Fprintf(&b, "Hidden: %s. ", strings.Join(s.record.Hidden, ", "))
+	b.WriteString(", the agent CLI's own state. Read-only: everything else, your home, ralph's state folder, .git/config, hooks, info, objects/info and packed-refs, the agent CLI's settings. ")
+	fmt.Fprintf(&b, "Hidden: %s, and your session's /tmp, /run and sockets. ", strings.Join(s.record.Hidden, ", "))
 	switch s.AgentNetwork {
 	case NetHost:
 		b.WriteString("Agents' network: the host's, unfiltered (network: host). ")

@@ -149,7 +149,7 @@ echo b > b.txt
 git add b.txt
 git commit -qm b
 t=$(mktemp); echo x > "$t"
-echo ok`); code != 0 || !strings.Contains(out, "ok") {
+echo ok`); code != 0 || !hasLine(out, "ok") {
 		t.Fatalf("writing the tree and committing failed (exit %d):\n%s", code, out)
 	}
 	common := filepath.Join(f.repo, ".git")

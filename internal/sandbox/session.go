@@ -507,15 +507,24 @@ func (ss *Session) buildMounts(dir string) []mount {
 	for _, p := range ss.use.ReadOnly {
 		mounts = append(mounts, mount{kind: "ro", path: p, bulk: true})
 	}
-	hidden := ss.sb.hidden
-	for _, p := range AllStateDirs() {
-		if ss.use.Gate || !slices.Contains(ss.use.State, p) {
-			hidden = append(hidden, p)
+	hidden := slices.Clone(ss.sb.hidden)
+	for _, a := range Adapters {
+		if ss.use.Gate || a != ss.use.Agent {
+			hidden = append(hidden, Credentials(a)...)
 		}
 	}
 	for _, h := range hidden {
-		if !underAny(h, private) || underAny(h, []string{ss.home.real}) {
-			add("hide", h, "")
+		if underAny(h, private) && !underAny(h, []string{ss.home.real}) {
+			continue // the private /tmp or /run covers it already
+		}
+		// An empty read-only folder over a folder (one mount, where a
+		// tmpfs made read-only is two), /dev/null over a file.
+		switch st, err := os.Stat(h); {
+		case err != nil:
+		case st.IsDir():
+			add("ro", h, ss.sb.empty)
+		default:
+			add("ro", h, "/dev/null")
 		}
 	}
 	return mounts
