@@ -109,13 +109,18 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 	before := ss.deniedCounts()
 	scan := &causeScanner{tree: workRoot(expand(c.Dir)), tmp: ss.tmp}
 	out := c.Stdout
+	if out == nil {
+		out = c.Stderr
+	}
+	// One writer for both, when they are one: os/exec then writes from
+	// one goroutine at a time, as the caller expects.
+	same := c.Stdout != nil && sameWriter(c.Stdout, c.Stderr)
 	if c.Stdout != nil {
 		c.Stdout = io.MultiWriter(c.Stdout, scan)
 	}
-	if c.Stderr != nil {
-		if out == nil {
-			out = c.Stderr
-		}
+	if same {
+		c.Stderr = c.Stdout
+	} else if c.Stderr != nil {
 		c.Stderr = io.MultiWriter(c.Stderr, scan)
 	}
 	res, err := g.inner.Run(proc.WithConfiner(ctx, ss), c)
@@ -125,6 +130,17 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 		}
 	}
 	return res, err
+}
+
+// sameWriter: a and b are one writer (a value that cannot be compared is
+// not, as os/exec has it).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 func nonEmpty(s, def string) string {
