@@ -129,7 +129,7 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	use := sandbox.Use{
 		Label: "agent " + c.Name(), Dir: req.Dir, Network: c.sb.AgentNetwork, Hosts: c.hosts,
 		Writable: []string{scratch, filepath.Join(c.paths.Dir, "agents")}, State: c.state,
-		Binds: map[string]string{}, Agent: c.adapter,
+		Binds: map[string]string{}, Agent: c.adapter, ReadOnly: req.ReadOnly,
 	}
 	if req.ItemID != "" {
 		use.Label += " · " + req.ItemID
