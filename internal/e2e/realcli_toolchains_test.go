@@ -203,6 +203,11 @@ func testToolchain(t *testing.T, c cliCase, p toolchainProject) {
 			t.Errorf("the %s says \"read-only file system\":\n%s", what, tail(text, 6000))
 		}
 	}
+	// The honest run changed none of the CLI's settings (what it writes
+	// itself, its state, is not taken for tampering).
+	if strings.Contains(tr, "tamper_detected") {
+		t.Errorf("an honest run was reported as changing the CLI's settings:\n%s", tail(tr, 4000))
+	}
 	// What the toolchains wrote is in the sandbox's private homes, not
 	// in the user's.
 	entries, _ := os.ReadDir(home)

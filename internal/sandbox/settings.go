@@ -63,7 +63,7 @@ func SettingsOf(adapter string) Settings {
 		s.Keys = map[string][]string{expand("~/.claude.json"): {"mcpServers"}}
 		for _, d := range dirs {
 			files(d, "settings.json", "settings.local.json", "CLAUDE.md")
-			folders(d, "plugins", "agents", "commands", "skills", "hooks", "output-styles")
+			folders(d, "plugins", "agents", "commands", "skills", "output-styles")
 			if d != "~/.claude" {
 				s.Keys[expand(filepath.Join(d, ".claude.json"))] = []string{"mcpServers"}
 			}
@@ -98,11 +98,10 @@ type settingsGuard struct {
 	files map[string][]byte // nil: absent
 	keys  map[string]map[string]any
 	keyed map[string][]string
-	new   []string // folders absent before the run
 }
 
 // guardSettings reads s before a run; ro are the paths to keep
-// read-only (the folders that exist, and files too big to read).
+// read-only (the folders, and files too big to read).
 func guardSettings(by string, s Settings) (*settingsGuard, []string) {
 	g := &settingsGuard{by: by, files: map[string][]byte{}, keys: map[string]map[string]any{}, keyed: s.Keys}
 	var ro []string
@@ -123,10 +122,10 @@ func guardSettings(by string, s Settings) (*settingsGuard, []string) {
 		}
 	}
 	for _, d := range s.Folders {
-		if exists(d) {
+		// Made when missing, so that none can be planted there either
+		// (the CLI's own state around them stays writable).
+		if exists(filepath.Dir(d)) && os.MkdirAll(d, 0o755) == nil {
 			ro = append(ro, d)
-		} else {
-			g.new = append(g.new, d)
 		}
 	}
 	for f, keys := range s.Keys {
@@ -199,12 +198,6 @@ func (g *settingsGuard) check() []Tamper {
 		case before != nil && !bytes.Equal(before, after):
 			_ = store.WriteFile(f, before, 0o600)
 			note(f, "changed")
-		}
-	}
-	for _, d := range g.new {
-		if exists(d) {
-			os.RemoveAll(d)
-			note(d, "created")
 		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(g.keyed)) {
