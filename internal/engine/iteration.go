@@ -233,6 +233,7 @@ func (e *Engine) runAgent(ctx context.Context, x *Iteration) error {
 		return fmt.Errorf("agent %s: %w", s.Agent.Name, err)
 	}
 	res = e.masked(res)
+	e.maskRepoProgress(x.Workspace.Dir, it.ID)
 	x.Attempt.Result = res
 	e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
