@@ -182,12 +182,17 @@ func TestSessionStaysOutside(t *testing.T) {
 // its place, its variables; the mount points it needed are gone after.
 func TestGateView(t *testing.T) {
 	f := newFixture(t, Policy{})
+	// The user's config names the repository writable (the scripts'
+	// does): still nothing of the work tree shows through the checkout.
+	f.sb.Writable = []string{f.repo}
+	write(t, filepath.Join(f.repo, "check.sh"), "echo work-tree-check\n")
 	write(t, filepath.Join(f.repo, "prot_test.txt"), "protected\n")
 	git(t, f.repo, "add", "prot_test.txt")
 	git(t, f.repo, "commit", "-qm", "prot")
 	checkout := filepath.Join(filepath.Dir(f.repo), "judge", "0")
 	write(t, filepath.Join(checkout, "a.txt"), "judged\n")
 	write(t, filepath.Join(checkout, "prot_test.txt"), "protected\n")
+	write(t, filepath.Join(checkout, "check.sh"), "echo judged-check\n")
 	deps := filepath.Join(filepath.Dir(f.repo), "deps-snapshot")
 	write(t, filepath.Join(deps, "dep.js"), "dep\n")
 	view := GateView{
@@ -210,6 +215,7 @@ func TestGateView(t *testing.T) {
 	out, code := run(`set -e
 test "$(pwd)" = "` + f.repo + `"
 grep -qx judged a.txt
+test "$(sh check.sh)" = judged-check
 test "$RALPH_JUDGED" = abc123
 grep -qx dep node_modules/dep.js
 git rev-parse HEAD >/dev/null
@@ -223,6 +229,12 @@ grep -qx protected prot_test.txt
 echo ok`)
 	if code != 0 || !hasLine(out, "ok") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// A gate that names its script by path runs the checkout's.
+	var direct strings.Builder
+	if _, err := f.sb.Gates(proc.Exec{}).Run(ctx, proc.Cmd{Argv: []string{"sh", filepath.Join(f.repo, "check.sh")}, Dir: f.repo,
+		Env: append(os.Environ(), GateEnv+"=test"), Stdout: &direct, Stderr: &direct, Timeout: 30 * time.Second}); err != nil || strings.TrimSpace(direct.String()) != "judged-check" {
+		t.Errorf("sh %s ran %q (%v), not the checkout's", filepath.Join(f.repo, "check.sh"), direct.String(), err)
 	}
 	if _, err := os.Stat(filepath.Join(checkout, "new.txt")); err != nil {
 		t.Errorf("the gate's write did not land in the checkout: %v", err)

@@ -446,6 +446,11 @@ func (ss *Session) buildMounts(dir string) []mount {
 		// where it lives in a temp folder.
 		ro(ss.home.real)
 	}
+	// With a checkout shown at the work tree's path, nothing of the real
+	// work tree shows through it but its .git (read-only): a writable
+	// path in it (the user's config may name the repository), ralph's
+	// folder, a scratch bound into it are left out.
+	inTree := func(p string) bool { return ss.use.Tree != "" && underAny(expand(p), []string{root}) }
 	if ss.use.Tree != "" {
 		add("rw", root, ss.use.Tree)
 		add("ro", filepath.Join(root, ".git"), filepath.Join(root, ".git"))
@@ -463,7 +468,9 @@ func (ss *Session) buildMounts(dir string) []mount {
 		}
 	}
 	for _, p := range ss.sb.Protect {
-		ro(p)
+		if !inTree(p) {
+			ro(p)
+		}
 	}
 	rw(ss.home.dir)
 	mounts = append(mounts, ss.home.rw...)
@@ -479,11 +486,10 @@ func (ss *Session) buildMounts(dir string) []mount {
 			add("rw", in, p)
 		}
 	}
-	for _, p := range ss.sb.Writable {
-		rw(p)
-	}
-	for _, p := range ss.use.Writable {
-		rw(p)
+	for _, p := range append(slices.Clone(ss.sb.Writable), ss.use.Writable...) {
+		if !inTree(p) {
+			rw(p)
+		}
 	}
 	// The session's folder (its sockets) and ralph's binary (the init,
 	// Go's GOCACHEPROG) are shown at their paths, also in a private /tmp.
@@ -494,7 +500,9 @@ func (ss *Session) buildMounts(dir string) []mount {
 		ro(ss.sb.helper)
 	}
 	for inside, outside := range ss.use.Binds {
-		add("rw", expand(inside), outside)
+		if !inTree(inside) {
+			add("rw", expand(inside), outside)
+		}
 	}
 	for _, m := range ss.use.Mounts {
 		kind := "ro"
@@ -608,7 +616,7 @@ func (ss *Session) Confine(c proc.Cmd) (proc.Cmd, func(), error) {
 	}
 	dir = expand(dir)
 	mounts := ss.mountsFor(dir)
-	if extra := argvFiles(c.Argv, dir); len(extra) > 0 {
+	if extra := argvFiles(c.Argv, dir, workRoot(dir)); len(extra) > 0 {
 		mounts = append(slices.Clip(mounts), extra...)
 	}
 	base := c.Env
@@ -694,7 +702,7 @@ func (ss *Session) bulkFile(dir string, paths []string) (string, error) {
 // argvFiles are files a command names that live in a private temp folder
 // of the sandbox (a script `sh /tmp/x/agent.sh` or `sh ../agent.sh`):
 // shown read-only at their paths.
-func argvFiles(argv []string, dir string) []mount {
+func argvFiles(argv []string, dir, root string) []mount {
 	var out []mount
 	private := unseenRoots()
 	for _, a := range argv {
@@ -706,8 +714,8 @@ func argvFiles(argv []string, dir string) []mount {
 			p = filepath.Join(dir, p)
 		}
 		p = filepath.Clean(p)
-		if !underAny(p, private) {
-			continue
+		if !underAny(p, private) || underAny(p, []string{root}) {
+			continue // visible already; in the work tree, the tree's (or the checkout's)
 		}
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
 			out = append(out, mount{kind: "ro", path: p})
