@@ -22,15 +22,14 @@ func newJudge(repo *git.Repo, paths engine.Paths, gates gate.Runner, sb *sandbox
 	}
 	if sb != nil {
 		root := repo.Dir
-		j.View = func(ctx context.Context, checkout string) (context.Context, string) {
-			return sandbox.WithGateView(ctx, sandbox.GateView{Tree: checkout}), root
+		// The gates' confinement of a checkout ends with its judging: the
+		// checkout is then another commit's.
+		j.View = func(ctx context.Context, checkout string) (context.Context, string, func()) {
+			return sandbox.WithGateView(ctx, sandbox.GateView{Tree: checkout}), root, sb.CloseGates
 		}
 	}
 	if mask != nil {
-		j.Secret = func(b []byte) bool {
-			s := string(b)
-			return mask.String(s) != s
-		}
+		j.Secret = mask.Find
 	}
 	return j, nil
 }

@@ -266,7 +266,8 @@ func run(f *Factory, args []string) int {
 	_, err := cmd.ExecuteContextC(ctx)
 	code := exitCode(err)
 	var se *statusError
-	if err != nil && !errors.As(err, &se) {
+	var ee *exitError // its message was printed already
+	if err != nil && !errors.As(err, &se) && !errors.As(err, &ee) {
 		fmt.Fprintf(f.IO.ErrOut, "ralph: %v\n", err)
 		var ce *commandLineError
 		if errors.As(err, &ce) {

@@ -803,6 +803,11 @@ func (r *openedRun) run(ctx context.Context) error {
 	if outcome.Status == engine.StatusComplete {
 		return nil
 	}
+	if err != nil && usage.Is(err) {
+		// The run could not start on what the person gave it (said in
+		// the summary): theirs to change.
+		return &exitError{code: exitUsage}
+	}
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
 }
 

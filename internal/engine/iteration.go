@@ -88,7 +88,41 @@ func (e *Engine) begin(ctx context.Context, it *Item, number int) (*Iteration, e
 		return nil, err
 	}
 	e.beginJudging(ctx, x)
+	x.s.Prompt += protectedSection(x.contract, it.Kind)
 	return x, e.prompt(x)
+}
+
+// protectedSection tells the agent which files it may not change (the
+// item's contract: the tests and their configuration at its base), and
+// where its own tests go. "" when there are none or a person allowed test
+// changes.
+func protectedSection(k *judge.Contract, kind string) string {
+	if k == nil || k.AllowTestChanges || len(k.Protected) == 0 {
+		return ""
+	}
+	const shown = 20
+	names := k.Protected
+	more := ""
+	if len(names) > shown {
+		more = fmt.Sprintf(" and %d more", len(names)-shown)
+		names = names[:shown]
+	}
+	return fmt.Sprintf("\n## Files you may not change\n\nThese files decide whether the %s is done, so they stay as they were when it started (they are read-only to you, and a change to one fails the %s): %s%s. Put new tests in new files; make the code pass the tests, never the tests pass the code.\n",
+		kind, kind, strings.Join(names, ", "), more)
+}
+
+// readOnly are the absolute paths the agent's sandbox keeps read-only:
+// the item's protected files, unless a person allowed test changes.
+func (x *Iteration) readOnly() []string {
+	k := x.contract
+	if k == nil || k.AllowTestChanges {
+		return nil
+	}
+	out := make([]string, 0, len(k.Protected))
+	for _, p := range k.Protected {
+		out = append(out, filepath.Join(x.Workspace.Dir, filepath.FromSlash(p)))
+	}
+	return out
 }
 
 // conclude is the steps after the agent's signals: verify, decide,
@@ -223,6 +257,7 @@ func (e *Engine) runAgent(ctx context.Context, x *Iteration) error {
 	}
 	req := e.request(s, x.Workspace.Dir, s.Prompt, s.Role, e.runID())
 	req.Transcript = x.Attempt.Log
+	req.ReadOnly = x.readOnly()
 	req.Started = func(pid int) { _ = e.box.update(func(st *State) { cur.AgentPID = pid }) }
 	res, err := s.Agent.Agent.Run(ctx, req)
 	if ctx.Err() != nil {

@@ -92,7 +92,8 @@ func (j *Judge) runAt(ctx context.Context, rev string, gates []gate.Gate, log io
 		return nil, err
 	}
 	defer j.Trees.Release(co)
-	gctx, dir := j.view(ctx, co.Dir)
+	gctx, dir, done := j.view(ctx, co.Dir)
+	defer done()
 	if firstFailure {
 		results, _ := j.Gates.Run(gctx, dir, gates, log)
 		return results, ctx.Err()
@@ -109,11 +110,11 @@ func (j *Judge) runAt(ctx context.Context, rev string, gates []gate.Gate, log io
 }
 
 // view is where gates see a checkout (View, else its own folder).
-func (j *Judge) view(ctx context.Context, dir string) (context.Context, string) {
+func (j *Judge) view(ctx context.Context, dir string) (context.Context, string, func()) {
 	if j.View != nil {
 		return j.View(ctx, dir)
 	}
-	return ctx, dir
+	return ctx, dir, func() {}
 }
 
 func (b *Baseline) save() error {
@@ -201,27 +202,39 @@ func (b *Baseline) Red() []string {
 			if len(red) > 0 {
 				line += ": " + list(red, 10)
 			}
+		} else if note := sandboxNote(r.Output, nil); note != "" {
+			line += ": " + note
 		} else if out := strings.TrimSpace(r.Output); out != "" {
 			line += ": " + lastLine(out)
-		}
-		if note := sandboxNote(r.Output); note != "" {
-			// Not the base's fault: the note names what to allow.
-			line += " (" + note + "; allow it in your own config, or run with --no-sandbox)"
 		}
 		out = append(out, line)
 	}
 	return out
 }
 
+// SandboxRed are the gates that fail at the base because the sandbox
+// refused them something a setting of the user's allows (a host, a
+// path): not work for the run but its setting, each with what the
+// sandbox said.
+func (b *Baseline) SandboxRed() []string {
+	var out []string
+	for _, r := range b.Failing() {
+		if note := sandboxNote(r.Output, sandbox.Allowable); note != "" {
+			out = append(out, fmt.Sprintf("gate %s (`%s`) FAILED: %s", r.Name, r.Command, note))
+		}
+	}
+	return out
+}
+
 // sandboxNote is the first line of output where the sandbox says it
-// refused the command something, or "".
-func sandboxNote(output string) string {
+// refused the command something (and that ok takes, when given), or "".
+func sandboxNote(output string, ok func(string) bool) string {
 	if !sandbox.CausedBy(output) {
 		return ""
 	}
 	for _, l := range strings.Split(output, "\n") {
-		if i := strings.Index(l, strings.TrimSpace(sandbox.NotePrefix)); i >= 0 {
-			return strings.TrimSpace(strings.TrimPrefix(l[i:], "[ralph] "))
+		if i := strings.Index(l, strings.TrimSpace(sandbox.NotePrefix)); i >= 0 && (ok == nil || ok(l[i:])) {
+			return strings.TrimSpace(l[i:])
 		}
 	}
 	return ""

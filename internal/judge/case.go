@@ -33,6 +33,9 @@ type Claim struct {
 	// AllowTestChanges and AllowGateChanges are set by a person on the
 	// item: its protected files, and the files its gates run, may change.
 	AllowTestChanges bool
+	// Protect are more globs of files the agent may not change, the
+	// work's own (a PRD's "protected"), besides the judge's.
+	Protect          []string
 	AllowGateChanges bool
 	// Review names the role whose approval is the item's evidence (a
 	// person asked for a review instead of a test).

@@ -3,9 +3,10 @@ package judge
 import (
 	"context"
 	"fmt"
-	"os"
+	"github.com/ralph-loop/ralph/internal/store"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/ralph-loop/ralph/internal/git"
 )
@@ -67,14 +68,16 @@ func (secretsCheck) Check(_ context.Context, j *Judge, c *Case) Finding {
 		if ch.Status == 'D' || ch.NewMode == git.Gitlink {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(c.Dir, ch.Path))
-		if err == nil && j.Secret(b) {
-			found = append(found, ch.Path)
+		// Bounded: a file of terabytes costs its writer nothing; a secret
+		// is found in the first 16 MiB or not at all.
+		b, _ := store.ReadFileLimit(filepath.Join(c.Dir, ch.Path), 16<<20)
+		if names := j.Secret(b); len(names) > 0 {
+			found = append(found, ch.Path+" ("+strings.Join(names, ", ")+")")
 		}
 	}
 	if len(found) == 0 {
 		return Finding{}
 	}
 	return Finding{Fail: fail("a secret in "+list(found, 5),
-		fmt.Sprintf("These files hold the value of a secret from your environment (an API key or token): %s. It would be committed in clear. Remove it (read it from the environment at run time instead).", list(found, 10)))}
+		fmt.Sprintf("These files hold a secret from your environment (an API key or token): %s. It would be committed in clear. Remove it (read it from the environment at run time instead).", list(found, 10)))}
 }

@@ -29,10 +29,11 @@ func (j *Judge) contract(ctx context.Context, item, base string, claim Claim) *C
 	for _, g := range claim.Checks {
 		k.Checks = append(k.Checks, g.Name+": "+g.Command)
 	}
+	extra := append(slices.Clip(j.Protect), claim.Protect...)
 	if base != "" {
 		if files, err := j.Repo.TreeFiles(ctx, base); err == nil {
 			for _, f := range files {
-				if f.Type == "blob" && Protected(f.Path, j.Protect) {
+				if f.Type == "blob" && Protected(f.Path, extra) {
 					k.Protected = append(k.Protected, f.Path)
 				}
 			}

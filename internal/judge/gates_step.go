@@ -47,7 +47,8 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	}
 	defer j.Trees.Release(co)
 	fmt.Fprintf(c.log(), "\nralph: the gates run on a fresh checkout of the tree that lands (%s)\n", short(c.tree))
-	gctx, dir := j.view(ctx, co.Dir)
+	gctx, dir, done := j.view(ctx, co.Dir)
+	defer done()
 	var f Finding
 	for i, g := range gates {
 		rs, _ := j.Gates.Run(gctx, dir, []gate.Gate{g}, c.log())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ralph-loop/ralph/internal/usage"
 	"io"
 	"os"
 	"path/filepath"
@@ -88,8 +89,9 @@ type Judge struct {
 	Gates gate.Runner
 	// View shows a checkout to the gates: the context and folder to run
 	// them in (the sandbox shows the checkout at the repository's own
-	// path; nil: the checkout's folder).
-	View func(ctx context.Context, checkout string) (context.Context, string)
+	// path; nil: the checkout's folder), and what to call once they ran,
+	// before the checkout is used again.
+	View func(ctx context.Context, checkout string) (context.Context, string, func())
 	// Trees are the judge's checkouts; Baseline the run-wide gates'
 	// results at bases.
 	Trees    *Trees
@@ -98,9 +100,9 @@ type Judge struct {
 	Protect []string
 	// StateDir is ralph's folder (.ralph): the judgement logs.
 	StateDir string
-	// Secret reports whether bytes hold a secret ralph masks (nil: none
-	// is looked for).
-	Secret func(b []byte) bool
+	// Secret names the secrets ralph masks that bytes hold, never the
+	// secrets themselves (nil: none, or no masking).
+	Secret func(b []byte) []string
 	// Declarations lets a Go test file gain declarations (its own ones
 	// must stay byte for byte); off, a protected file may not change.
 	Declarations bool
@@ -147,6 +149,12 @@ func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, 
 	b, err := j.TakeBaseline(ctx, runID, rev, gates, log)
 	if err != nil || b == nil {
 		return nil, err
+	}
+	if caused := b.SandboxRed(); len(caused) > 0 {
+		// Every item would be judged without that gate: the run does not
+		// start until the person allows what it needs (the failing
+		// result is taken again then, never replayed).
+		return nil, usage.Errorf("the base %s already fails before any agent ran, and the sandbox refused what a gate needed:\n  %s\nallow it in your own config as the line says, or run with --no-sandbox (see .ralph/baseline.log)", short(b.Commit), strings.Join(caused, "\n  "))
 	}
 	return b.Red(), nil
 }

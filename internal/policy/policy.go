@@ -1,5 +1,6 @@
 // Package policy pins the rules that judge a run's items for the whole
-// run: the PRD's quality checks and every story's checks and flags
+// run: the PRD's quality checks, its protected globs and every story's
+// checks and flags
 // (critical, allow_gate_changes, allow_test_changes), .ralph/config.yaml
 // (the task tree's gates, the council size, everything else it sets) and
 // roles.yaml (triggers, council rules, per-role agents).
@@ -52,6 +53,7 @@ type Snapshot struct {
 type PRDPolicy struct {
 	Path          string            `json:"path"` // relative to the repository
 	QualityChecks map[string]string `json:"quality_checks"`
+	Protected     []string          `json:"protected,omitempty"`
 	Stories       []StoryPolicy     `json:"stories"`
 }
 
@@ -455,7 +457,8 @@ func yamlKeysChanged(was, now []byte) []string {
 // prdPolicy is the policy part of doc.
 func prdPolicy(doc *prd.PRD, path string) *PRDPolicy {
 	q := doc.QualityChecks
-	pp := &PRDPolicy{Path: path, QualityChecks: map[string]string{"typecheck": q.Typecheck, "lint": q.Lint, "test": q.Test, "build": q.Build}}
+	pp := &PRDPolicy{Path: path, QualityChecks: map[string]string{"typecheck": q.Typecheck, "lint": q.Lint, "test": q.Test, "build": q.Build},
+		Protected: doc.Protected}
 	for _, st := range doc.Stories {
 		pp.Stories = append(pp.Stories, StoryPolicy{ID: st.ID, Checks: st.Checks, Critical: st.Critical,
 			AllowGateChanges: st.AllowGateChanges, AllowTestChanges: st.AllowTestChanges})
@@ -493,6 +496,9 @@ func (pp *PRDPolicy) compare(root string) *change {
 			fields = append(fields, "quality_checks."+k+" changed")
 		}
 	}
+	if !slices.Equal(pp.Protected, now.Protected) {
+		fields = append(fields, "protected changed")
+	}
 	pinned := map[string]StoryPolicy{}
 	for _, s := range pp.Stories {
 		pinned[s.ID] = s
@@ -523,6 +529,7 @@ func (pp *PRDPolicy) compare(root string) *change {
 	return &change{Path: pp.Path, Fields: fields, abs: abs, now: b, put: func() error {
 		doc.QualityChecks = prd.QualityChecks{Typecheck: pp.QualityChecks["typecheck"], Lint: pp.QualityChecks["lint"],
 			Test: pp.QualityChecks["test"], Build: pp.QualityChecks["build"]}
+		doc.Protected = pp.Protected
 		for i := range doc.Stories {
 			st := &doc.Stories[i]
 			if w, ok := pinned[st.ID]; ok {

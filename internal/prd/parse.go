@@ -112,12 +112,13 @@ var topObject = &object[PRD]{
 		{"user_stories", "userStories", func(p *PRD) any { return &p.Stories }},
 		{"technical_requirements", "technicalRequirements", func(p *PRD) any { return &p.TechnicalRequirements }},
 		{"quality_checks", "qualityChecks", func(p *PRD) any { return &p.QualityChecks }},
+		{"protected", "protected", func(p *PRD) any { return &p.Protected }},
 		{"created_at", "createdAt", func(p *PRD) any { return &p.CreatedAt }},
 		{"updated_at", "updatedAt", func(p *PRD) any { return &p.UpdatedAt }},
 	},
 	layout: [2]string{
-		formatSnake: "project feature branch_name version description? user_stories technical_requirements quality_checks created_at updated_at",
-		formatCamel: "project feature? branchName version? description userStories technicalRequirements? qualityChecks? createdAt? updatedAt?",
+		formatSnake: "project feature branch_name version description? user_stories technical_requirements quality_checks protected? created_at updated_at",
+		formatCamel: "project feature? branchName version? description userStories technicalRequirements? qualityChecks? protected? createdAt? updatedAt?",
 	},
 }
 
@@ -252,7 +253,7 @@ func ParseAll(name string, data []byte) (*PRD, error) {
 		p.Format = formatCamel
 	}
 	p.src, src.was = src, *p
-	src.was.Stories, src.was.TechnicalRequirements = slices.Clone(p.Stories), slices.Clone(p.TechnicalRequirements)
+	src.was.Stories, src.was.TechnicalRequirements, src.was.Protected = slices.Clone(p.Stories), slices.Clone(p.TechnicalRequirements), slices.Clone(p.Protected)
 	if len(ps.typeErrs) > 0 {
 		sort.SliceStable(ps.typeErrs, func(i, j int) bool { return ps.typeErrs[i].Offset < ps.typeErrs[j].Offset })
 		return p, ps.typeErrs

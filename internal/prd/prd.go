@@ -54,8 +54,12 @@ type PRD struct {
 	Stories               []Story
 	TechnicalRequirements []string
 	QualityChecks         QualityChecks
-	CreatedAt             string
-	UpdatedAt             string
+	// Protected are globs of more files the agent may not change (besides
+	// the tests and test configuration every story's contract protects):
+	// golden files, fixtures, a schema the tests read.
+	Protected []string
+	CreatedAt string
+	UpdatedAt string
 
 	// name is what Parse was given, so Validate can name the file.
 	name string

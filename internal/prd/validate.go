@@ -3,6 +3,7 @@ package prd
 import (
 	"cmp"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"unicode"
@@ -25,6 +26,7 @@ const (
 	rulePriorityRange     = "priority-range"
 	ruleComplexityRange   = "complexity-range"
 	ruleBranchName        = "branch-name"
+	ruleProtectedGlob     = "protected-glob"
 	ruleBadID             = "bad-id"
 	ruleIDTooLong         = "id-too-long"
 	ruleUnknownAgent      = "unknown-agent"
@@ -109,6 +111,11 @@ func (p *PRD) Validate() error {
 	if p.BranchName != "" {
 		if why := git.BranchNameProblem(p.BranchName); why != "" {
 			add("", ruleBranchName, "%s %q is not a valid git branch name: %s", topObject.name("branch_name", f), p.BranchName, why)
+		}
+	}
+	for i, g := range p.Protected {
+		if why := GlobProblem(g); why != "" {
+			add("", ruleProtectedGlob, "protected[%d] %q: %s", i, g, why)
 		}
 	}
 
@@ -255,4 +262,29 @@ func (p *PRD) cycles(index map[string]int) [][]string {
 		}
 	}
 	return found
+}
+
+// GlobProblem says what is wrong with g as a glob of files in the
+// repository (a "protected:" entry), or "": a path from the
+// repository's root (a leading / changes nothing), with "*", "?", "[…]"
+// within a folder name and "**" across folders.
+func GlobProblem(g string) string {
+	switch {
+	case strings.TrimSpace(g) == "":
+		return "an empty glob"
+	case strings.Contains(g, "\\"):
+		return "use / between folders"
+	}
+	for _, part := range strings.Split(strings.Trim(g, "/"), "/") {
+		if part == ".." {
+			return "leaves the repository (..)"
+		}
+		if part == "**" {
+			continue
+		}
+		if _, err := path.Match(part, ""); err != nil {
+			return "not a valid glob (" + err.Error() + ")"
+		}
+	}
+	return ""
 }

@@ -217,3 +217,34 @@ func TestBlankGateIsNoGate(t *testing.T) {
 		t.Errorf("Gates = %v", gs)
 	}
 }
+
+// TestProtectedGlobs: the PRD's protected globs are checked like its
+// other fields, each bad one named with its place.
+func TestProtectedGlobs(t *testing.T) {
+	p, err := Parse("prd.json", []byte(`{"project":"p","branch_name":"ralph/p","protected":["testdata/**","golden/*.json","[a-","../up","", "a\\b"],
+"user_stories":[{"id":"S-1","title":"t","priority":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Validate()
+	if err == nil {
+		t.Fatal("bad globs validated")
+	}
+	for _, want := range []string{`protected[2] "[a-": not a valid glob`, `protected[3] "../up": leaves the repository`, `protected[4] "": an empty glob`, `protected[5] "a\\b": use / between folders`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "protected[0]") || strings.Contains(err.Error(), "protected[1]") {
+		t.Errorf("good globs refused: %v", err)
+	}
+	// Written back, the field stays as it was.
+	p.Stories[0].Passes = true
+	b, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"protected":["testdata/**","golden/*.json"`) {
+		t.Errorf("protected changed on write-back:\n%s", b)
+	}
+}

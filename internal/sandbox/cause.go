@@ -26,6 +26,14 @@ const NotePrefix = "[ralph] the sandbox "
 // the command something (NotePrefix).
 func CausedBy(output string) bool { return strings.Contains(output, NotePrefix) }
 
+// Allowable reports whether a note (a NotePrefix line) names a setting
+// of the user's config that allows what was refused; the others name
+// what no setting allows (ralph's own files, git's settings).
+func Allowable(note string) bool { return strings.Contains(note, allowedUnder) }
+
+// allowedUnder ends every note that names a setting.
+const allowedUnder = "under `sandbox:`"
+
 // cause is one thing the sandbox refused a command.
 type cause struct {
 	path string // a write refused

@@ -298,6 +298,7 @@ func (s *prdDoc) terms(it *engine.Item, st *engine.State) judge.Claim {
 	for _, g := range s.Doc.QualityChecks.Gates() {
 		c.Gates = append(c.Gates, gate.Gate{Name: g.Name, Command: g.Command})
 	}
+	c.Protect = s.Doc.Protected
 	if story := s.Doc.Story(it.ID); story != nil {
 		for i, cmd := range story.Checks {
 			c.Checks = append(c.Checks, gate.Gate{Name: fmt.Sprintf("%s check %d", it.ID, i+1), Command: cmd})
