@@ -15,6 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/land"
+	"github.com/ralph-loop/ralph/internal/land/landtest"
 )
 
 // fakeSource is a Source whose claims and recovery are scripted per
@@ -227,9 +228,9 @@ func TestIterationPassesAndRecordsEverything(t *testing.T) {
 	if b, _ := os.ReadFile(p.PromptFile); string(b) != req.Prompt {
 		t.Error("the prompt file does not hold the prompt")
 	}
-	sha := j.git.tip("ralph/x")
-	landed := j.git.commit(sha)
-	if landed.tree != "tree-S-1-1" || len(landed.parents) != 1 || landed.parents[0] != "root" || !strings.HasPrefix(landed.msg, "feat(S-1): first\n") {
+	sha := j.git.Tip("ralph/x")
+	landed := j.git.Commit(sha)
+	if landed.Tree != "tree-S-1-1" || len(landed.Parents) != 1 || landed.Parents[0] != "root" || !strings.HasPrefix(landed.Msg, "feat(S-1): first\n") {
 		t.Fatalf("the branch is at %s: %+v", sha, landed)
 	}
 	is := out.State.Items["S-1"]
@@ -297,8 +298,8 @@ func TestConcludeRetriesThenBlocks(t *testing.T) {
 	if out.State.Breaker.SameCount != 2 || out.State.Breaker.NoProgress != 2 {
 		t.Errorf("breaker %+v", out.State.Breaker)
 	}
-	if len(src.notPassed) != 2 || j.git.tip("ralph/x") != "root" {
-		t.Errorf("told not passed %q; the branch is at %s", src.notPassed, j.git.tip("ralph/x"))
+	if len(src.notPassed) != 2 || j.git.Tip("ralph/x") != "root" {
+		t.Errorf("told not passed %q; the branch is at %s", src.notPassed, j.git.Tip("ralph/x"))
 	}
 }
 
@@ -318,12 +319,12 @@ func TestItemAttemptCap(t *testing.T) {
 // personCommitsOnce moves branch under the lander at its first landing,
 // as a person's commit would: the lander's compare-and-swap fails, and
 // the plan is stale.
-func personCommitsOnce(g *memGit, branch string) (person func() string) {
+func personCommitsOnce(g *landtest.Git, branch string) (person func() string) {
 	var once sync.Once
 	var sha string
-	g.onUpdate = func(g *memGit, ref string) {
+	g.OnUpdate = func(g *landtest.Git, ref string) {
 		if ref == "refs/heads/"+branch {
-			once.Do(func() { sha = g.push(branch, "tree-person", "a person's commit") })
+			once.Do(func() { sha = g.Push(branch, "tree-person", "a person's commit") })
 		}
 	}
 	return func() string { return sha }
@@ -367,9 +368,9 @@ func TestStaleLandingIsJudgedAgainAndLands(t *testing.T) {
 	if got := j.callLog(); got != "begin S-1, judge S-1, rejudge S-1, landed S-1" {
 		t.Fatalf("judge calls: %s", got)
 	}
-	sha := j.git.tip("ralph/x")
-	c := j.git.commit(sha)
-	if person() == "" || c.tree != "tree-S-1-2" || len(c.parents) != 1 || c.parents[0] != person() {
+	sha := j.git.Tip("ralph/x")
+	c := j.git.Commit(sha)
+	if person() == "" || c.Tree != "tree-S-1-2" || len(c.Parents) != 1 || c.Parents[0] != person() {
 		t.Fatalf("landed %s %+v, the person's commit %s", sha, c, person())
 	}
 	is := out.State.Items["S-1"]
@@ -394,10 +395,10 @@ func TestStaleLandingThatFailsSpendsAnAttempt(t *testing.T) {
 	}
 	out, _ := r.e.Run(context.Background())
 	is := out.State.Items["S-1"]
-	if out.Status != StatusComplete || is.Commit != j.git.tip("ralph/x") || is.Attempts != 1 {
+	if out.Status != StatusComplete || is.Commit != j.git.Tip("ralph/x") || is.Attempts != 1 {
 		t.Fatalf("%s %+v", out.Status, is)
 	}
-	if c := j.git.commit(is.Commit); c.tree != "tree-S-1-3" || c.parents[0] != person() {
+	if c := j.git.Commit(is.Commit); c.Tree != "tree-S-1-3" || c.Parents[0] != person() {
 		t.Fatalf("landed %+v", c)
 	}
 	if len(ag.reqs) != 2 || !strings.Contains(ag.reqs[1].Prompt, "merge broke test") {
@@ -436,7 +437,7 @@ func TestConflictRunsResolverWithFullEnv(t *testing.T) {
 	j := judgeOf(e)
 	j.verdict = conflicting(1)
 	out, _ := e.Run(context.Background())
-	if out.Status != StatusComplete || out.State.Items["S-1"].Commit != j.git.tip("ralph/x") || j.git.commit(j.git.tip("ralph/x")).tree != "tree-S-1-2" {
+	if out.Status != StatusComplete || out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") || j.git.Commit(j.git.Tip("ralph/x")).Tree != "tree-S-1-2" {
 		t.Fatalf("%s %+v", out.Status, out.State.Items["S-1"])
 	}
 	if len(ag.reqs) != 2 || ag.reqs[1].Role != "resolver" || ag.reqs[1].ItemID != "S-1#resolve" {
@@ -465,7 +466,7 @@ func TestStaleLandingThatConflictsRunsResolver(t *testing.T) {
 		j.verdict = conflicting(2)
 		out, _ := r.e.Run(context.Background())
 		is := out.State.Items["S-1"]
-		if out.Status != StatusComplete || is.Attempts != 0 || is.Commit != j.git.tip("ralph/x") || j.git.commit(is.Commit).parents[0] != r.person() {
+		if out.Status != StatusComplete || is.Attempts != 0 || is.Commit != j.git.Tip("ralph/x") || j.git.Commit(is.Commit).Parents[0] != r.person() {
 			t.Fatalf("%s %+v", out.Status, is)
 		}
 		if got := j.callLog(); got != "begin S-1, judge S-1, rejudge S-1, judge S-1, landed S-1" {
@@ -540,8 +541,8 @@ func TestHeldDecisionWithdrawsTheTicket(t *testing.T) {
 	if _, err := l.Land(context.Background(), h.held, "late", nil); !errors.Is(err, land.ErrStale) {
 		t.Fatalf("the held ticket lands with %v, want stale", err)
 	}
-	sha := j.git.tip("ralph/x")
-	if c := j.git.commit(sha); c.tree != "tree-S-1-2" || c.parents[0] != "root" || l.Landings() != 1 {
+	sha := j.git.Tip("ralph/x")
+	if c := j.git.Commit(sha); c.Tree != "tree-S-1-2" || c.Parents[0] != "root" || l.Landings() != 1 {
 		t.Fatalf("landed %+v (%d landings)", c, l.Landings())
 	}
 	if is := out.State.Items["S-1"]; is.Commit != sha || is.Attempts != 0 {
@@ -580,11 +581,7 @@ func TestKeepWorkLandsUnverifiedWork(t *testing.T) {
 	if got := strings.Join(j.records, " | "); got != "ralph: loop iteration (unverified) | ralph: loop iteration (unverified)" {
 		t.Fatalf("work kept by iterations 1 and 3 only, got %q", got)
 	}
-	var trees []string
-	for c := j.git.tip("ralph/x"); c != "root"; c = j.git.commit(c).parents[0] {
-		trees = append([]string{j.git.commit(c).tree}, trees...)
-	}
-	if got := strings.Join(trees, " "); got != "work-loop-1 work-loop-2 tree-loop-4" {
+	if got := strings.Join(j.git.History("ralph/x"), " "); got != "work-loop-1 work-loop-2 tree-loop-4" {
 		t.Fatalf("history %s", got)
 	}
 	if is := out.State.Items["loop"]; is.Status != ItemPassed || is.Attempts != 1 || is.InProgress != 2 {
@@ -631,7 +628,7 @@ func TestResumeVerifyPhaseReverifiesWithoutAgent(t *testing.T) {
 	if got := j.judged(); len(got) != 1 || !got[0].Claimed || got[0].Base != "base-S-1" {
 		t.Fatalf("judged %+v", got)
 	}
-	if out.State.Counted() != 1 || out.State.Items["S-1"].Commit != j.git.tip("ralph/x") {
+	if out.State.Counted() != 1 || out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") {
 		t.Errorf("counted %d iterations, want 1; %+v", out.State.Counted(), out.State.Items["S-1"])
 	}
 }
@@ -662,7 +659,7 @@ func TestResumeCommitPhase(t *testing.T) {
 		j := judgeOf(e)
 		writeState(t, p, crashedState(src, &Current{Item: "S-1", Iteration: 1, Attempt: 1, Phase: PhaseCommit, Final: "<promise>COMPLETE</promise>"}))
 		out, _ := e.Run(context.Background())
-		if out.State.Items["S-1"].Commit != j.git.tip("ralph/x") || j.git.tip("ralph/x") == "root" || len(ag.reqs) != 0 || len(j.judged()) != 1 {
+		if out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") || j.git.Tip("ralph/x") == "root" || len(ag.reqs) != 0 || len(j.judged()) != 1 {
 			t.Fatalf("%+v agent %d judged %d", out.State.Items["S-1"], len(ag.reqs), len(j.judged()))
 		}
 		if !strings.Contains(strings.Join(src.calls, ", "), "recover S-1, prepare S-1, claim S-1, landed S-1") {

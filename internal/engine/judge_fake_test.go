@@ -4,138 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
 	"sync"
 
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/land"
+	"github.com/ralph-loop/ralph/internal/land/landtest"
 )
-
-// memGit is a repository in memory for the lander (land.Git): commits,
-// their trees and the refs. Every branch starts at the commit "root".
-// onUpdate, when set, runs before each compare-and-swap of a branch: a
-// test moves the branch there as a person would.
-type memGit struct {
-	mu       sync.Mutex
-	refs     map[string]string
-	commits  map[string]memCommit
-	n        int
-	onUpdate func(g *memGit, ref string)
-}
-
-type memCommit struct {
-	tree    string
-	parents []string
-	msg     string
-}
-
-func newMemGit() *memGit {
-	return &memGit{refs: map[string]string{}, commits: map[string]memCommit{"root": {tree: "tree-root"}}}
-}
-
-// ensure makes branch (at root) if it does not exist.
-func (g *memGit) ensure(branch string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.refs["refs/heads/"+branch]; !ok {
-		g.refs["refs/heads/"+branch] = "root"
-	}
-}
-
-// tip is the commit branch is at.
-func (g *memGit) tip(branch string) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.refs["refs/heads/"+branch]
-}
-
-// commit is the commit sha, as it was made.
-func (g *memGit) commit(sha string) memCommit {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.commits[sha]
-}
-
-// push makes a commit of tree on branch's tip and moves the branch there,
-// as a person's commit would (no compare-and-swap of the lander's).
-func (g *memGit) push(branch, tree, msg string) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ref := "refs/heads/" + branch
-	sha := g.newCommitLocked(tree, []string{g.refs[ref]}, msg)
-	g.refs[ref] = sha
-	return sha
-}
-
-func (g *memGit) newCommitLocked(tree string, parents []string, msg string) string {
-	g.n++
-	sha := fmt.Sprintf("c%04d", g.n)
-	g.commits[sha] = memCommit{tree: tree, parents: parents, msg: msg}
-	return sha
-}
-
-func (g *memGit) UpdateRef(_ context.Context, ref, newSHA, oldSHA, _ string) error {
-	if hook := g.onUpdate; hook != nil && strings.HasPrefix(ref, "refs/heads/") {
-		hook(g, ref)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur := g.refs[ref]; cur != oldSHA {
-		return fmt.Errorf("cannot lock ref %s: is at %s but expected %s", ref, cur, oldSHA)
-	}
-	if _, ok := g.commits[newSHA]; !ok {
-		return fmt.Errorf("no commit %s", newSHA)
-	}
-	g.refs[ref] = newSHA
-	return nil
-}
-
-func (g *memGit) RevParse(_ context.Context, rev string) (string, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if sha, ok := g.refs[rev]; ok {
-		return sha, nil
-	}
-	if _, ok := g.commits[rev]; ok {
-		return rev, nil
-	}
-	return "", fmt.Errorf("unknown revision %s", rev)
-}
-
-func (g *memGit) TreeOf(ctx context.Context, rev string) (string, error) {
-	sha, err := g.RevParse(ctx, rev)
-	if err != nil {
-		return "", err
-	}
-	return g.commit(sha).tree, nil
-}
-
-func (g *memGit) IsAncestor(_ context.Context, a, b string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for todo := []string{b}; len(todo) > 0; {
-		c := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if c == a {
-			return true
-		}
-		todo = append(todo, g.commits[c].parents...)
-	}
-	return false
-}
-
-func (g *memGit) CommitTreeMsg(_ context.Context, tree string, parents []string, msg string) (string, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, p := range parents {
-		if _, ok := g.commits[p]; !ok {
-			return "", fmt.Errorf("no commit %s", p)
-		}
-	}
-	return g.newCommitLocked(tree, parents, msg), nil
-}
 
 // fakeJudge is an engine.Judge whose verdicts are scripted per judging,
 // over real landers (land.Lander) of an in-memory repository: a verdict
@@ -146,7 +22,7 @@ func (g *memGit) CommitTreeMsg(_ context.Context, tree string, parents []string,
 // source's refusal fails, no claim fails with the source's Unclaimed
 // verdict, a claim passes.
 type fakeJudge struct {
-	git *memGit
+	git *landtest.Git
 	// verdict scripts the n-th judging of an item (1-based; Judge, Rejudge
 	// and a resolver's judging alike); ok false: as without a script.
 	verdict func(c *judge.Case, n int) (v Verdict, ok bool)
@@ -171,7 +47,7 @@ type judgedClaim struct {
 	Rejudge bool
 }
 
-func newFakeJudge() *fakeJudge { return &fakeJudge{git: newMemGit()} }
+func newFakeJudge() *fakeJudge { return &fakeJudge{git: landtest.New()} }
 
 func (j *fakeJudge) log(call string) {
 	j.mu.Lock()
@@ -192,10 +68,7 @@ func (j *fakeJudge) Open(context.Context, string, string, []gate.Gate, io.Writer
 
 func (j *fakeJudge) Begin(_ context.Context, item, base string, terms judge.Claim) (*judge.Contract, map[string]string) {
 	j.log("begin " + item)
-	j.git.mu.Lock()
-	refs := maps.Clone(j.git.refs)
-	j.git.mu.Unlock()
-	return &judge.Contract{Item: item, Base: base}, refs
+	return &judge.Contract{Item: item, Base: base}, j.git.Refs()
 }
 
 func (j *fakeJudge) Judge(ctx context.Context, c *judge.Case) Verdict { return j.judge(ctx, c, false) }
@@ -286,7 +159,7 @@ func (j *fakeJudge) RecordWork(ctx context.Context, c *judge.Case, msg string) (
 }
 
 func (j *fakeJudge) Lander(ctx context.Context, branch, known string, report func(string)) (*land.Lander, error) {
-	j.git.ensure(branch)
+	j.git.Ensure(branch)
 	var rewritten func(found, tip, kept string)
 	if report != nil {
 		rewritten = func(found, tip, kept string) {
