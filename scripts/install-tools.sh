@@ -4,8 +4,10 @@
 # test, headless), bubblewrap (the sandbox every agent and gate runs in by
 # default: without it those tests fail, they never skip) and curl (the
 # sandbox tests' network tries) and gh (the GitHub CLI: ralph run --issues
-# and --pr, tested against a scripted GitHub). Debian/Ubuntu packages via apt-get;
-# elsewhere it says what to install.
+# and --pr, tested against a scripted GitHub), Debian's pytest (the
+# toolchain end-to-end tests run a Python project's tests with it) and
+# openssh-client (ssh-agent, for the sandbox's test of the user's keys).
+# Debian/Ubuntu packages via apt-get; elsewhere it says what to install.
 set -euo pipefail
 missing=()
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
@@ -13,6 +15,8 @@ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v gh >/dev/null 2>&1 || missing+=(gh)
+/usr/bin/python3 -c 'import pytest' >/dev/null 2>&1 || missing+=(python3-pytest)
+command -v ssh-agent >/dev/null 2>&1 || missing+=(openssh-client)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "install-tools: please install ${missing[*]} (the tests that need them skip meanwhile; without bubblewrap the sandbox tests fail)" >&2

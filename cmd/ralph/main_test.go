@@ -39,8 +39,13 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("..", "..", "testdata", "script"),
 		Setup: func(env *testscript.Env) error {
-			home := filepath.Join(env.WorkDir, ".home")
-			_ = os.MkdirAll(home, 0o755)
+			// HOME is outside $WORK, which the scripts' sandbox may write
+			// (below): a writable home is refused.
+			home, err := os.MkdirTemp("", "ralph-script-home-")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(home) })
 			env.Setenv("HOME", home)
 			// Children's temp files and XDG dirs stay in $WORK too.
 			if err := testenv.Isolate(filepath.Join(env.WorkDir, ".iso"), func(k, v string) error { env.Setenv(k, v); return nil }); err != nil {
@@ -50,8 +55,9 @@ func TestScripts(t *testing.T) {
 				env.Setenv(k, v)
 			}
 			// The scripts' agents and gates leave marks for the script in
-			// $WORK (outside their repository): the sandbox lets them,
-			// through the user's config (sandbox_escapes.txtar replaces it).
+			// $WORK (outside their repository), which they find by $WORK:
+			// the sandbox lets them, through the user's config
+			// (sandbox_escapes.txtar replaces it).
 			// The config home is outside $WORK, which some scripts make
 			// the repository itself (its files would make the tree dirty).
 			configHome, err := os.MkdirTemp("", "ralph-script-config-")
@@ -75,7 +81,7 @@ func TestScripts(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(userConfig), 0o755); err != nil {
 				return err
 			}
-			if err := os.WriteFile(userConfig, []byte("sandbox:\n  writable: ["+strconv.Quote(env.WorkDir)+"]\n"), 0o644); err != nil {
+			if err := os.WriteFile(userConfig, []byte("sandbox:\n  writable: ["+strconv.Quote(env.WorkDir)+"]\n  env: [WORK]\n"), 0o644); err != nil {
 				return err
 			}
 			env.Setenv("GOFLAGS", "-buildvcs=false")

@@ -28,6 +28,9 @@ type Request struct {
 	Attempt    int       // 1-based attempt on ItemID
 	Role       string
 	Started    func(pid int) // told the agent process's pid (its group id)
+	// ReadOnly are files of the work tree the agent must not change (the
+	// item's protected tests): its sandbox keeps them read-only.
+	ReadOnly []string
 }
 
 // Usage is token and cost accounting reported by the agent.

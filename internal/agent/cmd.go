@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // cmd runs any program as the agent: prompt on stdin and in
@@ -57,6 +58,9 @@ func (c *cmd) Plan(req Request) (Invocation, error) {
 	return Invocation{Argv: c.Argv, Env: env, PromptStdin: true}, nil
 }
 
+// maxOutputFile bounds what ralph reads of $RALPH_OUTPUT_FILE.
+const maxOutputFile = 1 << 20
+
 func (c *cmd) Run(ctx context.Context, req Request) (Result, error) {
 	inv, _ := c.Plan(req)
 	out := ""
@@ -70,8 +74,14 @@ func (c *cmd) Run(ctx context.Context, req Request) (Result, error) {
 		return res, err
 	}
 	if out != "" {
-		if b, rerr := os.ReadFile(out); rerr == nil {
+		// Read bounded: the agent writes it (a sparse file of terabytes
+		// costs it nothing).
+		b, rerr := store.ReadFileLimit(out, maxOutputFile)
+		if rerr == nil || errors.Is(rerr, store.ErrTooLarge) {
 			res.FinalText = string(b)
+		}
+		if errors.Is(rerr, store.ErrTooLarge) && req.Transcript != nil {
+			fmt.Fprintf(req.Transcript, "\n[ralph] $RALPH_OUTPUT_FILE is larger than %d bytes: only its start was read\n", maxOutputFile)
 		}
 	}
 	return res, nil

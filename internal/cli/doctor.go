@@ -2,19 +2,26 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/roles"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -113,6 +120,8 @@ func preflightError(checks []preflightCheck) error {
 // takes.
 type DoctorOptions struct {
 	Run *RunOptions
+	// SkipGates leaves out running the gates on the base.
+	SkipGates bool
 }
 
 // newCmdDoctor builds `ralph doctor`.
@@ -129,8 +138,15 @@ commits; the work tree holds no uncommitted change a new run would refuse
 (the same rule ralph run starts by: the PRD and ralph's own files, like the
 MCP config of ` + "`ralph mcp install`" + `, are fine; a run that resumes does not
 look; --fresh and --allow-dirty check as that run would).
+It then runs the run-wide gates on the base, in the sandbox, as the run's
+baseline will (in a checkout of HEAD in a temp folder, removed after;
+--skip-gates leaves it out): a gate that fails there is reported, and when
+the sandbox is the cause (a path it kept read-only, a host it refused)
+the report names it and the setting in your own config that allows it.
+It also names the hosts the agent CLI's own configuration sends it to
+(a Codex model provider's base_url, …) that the sandbox would refuse.
 It reads the same flags and .ralph/config.yaml as ralph run. Exit 2 when a
-check fails. It writes nothing.`,
+check fails. It writes nothing in the work tree.`,
 		Example: `  ralph doctor
   ralph doctor --agent codex --prd docs/prd.json`,
 		Args: cobra.NoArgs,
@@ -156,6 +172,7 @@ check fails. It writes nothing.`,
 	fl.BoolVar(&o.NoSandbox, "no-sandbox", false, "check for a run without the sandbox")
 	fl.BoolVar(&o.AllowDirty, "allow-dirty", false, "check for a run that may start on uncommitted changes")
 	fl.BoolVar(&o.Fresh, "fresh", false, "check for a new run even when the last one would resume")
+	fl.BoolVar(&opts.SkipGates, "skip-gates", false, "do not run the gates on the base")
 	completeAgents(cmd, "agent", "summarizer")
 	return cmd
 }
@@ -193,8 +210,12 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	}
 	checks = append(checks, preflight(ctx, root, repo, ags, commands)...)
 	checks = append(checks, o.sandboxCheck(root))
+	checks = append(checks, o.cliHostsChecks()...)
 	if src != nil {
 		checks = append(checks, o.treeCheck(ctx, root, repo, src.Info()))
+		if !opts.SkipGates {
+			checks = append(checks, o.baseGatesChecks(ctx, root, repo, src)...)
+		}
 	}
 	failed := 0
 	for _, c := range checks {
@@ -261,3 +282,111 @@ func (o *RunOptions) treeCheck(ctx context.Context, root string, repo *git.Repo,
 // setupFiles are the files ralph's own commands write into a repository
 // that a new run accepts uncommitted (engine.StartConfig.Setup).
 func setupFiles() []string { return hook.ProjectMCPFiles() }
+
+// cliHostsChecks name the hosts the agent CLI's own configuration sends
+// it to (when ralph gives it no base URL): each must be allowed in the
+// user's config, or every iteration would end at a 403 from ralph's
+// proxy, an attempt spent each time.
+func (o *RunOptions) cliHostsChecks() []preflightCheck {
+	if o.NoSandbox || (o.sandboxCfg.Enabled != nil && !*o.sandboxCfg.Enabled) || o.sandboxCfg.Network == sandbox.NetHost ||
+		o.BaseURL != "" || os.Getenv("RALPH_"+strings.ToUpper(o.Agent)+"_BASE_URL") != "" {
+		return nil
+	}
+	allowed := append(slices.Clone(o.sandboxCfg.AllowHosts), agentHosts(o.Agent, o.BaseURL, o.Env)...)
+	var out []preflightCheck
+	for _, h := range sandbox.CLIHosts(o.Agent) {
+		c := preflightCheck{Name: "agent " + o.Agent + "'s own endpoint"}
+		name, _, _ := strings.Cut(h.Host, ":")
+		if sandbox.Allowed(allowed, h.Host) {
+			c.Found = fmt.Sprintf("%s, set in %s, allowed", h.Host, h.From)
+		} else {
+			c.Err = fmt.Errorf("%s sends %s to %s, which the sandbox does not allow: every iteration would fail at ralph's proxy; if you trust it, allow it once with `allow_hosts: [%s]` under `sandbox:` in %s",
+				h.From, o.Agent, h.Host, name, config.UserPath())
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// baseGatesChecks run the run-wide gates on the base in the sandbox, as
+// the run's baseline will (each gate, also after one failed), and say
+// for each whether it passes; the notes of what the sandbox refused a
+// failing gate (a path, a host, with the setting that allows it) come
+// first.
+func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git.Repo, src engine.Source) []preflightCheck {
+	bg, ok := src.(interface {
+		BaselineGates(context.Context) (string, []gate.Gate)
+	})
+	if !ok {
+		return nil
+	}
+	rev, gates := bg.BaselineGates(ctx)
+	if len(gates) == 0 {
+		return nil
+	}
+	where := "in the sandbox"
+	sb, err := openSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
+	switch {
+	case err != nil:
+		return nil // the sandbox check says why
+	case sb == nil:
+		where = "without the sandbox"
+	default:
+		defer sb.CloseGates()
+	}
+	fail := func(err error) []preflightCheck {
+		return []preflightCheck{{Name: "gates on the base", Err: err}}
+	}
+	commit, err := repo.RevParse(ctx, rev)
+	if err != nil || commit == "" {
+		return []preflightCheck{{Name: "gates on the base", Found: "not run: the repository has no commit yet"}}
+	}
+	tmp, err := os.MkdirTemp("", "ralph-doctor-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "base")
+	if err := repo.WorktreeAddDetached(ctx, tree, commit); err != nil {
+		return fail(fmt.Errorf("checking out the base %.8s: %w", commit, err))
+	}
+	defer func() {
+		_ = repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
+		_ = repo.WorktreePrune(context.WithoutCancel(ctx))
+	}()
+	runner := confinedGates(o.IO.GateRunner(o.GateTimeout), sb)
+	var out []preflightCheck
+	for _, g := range gates {
+		c := preflightCheck{Name: "gate " + g.Name + " on the base"}
+		results, _ := runner.Run(ctx, tree, []gate.Gate{g}, io.Discard)
+		switch {
+		case len(results) == 0:
+			c.Err = fmt.Errorf("did not run")
+		case results[0].Passed:
+			c.Found = fmt.Sprintf("passes %s (%s)", where, results[0].Duration.Round(time.Millisecond))
+		default:
+			c.Err = errors.New(gateFailure(results[0], where))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// gateFailure says how a gate failed on the base: what the sandbox
+// refused it first, then its output's last lines.
+func gateFailure(r gate.Result, where string) string {
+	var notes, rest []string
+	for _, line := range strings.Split(strings.TrimSpace(r.Output), "\n") {
+		if strings.HasPrefix(line, sandbox.NotePrefix) {
+			notes = append(notes, line)
+		} else {
+			rest = append(rest, line)
+		}
+	}
+	rest = rest[max(0, len(rest)-15):]
+	msg := fmt.Sprintf("fails %s (exit %d), as the run's baseline would", where, r.ExitCode)
+	if len(notes) > 0 {
+		msg += "; the sandbox is the cause:\n      " + strings.Join(notes, "\n      ")
+	}
+	return msg + "\n      " + strings.Join(rest, "\n      ")
+}

@@ -23,7 +23,7 @@ func newJudge(repo *git.Repo, paths engine.Paths, gates gate.Runner, sb *sandbox
 	if sb != nil {
 		root := repo.Dir
 		j.View = func(ctx context.Context, checkout string) (context.Context, string) {
-			return sandbox.WithTree(ctx, checkout), root
+			return sandbox.WithGateView(ctx, sandbox.GateView{Tree: checkout}), root
 		}
 	}
 	if mask != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -412,6 +413,17 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 		return nil
 	}
 	eng, err := hookEngine(ctx, top, f.GitAt(top), a, gates, sb, false, f.IO.ErrOut)
+	var untrusted *policy.UntrustedError
+	if errors.As(err, &untrusted) {
+		// The loop is not over, and cannot be judged: it holds (the stop
+		// is blocked) and says why, rather than ending unseen.
+		logEvent("hook_held", "stop blocked, nothing judged: "+err.Error())
+		a.Blocked(in.StopHookActive)
+		_ = a.Save(top)
+		return json.NewEncoder(f.IO.Out).Encode(hook.Decision{Decision: "block",
+			Reason:        "ralph cannot judge this iteration of the loop: " + err.Error() + ". Do not change any file to get around this. Stop working and tell the user exactly this: the policy `ralph loop start` pinned was not found where this Stop hook looks (its HOME or XDG_STATE_HOME may differ from the session that started the loop). They can start the loop again (`ralph loop cancel`, then `ralph loop start`).",
+			SystemMessage: "ralph: the loop is held, not ended: " + untrusted.Msg})
+	}
 	if err != nil {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
@@ -466,11 +478,11 @@ func loopName(article, kind string) string {
 // unless the loop was armed with --no-sandbox.
 func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (gate.Runner, *sandbox.Sandbox, error) {
 	gates := f.GateRunner(timeout)
-	c, err := f.Config(root)
+	l, err := f.Settings(root)
 	if err != nil {
 		return gates, nil, err
 	}
-	s, err := sandboxSettings(c.Sandbox)
+	s, err := sandboxSettings(l)
 	if err != nil {
 		return gates, nil, err
 	}

@@ -117,16 +117,17 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
-	c, err := f.Config(dir)
+	l, err := f.Settings(dir)
 	if err != nil {
 		return err
 	}
+	c := l.Config
 	o.AgentFlags.applyConfig(c, o.flagSet)
 	ag, err := o.AgentFlags.build()
 	if err != nil {
 		return err
 	}
-	s, err := sandboxSettings(c.Sandbox)
+	s, err := sandboxSettings(l)
 	if err != nil {
 		return err
 	}

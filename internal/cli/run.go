@@ -259,10 +259,11 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if err := o.checkPolicy(root); err != nil {
 		return err
 	}
-	c, err := o.IO.Config(root)
+	l, err := o.IO.Settings(root)
 	if err != nil {
 		return err
 	}
+	c := l.Config
 	set := o.flagSet
 	str := func(dst *string, name, v string) {
 		if !set(name) && v != "" {
@@ -357,7 +358,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if err := o.applyPreset(); err != nil {
 		return err
 	}
-	o.sandboxCfg, err = sandboxSettings(c.Sandbox)
+	o.sandboxCfg, err = sandboxSettings(l)
 	return err
 }
 
@@ -516,7 +517,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	}
 	// Before anything is written (the branch, the state): what the run
 	// needs is there, or every missing piece is named with its fix.
-	if err := preflightError(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands)); err != nil {
+	if err := preflightError(append(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands), o.cliHostsChecks()...)); err != nil {
 		if !o.DryRun {
 			return nil, err
 		}

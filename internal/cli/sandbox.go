@@ -21,11 +21,33 @@ import (
 
 // sandboxSettings checks the `sandbox:` settings (the user's config and
 // the project's, merged by config.LoadLayered) and expands their paths.
-func sandboxSettings(s config.Sandbox) (config.Sandbox, error) {
+// Only the user's own config widens the sandbox: a repository's file
+// that would (it may arrive in a pull request) is refused, naming the
+// settings and where to put them; so is a writable root or home.
+func sandboxSettings(l *config.Layered) (config.Sandbox, error) {
+	s := l.Sandbox
+	if p := l.ProjectSandbox; p != nil {
+		if w := p.Widening(); len(w) > 0 {
+			return s, usage.Errorf("%s: sandbox: %s would widen the sandbox, which only your own config (%s) or a flag may do: a file in the repository could otherwise open your machine to whoever wrote it; move the setting there, or remove it",
+				l.ProjectSandboxAt, strings.Join(w, ", "), config.UserPath())
+		}
+	}
 	// Paths may name variables ($HOME, $GOPATH); ~ is expanded later.
 	for _, l := range []*[]string{&s.Writable, &s.Hidden, &s.Caches} {
 		for i, p := range *l {
 			(*l)[i] = os.ExpandEnv(p)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	for _, w := range s.Writable {
+		abs := sandbox.Expand(w)
+		if abs == "/" || (home != "" && (abs == home || strings.HasPrefix(home, abs+"/"))) {
+			return s, usage.Errorf("sandbox: writable %q would open %s to every agent and gate: your shell's start-up files, your keys and every repository; name the folders a tool needs instead (e.g. ~/.cache/tool)", w, map[bool]string{true: "the whole file system", false: "your home"}[abs == "/"])
+		}
+	}
+	for _, c := range s.Caches {
+		if abs := sandbox.Expand(c); abs == "/" || abs == home {
+			return s, usage.Errorf("sandbox: caches %q: a cache is a folder tools fill (each sandbox gets a private one in its place), not %s", c, abs)
 		}
 	}
 	if err := sandbox.CheckNetwork(s.Network, false); err != nil {
@@ -39,6 +61,16 @@ func sandboxSettings(s config.Sandbox) (config.Sandbox, error) {
 	return s, nil
 }
 
+// sandboxPolicy is the policy of s for a run whose ralph state folder
+// is stateDir.
+func sandboxPolicy(s config.Sandbox, stateDir string) sandbox.Policy {
+	return sandbox.Policy{
+		Writable: s.Writable, Caches: s.Caches, Hidden: s.Hidden, AllowHosts: s.AllowHosts,
+		AgentNetwork: s.Network, GateNetwork: s.GateNetwork, GateHosts: s.GateHosts, Env: s.Env,
+		UserConfig: config.UserPath(), Protect: []string{stateDir}, RecordDir: stateDir,
+	}
+}
+
 // openSandbox readies the sandbox every agent and gate of a run goes
 // through, or says why it cannot start (nil, nil: --no-sandbox or
 // `enabled: false`).
@@ -46,11 +78,7 @@ func openSandbox(s config.Sandbox, off bool, paths engine.Paths) (*sandbox.Sandb
 	if off || (s.Enabled != nil && !*s.Enabled) {
 		return nil, nil
 	}
-	sb, err := sandbox.New(sandbox.Policy{
-		Writable: s.Writable, Caches: s.Caches, Hidden: s.Hidden, AllowHosts: s.AllowHosts,
-		AgentNetwork: s.Network, GateNetwork: s.GateNetwork,
-		Protect: []string{paths.Dir}, RecordDir: paths.Dir,
-	})
+	sb, err := sandbox.New(sandboxPolicy(s, paths.Dir))
 	if err != nil {
 		return nil, usage.Errorf("%v", err)
 	}
@@ -72,10 +100,11 @@ func confinedGates(g gate.Runner, sb *sandbox.Sandbox) gate.Runner {
 // folder that ralph copies out of, since .ralph is read-only to it.
 type confinedAgent struct {
 	agent.Agent
-	sb    *sandbox.Sandbox
-	paths engine.Paths
-	hosts []string // its model's API
-	state []string // its CLI's own state, bound writable
+	sb      *sandbox.Sandbox
+	paths   engine.Paths
+	hosts   []string // its model's API
+	state   []string // its CLI's own state, bound writable
+	adapter string   // whose settings are guarded
 }
 
 // confine wraps a in sb (a itself without a sandbox).
@@ -88,11 +117,11 @@ func confine(a agent.Agent, sb *sandbox.Sandbox, paths engine.Paths, baseURL str
 	}
 	name := a.Name()
 	hosts := agentHosts(name, baseURL, env)
-	return &confinedAgent{Agent: a, sb: sb, paths: paths, hosts: hosts, state: sandbox.StateDirs(name)}
+	return &confinedAgent{Agent: a, sb: sb, paths: paths, hosts: hosts, state: sandbox.StateDirs(name), adapter: name}
 }
 
 func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Result, error) {
-	scratch, err := os.MkdirTemp("", "ralph-scratch-")
+	scratch, err := os.MkdirTemp(sandbox.ScratchRoot(), "ralph-scratch-")
 	if err != nil {
 		return agent.Result{}, err
 	}
@@ -100,7 +129,7 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	use := sandbox.Use{
 		Label: "agent " + c.Name(), Dir: req.Dir, Network: c.sb.AgentNetwork, Hosts: c.hosts,
 		Writable: []string{scratch, filepath.Join(c.paths.Dir, "agents")}, State: c.state,
-		Binds: map[string]string{},
+		Binds: map[string]string{}, Agent: c.adapter, ReadOnly: req.ReadOnly,
 	}
 	if req.ItemID != "" {
 		use.Label += " · " + req.ItemID
@@ -128,20 +157,34 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 		return agent.Result{}, fmt.Errorf("sandbox: %w", err)
 	}
 	defer ss.Close()
-	if req.Transcript != nil {
-		fmt.Fprintf(req.Transcript, "[ralph] %s\n", ss.Describe())
+	transcript := req.Transcript
+	if transcript != nil {
+		fmt.Fprintf(transcript, "[ralph] %s\n", ss.Describe())
+		req.Transcript = ss.Watch(transcript)
 	}
 	res, err := c.Agent.Run(proc.WithConfiner(ctx, ss), req)
+	// The CLI's settings are the user's: what the run changed there is
+	// put back, and said.
+	for _, t := range ss.CheckSettings() {
+		if transcript != nil {
+			fmt.Fprintf(transcript, "\n[ralph] tamper_detected: the agent %s %s; ralph put it back\n", t.What, t.Path)
+		}
+	}
 	if req.ItemID != "" {
 		plan := engine.PlanFile(c.paths, req.ItemID)
-		if b, rerr := os.ReadFile(filepath.Join(planScratch, filepath.Base(plan))); rerr == nil {
+		if b, rerr := store.ReadFileLimit(filepath.Join(planScratch, filepath.Base(plan)), 1<<20); rerr == nil {
 			if werr := store.WriteFile(plan, b, 0o644); werr != nil && err == nil {
 				err = werr
 			}
 		}
 	}
-	if denied := ss.Denied(); len(denied) > 0 && req.Transcript != nil {
-		fmt.Fprintf(req.Transcript, "\n[ralph] sandbox denied network access to %s\n", strings.Join(denied, ", "))
+	if transcript != nil {
+		if denied := ss.Denied(); len(denied) > 0 {
+			fmt.Fprintf(transcript, "\n[ralph] sandbox denied network access to %s\n", strings.Join(denied, ", "))
+		}
+		for _, n := range ss.Notes() {
+			fmt.Fprintf(transcript, "%s\n", n)
+		}
 	}
 	return res, err
 }
@@ -221,7 +264,7 @@ func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
 	if err != nil {
 		return usage.Errorf("%v", err)
 	}
-	s, err := sandboxSettings(user.Sandbox)
+	s, err := sandboxSettings(user)
 	if err != nil {
 		return err
 	}
@@ -231,10 +274,7 @@ func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	sb, err := sandbox.New(sandbox.Policy{
-		Writable: s.Writable, Caches: s.Caches, Hidden: s.Hidden, AllowHosts: s.AllowHosts,
-		AgentNetwork: s.Network, GateNetwork: s.GateNetwork, Protect: []string{dir}, RecordDir: dir,
-	})
+	sb, err := sandbox.New(sandboxPolicy(s, dir))
 	if err != nil {
 		return usage.Errorf("%v", err)
 	}

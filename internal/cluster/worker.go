@@ -604,22 +604,26 @@ func (w *Worker) warm(ctx context.Context) {
 }
 
 // ensureClone makes the worker's clone of the remote (under cloneMu).
+// Like the main repository, it lists .ralph/ in its info/exclude: what
+// ralph keeps in a job's tree (an agent CLI's private home, with its
+// session logs) is never committed.
 func (w *Worker) ensureClone(ctx context.Context) error {
 	if w.clone != nil {
 		return nil
 	}
 	dir := filepath.Join(w.Dir, "clone")
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-		w.clone = &git.Repo{Dir: dir, Runner: w.Runner}
-		return nil
+	c := &git.Repo{Dir: dir, Runner: w.Runner}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		if err := os.MkdirAll(w.Dir, 0o755); err != nil {
+			return err
+		}
+		_ = os.RemoveAll(dir)
+		if c, err = git.Clone(ctx, w.Runner, w.cfg.Remote, dir); err != nil {
+			return fmt.Errorf("cloning %s: %w", w.cfg.Remote, err)
+		}
 	}
-	if err := os.MkdirAll(w.Dir, 0o755); err != nil {
-		return err
-	}
-	_ = os.RemoveAll(dir)
-	c, err := git.Clone(ctx, w.Runner, w.cfg.Remote, dir)
-	if err != nil {
-		return fmt.Errorf("cloning %s: %w", w.cfg.Remote, err)
+	if err := c.EnsureExcluded(ctx, "/.ralph/"); err != nil {
+		return fmt.Errorf("listing .ralph/ in the clone's info/exclude: %w", err)
 	}
 	w.clone = c
 	return nil

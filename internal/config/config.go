@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -154,6 +155,43 @@ type Sandbox struct {
 	// GateNetwork is a gate's network by name (none, proxy or host;
 	// "*" for every gate); none by default.
 	GateNetwork map[string]string `yaml:"gate_network"`
+	// GateHosts are hosts a gate may reach, by the gate's name ("*" for
+	// every gate): a registry for `npm audit`.
+	GateHosts map[string][]string `yaml:"gate_hosts"`
+	// Env are more variables of ralph's environment passed into the
+	// sandbox (NAME, or NAME_* for a family), besides its allowlist.
+	Env []string `yaml:"env"`
+}
+
+// Widening names the settings of s that widen the sandbox (more to
+// write, reach or see): only the user's own config may hold them.
+func (s Sandbox) Widening() []string {
+	var out []string
+	if s.Enabled != nil && !*s.Enabled {
+		out = append(out, "enabled: false")
+	}
+	if s.Network != "" && s.Network != "proxy" {
+		out = append(out, "network: "+s.Network)
+	}
+	if len(s.AllowHosts) > 0 {
+		out = append(out, "allow_hosts")
+	}
+	if len(s.Writable) > 0 {
+		out = append(out, "writable")
+	}
+	for name, n := range s.GateNetwork {
+		if n != "none" {
+			out = append(out, "gate_network "+name+": "+n)
+		}
+	}
+	if len(s.GateHosts) > 0 {
+		out = append(out, "gate_hosts")
+	}
+	if len(s.Env) > 0 {
+		out = append(out, "env")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Merge lays over onto s: lists add up, over's settings win.
@@ -180,6 +218,15 @@ func (s Sandbox) Merge(over Sandbox) Sandbox {
 			out.GateNetwork[k] = v
 		}
 	}
+	if len(s.GateHosts)+len(over.GateHosts) > 0 {
+		out.GateHosts = map[string][]string{}
+		for _, m := range []map[string][]string{s.GateHosts, over.GateHosts} {
+			for k, v := range m {
+				out.GateHosts[k] = append(out.GateHosts[k], v...)
+			}
+		}
+	}
+	out.Env = append(append([]string{}, s.Env...), over.Env...)
 	return out
 }
 
@@ -216,6 +263,11 @@ type Layered struct {
 	// From holds each top-level key set in a file: the repository's
 	// origin, else the user's. Sandbox lists both when both set it.
 	From map[string][]Origin
+	// ProjectSandbox is the repository file's own `sandbox:` section (nil
+	// when it has none), read at ProjectSandboxAt: a repository may
+	// narrow the sandbox, only the user widens it (Sandbox.Widening).
+	ProjectSandbox   *Sandbox
+	ProjectSandboxAt Origin
 }
 
 // LoadLayered reads the user's config (UserPath) and then repoPath, each
@@ -238,6 +290,9 @@ func LoadLayered(repoPath string) (*Layered, error) {
 			return nil, err
 		}
 		out.lay(c, path, b)
+		if line := keyLine(b, "sandbox"); path == repoPath && line > 0 {
+			out.ProjectSandbox, out.ProjectSandboxAt = &c.Sandbox, Origin{File: path, Line: line}
+		}
 	}
 	return out, nil
 }

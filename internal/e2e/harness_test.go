@@ -51,11 +51,17 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // (KEY=VALUE, later wins) and a fixed git identity.
 func ralph(t *testing.T, dir string, env []string, args ...string) runResult {
 	t.Helper()
+	return ralphWithin(t, 3*time.Minute, dir, env, args...)
+}
+
+// ralphWithin is ralph with another time limit than 3 minutes.
+func ralphWithin(t *testing.T, limit time.Duration, dir string, env []string, args ...string) runResult {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Dir = dir

@@ -1,15 +1,19 @@
 package engine
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ralph-loop/ralph/internal/git"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -57,8 +61,9 @@ func KeptOutside(p Paths, name string) (string, error) {
 	return keptOutside(p, "", "."+name)
 }
 
-// keptOutside is $XDG_STATE_HOME/ralph/keys/<hash of the root and
-// tag><suffix>.
+// keptOutside is $XDG_STATE_HOME/ralph/keys/<hash of the repository's
+// identity, its root and tag><suffix>: a new repository at the path of an
+// old one never finds the old one's keys or pinned policy.
 func keptOutside(p Paths, tag, suffix string) (string, error) {
 	base := os.Getenv("XDG_STATE_HOME")
 	if base == "" {
@@ -72,8 +77,27 @@ func keptOutside(p Paths, tag, suffix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(root + tag))
-	return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+suffix), nil
+	at := func(id string) string {
+		sum := sha256.Sum256([]byte(id + "\x00" + root + tag))
+		return filepath.Join(base, "ralph", "keys", hex.EncodeToString(sum[:16])+suffix)
+	}
+	id := repoIdentity(root)
+	path := at(id)
+	if dir, rootCommit, _ := strings.Cut(id, "\x00"); rootCommit != "" {
+		// What was kept before the repository's first commit stays its
+		// own (an in-session loop in a new repository, say).
+		if _, err := os.Stat(path); err != nil {
+			if early := at(dir + "\x00"); fileExists(early) {
+				return early, nil
+			}
+		}
+	}
+	return path, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // decisionKey reads the run's decision key, making it the first time
@@ -202,4 +226,20 @@ func refuseFromIteration(p Paths, st *State, item string, approve bool) error {
 	msg := fmt.Sprintf("%s %s was called from inside an iteration (%s); refused: only a person decides on a plan", cmd, item, why)
 	_ = store.AppendJSONL(p.Events, Event{Time: time.Now().UTC(), RunID: st.RunID, Type: "tamper_detected", Item: item, Message: msg})
 	return usage.Errorf("%s", msg)
+}
+
+// identities caches each root's repository identity for the process.
+var identities sync.Map
+
+// repoIdentity is the identity (git.Repo.RepoID) of the repository at
+// root, read once per process once it has a commit.
+func repoIdentity(root string) string {
+	if v, ok := identities.Load(root); ok {
+		return v.(string)
+	}
+	id := (&git.Repo{Dir: root, Runner: proc.Exec{}}).RepoID(context.Background())
+	if !strings.HasSuffix(id, "\x00") {
+		identities.Store(root, id)
+	}
+	return id
 }

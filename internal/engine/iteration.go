@@ -133,9 +133,11 @@ func (e *Engine) prepare(ctx context.Context, s iterSetup, snap *State) (*Iterat
 	if r := snap.Items[it.ID]; r != nil {
 		is = *r
 	}
-	head := is.BaseHead
+	// The source knows where the item's work starts when it says (a
+	// worktree's cut, the main tree's tip); else the item's first base.
+	head := ws.Base
 	if head == "" {
-		head = ws.Base
+		head = is.BaseHead
 	}
 	if head == "" {
 		head, _ = cfg.Git.HeadOf(ctx, ws.Dir)
@@ -159,7 +161,7 @@ func (e *Engine) prepare(ctx context.Context, s iterSetup, snap *State) (*Iterat
 		is := st.Item(it.ID)
 		is.Status = ItemRunning
 		is.Runs++
-		if is.BaseHead == "" {
+		if is.BaseHead == "" || ws.Base != "" {
 			is.BaseHead = head
 		}
 		is.Iterations = append(is.Iterations, number)
@@ -231,6 +233,7 @@ func (e *Engine) runAgent(ctx context.Context, x *Iteration) error {
 		return fmt.Errorf("agent %s: %w", s.Agent.Name, err)
 	}
 	res = e.masked(res)
+	e.maskRepoProgress(x.Workspace.Dir, it.ID)
 	x.Attempt.Result = res
 	e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
 		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
@@ -603,7 +606,7 @@ type itemFacts struct {
 
 // measure takes the facts of an iteration in dir. The commit count costs
 // a git call: it is taken when a trigger reads branch_commits or the
-// progress rule needs it (no claim and no changed files).
+// iteration claimed nothing (the progress rule and its report read it).
 func (e *Engine) measure(ctx context.Context, x *Iteration, v Verdict, files []string) itemFacts {
 	f := itemFacts{files: len(files), commits: -1, mark: treeMark(x.Attempt.Dir, files)}
 	for _, g := range v.Gates {
@@ -617,7 +620,7 @@ func (e *Engine) measure(ctx context.Context, x *Iteration, v Verdict, files []s
 			base = is.BaseHead
 		}
 	})
-	if base != "" && (e.cfg.Roles.Uses("branch_commits") || !v.Claimed && len(files) == 0) {
+	if base != "" && (e.cfg.Roles.Uses("branch_commits") || !v.Claimed) {
 		if n, err := e.cfg.Git.CommitsSince(ctx, x.Attempt.Dir, base); err == nil {
 			f.commits = n
 		}

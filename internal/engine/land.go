@@ -179,7 +179,7 @@ func (e *Engine) commit(ctx context.Context, x *Iteration, v Verdict) error {
 			return e.landed(ctx, x, v, sha)
 		case errors.Is(err, land.ErrStale) && ctx.Err() == nil && round < 10:
 			fmt.Fprintf(x.Attempt.Log, "\nralph: %s is stale (%v): judged again on %s as it is now\n", it.ID, err, l.Branch())
-			e.emit(Event{Type: "merge_stale", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: what it was judged on did not land as judged; judged again on %s", it.ID, l.Branch())})
+			e.emit(Event{Type: "merge_stale", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s is stale (%s); judged again on %s as it is now", it.ID, strings.TrimPrefix(err.Error(), "stale: "), l.Branch())})
 			nv := e.maskVerdict(e.cfg.Judge.Rejudge(ctx, x.judged))
 			e.reportVerdict(x, nv)
 			if nv.Conflict != nil {

@@ -126,8 +126,9 @@ const repoPatternsHeading = "## Codebase Patterns"
 // next heading, within the patterns' share) and its newest entries within
 // the window.
 func (m *memory) digestRepo(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	// The agents write it: read bounded (a larger file's start is read).
+	b, err := store.ReadFileLimit(path, 8<<20)
+	if err != nil && !errors.Is(err, store.ErrTooLarge) {
 		return ""
 	}
 	text := string(b)
@@ -155,6 +156,27 @@ func (m *memory) digestRepo(path string) string {
 		return tail
 	}
 	return strings.TrimSpace(repoPatternsHeading + "\n\n" + patterns + "\n\n" + tail)
+}
+
+// maskRepoProgress masks the secrets in the progress file the agents
+// keep in the repository (`progress: repo`) of the work tree dir, before
+// ralph commits it with the item's work: a masked secret never lands on
+// a branch that --pr pushes.
+func (e *Engine) maskRepoProgress(dir, item string) {
+	rel := e.cfg.Progress.InRepo
+	if rel == "" || dir == "" {
+		return
+	}
+	p := filepath.Join(dir, rel)
+	b, err := store.ReadFileLimit(p, 16<<20)
+	if err != nil {
+		return
+	}
+	if masked := e.mask.String(string(b)); masked != string(b) {
+		if store.WriteFile(p, []byte(masked), 0o644) == nil {
+			e.emit(Event{Type: "secret_masked", Item: item, Message: "a secret in " + rel + " was masked before ralph committed it"})
+		}
+	}
 }
 
 // logProgress appends an entry to the progress file.

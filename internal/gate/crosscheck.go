@@ -118,10 +118,14 @@ func NoInventory(results []Result) []string {
 
 var testWords = regexp.MustCompile(`(?i)test|spec|jest|vitest|mocha|\btox\b|\bnox\b|\bava\b`)
 
+// shellTest is the shell's own test command (`test -f x`, `! test -e
+// y`), which runs no tests.
+var shellTest = regexp.MustCompile(`(^|[;&|(!]|\bthen|\bdo|\belse)\s*test\s`)
+
 // RunsTests reports whether a gate looks like it runs tests, by its name
-// or command.
+// or command (the shell's test command aside).
 func RunsTests(name, command string) bool {
-	return testWords.MatchString(name) || testWords.MatchString(command)
+	return testWords.MatchString(name) || testWords.MatchString(shellTest.ReplaceAllString(command, "$1 "))
 }
 
 // testRef is a reported test's name read for the runner that reported

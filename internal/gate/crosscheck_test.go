@@ -510,3 +510,28 @@ func FuzzCheckInventory(f *testing.F) {
 		}
 	})
 }
+
+// TestRunsTests: a gate runs tests by its name or its command; the
+// shell's own test command is not a test runner.
+func TestRunsTests(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"test ! -f deploy.txt":          false,
+		"! test -e x && test -f y":      false,
+		"[ -f x ] || test -s y":         false,
+		"if true; then test -f a; fi":   false,
+		"make check":                    false,
+		"go test ./...":                 true,
+		"sh run-tests.sh":               true,
+		"npm test":                      true,
+		"pytest -q":                     true,
+		"cd web && npx jest":            true,
+		"test -f a && go test ./calc/…": true,
+	} {
+		if got := RunsTests("gate", cmd); got != want {
+			t.Errorf("RunsTests(gate, %q) = %v, want %v", cmd, got, want)
+		}
+	}
+	if !RunsTests("unit tests", "make") {
+		t.Error("a gate named for tests runs tests")
+	}
+}

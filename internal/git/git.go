@@ -120,6 +120,26 @@ func (r *Repo) CommonDir(ctx context.Context) (string, error) {
 	return r.Run(ctx, "rev-parse", "--path-format=absolute", "--git-common-dir")
 }
 
+// RepoID names the repository itself rather than its path: its git
+// folder and its root commit (the first of them, by name, when histories
+// were joined). A new repository made where an old one was has another;
+// one with no commit yet is named by its git folder alone. "" when Dir is
+// no repository.
+func (r *Repo) RepoID(ctx context.Context) string {
+	dir, err := r.CommonDir(ctx)
+	if err != nil {
+		return ""
+	}
+	roots, _ := r.Run(ctx, "rev-list", "--max-parents=0", "HEAD")
+	first := ""
+	for _, l := range strings.Fields(roots) {
+		if first == "" || l < first {
+			first = l
+		}
+	}
+	return dir + "\x00" + first
+}
+
 // CurrentBranch returns the checked-out branch ("" when detached).
 func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
 	out, err := r.Run(ctx, "symbolic-ref", "--quiet", "--short", "HEAD")

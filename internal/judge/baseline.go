@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"fmt"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"io"
 	"os"
 	"path/filepath"
@@ -203,9 +204,27 @@ func (b *Baseline) Red() []string {
 		} else if out := strings.TrimSpace(r.Output); out != "" {
 			line += ": " + lastLine(out)
 		}
+		if note := sandboxNote(r.Output); note != "" {
+			// Not the base's fault: the note names what to allow.
+			line += " (" + note + "; allow it in your own config, or run with --no-sandbox)"
+		}
 		out = append(out, line)
 	}
 	return out
+}
+
+// sandboxNote is the first line of output where the sandbox says it
+// refused the command something, or "".
+func sandboxNote(output string) string {
+	if !sandbox.CausedBy(output) {
+		return ""
+	}
+	for _, l := range strings.Split(output, "\n") {
+		if i := strings.Index(l, strings.TrimSpace(sandbox.NotePrefix)); i >= 0 {
+			return strings.TrimSpace(strings.TrimPrefix(l[i:], "[ralph] "))
+		}
+	}
+	return ""
 }
 
 func lastLine(s string) string {

@@ -62,9 +62,11 @@ type Claim struct {
 	Trailers []string
 	// Mark returns ralph's bookkeeping for the item's commit (the PRD with
 	// the story marked passed, a plan's ticked box): repository-relative
-	// paths and their bytes, given how a path reads in the tree the work
-	// is built on (nil when it has none).
-	Mark func(parent func(path string) []byte) (map[string][]byte, error)
+	// paths and their bytes. onTip says the work is built on the branch's
+	// tip as the source knows it (its own model is the file then); else
+	// parent tells how a path reads in the tree the work is built on (a
+	// story ahead of it in the queue marked there; nil when it has none).
+	Mark func(parent func(path string) []byte, onTip bool) (map[string][]byte, error)
 	// Bookkeeping are paths that do not count as work (progress files).
 	Bookkeeping []string
 	// Condition, when set, is the item's own acceptance (a pipeline

@@ -12,7 +12,7 @@ import (
 // version kept under refs/ralph/kept/ so nothing is lost, and reported.
 // The agent moves only the branch of its own tree: the branch its work
 // lands on moves only through the lander, and commits the agent made on
-// it are folded into the item's commit. A rewrite of that branch (a
+// it are folded into the item's commit when it claims the item done. A rewrite of that branch (a
 // reset or rebase that drops what landed), a replace ref, or a tree left
 // on another branch fails the claim.
 type refsCheck struct{}
@@ -90,12 +90,22 @@ func (refsCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 			case cur == tip || made(cur):
 				continue // the lander's own move
 			case own == "" && cur != "" && repo.IsAncestor(ctx, tip, cur):
-				// The agent committed on the branch: its commits are
-				// folded into the item's commit, which lands on the tip.
+				// The agent committed on the branch. Until it claims the
+				// item done its commits stay (the next iteration reads
+				// them in git log, a trigger counts them); a claim folds
+				// them into the item's commit, which lands on the tip.
+				if claim := (claimCheck{}).Check(ctx, j, c); claim.Fail != nil || claim.Done {
+					continue
+				}
 				if err := j.Repo.UpdateRef(ctx, ref, tip, cur, "ralph: fold the agent's commits"); err != nil {
 					f.Fail = fail("putting the branch back failed", err.Error())
 					return f
 				}
+				continue
+			case own != "" && cur != "" && repo.IsAncestor(ctx, tip, cur):
+				// Commits on the branch from elsewhere (a person's; a
+				// sandboxed agent cannot move that ref): they stay, and
+				// the lander builds the item's work on them.
 				continue
 			}
 			rng := tip

@@ -37,7 +37,7 @@ func (lostTestsCheck) Check(_ context.Context, _ *Judge, c *Case) Finding {
 			case r.Tests != nil:
 				c.contract.GreenAtBase += r.Tests.Passed
 			default:
-				if looksLikeTests(r) {
+				if gate.RunsTests(r.Name, r.Command) {
 					c.contract.NoInventory = append(c.contract.NoInventory, r.Name)
 				}
 			}
@@ -221,7 +221,7 @@ func (j *Judge) newTests(ctx context.Context, c *Case) ([]Evidence, string) {
 			}
 			continue
 		}
-		if now.Passed && !there.Passed && looksLikeTests(now) {
+		if now.Passed && !there.Passed && gate.RunsTests(now.Name, now.Command) {
 			ev = append(ev, Evidence{Kind: EvidenceNewTest, Gate: now.Name, Detail: "the tests in " + list(files, 3) + " fail on the base's code"})
 		}
 	}

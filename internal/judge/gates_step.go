@@ -84,10 +84,8 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		}
 		c.met = firstLine(detail)
 	}
-	for _, r := range c.results {
-		if r.Tests == nil && looksLikeTests(r) {
-			c.notes = append(c.notes, "no test inventory for gate "+r.Name+" (ralph does not read its runner's output test by test)")
-		}
+	for _, name := range gate.NoInventory(c.results) {
+		c.notes = append(c.notes, "no test inventory for gate "+name)
 	}
 	return f
 }
@@ -160,15 +158,6 @@ func newFindings(base, now string) []string {
 		out = append(out, t)
 	}
 	return out
-}
-
-// testRunner matches a command that runs a test runner.
-var testRunner = regexp.MustCompile(`\b(go test|cargo test|npm (run )?test|yarn test|pnpm test|bun test|node --test|pytest|py\.test|unittest|jest|vitest|mocha|rspec|phpunit|mvn test|gradle test|make test|tox)\b`)
-
-// looksLikeTests says a gate runs tests (by its name or its command), so
-// a missing inventory is worth saying.
-func looksLikeTests(r gate.Result) bool {
-	return strings.Contains(strings.ToLower(r.Name), "test") || testRunner.MatchString(r.Command)
 }
 
 func firstLine(s string) string {

@@ -121,7 +121,10 @@ func TestRecordStepSnapshotsWithoutTouchingTheIndex(t *testing.T) {
 
 	c := &Case{Item: "S-1", Dir: dir, Base: base, Preexisting: []string{"notes.txt"}, Lander: l,
 		Claim: Claim{Target: "main", Own: "task/x", Exclude: []string{"tasks.jsonl"},
-			Mark: func(parent func(string) []byte) (map[string][]byte, error) {
+			Mark: func(parent func(string) []byte, onTip bool) (map[string][]byte, error) {
+				if !onTip {
+					t.Error("a tree built on the tip was marked as if it were not")
+				}
 				return map[string][]byte{"prd.json": bytes.Replace(parent("prd.json"), []byte("false"), []byte("true"), 1)}, nil
 			}}}
 	f := recordStep{}.Check(ctx, j, c)

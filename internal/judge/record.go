@@ -97,7 +97,7 @@ func (e Evidence) String() string {
 		if e.Test == "" {
 			return "the new tests of gate " + e.Gate + " pass and fail on the base's code"
 		}
-		return "new test " + e.Test + " passes and fails on the base's code"
+		return "new test " + ref + " passes and fails on the base's code"
 	case EvidenceReview:
 		return "approved by the " + e.Detail
 	case EvidenceCondition:

@@ -45,7 +45,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		if c.snap == nil || !inPlace {
 			var extra map[string][]byte
 			if inPlace {
-				if extra, err = j.marks(ctx, c, orBase(endTree, base)); err != nil {
+				if extra, err = j.marks(ctx, c, orBase(endTree, base), true); err != nil {
 					return Finding{Fail: fail("could not record ralph's bookkeeping", err.Error())}
 				}
 			}
@@ -137,7 +137,7 @@ func orBase(tree, base string) string {
 
 // marks is the source's bookkeeping read against what the work is built
 // on (a tree or commit).
-func (j *Judge) marks(ctx context.Context, c *Case, on string) (map[string][]byte, error) {
+func (j *Judge) marks(ctx context.Context, c *Case, on string, onTip bool) (map[string][]byte, error) {
 	if c.Claim.Mark == nil {
 		return nil, nil
 	}
@@ -147,7 +147,7 @@ func (j *Judge) marks(ctx context.Context, c *Case, on string) (map[string][]byt
 			return nil
 		}
 		return b
-	})
+	}, onTip)
 }
 
 // integrate merges the item's own work (c.own on its base) onto the end
@@ -158,7 +158,15 @@ func (j *Judge) integrate(ctx context.Context, c *Case, on *land.Ticket, base st
 	if on != nil {
 		end = on.Plan().Commit
 	}
-	own, err := j.Repo.CommitTreeMsg(ctx, c.own, []string{c.onto()}, "ralph: the work of "+c.Item)
+	// The work's history is the agent's commits where its tree has them:
+	// a branch that merged the tip in merges onto it from there, not from
+	// the item's base (what the merge brought and the agent then undid
+	// stays undone).
+	parent := c.onto()
+	if head, err := j.Repo.At(c.Dir).Head(ctx); err == nil && head != parent && j.Repo.IsAncestor(ctx, parent, head) {
+		parent = head
+	}
+	own, err := j.Repo.CommitTreeMsg(ctx, c.own, []string{parent}, "ralph: the work of "+c.Item)
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -166,7 +174,7 @@ func (j *Judge) integrate(ctx context.Context, c *Case, on *land.Ticket, base st
 	if err != nil || len(conflicted) > 0 {
 		return "", "", conflicted, err
 	}
-	extra, err := j.marks(ctx, c, merged)
+	extra, err := j.marks(ctx, c, merged, false)
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -123,7 +123,7 @@ func TestEvidenceString(t *testing.T) {
 	for e, want := range map[Evidence]string{
 		{Kind: EvidenceFixed, Gate: "test", Test: "TestAdd"}:                    "test: TestAdd failed at the base and passes",
 		{Kind: EvidenceFixed, Gate: "S-1 check 1"}:                              "S-1 check 1 failed at the base and passes",
-		{Kind: EvidenceNewTest, Gate: "test", Test: "TestSum"}:                  "new test TestSum passes and fails on the base's code",
+		{Kind: EvidenceNewTest, Gate: "test", Test: "TestSum"}:                  "new test test: TestSum passes and fails on the base's code",
 		{Kind: EvidenceNewTest, Gate: "test", Detail: "the tests in a_test.go"}: "the new tests of gate test pass and fail on the base's code",
 		{Kind: EvidenceReview, Detail: "reviewer"}:                              "approved by the reviewer",
 		{Kind: EvidenceCondition, Detail: "design.md has 3 lines"}:              "exit condition met: design.md has 3 lines",

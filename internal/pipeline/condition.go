@@ -14,6 +14,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/store"
 )
 
 // Condition is a stage's exit condition: exactly one of its fields is set.
@@ -258,7 +259,7 @@ func (c *Condition) Eval(ctx context.Context, env Env) (met bool, detail string)
 }
 
 func evalFileLines(env Env, fl *FileLines) (bool, string) {
-	b, err := os.ReadFile(filepath.Join(env.Dir, fl.Path))
+	b, err := store.ReadFileLimit(filepath.Join(env.Dir, fl.Path), 64<<20)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return false, fmt.Sprintf("%s does not exist, needs %d lines", fl.Path, fl.Min)

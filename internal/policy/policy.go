@@ -35,7 +35,6 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
-	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Snapshot is the policy a run pinned.
@@ -123,6 +122,18 @@ func load(p engine.Paths, runID string) (*Snapshot, error) {
 	return &s, nil
 }
 
+// UntrustedError: the policy the saved run pinned cannot be read or
+// trusted (missing, edited, another run's), so the run does not go on. A
+// usage error: a person decides (--reload-policy, --fresh).
+type UntrustedError struct{ Msg string }
+
+func (e *UntrustedError) Error() string {
+	return e.Msg + ": the run does not go on with a policy it cannot trust; if a person changed the files, `ralph run --reload-policy` takes the policy in them"
+}
+
+// UsageError marks it as the person's to decide (exit code 2).
+func (e *UntrustedError) UsageError() bool { return true }
+
 // Options are what the start of a run says about its policy.
 type Options struct {
 	// Reload takes the policy in the files for a resumed run
@@ -201,7 +212,7 @@ func Check(p engine.Paths, o Options, errOut io.Writer) (*Guard, error) {
 			return g, nil
 		}
 		record("tamper_detected", msg)
-		return nil, usage.Errorf("%s: the run does not go on with a policy it cannot trust; if a person changed the files, `ralph run --reload-policy` takes the policy in them", msg)
+		return nil, &UntrustedError{Msg: msg}
 	}
 	g.snap = snap
 	changes := snap.compare(p.Root)

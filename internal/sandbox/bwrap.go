@@ -3,21 +3,25 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // mount is one bubblewrap mount on top of `--ro-bind / /`.
 type mount struct {
-	kind string // "rw", "ro", "hide"
+	kind string // "rw", "ro", "tmpfs" (an empty private folder)
 	path string
 	src  string // rw/ro: the source when it is not path itself
+	bulk bool   // one of Use.ReadOnly: the init binds them when they are many
 }
 
 // gitPaths are what git needs to commit in the work tree at root, and
 // what in there stays read-only: the repository's config, hooks and info
 // (a filter, a hook or an exclude the agent wrote would run as, or fool,
-// ralph's own git), and the admin folders of the other worktrees.
+// ralph's own git), objects/info (alternates would borrow objects from
+// another repository) and packed-refs, and the admin folders of the
+// other worktrees.
 func gitPaths(root string) (rw, ro []string) {
 	dotgit := filepath.Join(root, ".git")
 	st, err := os.Lstat(dotgit)
@@ -49,12 +53,20 @@ func gitPaths(root string) (rw, ro []string) {
 		ro = append(ro, dotgit)
 	}
 	rw = append(rw, common)
-	for _, name := range []string{"config", "config.worktree", "hooks", "info", "modules", "worktrees"} {
+	for _, name := range []string{"config", "config.worktree", "hooks", "info", "modules", "worktrees", "objects/info", "packed-refs"} {
 		p := filepath.Join(common, name)
-		if name == "hooks" || name == "info" {
+		switch name {
+		case "hooks", "info", "objects/info":
 			// Made when missing (by ralph, which is trusted), so that the
 			// agent cannot create one where git would look.
 			_ = os.MkdirAll(p, 0o755)
+		case "packed-refs":
+			// An empty one is no packed ref, as none is.
+			if !exists(p) {
+				if f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644); err == nil {
+					f.Close()
+				}
+			}
 		}
 		if _, err := os.Lstat(p); err == nil {
 			ro = append(ro, p)
@@ -100,12 +112,13 @@ func exists(p string) bool {
 
 // bwrapArgs renders the mounts, deepest last (a later mount covers an
 // earlier one at or above its path), after the fixed part.
-func bwrapArgs(unshareNet bool, mounts []mount, chdir string, env map[string]string) []string {
+func bwrapArgs(unshareNet bool, mounts []mount, chdir string) []string {
 	args := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"}
 	if unshareNet {
 		args = append(args, "--unshare-net")
 	}
 	args = append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+	mounts = slices.Clone(mounts)
 	sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].path) < depth(mounts[j].path) })
 	for _, m := range mounts {
 		src := m.src
@@ -117,27 +130,8 @@ func bwrapArgs(unshareNet bool, mounts []mount, chdir string, env map[string]str
 			args = append(args, "--bind-try", src, m.path)
 		case "ro":
 			args = append(args, "--ro-bind-try", src, m.path)
-		case "hide":
-			st, err := os.Stat(m.path)
-			switch {
-			case err != nil:
-			case st.IsDir():
-				args = append(args, "--tmpfs", m.path, "--remount-ro", m.path)
-			default:
-				args = append(args, "--ro-bind", "/dev/null", m.path)
-			}
-		}
-	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if env[k] == "\x00unset" {
-			args = append(args, "--unsetenv", k)
-		} else {
-			args = append(args, "--setenv", k, env[k])
+		case "tmpfs":
+			args = append(args, "--tmpfs", m.path)
 		}
 	}
 	if chdir != "" {

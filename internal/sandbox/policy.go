@@ -1,9 +1,27 @@
 // Package sandbox confines the processes ralph starts for an agent or a
 // gate with bubblewrap: the work tree and what git needs to commit there
-// are writable, the rest of the filesystem is read-only, credentials are
-// hidden, the processes live in their own pid namespace, and the network
-// is a namespace of its own whose only way out is ralph's allowlisting
-// proxy. Git commands ralph runs itself are never confined.
+// are writable, the rest of the filesystem is read-only, credentials and
+// the user's session (its sockets, /tmp, /run, its environment) are out
+// of reach, HOME is a private folder of the repository's (the agents'
+// and the gates' apart, so that no cache one writes is the other's), the
+// processes live in their own pid namespace, and the network is a
+// namespace of its own whose only way out is ralph's allowlisting proxy.
+// Git commands ralph runs itself are never confined.
+//
+// An agent's run is one Session (Sandbox.Open, then proc.WithConfiner);
+// the gates go through Sandbox.Gates. The judge shows the gates a
+// checkout of the commit it judges with a GateView on their context:
+//
+//	ctx = sandbox.WithGateView(ctx, sandbox.GateView{
+//		Tree:     ".ralph/judge/0",                  // shown at the work tree's path, .git read-only inside
+//		ReadOnly: []string{tree + "/calc_test.go"},  // EROFS/EBUSY on write, remove, rename
+//		Mounts:   []sandbox.Mount{{Src: snapshot, Dst: tree + "/node_modules"}},
+//		Env:      []string{"RALPH_JUDGED=" + sha},
+//	})
+//	results, ok := gates.Run(ctx, tree, list, log) // tree: the work tree, as always
+//
+// The same fields on Use (Tree, ReadOnly, Mounts, Env) confine an agent's
+// session: its protected test files read-only, say.
 package sandbox
 
 import (
@@ -11,6 +29,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -45,6 +64,15 @@ type Policy struct {
 	// GateNetwork is each gate's network by name ("*": every gate's
 	// default; NetNone unless set).
 	GateNetwork map[string]string
+	// GateHosts are hosts a gate may reach through ralph's proxy, by the
+	// gate's name ("*": every gate): a registry for `npm audit`.
+	GateHosts map[string][]string
+	// Env are more variables (NAME, or NAME_* for a family) passed into
+	// the sandbox from ralph's environment, besides the allowlist.
+	Env []string
+	// UserConfig is the user's config file, named in the advice of a
+	// failure the sandbox caused (where a setting allows it).
+	UserConfig string
 	// Protect are read-only paths inside writable ones: ralph's state
 	// folder (.ralph) above all.
 	Protect []string
@@ -53,9 +81,57 @@ type Policy struct {
 	RecordDir string
 }
 
-// DefaultHidden are the credentials no confined command sees.
+// DefaultHidden are the credentials (and the sockets of the user's
+// session that live beside them) no confined command sees.
 var DefaultHidden = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.config/gh", "~/.netrc", "~/.git-credentials",
-	"~/.docker/config.json", "~/.kube", "~/.config/gcloud", "~/.azure", "~/.npmrc", "~/.pypirc"}
+	"~/.docker", "~/.kube", "~/.config/gcloud", "~/.azure", "~/.npmrc", "~/.pypirc", "~/.1password",
+	"~/.config/op", "~/.password-store", "~/.local/share/keyrings", "~/.vault-token", "~/.pgpass", "~/.my.cnf",
+	"~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.terraform.d/credentials.tfrc.json",
+	"~/.config/hub", "~/.config/rclone", "~/.colima", "~/.lima"}
+
+// hiddenPaths are the deny list and extra, expanded, plus the session's
+// sockets that ralph's environment names (SSH_AUTH_SOCK, TMUX, a D-Bus
+// or Docker address, …) and the user's runtime folder: a read-only
+// view of a socket still lets a process connect to it, so each is
+// covered instead.
+func hiddenPaths(extra []string) []string {
+	var out []string
+	for _, h := range append(append([]string{}, DefaultHidden...), extra...) {
+		out = append(out, expand(h))
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		out = append(out, filepath.Clean(d))
+	}
+	for _, kv := range os.Environ() {
+		_, v, _ := strings.Cut(kv, "=")
+		for _, p := range socketPaths(v) {
+			if st, err := os.Stat(p); err == nil && st.Mode()&os.ModeSocket != 0 {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// socketPaths are the absolute paths a variable's value may name a
+// socket by: the value itself, or the path in "unix:path=…", "unix://…",
+// "PATH,pid,n" (TMUX) or "PATH:pid:n" (GPG_AGENT_INFO).
+func socketPaths(v string) []string {
+	var out []string
+	for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
+		part = strings.TrimPrefix(part, "unix://")
+		part = strings.TrimPrefix(part, "unix:")
+		part = strings.TrimPrefix(part, "path=")
+		if i := strings.IndexByte(part, ':'); i > 0 {
+			part = part[:i]
+		}
+		if filepath.IsAbs(part) {
+			out = append(out, filepath.Clean(part))
+		}
+	}
+	return out
+}
 
 // DefaultCaches are the language and package caches a gate may fill.
 func DefaultCaches() []string {
@@ -95,9 +171,11 @@ func ModelHosts(adapter string) []string {
 }
 
 // StateDirs are where an agent CLI keeps its own state (login, sessions,
-// settings): bound writable into its sandbox, never copied (see README),
-// made first when missing (the CLI could not make them in a read-only
-// home). A path ending in ".json" is a file, bound only when it exists.
+// settings): bound writable into its sandbox, never copied (a login
+// refreshed during a run must survive it), made first when missing. A
+// path ending in ".json" is a file, bound only when it exists. Its
+// settings are guarded apart (SettingsOf). Gates see none of it.
+// AllStateDirs are every adapter's.
 func StateDirs(adapter string) []string {
 	xdg := func(env, def, sub string) string {
 		if v := os.Getenv(env); v != "" {
@@ -127,6 +205,58 @@ func StateDirs(adapter string) []string {
 			xdg("XDG_CACHE_HOME", "~/.cache", "amp")}
 	}
 	return nil
+}
+
+// Adapters are the agent CLIs whose state the sandbox knows.
+var Adapters = []string{"claude", "codex", "gemini", "opencode", "amp"}
+
+// AllStateDirs are the state of every adapter, expanded.
+func AllStateDirs() []string {
+	var out []string
+	for _, a := range Adapters {
+		for _, p := range StateDirs(a) {
+			out = append(out, expand(p))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Credentials are where each agent CLI keeps its login: an agent sees
+// only its own CLI's, a gate none (the rest of another CLI's state stays
+// readable, like the rest of the home).
+func Credentials(adapter string) []string {
+	xdg := func(env, def, sub string) string {
+		if v := os.Getenv(env); v != "" {
+			return filepath.Join(v, sub)
+		}
+		return filepath.Join(def, sub)
+	}
+	codex := "~/.codex"
+	if v := os.Getenv("CODEX_HOME"); v != "" {
+		codex = v
+	}
+	claude := "~/.claude"
+	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
+		claude = v
+	}
+	var out []string
+	switch adapter {
+	case "claude":
+		out = []string{filepath.Join(claude, ".credentials.json"), "~/.claude.json"}
+	case "codex":
+		out = []string{filepath.Join(codex, "auth.json")}
+	case "gemini":
+		out = []string{"~/.gemini/oauth_creds.json", "~/.gemini/google_accounts.json", "~/.gemini/.env"}
+	case "opencode":
+		out = []string{xdg("XDG_DATA_HOME", "~/.local/share", "opencode/auth.json")}
+	case "amp":
+		out = []string{xdg("XDG_DATA_HOME", "~/.local/share", "amp/secrets.json"), xdg("XDG_CONFIG_HOME", "~/.config", "amp/settings.json")}
+	}
+	for i, p := range out {
+		out[i] = expand(p)
+	}
+	return out
 }
 
 // BaseURLEnv are the variables that point an agent at another endpoint:
@@ -262,3 +392,6 @@ func CheckNetwork(mode string, gate bool) error {
 	}
 	return fmt.Errorf("network %q: use proxy or host", mode)
 }
+
+// Expand is a path as the sandbox reads it: ~ resolved, absolute.
+func Expand(p string) string { return expand(p) }

@@ -149,13 +149,12 @@ echo b > b.txt
 git add b.txt
 git commit -qm b
 t=$(mktemp); echo x > "$t"
-echo ok`); code != 0 || !strings.Contains(out, "ok") {
+echo ok`); code != 0 || !hasLine(out, "ok") {
 		t.Fatalf("writing the tree and committing failed (exit %d):\n%s", code, out)
 	}
 	common := filepath.Join(f.repo, ".git")
 	for what, script := range map[string]string{
 		"outside":         "echo x > " + filepath.Join(f.outside, "x"),
-		"the main tree":   "echo x > " + filepath.Join(f.repo, "x"),
 		"dotfile":         "echo x >> " + filepath.Join(f.home, ".bashrc"),
 		"new dotfile":     "echo x > " + filepath.Join(f.home, ".profile"),
 		".git/config":     "echo x >> " + filepath.Join(common, "config"),
@@ -166,6 +165,8 @@ echo ok`); code != 0 || !strings.Contains(out, "ok") {
 		"ssh key":         "cat " + filepath.Join(f.home, ".ssh", "id_rsa"),
 		"netrc":           "grep -q password " + filepath.Join(f.home, ".netrc"),
 		"other worktrees": "echo x > " + filepath.Join(common, "worktrees", "x"),
+		"alternates":      "echo /elsewhere > " + filepath.Join(common, "objects", "info", "alternates"),
+		"packed-refs":     "echo x >> " + filepath.Join(common, "packed-refs"),
 		"the main HEAD":   "echo x > " + filepath.Join(common, "HEAD"),
 		"the main index":  "echo x > " + filepath.Join(common, "index"),
 	} {
@@ -176,7 +177,11 @@ echo ok`); code != 0 || !strings.Contains(out, "ok") {
 	if b, _ := os.ReadFile(filepath.Join(f.home, ".bashrc")); string(b) != "# mine\n" {
 		t.Errorf("~/.bashrc changed: %q", b)
 	}
-	for _, p := range []string{filepath.Join(f.outside, "x"), filepath.Join(common, "hooks", "post-commit"), filepath.Join(common, "info", "attributes")} {
+	// The main tree is in the temp folder: the sandbox's own /tmp is
+	// private, so the write lands there, never in the tree.
+	sh(t, ctx, ss, f.tree, "echo x > "+filepath.Join(f.repo, "x"))
+	for _, p := range []string{filepath.Join(f.outside, "x"), filepath.Join(common, "hooks", "post-commit"), filepath.Join(common, "info", "attributes"),
+		filepath.Join(f.repo, "x"), filepath.Join(common, "objects", "info", "alternates")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s was written", p)
 		}

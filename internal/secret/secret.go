@@ -46,7 +46,8 @@ const shapeMax = 256
 
 // Masker masks secrets. The zero value and nil mask key shapes only.
 type Masker struct {
-	values []string // longest first
+	values []string          // longest first
+	names  map[string]string // each value's variable
 	off    bool
 }
 
@@ -56,7 +57,7 @@ var names = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL
 // FromEnv masks the secret values of env (KEY=VALUE entries) and of this
 // process's environment.
 func FromEnv(env ...string) *Masker {
-	m := &Masker{}
+	m := &Masker{names: map[string]string{}}
 	seen := map[string]bool{}
 	for _, kv := range append(os.Environ(), env...) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -68,12 +69,54 @@ func FromEnv(env ...string) *Masker {
 			if strings.Contains(up, n) {
 				seen[v] = true
 				m.values = append(m.values, v)
+				m.names[v] = k
 				break
 			}
 		}
 	}
 	slices.SortFunc(m.values, func(a, b string) int { return len(b) - len(a) })
 	return m
+}
+
+// shapeKinds name a key shape by its start, for Find.
+var shapeKinds = []struct{ prefix, kind string }{
+	{"sk-ant-", "an Anthropic API key"}, {"sk-", "an OpenAI API key"}, {"github_pat_", "a GitHub token"},
+	{"gh", "a GitHub token"}, {"AKIA", "an AWS access key id"}, {"ASIA", "an AWS access key id"},
+	{"AIza", "a Google API key"}, {"xox", "a Slack token"},
+}
+
+// Find names the secrets b holds — "the value of $NAME" for a variable's
+// value, "an Anthropic API key" for a key's shape — without the secrets
+// themselves; nil when it holds none (or masking is off). The judge
+// refuses a staged file that holds one (ralph would commit it in clear).
+func (m *Masker) Find(b []byte) []string {
+	if m != nil && m.off {
+		return nil
+	}
+	var out []string
+	add := func(s string) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if m != nil {
+		for _, v := range m.values {
+			if bytes.Contains(b, []byte(v)) {
+				add("the value of $" + m.names[v])
+			}
+		}
+	}
+	if mayHaveShapeIn(b) {
+		for _, loc := range shapes.FindAllIndex(b, -1) {
+			for _, k := range shapeKinds {
+				if bytes.HasPrefix(b[loc[0]:loc[1]], []byte(k.prefix)) {
+					add(k.kind)
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Off returns a masker that leaves everything as it is (--no-mask).

@@ -129,3 +129,29 @@ func TestWriterDoesNotCopyCleanOutput(t *testing.T) {
 		t.Fatalf("%.0f allocations per MB of clean output", allocs)
 	}
 }
+
+// Find names what a staged file holds: a variable's value by the
+// variable, a key by its shape; never the secret itself. Control: a file
+// without one, and masking off.
+func TestFindNamesSecrets(t *testing.T) {
+	m := FromEnv("RALPH_TEST_API_KEY=supersecretvalue123")
+	b := []byte("notes\nthe key is supersecretvalue123 and sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA and ghp_CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC\n")
+	got := strings.Join(m.Find(b), "; ")
+	for _, want := range []string{"the value of $RALPH_TEST_API_KEY", "an Anthropic API key", "a GitHub token"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Find = %q, want %q", got, want)
+		}
+	}
+	if strings.Contains(got, "supersecret") || strings.Contains(got, "sk-ant") {
+		t.Errorf("Find leaks the secret: %q", got)
+	}
+	if found := m.Find([]byte("plain notes, a key-value pair, sk-short\n")); found != nil {
+		t.Errorf("control: Find = %q on a file without a secret", found)
+	}
+	if found := Off().Find(b); found != nil {
+		t.Errorf("masking off: Find = %q", found)
+	}
+	if got := (*Masker)(nil).Find([]byte("AKIAIOSFODNN7EXAMPLE")); len(got) != 1 || got[0] != "an AWS access key id" {
+		t.Errorf("nil masker: Find = %q", got)
+	}
+}

@@ -585,7 +585,7 @@ func (c *Cadence) judgeReview(ctx context.Context, repo *git.Repo, a *engine.Att
 	if !slices.Contains(changed, rel) {
 		return engine.Verdict{Summary: "no review written", Failure: fmt.Sprintf("The review must write %s (with a line STEERING_NEEDED: yes or STEERING_NEEDED: no); this iteration did not change it.", rel)}
 	}
-	b, err := os.ReadFile(c.path(runfolder.Review))
+	b, err := store.ReadFileLimit(c.path(runfolder.Review), 1<<20)
 	m := steeringLine.FindSubmatch(b)
 	if err != nil || m == nil {
 		return engine.Verdict{Summary: "review.md has no STEERING_NEEDED line", Failure: fmt.Sprintf("%s must contain one line that says exactly STEERING_NEEDED: yes or STEERING_NEEDED: no; it does not. Write the review again with that line.", rel)}

@@ -147,16 +147,10 @@ func currentOf(st *engine.State, id string) *engine.Current {
 	return nil
 }
 
-// follow gives the main tree the index its work was recorded in.
+// follow brings the main tree along: what landed, with the index the
+// work was recorded in.
 func (l *Loop) follow(ctx context.Context, v engine.Verdict, old, landed string) error {
-	if v.Snapshot == nil {
-		return nil
-	}
-	idx, err := l.Git.GitPath(ctx, "index")
-	if err != nil {
-		return err
-	}
-	return v.Snapshot.UseIndex(idx)
+	return followTree(ctx, l.Git, v, landed)
 }
 
 // Landed has nothing to record: the loop is over.

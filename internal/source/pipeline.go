@@ -178,16 +178,10 @@ func (s *Pipeline) Prepare(ctx context.Context, it *engine.Item, st *engine.Stat
 	return engine.Workspace{Dir: s.Git.Dir, Follow: s.follow}, nil
 }
 
-// follow gives the main tree the index its work was recorded in.
+// follow brings the main tree along: what landed, with the index the
+// work was recorded in.
 func (s *Pipeline) follow(ctx context.Context, v engine.Verdict, old, landed string) error {
-	if v.Snapshot == nil {
-		return nil
-	}
-	idx, err := s.Git.GitPath(ctx, "index")
-	if err != nil {
-		return err
-	}
-	return v.Snapshot.UseIndex(idx)
+	return followTree(ctx, s.Git, v, landed)
 }
 
 // Terms: a stage has no gates; its exit condition is its acceptance,

@@ -55,7 +55,21 @@ func (s *PRD) Prepare(ctx context.Context, it *engine.Item, st *engine.State) (e
 			return engine.Workspace{}, err
 		}
 	}
-	return engine.Workspace{Dir: s.Git.Dir, Follow: s.followMain(it.ID)}, nil
+	return engine.Workspace{Dir: s.Git.Dir, Base: s.storyBase(ctx, it.ID, st), Follow: s.followMain(it.ID)}, nil
+}
+
+// storyBase is where story id's work starts: its first iteration's base
+// while no other story landed after it (its earlier iterations' commits
+// are its work, judged with the rest), else the branch as it is now (a
+// blocked story retried after others landed starts again from their
+// tip). Under mu.
+func (s *PRD) storyBase(ctx context.Context, id string, st *engine.State) string {
+	tip := s.resumedTip
+	if is := st.Items[id]; is != nil && is.BaseHead != "" && (tip == "" || s.Git.IsAncestor(ctx, tip, is.BaseHead)) {
+		return is.BaseHead
+	}
+	head, _ := s.Git.Head(ctx)
+	return head
 }
 
 // toBranch puts the main tree on the feature branch. Called with s.mu held.
@@ -108,15 +122,10 @@ func (s *PRD) Claim(ctx context.Context, a *engine.Attempt, st *engine.State) ju
 // files' stats) and the PRD's write-back is written into the tree.
 func (s *prdDoc) followMain(id string) func(ctx context.Context, v engine.Verdict, old, landed string) error {
 	return func(ctx context.Context, v engine.Verdict, old, landed string) error {
-		if v.Snapshot != nil {
-			idx, err := s.Git.GitPath(ctx, "index")
-			if err != nil {
-				return err
-			}
-			if err := v.Snapshot.UseIndex(idx); err != nil {
-				return err
-			}
+		if err := followTree(ctx, s.Git, v, landed); err != nil {
+			return err
 		}
+		s.recovered(ctx, landed)
 		return s.setPassed(id, true)
 	}
 }
@@ -142,8 +151,8 @@ func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (s
 	return "", false, s.setPassed(it.ID, false)
 }
 
-// recovered makes sha, a commit of this run that landed before the crash,
-// the newest the run knows on the branch.
+// recovered makes sha, a commit of this run that landed (before a crash,
+// or just now), the newest the run knows on the branch.
 func (s *prdDoc) recovered(ctx context.Context, sha string) {
 	s.mu.Lock()
 	if s.resumedTip == "" || s.Git.IsAncestor(ctx, s.resumedTip, sha) {

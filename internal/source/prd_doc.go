@@ -318,15 +318,17 @@ func (s *prdDoc) repoPath(p string) (string, bool) {
 	return rel, !strings.HasPrefix(rel, ".ralph/")
 }
 
-// mark is story id's write-back for its commit: the PRD as the tree it is
-// built on has it, with the story marked passed (and the plan mirror
-// rendered from it), in the format the file was read in.
-func (s *prdDoc) mark(id string) func(parent func(string) []byte) (map[string][]byte, error) {
-	return func(parent func(string) []byte) (map[string][]byte, error) {
+// mark is story id's write-back for its commit: the PRD with the story
+// marked passed (and the plan mirror rendered from it), in the format the
+// file was read in — the harness's model of it when the work is built on
+// the tip, else the PRD as the tree it is built on has it (stories ahead
+// of it in the queue marked there).
+func (s *prdDoc) mark(id string) func(parent func(string) []byte, onTip bool) (map[string][]byte, error) {
+	return func(parent func(string) []byte, onTip bool) (map[string][]byte, error) {
 		out := map[string][]byte{}
 		rel, inRepo := s.repoPath(s.File)
 		var doc *prd.PRD
-		if b := parent(rel); inRepo && b != nil {
+		if b := parent(rel); inRepo && b != nil && !onTip {
 			var err error
 			if doc, err = prd.Parse(s.File, b); err != nil {
 				return nil, fmt.Errorf("%s as the branch has it: %w", rel, err)

@@ -43,6 +43,28 @@ func parkWork(ctx context.Context, repo *git.Repo, kind, itemID, runID string, p
 	return side, nil
 }
 
+// followTree makes the tree at repo, where an item's work was recorded,
+// hold what landed: it takes the index the work was recorded in and, when
+// what landed is more than that work (built on commits the tree did not
+// have), the difference is written in.
+func followTree(ctx context.Context, repo *git.Repo, v engine.Verdict, landed string) error {
+	if v.Snapshot == nil {
+		return nil
+	}
+	idx, err := repo.GitPath(ctx, "index")
+	if err != nil {
+		return err
+	}
+	own := v.Snapshot.Tree
+	if err := v.Snapshot.UseIndex(idx); err != nil {
+		return err
+	}
+	if own == v.Tree {
+		return nil
+	}
+	return repo.SwitchTree(ctx, own, landed)
+}
+
 func short(sha string) string {
 	if len(sha) > 8 {
 		return sha[:8]

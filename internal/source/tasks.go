@@ -21,12 +21,6 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// pauseBeforeMergeCommitEnv is for tests only: when it names a path, the
-// tasks source creates PATH.ready after staging a squash merge and waits
-// (up to 5 minutes) until PATH exists before committing it, so a test can
-// kill -9 the run in the middle of a merge.
-const pauseBeforeMergeCommitEnv = "RALPH_TEST_PAUSE_BEFORE_MERGE_COMMIT"
-
 // taskTrailer is the trailer on every squash commit the tasks loop makes;
 // Recover looks for it to tell whether a merge landed before a crash.
 const taskTrailer = "Ralph-Task"
@@ -445,14 +439,7 @@ func (s *Tasks) follow(ctx context.Context, v engine.Verdict, old, landed string
 		return err
 	}
 	s.baseTip = landed
-	if v.Snapshot == nil {
-		return nil
-	}
-	idx, err := s.Git.GitPath(ctx, "index")
-	if err != nil {
-		return err
-	}
-	return v.Snapshot.UseIndex(idx)
+	return followTree(ctx, s.Git, v, landed)
 }
 
 func (s *Tasks) prepare(ctx context.Context, it *engine.Item) (string, error) {

@@ -252,3 +252,26 @@ func scanJSONL(name string, r io.Reader, fn func(line int, raw []byte) error) er
 		}
 	}
 }
+
+// ErrTooLarge is the error of ReadFileLimit for a file over its limit.
+var ErrTooLarge = errors.New("larger than ralph reads")
+
+// ReadFileLimit reads a file an agent or a gate wrote, at most max
+// bytes: a larger one (a sparse file of terabytes costs its writer
+// nothing) returns its first max bytes and an error wrapping
+// ErrTooLarge that names the file and the limit.
+func ReadFileLimit(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return b[:max], fmt.Errorf("%s: %w (%d bytes)", path, ErrTooLarge, max)
+	}
+	return b, nil
+}
