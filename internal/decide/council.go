@@ -52,7 +52,7 @@ func (c council) Turn(*engine.Item, engine.ItemState) (engine.Turn, bool, error)
 
 // Decide runs the vote on a passing claim of an item that needs one. Each
 // vote is saved before the next member starts.
-func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
+func (c council) Decide(ctx context.Context, x engine.View, v engine.Verdict) (engine.Decision, error) {
 	if !v.Passed {
 		return next, nil
 	}
@@ -60,7 +60,8 @@ func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 	if err != nil || why == "" {
 		return next, err
 	}
-	it, cur, k := x.Item, x.Current, c.Members
+	f, k := x.Facts(), c.Members
+	it := f.Item
 	x.Emit(event(x, "council_started", fmt.Sprintf("%s passed its gates and needs a council (%s): %s vote, a majority must approve", it.ID, why, engine.Plural(k, "member")),
 		map[string]any{"members": k, "why": why}))
 	text, err := c.Roles.Text(councilRole)
@@ -85,7 +86,7 @@ func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 		decided = "rejected"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## %s · %s %s · iteration %d · Council (%s)\n\n- Decision: %s (%s)\n", x.Now().Format(time.RFC3339), it.Kind, it.ID, cur.Iteration, why, decided, tally)
+	fmt.Fprintf(&b, "\n## %s · %s %s · iteration %d · Council (%s)\n\n- Decision: %s (%s)\n", x.Now().Format(time.RFC3339), it.Kind, it.ID, f.Iteration, why, decided, tally)
 	for _, r := range votes {
 		fmt.Fprintf(&b, "- Member %d (%s): %s", r.Member, r.Agent, r.Vote)
 		if r.Reasons != "" {
@@ -118,8 +119,8 @@ func (c council) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 
 // why says why an item needs a council's majority ("" when it does not):
 // its critical field, or the first council rule that holds.
-func (c council) why(x *engine.Iteration) (string, error) {
-	if x.Item.Critical {
+func (c council) why(x engine.View) (string, error) {
+	if x.Facts().Item.Critical {
 		return "critical: true", nil
 	}
 	if c.Roles == nil || len(c.Roles.Council) == 0 {
@@ -138,16 +139,17 @@ func (c council) why(x *engine.Iteration) (string, error) {
 // member runs member m and saves its vote. A member whose run fails or
 // whose message has no readable vote abstains; only a cancelled run is an
 // error.
-func (c council) member(ctx context.Context, x *engine.Iteration, v engine.Verdict, text, base string, m int) (voteRecord, error) {
-	it, cur, k := x.Item, x.Current, c.Members
-	rec := voteRecord{Item: it.ID, Iteration: cur.Iteration, Member: m, Of: k, Vote: roles.VoteAbstain}
+func (c council) member(ctx context.Context, x engine.View, v engine.Verdict, text, base string, m int) (voteRecord, error) {
+	f, k := x.Facts(), c.Members
+	it := f.Item
+	rec := voteRecord{Item: it.ID, Iteration: f.Iteration, Member: m, Of: k, Vote: roles.VoteAbstain}
 	ran, err := x.RunAgent(ctx, engine.AgentRun{Role: councilRole, Label: fmt.Sprintf("council-%d", m), Title: fmt.Sprintf("council member %d/%d", m, k),
 		Run: m, Prompt: prompt(text, it, v, base, m, k), Env: []string{fmt.Sprintf("RALPH_COUNCIL_MEMBER=%d", m)}})
 	if err != nil {
 		return rec, err
 	}
 	defer ran.Log.Close()
-	rec.Agent, rec.Model, rec.Transcript = ran.Agent.Name, ran.Agent.Model, ran.Log.Path
+	rec.Agent, rec.Model, rec.Transcript = ran.Agent.Name, ran.Agent.Model, ran.Transcript
 	switch res := ran.Result; {
 	case ran.Err != nil:
 		rec.Error = fmt.Sprintf("agent %s: %v", ran.Agent.Name, ran.Err)
@@ -162,14 +164,14 @@ func (c council) member(ctx context.Context, x *engine.Iteration, v engine.Verdi
 	}
 	rec.At = x.Now()
 	fmt.Fprintf(ran.Log, "\n[ralph] council member %d/%d votes %s\n", m, k, rec.Vote)
-	if err := store.WriteJSON(filepath.Join(x.ItemDir("council"), fmt.Sprintf("%04d-%d.json", cur.Iteration, m)), rec); err != nil {
+	if err := store.WriteJSON(filepath.Join(x.ItemDir("council"), fmt.Sprintf("%04d-%d.json", f.Iteration, m)), rec); err != nil {
 		return rec, err
 	}
 	msg := fmt.Sprintf("%s: council member %d/%d (%s) votes %s", it.ID, m, k, ran.Agent.Name, rec.Vote)
 	if rec.Error != "" {
 		msg += ": " + rec.Error
 	}
-	x.Emit(event(x, "council_vote", msg, map[string]any{"member": m, "of": k, "vote": rec.Vote, "agent": ran.Agent.Name, "transcript": ran.Log.Path}))
+	x.Emit(event(x, "council_vote", msg, map[string]any{"member": m, "of": k, "vote": rec.Vote, "agent": ran.Agent.Name, "transcript": ran.Transcript}))
 	return rec, nil
 }
 

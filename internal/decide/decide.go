@@ -66,8 +66,9 @@ func Rules(o Options) ([]engine.Decider, error) {
 var next = engine.Decision{}
 
 // event is an event of x's iteration.
-func event(x *engine.Iteration, typ, msg string, data map[string]any) engine.Event {
-	return engine.Event{Type: typ, Iteration: x.Current.Iteration, Item: x.Item.ID, Attempt: x.Current.Attempt, Message: msg, Data: data}
+func event(x engine.View, typ, msg string, data map[string]any) engine.Event {
+	f := x.Facts()
+	return engine.Event{Type: typ, Iteration: f.Iteration, Item: f.Item.ID, Attempt: f.Attempt, Message: msg, Data: data}
 }
 
 // rel is p relative to the repository's root, for messages.

@@ -47,21 +47,22 @@ func (p plan) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, err
 // approval, or is approved at once with Auto, and spends no attempt; a
 // missing plan or changed code is a failed attempt with what went wrong
 // as the next iteration's context.
-func (p plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
-	it, cur, att := x.Item, x.Current, x.Attempt
-	if !cur.Planning {
+func (p plan) Decide(ctx context.Context, x engine.View, v engine.Verdict) (engine.Decision, error) {
+	f := x.Facts()
+	it := f.Item
+	if !f.Planning {
 		return next, nil
 	}
-	if att.Result.Failed() {
-		return engine.Decision{Action: engine.Fail, Verdict: engine.AgentFailure(att.Result)}, nil
+	if f.Result.Failed() {
+		return engine.Decision{Action: engine.Fail, Verdict: engine.AgentFailure(f.Result)}, nil
 	}
 	plan := engine.PlanFile(x.Paths(), it.ID)
 	commits := 0
-	if cur.StartHead != "" {
-		commits, _ = x.Git().CommitsSince(ctx, att.Dir, cur.StartHead)
+	if f.StartHead != "" {
+		commits, _ = x.CommitsSince(ctx, f.StartHead)
 	}
 	b, _ := os.ReadFile(plan)
-	switch files := x.Files; {
+	switch files := f.Files; {
 	case len(files) > 0 || commits > 0:
 		var what []string
 		if len(files) > 0 {
@@ -70,7 +71,7 @@ func (p plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict)
 		if commits > 0 {
 			what = append(what, fmt.Sprintf("made %s", engine.Plural(commits, "commit")))
 		}
-		return failPlan("the planning iteration changed code", fmt.Sprintf("A planning iteration changes no code, and this one %s. Undo that (git reset --hard %s; git clean -fd), then write only the plan to %s.", strings.Join(what, " and "), engine.ShortSHA(cur.StartHead), plan)), nil
+		return failPlan("the planning iteration changed code", fmt.Sprintf("A planning iteration changes no code, and this one %s. Undo that (git reset --hard %s; git clean -fd), then write only the plan to %s.", strings.Join(what, " and "), engine.ShortSHA(f.StartHead), plan)), nil
 	case strings.TrimSpace(string(b)) == "":
 		return failPlan("plan not written", fmt.Sprintf("No plan was written: write the plan to %s (and change nothing else).", plan)), nil
 	}
@@ -89,7 +90,7 @@ func (p plan) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict)
 	d.Events = append(d.Events, event(x, "plan_written", fmt.Sprintf("%s: plan written to %s (plan %d); %s", it.ID, name, rev, then),
 		map[string]any{"plan": plan, "rev": rev, "auto_approved": p.Auto}))
 	if p.Auto {
-		d.Events = append(d.Events, engine.Event{Type: "plan_approved", Iteration: cur.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: plan %s approved (--auto-approve); its work begins", it.ID, name)})
+		d.Events = append(d.Events, engine.Event{Type: "plan_approved", Iteration: f.Iteration, Item: it.ID, Message: fmt.Sprintf("%s: plan %s approved (--auto-approve); its work begins", it.ID, name)})
 	}
 	return d, nil
 }

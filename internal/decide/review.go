@@ -34,8 +34,9 @@ func (r review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, e
 // Decide asks the completion triggers once a claim passed the gates: one
 // that holds names the role that must approve before the item passes. An
 // approval is what they ask for, so a role's approval is not held again.
-func (r review) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
-	if !v.Passed || !r.Roles.HasCompletionGates() || x.RoleVerdict == roles.Approve || x.Item.Role != "" {
+func (r review) Decide(ctx context.Context, x engine.View, v engine.Verdict) (engine.Decision, error) {
+	f := x.Facts()
+	if !v.Passed || !r.Roles.HasCompletionGates() || f.RoleVerdict == roles.Approve || f.Item.Role != "" {
 		return next, nil
 	}
 	t, err := r.Roles.Choose(x.RoleEnv(), true)
@@ -45,7 +46,7 @@ func (r review) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdic
 	if t == nil {
 		return next, nil
 	}
-	it, why, role := x.Item, x.Why(t), t.Role
+	it, why, role := f.Item, x.Why(t), t.Role
 	return engine.Decision{Action: engine.Hold, Status: "ready for review",
 		Progress: v.Summary + "; the " + role + " must approve",
 		Result:   v.Summary + "; waiting for the " + role + "'s approval",

@@ -28,9 +28,9 @@ func (f testFix) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, 
 
 // Decide asks for a re-run when the claim itself stood (no rejection, a
 // finished agent run, no tampering) and only its test gate failed it.
-func (f testFix) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdict) (engine.Decision, error) {
-	att := x.Attempt
-	if f.Max <= 0 || !v.Claimed || v.Passed || att.Rejected != "" || att.Result.Failed() || len(v.Tampered) > 0 ||
+func (f testFix) Decide(ctx context.Context, x engine.View, v engine.Verdict) (engine.Decision, error) {
+	it := x.Facts()
+	if f.Max <= 0 || !v.Claimed || v.Passed || it.Rejected != "" || it.Result.Failed() || len(v.Tampered) > 0 ||
 		!slices.ContainsFunc(v.Gates, func(g gate.Result) bool { return g.Name == "test" && !g.Passed }) {
 		return next, nil
 	}
@@ -38,12 +38,11 @@ func (f testFix) Decide(ctx context.Context, x *engine.Iteration, v engine.Verdi
 	if n > f.Max {
 		return next, nil
 	}
-	it, cur := x.Item, x.Current
 	return engine.Decision{Action: engine.Rerun,
 		Status: fmt.Sprintf("test failed; test-fix re-run %d/%d follows", n, f.Max),
 		Result: fmt.Sprintf("test gate failed; test-fix re-run %d/%d follows: %s", n, f.Max, v.Summary),
-		Log:    fmt.Sprintf("%s: the test gate failed; test-fix re-run %d/%d follows (no attempt spent)", it.ID, n, f.Max),
-		Events: []engine.Event{event(x, "test_fix", fmt.Sprintf("%s: the test gate failed; re-running the agent as %s with the failing output (test-fix re-run %d/%d within attempt %d/%d)", it.ID, f.Role, n, f.Max, cur.Attempt, x.MaxAttempts()),
+		Log:    fmt.Sprintf("%s: the test gate failed; test-fix re-run %d/%d follows (no attempt spent)", it.Item.ID, n, f.Max),
+		Events: []engine.Event{event(x, "test_fix", fmt.Sprintf("%s: the test gate failed; re-running the agent as %s with the failing output (test-fix re-run %d/%d within attempt %d/%d)", it.Item.ID, f.Role, n, f.Max, it.Attempt, x.MaxAttempts()),
 			map[string]any{"role": f.Role, "rerun": n, "max": f.Max})},
 		Record: func(is *engine.ItemState) { is.Fixes, is.Fix = n, f.Role },
 	}, nil

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,58 @@ type Decider interface {
 	// choose). It writes nothing: the dry run asks it too.
 	Turn(it *Item, is ItemState) (t Turn, ok bool, err error)
 	// Decide is asked once the iteration is verified, with its verdict.
-	Decide(ctx context.Context, x *Iteration, v Verdict) (Decision, error)
+	Decide(ctx context.Context, x View, v Verdict) (Decision, error)
+}
+
+// View is what a decider sees of an iteration, and what it may do within
+// it (an *Iteration is one): the iteration's facts, its item's record,
+// the run's clock and files, its events and progress, agent runs of its
+// own. A decider reads no more of the engine, so a test gives it a View
+// of its own making.
+type View interface {
+	// Facts are what the iteration is and what its agent did.
+	Facts() Facts
+	// Record is the item's record as it is now.
+	Record() ItemState
+	// RoleEnv is what a trigger or council condition sees of the item.
+	RoleEnv() roles.Env
+	// Why says where a trigger that held is written.
+	Why(t *roles.Trigger) string
+	// MaxAttempts is the item's attempt cap.
+	MaxAttempts() int
+	// ItemDir is a folder of ralph's own for the item: .ralph/<kind>/<item>.
+	ItemDir(kind string) string
+	// Paths are the run's files.
+	Paths() Paths
+	// Now is the run's clock.
+	Now() time.Time
+	// CommitsSince counts the commits on the iteration's tree since base.
+	CommitsSince(ctx context.Context, base string) (int, error)
+	// Emit records an event of the run.
+	Emit(ev Event)
+	// Note appends an entry to the progress file.
+	Note(entry string)
+	// RunAgent runs an agent within the iteration (a council member).
+	RunAgent(ctx context.Context, r AgentRun) (AgentRan, error)
+}
+
+// Facts are what an iteration is and what its agent did, as deciders
+// read them.
+type Facts struct {
+	Item      *Item
+	Iteration int
+	Attempt   int
+	// Planning: the iteration writes the item's plan; StartHead is the
+	// commit its tree was at when it began.
+	Planning  bool
+	StartHead string
+	// Result is how the agent's run ended; Rejected holds a role's
+	// findings when it did not approve; RoleVerdict is what the role said.
+	Result      agent.Result
+	Rejected    string
+	RoleVerdict roles.Decision
+	// Files are the paths the iteration changed.
+	Files []string
 }
 
 // Turn is an iteration a decider claims: its role and why, and what its
@@ -81,6 +133,12 @@ type Decision struct {
 	Record func(is *ItemState)
 }
 
+// Facts are the iteration's, as deciders read them.
+func (x *Iteration) Facts() Facts {
+	return Facts{Item: x.Item, Iteration: x.Current.Iteration, Attempt: x.Current.Attempt, Planning: x.Current.Planning, StartHead: x.Current.StartHead,
+		Result: x.Attempt.Result, Rejected: x.Attempt.Rejected, RoleVerdict: x.RoleVerdict, Files: x.Files}
+}
+
 // Record is the item's record as it is now.
 func (x *Iteration) Record() ItemState {
 	var is ItemState
@@ -114,8 +172,10 @@ func (x *Iteration) Now() time.Time { return x.e.cfg.Clock.Now().UTC() }
 // Paths are the run's files.
 func (x *Iteration) Paths() Paths { return x.e.cfg.Paths }
 
-// Git is the run's version control.
-func (x *Iteration) Git() VCS { return x.e.cfg.Git }
+// CommitsSince counts the commits on the iteration's tree since base.
+func (x *Iteration) CommitsSince(ctx context.Context, base string) (int, error) {
+	return x.e.cfg.Git.CommitsSince(ctx, x.Attempt.Dir, base)
+}
 
 // Emit records an event of the run.
 func (x *Iteration) Emit(ev Event) { x.e.emit(ev) }
@@ -135,13 +195,14 @@ type AgentRun struct {
 }
 
 // AgentRan is how an AgentRun went. Err is the agent's own failure (the
-// run is over either way); Log is its transcript, open for the decider's
-// last word: the decider closes it.
+// run is over either way); Log is its transcript (at Transcript), open
+// for the decider's last word: the decider closes it.
 type AgentRan struct {
-	Agent  AgentChoice
-	Result agent.Result // masked
-	Err    error
-	Log    *Transcript
+	Agent      AgentChoice
+	Result     agent.Result // masked
+	Err        error
+	Log        io.WriteCloser
+	Transcript string
 }
 
 // RunAgent runs the agent the roles give r.Role, with the iteration's
@@ -171,7 +232,7 @@ func (x *Iteration) RunAgent(ctx context.Context, r AgentRun) (AgentRan, error) 
 		tr.Close()
 		return AgentRan{}, ctx.Err()
 	}
-	return AgentRan{Agent: choice, Result: res, Err: err, Log: tr}, nil
+	return AgentRan{Agent: choice, Result: res, Err: err, Log: tr, Transcript: tr.Path}, nil
 }
 
 // aside is an agent run within an iteration besides its own: a conflict

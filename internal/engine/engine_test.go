@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,22 +13,30 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/judge"
+	"github.com/ralph-loop/ralph/internal/land"
+	"github.com/ralph-loop/ralph/internal/land/landtest"
 )
 
-// fakeSource is a Source whose verdicts, merges and recovery are scripted
-// per item, and which records every call the engine makes.
+// fakeSource is a Source whose claims and recovery are scripted per
+// item, and which records every call the engine makes. Its items land on
+// the branch ralph/x (Terms); the fake judge judges them.
 type fakeSource struct {
 	items   []Item
-	verdict func(a *Attempt) Verdict                // nil: passed
-	accept  func(a *Attempt, n int) (string, error) // n counts Accept calls of the item
-	recover map[string]string                       // item → commit that landed
+	recover map[string]string // item → commit that landed
+	// terms, when set, adds to an item's terms (a KeepWork message, a
+	// refusal).
+	terms func(it *Item, c *judge.Claim)
+	// follow, when set, is the workspace's Follow.
+	follow func(ctx context.Context, v Verdict, old, landed string) error
 
-	mu       sync.Mutex
-	calls    []string
-	accepts  map[string]int
-	blocked  map[string]string
-	closed   *State
-	verified []Attempt
+	mu        sync.Mutex
+	calls     []string
+	landed    map[string]string // item → the commit Landed was told
+	blocked   map[string]string
+	notPassed []string
+	conflicts []string
+	closed    *State
 }
 
 func (s *fakeSource) log(format string) {
@@ -52,34 +62,39 @@ func (s *fakeSource) Next(st *State, busy map[string]bool) (*Item, error) {
 }
 func (s *fakeSource) Prepare(_ context.Context, it *Item, _ *State) (Workspace, error) {
 	s.log("prepare " + it.ID)
-	return Workspace{Dir: "/work", Base: "base-" + it.ID}, nil
+	return Workspace{Dir: "/work", Base: "base-" + it.ID, Follow: s.follow}, nil
 }
-func (s *fakeSource) Verify(_ context.Context, a *Attempt, _ *State) Verdict {
-	s.mu.Lock()
-	s.calls = append(s.calls, "verify "+a.Item.ID)
-	s.verified = append(s.verified, *a)
-	s.mu.Unlock()
-	if s.verdict != nil {
-		return s.verdict(a)
+func (s *fakeSource) Terms(it *Item, st *State) judge.Claim {
+	c := judge.Claim{Target: "ralph/x", Subject: "feat(" + it.ID + "): " + it.Title}
+	if s.terms != nil {
+		s.terms(it, &c)
 	}
-	if !a.Claimed {
-		return Verdict{Summary: "no claim", Failure: "claim it"}
-	}
-	return Verdict{Passed: true, Claimed: true, Summary: "gates ok"}
+	return c
 }
-func (s *fakeSource) Accept(_ context.Context, a *Attempt, _ Verdict, _ *State) (string, error) {
+func (s *fakeSource) Claim(_ context.Context, a *Attempt, st *State) judge.Claim {
+	s.log("claim " + a.Item.ID)
+	return s.Terms(a.Item, st)
+}
+func (s *fakeSource) Landed(_ context.Context, a *Attempt, _ Verdict, commit string, _ *State) error {
 	s.mu.Lock()
-	if s.accepts == nil {
-		s.accepts = map[string]int{}
+	defer s.mu.Unlock()
+	if s.landed == nil {
+		s.landed = map[string]string{}
 	}
-	s.accepts[a.Item.ID]++
-	n := s.accepts[a.Item.ID]
-	s.calls = append(s.calls, "accept "+a.Item.ID)
-	s.mu.Unlock()
-	if s.accept != nil {
-		return s.accept(a, n)
-	}
-	return "sha-" + a.Item.ID, nil
+	s.landed[a.Item.ID] = commit
+	s.calls = append(s.calls, "landed "+a.Item.ID)
+	return nil
+}
+func (s *fakeSource) NotPassed(_ context.Context, a *Attempt, v Verdict) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notPassed = append(s.notPassed, a.Item.ID+": "+v.Summary)
+}
+func (s *fakeSource) Conflict(_ context.Context, it *Item, paths []string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.conflicts = append(s.conflicts, it.ID)
+	return "both sides changed " + strings.Join(paths, ", "), nil
 }
 func (s *fakeSource) Block(_ context.Context, it *Item, _ *State, reason string) error {
 	s.mu.Lock()
@@ -128,7 +143,7 @@ func oneStory() []Item {
 func newTestEngine(t *testing.T, src Source, ag agent.Agent, mod func(*Config)) (*Engine, Paths) {
 	t.Helper()
 	p := PathsFor(t.TempDir())
-	cfg := Config{Paths: p, Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "func", Env: []string{"EXTRA=1"}}}
+	cfg := Config{Paths: p, Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Judge: newFakeJudge(), Agent: AgentConfig{Default: ag, Name: "func", Env: []string{"EXTRA=1"}}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -137,6 +152,34 @@ func newTestEngine(t *testing.T, src Source, ag agent.Agent, mod func(*Config)) 
 		t.Fatal(err)
 	}
 	return e, p
+}
+
+// judgeOf is the engine's fake judge.
+func judgeOf(e *Engine) *fakeJudge { return e.cfg.Judge.(*fakeJudge) }
+
+// events collects a run's events (Config.OnEvent).
+type events struct {
+	mu  sync.Mutex
+	all []Event
+}
+
+func (ev *events) add(e Event) {
+	ev.mu.Lock()
+	ev.all = append(ev.all, e)
+	ev.mu.Unlock()
+}
+
+// of are the messages of the events of type typ.
+func (ev *events) of(typ string) []string {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var out []string
+	for _, e := range ev.all {
+		if e.Type == typ {
+			out = append(out, e.Message)
+		}
+	}
+	return out
 }
 
 func envOf(req agent.Request) map[string]string {
@@ -148,11 +191,18 @@ func envOf(req agent.Request) map[string]string {
 	return m
 }
 
-// One passing iteration: prompt, environment, transcript, state, progress.
+// One passing iteration: prompt, environment, transcript, state, progress;
+// its work lands on the branch as a commit of exactly the judged tree, the
+// checkout follows, and the source and the judge are told the commit.
 func TestIterationPassesAndRecordsEverything(t *testing.T) {
-	src := &fakeSource{items: oneStory()}
+	var followed []string
+	src := &fakeSource{items: oneStory(), follow: func(_ context.Context, v Verdict, old, landed string) error {
+		followed = append(followed, v.Tree, old, landed)
+		return nil
+	}}
 	ag := &funcAgent{reply: promising}
 	e, p := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxIterations = 4; c.Limits.MaxAttempts = 2 })
+	j := judgeOf(e)
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
@@ -178,16 +228,30 @@ func TestIterationPassesAndRecordsEverything(t *testing.T) {
 	if b, _ := os.ReadFile(p.PromptFile); string(b) != req.Prompt {
 		t.Error("the prompt file does not hold the prompt")
 	}
+	sha := j.git.Tip("ralph/x")
+	landed := j.git.Commit(sha)
+	if landed.Tree != "tree-S-1-1" || len(landed.Parents) != 1 || landed.Parents[0] != "root" || !strings.HasPrefix(landed.Msg, "feat(S-1): first\n") {
+		t.Fatalf("the branch is at %s: %+v", sha, landed)
+	}
 	is := out.State.Items["S-1"]
-	if is.Status != ItemPassed || is.Commit != "sha-S-1" || is.BaseHead != "" || len(out.State.Current) != 0 {
+	if is.Status != ItemPassed || is.Commit != sha || is.BaseHead != "" || len(out.State.Current) != 0 {
 		t.Fatalf("state %+v current %v", is, out.State.Current)
 	}
+	if src.landed["S-1"] != sha || j.landed["S-1"] != sha {
+		t.Fatalf("told the commit: source %q, judge %q; want %s", src.landed["S-1"], j.landed["S-1"], sha)
+	}
+	if got := strings.Join(followed, " "); got != "tree-S-1-1 root "+sha {
+		t.Fatalf("the checkout followed %q", got)
+	}
+	if got := j.callLog(); got != "begin S-1, judge S-1, landed S-1" {
+		t.Fatalf("judge calls: %s", got)
+	}
 	tr, _ := os.ReadFile(filepath.Join(p.Transcripts, "0001-S-1.log"))
-	if !strings.Contains(string(tr), "S-1 passed: gates ok; commit sha-S-1") {
+	if !strings.Contains(string(tr), "S-1 passed: gates ok; commit "+ShortSHA(sha)) {
 		t.Errorf("transcript:\n%s", tr)
 	}
 	prog, _ := os.ReadFile(p.Progress)
-	if !strings.Contains(string(prog), "tests live in t/") || !strings.Contains(string(prog), "- Commit: sha-S-1") {
+	if !strings.Contains(string(prog), "tests live in t/") || !strings.Contains(string(prog), "- Commit: "+ShortSHA(sha)) {
 		t.Errorf("progress:\n%s", prog)
 	}
 	if src.closed == nil || src.closed.Status != StatusComplete {
@@ -195,15 +259,22 @@ func TestIterationPassesAndRecordsEverything(t *testing.T) {
 	}
 }
 
+// failing is a script whose every verdict is a failed claim.
+func failing(summary, failure string) func(*judge.Case, int) (Verdict, bool) {
+	return func(*judge.Case, int) (Verdict, bool) {
+		return Verdict{Claimed: true, Summary: summary, Failure: failure}, true
+	}
+}
+
 // A failed verdict spends an attempt, becomes the next prompt's retry
 // context, and blocks the item after its attempts (the source's Block is
-// told why).
+// told why); nothing lands.
 func TestConcludeRetriesThenBlocks(t *testing.T) {
-	src := &fakeSource{items: oneStory(), verdict: func(*Attempt) Verdict {
-		return Verdict{Claimed: true, Summary: "test FAILED", Failure: "TestAdd: want 3, got 4"}
-	}}
+	src := &fakeSource{items: oneStory()}
 	ag := &funcAgent{reply: promising}
 	e, _ := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxAttempts = 2 })
+	j := judgeOf(e)
+	j.verdict = failing("test FAILED", "TestAdd: want 3, got 4")
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusBlocked {
 		t.Fatalf("%v %s", err, out.Status)
@@ -227,49 +298,132 @@ func TestConcludeRetriesThenBlocks(t *testing.T) {
 	if out.State.Breaker.SameCount != 2 || out.State.Breaker.NoProgress != 2 {
 		t.Errorf("breaker %+v", out.State.Breaker)
 	}
+	if len(src.notPassed) != 2 || j.git.Tip("ralph/x") != "root" {
+		t.Errorf("told not passed %q; the branch is at %s", src.notPassed, j.git.Tip("ralph/x"))
+	}
 }
 
 // An item's own attempt cap wins over the run's.
 func TestItemAttemptCap(t *testing.T) {
 	items := oneStory()
 	items[0].MaxAttempts = 1
-	src := &fakeSource{items: items, verdict: func(*Attempt) Verdict { return Verdict{Summary: "no"} }}
+	src := &fakeSource{items: items}
 	e, _ := newTestEngine(t, src, &funcAgent{}, func(c *Config) { c.Limits.MaxAttempts = 5 })
+	judgeOf(e).verdict = func(*judge.Case, int) (Verdict, bool) { return Verdict{Summary: "no"}, true }
 	out, _ := e.Run(context.Background())
 	if out.State.Items["S-1"].Attempts != 1 || out.Status != StatusBlocked {
 		t.Fatalf("%s %+v", out.Status, out.State.Items["S-1"])
 	}
 }
 
-// Accept's rejection is a failed, claimed iteration; the next one passes.
-func TestAcceptRejectedIsFailedAttempt(t *testing.T) {
-	src := &fakeSource{items: oneStory(), accept: func(a *Attempt, n int) (string, error) {
-		if n == 1 {
-			return "", &Rejected{Summary: "integrated gates failed", Failure: "merge broke test"}
+// personCommitsOnce moves branch under the lander at its first landing,
+// as a person's commit would: the lander's compare-and-swap fails, and
+// the plan is stale.
+func personCommitsOnce(g *landtest.Git, branch string) (person func() string) {
+	var once sync.Once
+	var sha string
+	g.OnUpdate = func(g *landtest.Git, ref string) {
+		if ref == "refs/heads/"+branch {
+			once.Do(func() { sha = g.Push(branch, "tree-person", "a person's commit") })
 		}
-		return "sha-2", nil
-	}}
-	ag := &funcAgent{reply: promising}
-	e, _ := newTestEngine(t, src, ag, nil)
-	out, _ := e.Run(context.Background())
+	}
+	return func() string { return sha }
+}
+
+// staleRun is a run of one story whose first landing a person's commit
+// makes stale.
+type staleRun struct {
+	src    *fakeSource
+	ag     *funcAgent
+	ev     *events
+	e      *Engine
+	j      *fakeJudge
+	person func() string // the person's commit
+}
+
+func newStaleRun(t *testing.T, mod func(*Config)) *staleRun {
+	r := &staleRun{src: &fakeSource{items: oneStory()}, ag: &funcAgent{reply: promising}, ev: &events{}}
+	r.e, _ = newTestEngine(t, r.src, r.ag, func(c *Config) {
+		c.OnEvent = r.ev.add
+		if mod != nil {
+			mod(c)
+		}
+	})
+	r.j = judgeOf(r.e)
+	r.person = personCommitsOnce(r.j.git, "ralph/x")
+	return r
+}
+
+// A landing that went stale (a person committed on the branch while the
+// work was judged) is judged again on the branch as it is, and lands on
+// top of the person's commit: nothing of theirs is lost, the agent does
+// not run again, and no attempt is spent.
+func TestStaleLandingIsJudgedAgainAndLands(t *testing.T) {
+	r := newStaleRun(t, nil)
+	j, ag, person := r.j, r.ag, r.person
+	out, err := r.e.Run(context.Background())
+	if err != nil || out.Status != StatusComplete {
+		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
+	}
+	if got := j.callLog(); got != "begin S-1, judge S-1, rejudge S-1, landed S-1" {
+		t.Fatalf("judge calls: %s", got)
+	}
+	sha := j.git.Tip("ralph/x")
+	c := j.git.Commit(sha)
+	if person() == "" || c.Tree != "tree-S-1-2" || len(c.Parents) != 1 || c.Parents[0] != person() {
+		t.Fatalf("landed %s %+v, the person's commit %s", sha, c, person())
+	}
 	is := out.State.Items["S-1"]
-	if out.Status != StatusComplete || is.Commit != "sha-2" || is.Attempts != 1 {
+	if is.Commit != sha || is.Attempts != 0 || len(ag.reqs) != 1 {
+		t.Fatalf("state %+v, agent ran %d times", is, len(ag.reqs))
+	}
+	if len(r.ev.of("merge_stale")) != 1 {
+		t.Fatalf("merge_stale events %q", r.ev.of("merge_stale"))
+	}
+}
+
+// A stale landing whose new judgement fails is a failed attempt, its
+// findings the next prompt's context; the next attempt lands.
+func TestStaleLandingThatFailsSpendsAnAttempt(t *testing.T) {
+	r := newStaleRun(t, nil)
+	j, ag, person := r.j, r.ag, r.person
+	j.verdict = func(c *judge.Case, n int) (Verdict, bool) {
+		if n == 2 {
+			return Verdict{Claimed: true, Summary: "integrated gates failed", Failure: "merge broke test"}, true
+		}
+		return Verdict{}, false
+	}
+	out, _ := r.e.Run(context.Background())
+	is := out.State.Items["S-1"]
+	if out.Status != StatusComplete || is.Commit != j.git.Tip("ralph/x") || is.Attempts != 1 {
 		t.Fatalf("%s %+v", out.Status, is)
 	}
-	if !strings.Contains(ag.reqs[1].Prompt, "merge broke test") {
-		t.Error("rejection is not the retry context")
+	if c := j.git.Commit(is.Commit); c.Tree != "tree-S-1-3" || c.Parents[0] != person() {
+		t.Fatalf("landed %+v", c)
+	}
+	if len(ag.reqs) != 2 || !strings.Contains(ag.reqs[1].Prompt, "merge broke test") {
+		t.Error("the failed judgement is not the retry context")
+	}
+	if got := r.ev.of("merge_rejected"); len(got) != 1 || !strings.Contains(got[0], "integrated gates failed") {
+		t.Fatalf("merge_rejected %q", got)
+	}
+}
+
+// conflicting is a script whose judgings listed in at answer a conflict
+// in f.txt.
+func conflicting(at ...int) func(*judge.Case, int) (Verdict, bool) {
+	return func(c *judge.Case, n int) (Verdict, bool) {
+		if slices.Contains(at, n) {
+			return Verdict{Claimed: true, Summary: "merge conflict with ralph/x in f.txt", Conflict: &judge.Conflict{Paths: []string{"f.txt"}}}, true
+		}
+		return Verdict{}, false
 	}
 }
 
 // A conflict runs a resolver with the same environment as every agent,
-// its own prompt in the prompt file, and accepts again.
-func TestAcceptConflictRunsResolverWithFullEnv(t *testing.T) {
-	src := &fakeSource{items: oneStory(), accept: func(a *Attempt, n int) (string, error) {
-		if n == 1 {
-			return "", &Conflict{Paths: []string{"f.txt"}, Context: "both sides changed f.txt"}
-		}
-		return "sha-merged", nil
-	}}
+// its own prompt in the prompt file; its work is judged and lands.
+func TestConflictRunsResolverWithFullEnv(t *testing.T) {
+	src := &fakeSource{items: oneStory()}
 	var resolverPromptFile string
 	ag := &funcAgent{}
 	ag.reply = func(req agent.Request) agent.Result {
@@ -280,8 +434,10 @@ func TestAcceptConflictRunsResolverWithFullEnv(t *testing.T) {
 		return promising(req)
 	}
 	e, p := newTestEngine(t, src, ag, nil)
+	j := judgeOf(e)
+	j.verdict = conflicting(1)
 	out, _ := e.Run(context.Background())
-	if out.Status != StatusComplete || out.State.Items["S-1"].Commit != "sha-merged" {
+	if out.Status != StatusComplete || out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") || j.git.Commit(j.git.Tip("ralph/x")).Tree != "tree-S-1-2" {
 		t.Fatalf("%s %+v", out.Status, out.State.Items["S-1"])
 	}
 	if len(ag.reqs) != 2 || ag.reqs[1].Role != "resolver" || ag.reqs[1].ItemID != "S-1#resolve" {
@@ -295,6 +451,141 @@ func TestAcceptConflictRunsResolverWithFullEnv(t *testing.T) {
 	}
 	if !strings.Contains(resolverPromptFile, "both sides changed f.txt") {
 		t.Errorf("the resolver's prompt file holds %q", resolverPromptFile)
+	}
+	if got := strings.Join(src.conflicts, " "); got != "S-1" {
+		t.Errorf("Conflict asked for %q", got)
+	}
+}
+
+// A landing that went stale and then conflicts on the branch as it is
+// runs the resolver too, once; a second conflict fails the attempt.
+func TestStaleLandingThatConflictsRunsResolver(t *testing.T) {
+	t.Run("resolved", func(t *testing.T) {
+		r := newStaleRun(t, nil)
+		j, ag := r.j, r.ag
+		j.verdict = conflicting(2)
+		out, _ := r.e.Run(context.Background())
+		is := out.State.Items["S-1"]
+		if out.Status != StatusComplete || is.Attempts != 0 || is.Commit != j.git.Tip("ralph/x") || j.git.Commit(is.Commit).Parents[0] != r.person() {
+			t.Fatalf("%s %+v", out.Status, is)
+		}
+		if got := j.callLog(); got != "begin S-1, judge S-1, rejudge S-1, judge S-1, landed S-1" {
+			t.Fatalf("judge calls: %s", got)
+		}
+		if len(ag.reqs) != 2 || ag.reqs[1].Role != "resolver" {
+			t.Fatalf("requests %+v", ag.reqs)
+		}
+	})
+	t.Run("the resolver's work conflicts too", func(t *testing.T) {
+		r := newStaleRun(t, func(c *Config) { c.Limits.MaxAttempts = 1 })
+		r.j.verdict = conflicting(2, 3)
+		out, _ := r.e.Run(context.Background())
+		is := out.State.Items["S-1"]
+		if out.Status != StatusBlocked || is.Attempts != 1 || !strings.Contains(is.LastResult, "conflict resolution failed: merge conflict") {
+			t.Fatalf("%s %+v", out.Status, is)
+		}
+		if len(r.ag.reqs) != 2 {
+			t.Fatalf("agents ran %d times, want the worker and one resolver", len(r.ag.reqs))
+		}
+	})
+}
+
+// holdOnce holds an item's first verdict that passed, as a review
+// decider does, and says nothing after.
+type holdOnce struct {
+	mu      sync.Mutex
+	held    *land.Ticket
+	lander  *land.Lander
+	decided []string // what it saw: "hold", or "ahead N" of the next ticket
+}
+
+func (h *holdOnce) Turn(*Item, ItemState) (Turn, bool, error) { return Turn{}, false, nil }
+
+func (h *holdOnce) Decide(_ context.Context, x View, v Verdict) (Decision, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !v.Passed {
+		return Decision{}, nil
+	}
+	if h.held == nil {
+		h.held, h.lander = v.Ticket, x.(*Iteration).judged.Lander
+		h.decided = append(h.decided, "hold")
+		return Decision{Action: Hold, Status: "held", Result: "held for a word"}, nil
+	}
+	ahead := h.lander.Ahead(v.Ticket)
+	h.decided = append(h.decided, fmt.Sprintf("ahead %d", ahead))
+	if ahead > 0 {
+		// Built on the held work, it would wait for it forever.
+		return Decision{}, fmt.Errorf("%d plans queued ahead of the item's new verdict", ahead)
+	}
+	return Decision{}, nil
+}
+
+// A decider that holds a verdict that passed takes its work out of the
+// queue: nothing lands, the plans judged after it are not built on it,
+// and the item's next verdict lands alone.
+func TestHeldDecisionWithdrawsTheTicket(t *testing.T) {
+	src := &fakeSource{items: oneStory()}
+	h := &holdOnce{}
+	e, _ := newTestEngine(t, src, &funcAgent{reply: promising}, func(c *Config) { c.Deciders = []Decider{h} })
+	j := judgeOf(e)
+	out, err := e.Run(context.Background())
+	if err != nil || out.Status != StatusComplete {
+		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
+	}
+	if got := strings.Join(h.decided, ", "); got != "hold, ahead 0" {
+		t.Fatalf("decided: %s", got)
+	}
+	// Withdrawn, not closed with the run: its landing answers stale.
+	l := h.lander
+	if _, err := l.Land(context.Background(), h.held, "late", nil); !errors.Is(err, land.ErrStale) {
+		t.Fatalf("the held ticket lands with %v, want stale", err)
+	}
+	sha := j.git.Tip("ralph/x")
+	if c := j.git.Commit(sha); c.Tree != "tree-S-1-2" || c.Parents[0] != "root" || l.Landings() != 1 {
+		t.Fatalf("landed %+v (%d landings)", c, l.Landings())
+	}
+	if is := out.State.Items["S-1"]; is.Commit != sha || is.Attempts != 0 {
+		t.Fatalf("state %+v", is)
+	}
+}
+
+// The plain loop keeps every iteration's work: an iteration that does not
+// pass lands what it left, unverified, with the source's message; one
+// that tampered keeps nothing; the one that passes lands as judged.
+func TestKeepWorkLandsUnverifiedWork(t *testing.T) {
+	items := []Item{{ID: "loop", Title: "the loop", Kind: "loop"}}
+	src := &fakeSource{items: items, terms: func(it *Item, c *judge.Claim) {
+		c.KeepWork = "ralph: loop iteration (unverified)"
+	}}
+	calls := 0
+	ag := &funcAgent{reply: func(req agent.Request) agent.Result {
+		calls++
+		if calls < 4 {
+			return agent.Result{FinalText: "still working"}
+		}
+		return promising(req)
+	}}
+	e, _ := newTestEngine(t, src, ag, func(c *Config) { c.Limits.MaxIterations = 10 })
+	j := judgeOf(e)
+	j.verdict = func(c *judge.Case, n int) (Verdict, bool) {
+		if n == 2 {
+			return Verdict{Summary: "no claim", Tampered: []string{"the agent edited the gates"}}, true
+		}
+		return Verdict{}, false
+	}
+	out, err := e.Run(context.Background())
+	if err != nil || out.Status != StatusComplete {
+		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
+	}
+	if got := strings.Join(j.records, " | "); got != "ralph: loop iteration (unverified) | ralph: loop iteration (unverified)" {
+		t.Fatalf("work kept by iterations 1 and 3 only, got %q", got)
+	}
+	if got := strings.Join(j.git.History("ralph/x"), " "); got != "work-loop-1 work-loop-2 tree-loop-4" {
+		t.Fatalf("history %s", got)
+	}
+	if is := out.State.Items["loop"]; is.Status != ItemPassed || is.Attempts != 1 || is.InProgress != 2 {
+		t.Fatalf("state %+v", is)
 	}
 }
 
@@ -319,13 +610,14 @@ func crashedState(src Source, cur *Current) *State {
 	return st
 }
 
-// Resume in the verify phase: verified again from the recorded final
-// message, without running the agent.
+// Resume in the verify phase: judged again from the recorded final
+// message, without running the agent, and landed.
 func TestResumeVerifyPhaseReverifiesWithoutAgent(t *testing.T) {
 	src := &fakeSource{items: oneStory()}
 	ag := &funcAgent{}
 	e, p := newTestEngine(t, src, ag, nil)
-	writeState(t, p, crashedState(src, &Current{Item: "S-1", Iteration: 1, Attempt: 1, Phase: PhaseVerify, Final: "all good <promise>COMPLETE</promise>"}))
+	j := judgeOf(e)
+	writeState(t, p, crashedState(src, &Current{Item: "S-1", Iteration: 1, Attempt: 1, Phase: PhaseVerify, BaseHead: "base-S-1", Final: "all good <promise>COMPLETE</promise>"}))
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s: %s", err, out.Status, out.Reason)
@@ -333,35 +625,45 @@ func TestResumeVerifyPhaseReverifiesWithoutAgent(t *testing.T) {
 	if len(ag.reqs) != 0 {
 		t.Fatalf("the agent ran again: %d", len(ag.reqs))
 	}
-	if len(src.verified) != 1 || !src.verified[0].Claimed {
-		t.Fatalf("verified %+v", src.verified)
+	if got := j.judged(); len(got) != 1 || !got[0].Claimed || got[0].Base != "base-S-1" {
+		t.Fatalf("judged %+v", got)
 	}
-	if out.State.Counted() != 1 {
-		t.Errorf("counted %d iterations, want 1", out.State.Counted())
+	if out.State.Counted() != 1 || out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") {
+		t.Errorf("counted %d iterations, want 1; %+v", out.State.Counted(), out.State.Items["S-1"])
 	}
 }
 
-// Resume in the commit phase: a commit that landed is believed; one that
-// did not is verified again.
+// Resume in the commit phase: a commit that landed (Source.Recover found
+// it) is believed, with nothing judged or run again; one that did not
+// land is judged again and lands.
 func TestResumeCommitPhase(t *testing.T) {
 	t.Run("landed", func(t *testing.T) {
 		src := &fakeSource{items: oneStory(), recover: map[string]string{"S-1": "sha-landed"}}
 		ag := &funcAgent{}
-		e, p := newTestEngine(t, src, ag, nil)
+		var ev events
+		e, p := newTestEngine(t, src, ag, func(c *Config) { c.OnEvent = ev.add })
+		j := judgeOf(e)
 		writeState(t, p, crashedState(src, &Current{Item: "S-1", Iteration: 1, Attempt: 1, Phase: PhaseCommit}))
 		out, _ := e.Run(context.Background())
-		if out.State.Items["S-1"].Commit != "sha-landed" || len(ag.reqs) != 0 || len(src.verified) != 0 {
-			t.Fatalf("%+v agent %d verify %d", out.State.Items["S-1"], len(ag.reqs), len(src.verified))
+		if out.State.Items["S-1"].Commit != "sha-landed" || out.State.Items["S-1"].Status != ItemPassed || len(ag.reqs) != 0 || len(j.judged()) != 0 {
+			t.Fatalf("%+v agent %d judged %d", out.State.Items["S-1"], len(ag.reqs), len(j.judged()))
+		}
+		if got := ev.of("recovered"); len(got) != 1 || !strings.Contains(got[0], "S-1 was committed as sha-land") {
+			t.Fatalf("recovered %q", got)
 		}
 	})
 	t.Run("not landed", func(t *testing.T) {
 		src := &fakeSource{items: oneStory()}
 		ag := &funcAgent{}
 		e, p := newTestEngine(t, src, ag, nil)
+		j := judgeOf(e)
 		writeState(t, p, crashedState(src, &Current{Item: "S-1", Iteration: 1, Attempt: 1, Phase: PhaseCommit, Final: "<promise>COMPLETE</promise>"}))
 		out, _ := e.Run(context.Background())
-		if out.State.Items["S-1"].Commit != "sha-S-1" || len(ag.reqs) != 0 || len(src.verified) != 1 {
-			t.Fatalf("%+v agent %d verify %d", out.State.Items["S-1"], len(ag.reqs), len(src.verified))
+		if out.State.Items["S-1"].Commit != j.git.Tip("ralph/x") || j.git.Tip("ralph/x") == "root" || len(ag.reqs) != 0 || len(j.judged()) != 1 {
+			t.Fatalf("%+v agent %d judged %d", out.State.Items["S-1"], len(ag.reqs), len(j.judged()))
+		}
+		if !strings.Contains(strings.Join(src.calls, ", "), "recover S-1, prepare S-1, claim S-1, landed S-1") {
+			t.Fatalf("source calls %q", src.calls)
 		}
 	})
 }
@@ -499,14 +801,14 @@ func TestItemTemplateAndPromise(t *testing.T) {
 // Step (the Stop-hook driver) concludes exactly as Run: the same verdicts,
 // and the same stop decision and message.
 func TestStepConcludesLikeRun(t *testing.T) {
-	src := &fakeSource{items: []Item{{ID: "A", Title: "a", Kind: "story"}, {ID: "B", Title: "b", Kind: "story"}},
-		verdict: func(a *Attempt) Verdict {
-			if a.Item.ID == "B" {
-				return Verdict{Claimed: true, Summary: "test FAILED", Failure: "b is broken"}
-			}
-			return Verdict{Passed: true, Claimed: true, Summary: "ok"}
-		}}
+	src := &fakeSource{items: []Item{{ID: "A", Title: "a", Kind: "story"}, {ID: "B", Title: "b", Kind: "story"}}}
 	e, _ := newTestEngine(t, src, nil, func(c *Config) { c.Limits.MaxAttempts = 1 })
+	judgeOf(e).verdict = func(c *judge.Case, _ int) (Verdict, bool) {
+		if c.Item == "B" {
+			return Verdict{Claimed: true, Summary: "test FAILED", Failure: "b is broken"}, true
+		}
+		return Verdict{}, false
+	}
 	ctx := context.Background()
 	r, err := e.Start(ctx)
 	if err != nil || r.Done || r.Item.ID != "A" || !strings.Contains(r.Prompt, "Your story: A — a") {

@@ -45,13 +45,15 @@ func (e *Engine) lander(ctx context.Context, branch, known string, judging bool)
 	return l, nil
 }
 
-// closeLanders ends every queue: nothing lands after the run stops.
+// closeLanders ends every queue: nothing lands after the run stops (or
+// after the step a Stop hook drives: its next step makes its own).
 func (e *Engine) closeLanders() {
 	e.landMu.Lock()
 	defer e.landMu.Unlock()
 	for _, l := range e.landers {
 		l.Close()
 	}
+	e.landers = nil
 }
 
 // baseliner is a source with run-wide gates the judge takes on the base

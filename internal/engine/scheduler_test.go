@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/judge"
 )
 
 // fakeVCS is version control that never changes.
@@ -21,7 +22,8 @@ func (fakeVCS) HeadOf(context.Context, string) (string, error)               { r
 func (fakeVCS) CommitsSince(context.Context, string, string) (int, error)    { return 0, nil }
 func (fakeVCS) RemoveStaleLocks(context.Context) ([]string, []string, error) { return nil, nil, nil }
 
-// dagSource is a Source over a DAG; items listed in fail never pass.
+// dagSource is a Source over a DAG whose items land on main; items
+// listed in fail never pass (the source refuses their claim).
 type dagSource struct {
 	items    []Item
 	deps     map[string][]string
@@ -29,7 +31,7 @@ type dagSource struct {
 	fail     map[string]bool
 
 	mu       sync.Mutex
-	accepted []string
+	accepted []string // the items that landed, in order
 }
 
 func (s *dagSource) Info() SourceInfo {
@@ -62,17 +64,21 @@ func (s *dagSource) Next(st *State, busy map[string]bool) (*Item, error) {
 func (s *dagSource) Prepare(context.Context, *Item, *State) (Workspace, error) {
 	return Workspace{Dir: "/work"}, nil
 }
-func (s *dagSource) Verify(_ context.Context, a *Attempt, _ *State) Verdict {
-	if s.fail[a.Item.ID] {
-		return Verdict{Summary: "test FAILED", Failure: "boom"}
-	}
-	return Verdict{Passed: true, Claimed: true, Summary: "ok"}
+func (s *dagSource) Terms(it *Item, _ *State) judge.Claim {
+	return judge.Claim{Target: "main", Subject: "feat(" + it.ID + ")"}
 }
-func (s *dagSource) Accept(_ context.Context, a *Attempt, _ Verdict, _ *State) (string, error) {
+func (s *dagSource) Claim(_ context.Context, a *Attempt, st *State) judge.Claim {
+	c := s.Terms(a.Item, st)
+	if s.fail[a.Item.ID] {
+		c.Refused = &Verdict{Claimed: true, Summary: "test FAILED", Failure: "boom"}
+	}
+	return c
+}
+func (s *dagSource) Landed(_ context.Context, a *Attempt, _ Verdict, _ string, _ *State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.accepted = append(s.accepted, a.Item.ID)
-	return "sha-" + a.Item.ID, nil
+	return nil
 }
 func (s *dagSource) Block(context.Context, *Item, *State, string) error { return nil }
 func (s *dagSource) Recover(context.Context, *Item, *State) (string, bool, error) {
@@ -89,7 +95,10 @@ type recAgent struct {
 	starts     []string
 	rateLimit  map[string]time.Duration
 	hold       time.Duration
-	onStart    func(id string)
+	// meet: the first meet agents wait (up to 5 s) until that many run
+	// at once, so a test of concurrency does not hang on timing.
+	meet    int
+	onStart func(id string)
 	// promptFiles is each item's $RALPH_PROMPT_FILE.
 	promptFiles map[string]string
 }
@@ -114,7 +123,16 @@ func (a *recAgent) Run(ctx context.Context, req agent.Request) (agent.Result, er
 	if limited {
 		delete(a.rateLimit, req.ItemID)
 	}
+	first := len(a.starts) <= a.meet
 	a.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); first && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		a.mu.Lock()
+		met := a.maxRunning >= a.meet
+		a.mu.Unlock()
+		if met {
+			break
+		}
+	}
 	time.Sleep(a.hold)
 	a.mu.Lock()
 	a.running--
@@ -147,7 +165,7 @@ func (c *fakeClock) Sleep(_ context.Context, d time.Duration) error {
 
 func runDAG(t *testing.T, src *dagSource, ag *recAgent, parallel int, clock Clock) Outcome {
 	t.Helper()
-	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: parallel, Clock: clock, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
+	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Judge: newFakeJudge(), Parallel: parallel, Clock: clock, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +194,7 @@ func TestSchedulerDependencyOrderAndBound(t *testing.T) {
 	for _, n := range []int{1, 2, 3} {
 		t.Run(fmt.Sprint("parallel=", n), func(t *testing.T) {
 			src := diamond()
-			ag := &recAgent{hold: 20 * time.Millisecond}
+			ag := &recAgent{hold: 20 * time.Millisecond, meet: n}
 			out := runDAG(t, src, ag, n, &fakeClock{})
 			if out.Status != StatusComplete {
 				t.Fatalf("status %s: %s", out.Status, out.Reason)
@@ -251,7 +269,7 @@ func TestRateLimitWaitsWithoutSpendingAttempt(t *testing.T) {
 func TestMaxIterationsStops(t *testing.T) {
 	src := diamond()
 	src.fail["B"] = true
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}, Limits: Limits{MaxIterations: 2, MaxAttempts: 5}})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Judge: newFakeJudge(), Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}, Limits: Limits{MaxIterations: 2, MaxAttempts: 5}})
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusMaxIterations {
 		t.Fatalf("%v %s", err, out.Status)
@@ -261,7 +279,7 @@ func TestMaxIterationsStops(t *testing.T) {
 func TestStateIsWrittenAndResumable(t *testing.T) {
 	dir := t.TempDir()
 	src := diamond()
-	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
+	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Judge: newFakeJudge(), Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
 	if _, err := e.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +292,7 @@ func TestStateIsWrittenAndResumable(t *testing.T) {
 		t.Fatalf("%d/%d", p, total)
 	}
 	// A second run over the same source resumes the finished state.
-	e2, _ := New(Config{Paths: PathsFor(dir), Source: diamond(), Git: fakeVCS{}, Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
+	e2, _ := New(Config{Paths: PathsFor(dir), Source: diamond(), Git: fakeVCS{}, Judge: newFakeJudge(), Clock: &fakeClock{}, Agent: AgentConfig{Default: &recAgent{}}})
 	ag := &recAgent{}
 	e2.cfg.Agent.Default = ag
 	out, _ := e2.Run(context.Background())

@@ -4,42 +4,49 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/judge"
 )
 
 // stagingSource is a dagSource whose items work in trees of their own
-// (a Workspace with Commit); Accept waits for gate to close, and may
-// report one conflict per item listed in conflict.
+// (an Isolated workspace); the landing of its items waits for gate to
+// close (Landed runs in the item's commit phase), and a conflict is
+// readied for a resolver.
 type stagingSource struct {
 	*dagSource
-	gate     chan struct{}
-	conflict map[string]bool
-	mu2      sync.Mutex
-	inAccept []string
+	gate chan struct{}
 }
 
 func (s *stagingSource) Prepare(context.Context, *Item, *State) (Workspace, error) {
-	return Workspace{Dir: "/work", Commit: func(_ context.Context, a *Attempt, _ Verdict) error {
-		a.Files = []string{a.Item.ID + ".txt"}
-		return nil
-	}}, nil
+	return Workspace{Dir: "/work", Isolated: true}, nil
 }
-func (s *stagingSource) Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error) {
-	s.mu2.Lock()
-	s.inAccept = append(s.inAccept, a.Item.ID)
-	c := s.conflict[a.Item.ID]
-	delete(s.conflict, a.Item.ID)
-	s.mu2.Unlock()
-	if c {
-		return "", &Conflict{Paths: []string{"f.txt"}, Context: "both changed f.txt"}
-	}
+func (s *stagingSource) Landed(ctx context.Context, a *Attempt, v Verdict, commit string, st *State) error {
 	if s.gate != nil {
 		<-s.gate
 	}
-	return s.dagSource.Accept(ctx, a, v, st)
+	return s.dagSource.Landed(ctx, a, v, commit, st)
+}
+func (s *stagingSource) Conflict(context.Context, *Item, []string) (string, error) {
+	return "both changed f.txt", nil
+}
+
+// stagingJudge is a fake judge that lists each item's file as its work
+// and answers a conflict at the first judging of the items in conflict.
+func stagingJudge(conflict ...string) *fakeJudge {
+	j := newFakeJudge()
+	j.files = func(item string) []string { return []string{item + ".txt"} }
+	j.verdict = func(c *judge.Case, n int) (Verdict, bool) {
+		if n == 1 && slices.Contains(conflict, c.Item) {
+			return Verdict{Claimed: true, Summary: "merge conflict in f.txt", Conflict: &judge.Conflict{Paths: []string{"f.txt"}}}, true
+		}
+		return Verdict{}, false
+	}
+	return j
 }
 
 func twoIndependent() *dagSource {
@@ -52,7 +59,7 @@ func twoIndependent() *dagSource {
 }
 
 // With one slot and stories in trees of their own, B's agent runs while A
-// waits in the merge queue: the queue holds no slot.
+// is landing: the commit phase holds no slot.
 func TestSlotFreedWhileItemWaitsToMerge(t *testing.T) {
 	ag := &recAgent{hold: 10 * time.Millisecond}
 	src := &stagingSource{dagSource: twoIndependent(), gate: make(chan struct{})}
@@ -71,7 +78,7 @@ func TestSlotFreedWhileItemWaitsToMerge(t *testing.T) {
 		}
 		close(src.gate)
 	}()
-	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
+	e, err := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Judge: stagingJudge(), Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +89,7 @@ func TestSlotFreedWhileItemWaitsToMerge(t *testing.T) {
 	select {
 	case <-started:
 	default:
-		t.Fatal("B's agent never started while A waited to merge")
+		t.Fatal("B's agent never started while A was landing")
 	}
 	if ag.maxRunning != 1 {
 		t.Fatalf("agents at once: %d, want 1", ag.maxRunning)
@@ -92,40 +99,40 @@ func TestSlotFreedWhileItemWaitsToMerge(t *testing.T) {
 	}
 }
 
-// A source that works in the main tree keeps the slot until the item is
-// recorded: with one slot, B starts only after A was accepted.
+// A source that works in the main tree keeps the slot until the item
+// landed: with one slot, B starts only after A landed.
 func TestSlotHeldWithoutOwnTrees(t *testing.T) {
 	src := twoIndependent()
 	ag := &recAgent{hold: 5 * time.Millisecond}
 	var order []string
 	var mu sync.Mutex
-	rec := &recordingAccept{dagSource: src, onAccept: func(id string) { mu.Lock(); order = append(order, "accept "+id); mu.Unlock() }}
+	rec := &recordingLanded{dagSource: src, onLanded: func(id string) { mu.Lock(); order = append(order, "landed "+id); mu.Unlock() }}
 	ag.onStart = func(id string) { mu.Lock(); order = append(order, "start "+id); mu.Unlock() }
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: rec, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: rec, Git: fakeVCS{}, Judge: newFakeJudge(), Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
 	if out, err := e.Run(context.Background()); err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s", err, out.Status)
 	}
-	if got := strings.Join(order, ", "); got != "start A, accept A, start B, accept B" {
+	if got := strings.Join(order, ", "); got != "start A, landed A, start B, landed B" {
 		t.Fatalf("order: %s", got)
 	}
 }
 
-type recordingAccept struct {
+type recordingLanded struct {
 	*dagSource
-	onAccept func(id string)
+	onLanded func(id string)
 }
 
-func (s *recordingAccept) Accept(ctx context.Context, a *Attempt, v Verdict, st *State) (string, error) {
-	s.onAccept(a.Item.ID)
-	return s.dagSource.Accept(ctx, a, v, st)
+func (s *recordingLanded) Landed(ctx context.Context, a *Attempt, v Verdict, commit string, st *State) error {
+	s.onLanded(a.Item.ID)
+	return s.dagSource.Landed(ctx, a, v, commit, st)
 }
 
 // A conflict resolver runs an agent, so it waits for a slot like any
 // other: agents never exceed the bound.
 func TestResolverTakesASlot(t *testing.T) {
-	src := &stagingSource{dagSource: twoIndependent(), conflict: map[string]bool{"A": true}}
+	src := &stagingSource{dagSource: twoIndependent()}
 	ag := &recAgent{hold: 20 * time.Millisecond}
-	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
+	e, _ := New(Config{Paths: PathsFor(t.TempDir()), Source: src, Git: fakeVCS{}, Judge: stagingJudge("A"), Parallel: 1, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}, Limits: Limits{MaxAttempts: 2}})
 	out, err := e.Run(context.Background())
 	if err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s %s", err, out.Status, out.Reason)
@@ -138,13 +145,13 @@ func TestResolverTakesASlot(t *testing.T) {
 	}
 }
 
-// Parallel workers each have their own prompt file; files listed by the
-// staging source reach progress.md.
+// Parallel workers each have their own prompt file; the files the judge
+// lists reach progress.md.
 func TestParallelPromptFilesAreSeparate(t *testing.T) {
 	dir := t.TempDir()
 	src := &stagingSource{dagSource: twoIndependent()}
 	ag := &recAgent{hold: 20 * time.Millisecond}
-	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Parallel: 2, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
+	e, _ := New(Config{Paths: PathsFor(dir), Source: src, Git: fakeVCS{}, Judge: stagingJudge(), Parallel: 2, Clock: &fakeClock{}, Agent: AgentConfig{Default: ag, Name: "rec"}})
 	if out, err := e.Run(context.Background()); err != nil || out.Status != StatusComplete {
 		t.Fatalf("%v %s", err, out.Status)
 	}

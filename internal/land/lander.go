@@ -223,17 +223,28 @@ func (l *Lander) Withdraw(t *Ticket) {
 	l.settle(context.Background())
 }
 
-// drop ends t with err. Called with mu held.
+// drop ends t with err, and every plan queued after it: each was built
+// on it (directly or not), so none can land, and the end of the queue is
+// what is left before it. Called with mu held.
 func (l *Lander) drop(t *Ticket, err error) {
 	if t.state == landed || t.state == gone {
 		return
 	}
+	doomed := []*Ticket{t}
 	for i, q := range l.queue {
 		if q == t {
-			l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
+			doomed = append(doomed, l.queue[i+1:]...)
+			l.queue = l.queue[:i:i]
 			break
 		}
 	}
+	for _, d := range doomed {
+		d.end(err)
+	}
+}
+
+// end marks a ticket gone with err. Called with mu held.
+func (t *Ticket) end(err error) {
 	t.state, t.err = gone, err
 	close(t.done)
 }

@@ -74,38 +74,46 @@ func TestPipelineSourceFlow(t *testing.T) {
 	if it == nil || it.ID != "design" || it.Kind != "stage" {
 		t.Fatalf("next = %+v", it)
 	}
-	ws, err := s.Prepare(ctx, it, st)
-	if err != nil || ws.Dir != dir || ws.Isolated() {
-		t.Fatalf("prepare = %+v, %v", ws, err)
+	g := newJudging(t, s.Git, s, st)
+	ws := g.prepare(it)
+	if ws.Dir != dir || ws.Isolated || ws.Follow == nil {
+		t.Fatalf("prepare = %+v", ws)
 	}
 	if it.Template != "Design from {{.PRDPath}} ({{.Stage}})" || it.Promise != "" {
 		t.Fatalf("stage item = %+v", it)
 	}
+	if terms := s.Terms(it, st); terms.Target != "main" || !terms.Claimed || terms.Subject != "pipeline(design): Design stage complete" {
+		t.Fatalf("terms = %+v", terms)
+	}
 
+	// The exit condition is asked on the judge's checkout of the work.
 	os.WriteFile(filepath.Join(dir, "design.md"), []byte("one\n"), 0o644)
-	v := s.Verify(ctx, &engine.Attempt{Item: it, Dir: dir}, st)
-	if v.Passed || !strings.Contains(v.Failure, "design.md has 1 line, needs 3") {
+	v, _ := g.judge(&engine.Attempt{Item: it, Dir: dir})
+	if v.Passed || !strings.Contains(v.Failure, "design.md has 1 line, needs 3") || !strings.Contains(v.Summary, "exit condition not met") {
 		t.Fatalf("verdict = %+v", v)
 	}
-	if v := s.Verify(ctx, &engine.Attempt{Item: it, Dir: dir, Result: agent.Result{ExitCode: 1}}, st); v.Passed || !strings.Contains(v.Summary, "agent exited with code 1") {
+	if v, _ := g.judge(&engine.Attempt{Item: it, Dir: dir, Result: agent.Result{ExitCode: 1}}); v.Passed || !strings.Contains(v.Summary, "agent exited with code 1") {
 		t.Fatalf("failed agent verdict = %+v", v)
 	}
 	os.WriteFile(filepath.Join(dir, "design.md"), []byte("1\n2\n3\n"), 0o644)
-	att := &engine.Attempt{Item: it, Dir: dir}
-	v = s.Verify(ctx, att, st)
-	if !v.Passed {
-		t.Fatalf("verdict = %+v", v)
-	}
 	st.Items["design"].Runs = 2
-	commit, err := s.Accept(ctx, att, v, st)
-	if err != nil || commit == "" {
-		t.Fatalf("accept: %q %v", commit, err)
+	att := &engine.Attempt{Item: it, Dir: dir, Learnings: []string{"three lines"}}
+	v, commit := g.judge(att)
+	if !v.Passed || commit == "" || !strings.Contains(v.Summary, "exit condition met: design.md has 3 lines") {
+		t.Fatalf("verdict = %+v, commit %q", v, commit)
+	}
+	if head, _ := s.Git.Head(ctx); head != commit {
+		t.Fatalf("main is at %s, the stage landed as %s", head, commit)
 	}
 	msg, _ := s.Git.Message(ctx, commit)
-	for _, want := range []string{"pipeline(design): Design stage complete", "Ralph-Stage: design", "Ralph-Run: run-1"} {
+	for _, want := range []string{"pipeline(design): Design stage complete", "- three lines", "Verified by ralph: exit condition met", "Ralph-Stage: design", "Ralph-Run: run-1"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("commit message lacks %q:\n%s", want, msg)
 		}
+	}
+	// The main tree followed: its index is the commit's, nothing is dirty.
+	if dirty := gitOut(t, s.Git, "status", "--porcelain"); dirty != "" {
+		t.Fatalf("the tree after the landing:\n%s", dirty)
 	}
 	if c, done, _ := s.Recover(ctx, it, st); !done || c != commit {
 		t.Fatalf("recover = %q %v", c, done)
@@ -127,14 +135,19 @@ func TestPipelineSourceFlow(t *testing.T) {
 	if it.Promise != "SHIPPED" || it.Template != "Say {{.Promise}} when done" {
 		t.Fatalf("stage item = %+v", it)
 	}
-	att = &engine.Attempt{Item: it, Dir: dir, Prompt: "Say SHIPPED when done", Result: agent.Result{FinalText: "ok\n<promise>SHIPPED</promise>"}}
-	if v := s.Verify(ctx, att, st); !v.Passed || !v.Claimed {
+	g.prepare(it)
+	os.WriteFile(filepath.Join(dir, "check.md"), []byte("checked\n"), 0o644)
+	att = &engine.Attempt{Item: it, Dir: dir, Prompt: "Say SHIPPED when done", Result: agent.Result{FinalText: "ok\n"}}
+	if v, _ := g.judge(att); v.Passed || !strings.Contains(v.Summary, "exit condition not met") {
+		t.Fatalf("verdict without the promise = %+v", v)
+	}
+	g.prepare(it)
+	att.Result.FinalText = "ok\n<promise>SHIPPED</promise>"
+	if v, sha := g.judge(att); !v.Passed || !v.Claimed || sha == "" {
 		t.Fatalf("verdict = %+v", v)
 	}
-	// Nothing changed: no empty commit.
-	head, _ := s.Git.Head(ctx)
-	if c, err := s.Accept(ctx, att, engine.Verdict{Passed: true}, st); err != nil || c != head {
-		t.Fatalf("accept without changes = %q, %v (head %s)", c, err, head)
+	if got := gitOut(t, s.Git, "log", "--format=%s", "-2"); got != "pipeline(check): check stage complete\npipeline(design): Design stage complete" {
+		t.Fatalf("history:\n%s", got)
 	}
 	st.Items["check"].Status = engine.ItemPassed
 	if it, _ := s.Next(st, nil); it != nil {

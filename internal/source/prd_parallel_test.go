@@ -23,8 +23,8 @@ const fanOut = `{"project": "t", "branch_name": "ralph/t", "user_stories": [
 ]}
 `
 
-// A merged story's worktree is readied for the story likely to start next
-// (off the agent slots); if merges land before that story starts, its
+// A landed story's worktree is readied for the story likely to start next
+// (off the agent slots); if landings come before that story starts, its
 // start brings the tree to the tip with one checkout. A story without a
 // tree takes a readied one before it would check out a fresh one. When the
 // run stops, every merged story's branch is gone; running stories keep
@@ -99,15 +99,16 @@ func TestParallelWorktreeReadiedForNextStory(t *testing.T) {
 	}
 }
 
-// parallelFixture is a parallel PRD in a real repository, with helpers that
-// do what the engine does: prepare a story's worktree, and finish it (work,
-// commit on its branch, merge, tidy).
+// parallelFixture is a parallel PRD in a real repository, with helpers
+// that do what the engine does: prepare a story's worktree (its contract
+// pinned), and finish it (work, the judge, the landing, Landed).
 type parallelFixture struct {
 	t     *testing.T
 	ctx   context.Context
 	src   *ParallelPRD
 	repo  *git.Repo
 	st    *engine.State
+	g     *judging
 	items map[string]*engine.Item
 	bases map[string]string // as the last Prepare reported them
 }
@@ -121,13 +122,10 @@ func newParallelFixture(t *testing.T, prdJSON string) *parallelFixture {
 		t.Fatal(err)
 	}
 	repo.BatchMaintenance = true
-	src, err := OpenParallelPRD(filepath.Join(dir, "prd.json"), repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &parallelFixture{t: t, ctx: ctx, src: src, repo: repo, bases: map[string]string{},
+	f := &parallelFixture{t: t, ctx: ctx, repo: repo, bases: map[string]string{},
 		st: &engine.State{RunID: "r1", Items: map[string]*engine.ItemState{}}, items: map[string]*engine.Item{}}
-	for _, it := range src.Items() {
+	f.restart()
+	for _, it := range f.src.Items() {
 		it := it
 		f.items[it.ID] = &it
 		f.st.Items[it.ID] = &engine.ItemState{ID: it.ID}
@@ -135,52 +133,70 @@ func newParallelFixture(t *testing.T, prdJSON string) *parallelFixture {
 	return f
 }
 
-func (f *parallelFixture) prepare(id string) string {
+// restart is a new process: the source opened again, a new judge.
+func (f *parallelFixture) restart() {
 	f.t.Helper()
-	ws, err := f.src.Prepare(f.ctx, f.items[id], f.st)
+	file := filepath.Join(f.repo.Dir, "prd.json")
+	if f.src != nil {
+		file = f.src.File
+	}
+	src, err := OpenParallelPRD(file, f.repo, gate.Runner{Proc: proc.Exec{}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if !ws.Isolated() || ws.Tidy == nil {
+	f.src = src
+	f.g = newJudging(f.t, f.repo, src, f.st)
+}
+
+func (f *parallelFixture) prepare(id string) string {
+	f.t.Helper()
+	ws := f.g.prepare(f.items[id])
+	if !ws.Isolated || ws.Follow == nil {
 		f.t.Fatalf("%s's workspace is not its own: %+v", id, ws)
 	}
 	f.bases[id] = ws.Base
 	return ws.Dir
 }
 
-// finish works on a story in its worktree and merges it.
-func (f *parallelFixture) finish(id string) string {
-	t, ctx, src := f.t, f.ctx, f.src
-	t.Helper()
-	wt := src.WorktreeDir(id)
+// work writes a story's file in its worktree and claims it: its attempt.
+func (f *parallelFixture) work(id string) *engine.Attempt {
+	wt := f.src.WorktreeDir(id)
 	os.WriteFile(filepath.Join(wt, strings.ToLower(id)+".txt"), []byte(id+"\n"), 0o644)
-	a := &engine.Attempt{Item: f.items[id], Dir: wt}
-	v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
-	if err := src.commitWorktree(ctx, a, v); err != nil {
-		t.Fatal(err)
+	return &engine.Attempt{Item: f.items[id], Dir: wt, Claimed: true}
+}
+
+// finish works on a story in its worktree, and judges and lands it.
+func (f *parallelFixture) finish(id string) string {
+	t, ctx := f.t, f.ctx
+	t.Helper()
+	a := f.work(id)
+	v, sha := f.g.judge(a)
+	if !v.Passed || sha == "" {
+		t.Fatalf("%s: %+v", id, v)
 	}
-	if strings.Join(a.Files, ",") != strings.ToLower(id)+".txt" {
-		t.Fatalf("staged files %v", a.Files)
+	// Its work, and the PRD marked when the story was built on the tip.
+	if files := strings.Join(a.Files, ","); files != strings.ToLower(id)+".txt" && files != strings.ToLower(id)+".txt,prd.json" {
+		t.Fatalf("%s's files %v", id, a.Files)
 	}
-	sha, err := src.Accept(ctx, a, v, f.st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The main tree is on the feature branch and followed the landing.
 	if head, _ := f.repo.Head(ctx); head != sha {
-		t.Fatalf("Accept returned %s, HEAD is %s", sha, head)
+		t.Fatalf("%s landed as %s, the main tree's HEAD is %s", id, sha, head)
+	}
+	if tip, _ := f.repo.RevParse(ctx, "refs/heads/"+f.src.Branch); tip != sha {
+		t.Fatalf("%s landed as %s, the feature branch is at %s", id, sha, tip)
 	}
 	f.st.Items[id].Status = engine.ItemPassed
-	src.tidy(ctx, a)
 	return sha
 }
 
-// The interleaving that lost a story's work: a merge's tidy lists the
-// stories to ready a tree for, and before it claims one, that story starts
-// (in a fresh tree: the parked one is in the tidy's hands) and its agent
-// writes work. The old code then moved the parked tree into the running
-// story's folder and force-reset its branch. The lifecycle refuses the
-// claim: the tidy readies the next story instead, and the running story
-// keeps its tree, its branch and its work.
+// The interleaving that lost a story's work: a landed story's tidy
+// (Landed) lists the stories to ready a tree for, and before it claims
+// one, that story starts (in a fresh tree: the parked one is in the
+// tidy's hands) and its agent writes work. The old code then moved the
+// parked tree into the running story's folder and force-reset its
+// branch. The lifecycle refuses the claim: the tidy readies the next
+// story instead, and the running story keeps its tree, its branch and
+// its work.
 func TestParallelWorktreeNeverMovedUnderARunningStory(t *testing.T) {
 	f := newParallelFixture(t, fanOut)
 	ctx, src := f.ctx, f.src
@@ -261,11 +277,8 @@ func TestParallelWorktreesRepairedOnResume(t *testing.T) {
 		t.Fatalf("B's tree is %s before the crash", orNone(f.src.trees.state("B")))
 	}
 	// A new process.
-	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.src = src
+	f.restart()
+	src := f.src
 	if dir := f.prepare("C"); !fileHas(t, filepath.Join(dir, "c-work.txt"), "C\n") {
 		t.Fatal("C's work was not reattached")
 	}
@@ -297,45 +310,36 @@ func fileHas(t *testing.T, path, want string) bool {
 	return err == nil && string(b) == want
 }
 
-// A crash right after a story's squash commit, before the state recorded
-// it: the rerun recovers the commit, and the merge queue takes it as its
-// own tip — the next merge must not call it someone else's commit and
-// restore the branch without it (which lost the story's work).
+// A crash right after a story landed, before the state recorded it: the
+// rerun recovers the commit, and the branch's lander takes it as its tip
+// — the next landing must not call it someone else's commit and restore
+// the branch without it (which lost the story's work).
 func TestParallelRecoveredCommitIsTheQueueTip(t *testing.T) {
 	f := newParallelFixture(t, fanOut)
 	ctx := f.ctx
 	f.prepare("A")
 	f.finish("A")
 	f.prepare("C")
-	wt := f.src.WorktreeDir("C")
-	os.WriteFile(filepath.Join(wt, "c.txt"), []byte("C\n"), 0o644)
-	a := &engine.Attempt{Item: f.items["C"], Dir: wt}
-	v := engine.Verdict{Passed: true, Claimed: true, Summary: "ok"}
-	if err := f.src.commitWorktree(ctx, a, v); err != nil {
-		t.Fatal(err)
-	}
-	shaC, err := f.src.Accept(ctx, a, v, f.st)
-	if err != nil {
-		t.Fatal(err)
+	// C lands, and the process dies before anything is told of it.
+	f.g.quiet = true
+	_, shaC := f.g.judge(f.work("C"))
+	if shaC == "" {
+		t.Fatal("C did not land")
 	}
 	// The crash: the state knows A passed, not C.
 	f.st.Items["A"].PassedAt = &time.Time{}
 	f.st.Items["A"].Commit, _ = f.repo.RevParse(ctx, shaC+"~1")
-	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
+	f.restart()
+	if err := f.src.Sync(f.st, engine.SyncResume); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Sync(f.st, engine.SyncResume); err != nil {
-		t.Fatal(err)
-	}
-	f.src = src
-	sha, ok, err := src.Recover(ctx, f.items["C"], f.st)
+	sha, ok, err := f.src.Recover(ctx, f.items["C"], f.st)
 	if err != nil || !ok || sha != shaC {
 		t.Fatalf("Recover: %s %v %v, want %s", sha, ok, err, shaC)
 	}
 	f.st.Items["C"].Status = engine.ItemPassed
 	f.prepare("B")
-	f.finish("B") // fails the test if the merge is rejected
+	f.finish("B") // fails the test if the landing is refused
 	if !f.repo.IsAncestor(ctx, shaC, "ralph/t") {
 		t.Fatal("C's commit is no longer on the feature branch")
 	}
@@ -354,10 +358,8 @@ func TestParallelCloseWithoutAStartCleansUp(t *testing.T) {
 	f.prepare("C")
 	f.finish("C")
 	// A new process that starts nothing.
-	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.restart()
+	src := f.src
 	if err := src.Close(f.st); err != nil {
 		t.Fatal(err)
 	}
@@ -396,16 +398,12 @@ func TestParallelStoryRunAgainKeepsAFeatureBase(t *testing.T) {
 	if err := f.repo.WorktreeRemove(ctx, f.src.WorktreeDir("B")); err != nil {
 		t.Fatal(err)
 	}
-	src, err := OpenParallelPRD(f.src.File, f.repo, gate.Runner{Proc: proc.Exec{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.src = src
+	f.restart()
 	f.prepare("A")
 	if f.bases["A"] != before {
 		t.Fatalf("A's base is %s, want the feature tip %s", f.bases["A"], before)
 	}
-	f.finish("A") // fails the test if the merge is rejected
+	f.finish("A") // fails the test if the landing is refused
 	if log := gitOut(t, f.repo, "log", "--format=%s", "ralph/t"); strings.Contains(log, "wip(") {
 		t.Fatalf("a story branch's commit reached the feature branch:\n%s", log)
 	}

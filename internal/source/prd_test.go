@@ -11,15 +11,16 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
 )
 
 const twoStories = `{"project": "t", "branch_name": "ralph/t", "user_stories": [
-  {"id": "S-1", "title": "one", "priority": 1},
-  {"id": "S-2", "title": "two", "priority": 2}
-], "quality_checks": {"test": "test -f one.txt"}}
+  {"id": "S-1", "title": "one", "priority": 1, "checks": ["test -f one.txt"]},
+  {"id": "S-2", "title": "two", "priority": 2, "checks": ["test -f two.txt"]}
+], "quality_checks": {"test": "test -f README"}}
 `
 
 const script = `items:
@@ -67,7 +68,12 @@ func runOnce(t *testing.T, dir string, repo *git.Repo) engine.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Paths: engine.PathsFor(dir), Source: src, Git: repo, Agent: engine.AgentConfig{Default: ag, Name: "scripted"}})
+	p := engine.PathsFor(dir)
+	j, err := judge.New(repo, gates, p.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Paths: p, Source: src, Git: repo, Judge: j, Agent: engine.AgentConfig{Default: ag, Name: "scripted"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,10 @@ func newTaskRepo(t *testing.T) (string, *git.Repo, *Tasks) {
 	if _, err := repo.Commit(ctx, "tasks\n", false); err != nil {
 		t.Fatal(err)
 	}
+	// "ok" passes at the base; "one" fails there: a task that makes it
+	// pass has evidence.
 	src, err := OpenTasks(ctx, filepath.Join(dir, "tasks.jsonl"), repo, dir, gate.Runner{Proc: proc.Exec{}},
-		[]gate.Gate{{Name: "ok", Command: "test ! -f bad.txt"}})
+		[]gate.Gate{{Name: "ok", Command: "test ! -f bad.txt"}, {Name: "one", Command: "test -f one.txt"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,9 +86,10 @@ func TestTasksSourceCompleteFlow(t *testing.T) {
 	if !strings.Contains(it.Description, "ralph task complete A.1") || !strings.Contains(it.Description, "Part of: A auth") {
 		t.Fatalf("description: %s", it.Description)
 	}
-	ws, err := src.Prepare(ctx, it, st)
-	if err != nil || ws.Dir != dir {
-		t.Fatal(ws, err)
+	g := newJudging(t, repo, src, st)
+	ws := g.prepare(it)
+	if ws.Dir != dir || ws.Isolated || ws.Follow == nil {
+		t.Fatal(ws)
 	}
 	branch := gitOut(t, repo, "branch", "--show-current")
 	if it.Branch != branch {
@@ -94,6 +97,9 @@ func TestTasksSourceCompleteFlow(t *testing.T) {
 	}
 	if branch != "task/A.1-session-store-x" {
 		t.Fatalf("branch %q", branch)
+	}
+	if terms := src.Terms(it, st); terms.Target != "main" || terms.Own != branch || len(terms.Exclude) == 0 {
+		t.Fatalf("terms %+v", terms)
 	}
 	if tk, _ := src.Store.Load(); tk != nil {
 		if a1, _ := tk.Get("A.1"); a1.Status != tasks.StatusActive {
@@ -108,26 +114,33 @@ func TestTasksSourceCompleteFlow(t *testing.T) {
 	agentClaims(t, src, "A.1")
 
 	a := &engine.Attempt{Item: it, Dir: dir, Learnings: []string{"keep it small"}}
-	v := src.Verify(ctx, a, st)
-	if !v.Passed || !v.Claimed {
+	v, sha := g.judge(a)
+	if !v.Passed || !v.Claimed || sha == "" {
 		t.Fatalf("verdict %+v", v)
-	}
-	sha, err := src.Accept(ctx, a, v, st)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if gitOut(t, repo, "branch", "--show-current") != "main" || repo.BranchExists(ctx, branch) {
 		t.Fatal("not back on main or branch kept")
 	}
+	if head := gitOut(t, repo, "rev-parse", "HEAD"); head != sha {
+		t.Fatalf("main's HEAD %s, landed %s", head, sha)
+	}
 	msg := gitOut(t, repo, "log", "-1", "--format=%B")
-	for _, want := range []string{"[A.1] session: store/../x\n\n- step one\n- wip(A.1): work left uncommitted", "- keep it small", "Completes: A.1\nRalph-Task: A.1"} {
+	for _, want := range []string{"[A.1] session: store/../x\n\n- step one\n- keep it small\n- Verified by ralph: ", "one failed at the base and passes", "Completes: A.1\nRalph-Task: A.1"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}
 	}
 	files := gitOut(t, repo, "show", "--name-only", "--format=", "HEAD")
 	if files != "one.txt\ntwo.txt" {
-		t.Errorf("squash commit files %q", files)
+		t.Errorf("the task's commit holds %q", files)
+	}
+	if gitOut(t, repo, "rev-list", "--count", "main") != "3" {
+		t.Error("the task's work is not one commit on main")
+	}
+	// The main tree followed onto main: its index is the commit's, and
+	// only the task files (the loop's, never a task's work) differ.
+	if dirty := gitOut(t, repo, "status", "--porcelain", "--untracked-files=no"); dirty != " M tasks.jsonl" {
+		t.Errorf("status after the landing:\n%s", dirty)
 	}
 	set, err := src.Store.Load()
 	if err != nil {
@@ -153,13 +166,12 @@ func TestTasksSourceRejectsInvalidChangesAndGateFailure(t *testing.T) {
 	dir, repo, src := newTaskRepo(t)
 	st := newState()
 	it, _ := src.Next(st, nil)
-	if _, err := src.Prepare(ctx, it, st); err != nil {
-		t.Fatal(err)
-	}
+	g := newJudging(t, repo, src, st)
+	g.prepare(it)
 	before, _ := os.ReadFile(src.File)
 	// an agent deletes B by hand: rejected, file restored
 	os.WriteFile(src.File, []byte(strings.Replace(string(before), `{"id":"B","title":"docs","status":"pending","leaf":true}`+"\n", "", 1)), 0o644)
-	v := src.Verify(ctx, &engine.Attempt{Item: it, Dir: dir}, st)
+	v, _ := g.judge(&engine.Attempt{Item: it, Dir: dir})
 	if v.Passed || !strings.Contains(v.Failure, "deleted without being completed") || len(v.Tampered) == 0 {
 		t.Fatalf("verdict %+v", v)
 	}
@@ -169,8 +181,9 @@ func TestTasksSourceRejectsInvalidChangesAndGateFailure(t *testing.T) {
 	// a claim whose gate fails is turned back into active
 	os.WriteFile(filepath.Join(dir, "bad.txt"), []byte("x"), 0o644)
 	agentClaims(t, src, "A.1")
-	v = src.Verify(ctx, &engine.Attempt{Item: it, Dir: dir}, st)
-	if v.Passed || !v.Claimed || v.Failure == "" {
+	g.prepare(it)
+	v, _ = g.judge(&engine.Attempt{Item: it, Dir: dir})
+	if v.Passed || !v.Claimed || !strings.Contains(v.Summary, "ok FAILED") {
 		t.Fatalf("verdict %+v", v)
 	}
 	set, _ := src.Store.Load()
@@ -202,21 +215,17 @@ func TestTasksSourceSplit(t *testing.T) {
 	dir, repo, src := newTaskRepo(t)
 	st := newState()
 	it, _ := src.Next(st, nil)
-	src.Prepare(ctx, it, st)
+	g := newJudging(t, repo, src, st)
+	g.prepare(it)
 	if err := src.Store.Update(func(set *tasks.Set) error {
 		_, err := set.Split("A.1", []string{"one", "two"})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	a := &engine.Attempt{Item: it, Dir: dir}
-	v := src.Verify(ctx, a, st)
-	if !v.Passed || v.Summary != "split into A.1.1, A.1.2" {
-		t.Fatalf("verdict %+v", v)
-	}
-	sha, err := src.Accept(ctx, a, v, st)
-	if err != nil || sha != "" {
-		t.Fatal(sha, err) // no work on the branch: nothing to merge
+	v, sha := g.judge(&engine.Attempt{Item: it, Dir: dir})
+	if !v.Passed || v.Summary != "split into A.1.1, A.1.2" || sha != "" {
+		t.Fatalf("verdict %+v, landed %q", v, sha) // no work on the branch: nothing lands
 	}
 	if repo.BranchExists(ctx, "task/A.1-session-store-x") || gitOut(t, repo, "branch", "--show-current") != "main" {
 		t.Fatal("branch of an empty split kept")
@@ -227,25 +236,23 @@ func TestTasksSourceSplit(t *testing.T) {
 	}
 }
 
-func TestTasksSourceRecoverHalfMerge(t *testing.T) {
+func TestTasksSourceRecover(t *testing.T) {
 	ctx := context.Background()
 	dir, repo, src := newTaskRepo(t)
 	st := newState()
 	it, _ := src.Next(st, nil)
-	src.Prepare(ctx, it, st)
+	g := newJudging(t, repo, src, st)
+	g.prepare(it)
 	os.WriteFile(filepath.Join(dir, "one.txt"), []byte("1\n"), 0o644)
 	gitOut(t, repo, "add", "one.txt")
 	gitOut(t, repo, "commit", "-qm", "one")
 	agentClaims(t, src, "A.1")
-	// a crash after `merge --squash`, before the commit, with the task
-	// files aside
+	// A crash during a checkout with the task files aside: the next
+	// process puts them back before anything reads them.
 	if _, err := src.aside(); err != nil {
 		t.Fatal(err)
 	}
 	src.cleanControl(ctx)
-	gitOut(t, repo, "checkout", "-q", "main")
-	gitOut(t, repo, "merge", "--squash", "task/A.1-session-store-x")
-
 	src2, err := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList)
 	if err != nil {
 		t.Fatal(err)
@@ -256,21 +263,19 @@ func TestTasksSourceRecoverHalfMerge(t *testing.T) {
 			t.Fatalf("aside files not restored: %s", a1.Status)
 		}
 	}
+	// Nothing landed: not recovered, judged again.
 	if _, done, err := src2.Recover(ctx, it, st); err != nil || done {
 		t.Fatal(done, err)
 	}
-	if staged := gitOut(t, repo, "diff", "--cached", "--name-only"); staged != "" {
-		t.Fatalf("half merge left staged: %s", staged)
+	g2 := newJudging(t, repo, src2, st)
+	g2.quiet = true // the process dies right after the landing
+	g2.prepare(it)
+	v, sha := g2.judge(&engine.Attempt{Item: it, Dir: dir})
+	if !v.Passed || sha == "" {
+		t.Fatal(v)
 	}
-	// the retry verifies and merges once
-	src2.Prepare(ctx, it, st)
-	a := &engine.Attempt{Item: it, Dir: dir}
-	v := src2.Verify(ctx, a, st)
-	sha, err := src2.Accept(ctx, a, v, st)
-	if err != nil || !v.Passed {
-		t.Fatal(v, err)
-	}
-	// a crash after the commit: Recover sees the trailer and archives
+	// A crash after the landing: Recover finds the trailer, archives the
+	// task with the commit, deletes its branch and puts the tree on main.
 	src3, _ := OpenTasks(ctx, src.File, repo, dir, src.Gates, src.GateList)
 	defer src3.Close(nil)
 	got, done, err := src3.Recover(ctx, it, st)
@@ -279,6 +284,13 @@ func TestTasksSourceRecoverHalfMerge(t *testing.T) {
 	}
 	if n := gitOut(t, repo, "rev-list", "--count", "main"); n != "3" {
 		t.Fatalf("%s commits on main", n)
+	}
+	set, _ := src3.Store.Load()
+	if a1, _ := set.Get("A.1"); !a1.Archived() || a1.Commit != sha {
+		t.Fatalf("not archived with its commit: %+v", a1)
+	}
+	if gitOut(t, repo, "branch", "--show-current") != "main" || repo.BranchExists(ctx, "task/A.1-session-store-x") {
+		t.Fatal("not back on main, or the task's branch kept")
 	}
 }
 
@@ -295,7 +307,7 @@ func TestTasksBranchNameSafe(t *testing.T) {
 	}
 }
 
-// The task files set aside during a merge are raw copies beside a small
+// The task files set aside during a checkout are raw copies beside a small
 // marker: a crash after the copies and before the marker leaves copies
 // that mean nothing (removed, the files as they are kept), and a marker of
 // an older version with the bytes inline still restores.
