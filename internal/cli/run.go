@@ -561,9 +561,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	if o.NoMask {
 		mask = nil
 	}
-	if cfg.Judge, err = newJudge(repo, paths, gates, o.sandbox, mask); err != nil {
+	j, err := newJudge(repo, paths, gates, o.sandbox, mask)
+	if err != nil {
 		return nil, err
 	}
+	j.NoGates = o.NoGates
+	cfg.Judge = j
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
 	}

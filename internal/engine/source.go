@@ -35,6 +35,9 @@ type Item struct {
 	Model string
 	// Critical items pass only with a council's majority (--council).
 	Critical bool
+	// Review names the role whose approval is the item's evidence (a
+	// story a person marked as shown by review rather than a test).
+	Review string
 	// Role, when set, is the role of every iteration on the item (a run
 	// folder's scheduled review), chosen by the source for RoleWhy. No
 	// trigger is asked, no plan is asked for, and the source judges the
