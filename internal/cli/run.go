@@ -56,6 +56,10 @@ type RunOptions struct {
 	RunDir      string
 	NoLint      bool
 	NoGates     bool
+	// protected and protectedRule are the config's: more protected
+	// globs, and how a protected Go test file is kept.
+	protected     []string
+	protectedRule string
 	AgentFlags
 	Prompt string
 	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
@@ -285,6 +289,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 		o.Notify = c.Notify.Webhooks
 	}
 	o.notifyTo = c.Notify
+	o.protected, o.protectedRule = c.Protected, c.ProtectedRule
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	str(&o.Progress, "progress", c.Progress)
@@ -566,6 +571,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		return nil, err
 	}
 	j.NoGates = o.NoGates
+	j.Protect, j.Declarations = o.protected, o.protectedRule == "declarations"
 	cfg.Judge = j
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n

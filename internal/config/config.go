@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/ralph-loop/ralph/internal/prd"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,6 +80,14 @@ type Config struct {
 	Summarizer      string `yaml:"summarizer"`
 	SummarizerCmd   string `yaml:"summarizer_cmd"`
 	SummarizerModel string `yaml:"summarizer_model"`
+	// Protected are globs of more files the agent may not change, for
+	// every item (golden files, fixtures): besides the tests and test
+	// configuration each item's contract protects.
+	Protected []string `yaml:"protected"`
+	// ProtectedRule is how a protected Go test file is kept: "files"
+	// (default: not changed at all) or "declarations" (every declaration
+	// it had stays byte for byte; new ones may be added).
+	ProtectedRule string `yaml:"protected_rule"`
 	// Sandbox: what the agents and gates may write, see and reach (the
 	// user's config and the repository's add up, Sandbox.Merge).
 	Sandbox Sandbox `yaml:"sandbox"`
@@ -382,6 +391,14 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	}
 	if c.Progress != "" && c.Progress != "ralph" && c.Progress != "repo" {
 		errs = append(errs, fmt.Errorf("%s:%d: progress must be ralph or repo, got %q", name, keyLine(b, "progress"), c.Progress))
+	}
+	if c.ProtectedRule != "" && c.ProtectedRule != "files" && c.ProtectedRule != "declarations" {
+		errs = append(errs, fmt.Errorf("%s:%d: protected_rule must be files or declarations, got %q", name, keyLine(b, "protected_rule"), c.ProtectedRule))
+	}
+	for i, g := range c.Protected {
+		if why := prd.GlobProblem(g); why != "" {
+			errs = append(errs, fmt.Errorf("%s:%d: protected[%d] %q: %s", name, keyLine(b, "protected"), i, g, why))
+		}
 	}
 	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
 	neg("progress_budget_tokens", c.ProgressBudgetTokens < 0, c.ProgressBudgetTokens)

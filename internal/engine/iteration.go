@@ -107,8 +107,12 @@ func protectedSection(k *judge.Contract, kind string) string {
 		more = fmt.Sprintf(" and %d more", len(names)-shown)
 		names = names[:shown]
 	}
-	return fmt.Sprintf("\n## Files you may not change\n\nThese files decide whether the %s is done, so they stay as they were when it started (they are read-only to you, and a change to one fails the %s): %s%s. Put new tests in new files; make the code pass the tests, never the tests pass the code.\n",
-		kind, kind, strings.Join(names, ", "), more)
+	rule := "Put new tests in new files"
+	if k.Declarations {
+		rule = "Put new tests in new files, or add new test functions to a Go test file (every declaration it has now must stay exactly as it is)"
+	}
+	return fmt.Sprintf("\n## Files you may not change\n\nThese files decide whether the %s is done, so they stay as they were when it started (a change to one fails the %s): %s%s. %s; make the code pass the tests, never the tests pass the code.\n",
+		kind, kind, strings.Join(names, ", "), more, rule)
 }
 
 // readOnly are the absolute paths the agent's sandbox keeps read-only:
@@ -120,6 +124,9 @@ func (x *Iteration) readOnly() []string {
 	}
 	out := make([]string, 0, len(k.Protected))
 	for _, p := range k.Protected {
+		if k.Declarations && strings.HasSuffix(p, "_test.go") {
+			continue // it may gain tests; the judge checks the old ones
+		}
 		out = append(out, filepath.Join(x.Workspace.Dir, filepath.FromSlash(p)))
 	}
 	return out

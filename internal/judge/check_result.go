@@ -185,8 +185,12 @@ func fixedTests(r gate.Result, base *gate.Result) []Evidence {
 func (j *Judge) newTests(ctx context.Context, c *Case) ([]Evidence, string) {
 	added := map[string]string{}
 	var files []string
+	// A test file changed where that may be (a person allowed test
+	// changes, or a Go test file gained tests under protected_rule:
+	// declarations) is new tests too.
+	changedOK := c.Claim.AllowTestChanges || c.contract != nil && c.contract.Declarations
 	for _, ch := range c.changes {
-		if ch.Status == 'A' && Protected(ch.Path, j.Protect) {
+		if (ch.Status == 'A' || ch.Status == 'M' && changedOK) && Protected(ch.Path, j.Protect) {
 			added[ch.Path] = ch.NewBlob
 			files = append(files, ch.Path)
 		}
