@@ -514,6 +514,12 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
+	// A tree a new run refuses, refused now: before the baseline's gates
+	// run, and before the lock, the sandbox record or the baseline are
+	// written (the engine checks again as it starts).
+	if c := o.treeCheck(ctx, root, repo, src.Info()); c.Err != nil && !o.DryRun {
+		return nil, c.Err
+	}
 	o.root = root
 	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
 		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
