@@ -365,19 +365,22 @@ func keyLine(b []byte, key string) int {
 	return 0
 }
 
-// Template is what `ralph init` writes.
-const Template = `# ralph settings; every key is also a ` + "`ralph run`" + ` flag, and flags win.
-# agent: claude | codex | opencode | gemini | amp | native | cmd | scripted
-agent: claude
+// Template is what `ralph init` writes: every key commented out, so your
+// own ~/.config/ralph/config.yaml (and the defaults) apply until this
+// repository needs something else.
+const Template = `# ralph settings for this repository; every key is also a ` + "`ralph run`" + ` flag,
+# and flags win. A key set here wins over your own ~/.config/ralph/config.yaml;
+# the keys below are commented out, so yours (or the default shown) apply.
+# agent: claude                      # claude | codex | opencode | gemini | amp | native | cmd | scripted
 # agent_cmd: "python3 my_agent.py"   # for agent: cmd
 # agent_args: []                     # extra arguments for the agent CLI
 # model: ""
-prd: prd.json
-promise: COMPLETE
-max_attempts: 3
+# prd: prd.json
+# promise: COMPLETE
+# max_attempts: 3
 # max_iterations: 30                 # default: 10 × stories
-iteration_timeout: 60m
-gate_timeout: 10m
+# iteration_timeout: 60m
+# gate_timeout: 10m
 # max_cost: 5.00                     # USD, across the run
 # env:                               # extra environment for the agent
 #   FOO: bar
