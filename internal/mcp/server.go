@@ -82,7 +82,7 @@ func NewServer(o Options) *sdk.Server {
 	createPRD := "Write a PRD template: project, feature, prd_path (default prd.json), with the quality checks found in the repository (as ralph init finds them)."
 	sdk.AddTool(s, &sdk.Tool{Name: "create-prd", Description: createPRD}, r.createPRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: createPRD + " (Another name for create-prd.)"}, r.createPRD)
-	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, as `ralph prd validate`."}, r.validatePRD)
+	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, and no quality gate as run would refuse it, as `ralph prd validate`."}, r.validatePRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "stop", Description: "Ask the active run to stop after its current iteration."}, r.stop)
 	sdk.AddTool(s, &sdk.Tool{Name: "approve", Description: "Approve the plan an item waits with (--plan-approval)."}, r.approve)
 	sdk.AddTool(s, &sdk.Tool{Name: "guide", Description: "Give the next iterations of the run a person's guidance (`ralph guide`): it is added to their prompts under \"Guidance from a person\" until an iteration acknowledges it or it lapses; item aims it at one item. Refused when called from inside an iteration."}, r.guide)
@@ -546,13 +546,14 @@ func (r *server) text(ctx context.Context, repo string, args ...string) (*sdk.Ca
 	return nil, textOutput{Text: strings.TrimSpace(out)}, nil
 }
 
-// pathInput names a file in the repository.
-type pathInput struct {
-	Repo string `json:"repo,omitempty"`
-	Path string `json:"path,omitempty" jsonschema:"the file (default prd.json)"`
+// validateInput are validate_prd's arguments.
+type validateInput struct {
+	Repo    string `json:"repo,omitempty"`
+	Path    string `json:"path,omitempty" jsonschema:"the file (default prd.json)"`
+	NoGates bool   `json:"no_gates,omitempty" jsonschema:"accept a PRD without quality gates (as run with no_gates would run it)"`
 }
 
-func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pathInput) (*sdk.CallToolResult, textOutput, error) {
+func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in validateInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, textOutput{}, err
@@ -561,7 +562,11 @@ func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pat
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	return r.text(ctx, repo, "prd", "validate", path)
+	args := []string{"prd", "validate", path}
+	if in.NoGates {
+		args = append(args, "--no-gates")
+	}
+	return r.text(ctx, repo, args...)
 }
 
 func (r *server) stop(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, textOutput, error) {

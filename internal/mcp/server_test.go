@@ -110,7 +110,13 @@ func TestMCPTools(t *testing.T) {
 	if !isErr || !strings.Contains(text, "already exists (use --force to overwrite)") || !strings.Contains(text, "exit code 2") {
 		t.Errorf("a second create_prd: %v %s", isErr, text)
 	}
+	// The template in a repository with nothing init finds has no gate:
+	// refused as run refuses it, unless no_gates.
 	text, _, isErr = call(t, cs, "validate_prd", map[string]any{})
+	if !isErr || !strings.Contains(text, "no quality gate") || !strings.Contains(text, "exit code 2") {
+		t.Errorf("validate_prd of a gateless PRD: %v %s", isErr, text)
+	}
+	text, _, isErr = call(t, cs, "validate_prd", map[string]any{"no_gates": true})
 	if isErr || !strings.Contains(text, "prd.json: valid") {
 		t.Errorf("validate_prd: %v %s", isErr, text)
 	}
