@@ -172,6 +172,6 @@ invalid. Writes nothing.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&opts.NoGates, "no-gates", false, "accept a PRD without quality gates, as `ralph run --no-gates` does")
+	cmd.Flags().BoolVar(&opts.NoGates, "no-gates", false, "accept a PRD without quality gates, as ralph run --no-gates does")
 	return cmd
 }
