@@ -56,6 +56,8 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 	}()
 	if _, err := prog.Run(); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(out.ErrOut, "ralph: the dashboard failed (%v); plain lines follow\n", err)
+	} else {
+		fmt.Fprint(out.Out, model.FinalFrame())
 	}
 	if model.Closed {
 		fmt.Fprintln(out.ErrOut, "ralph: the dashboard is closed; the run goes on here (`ralph watch` in another terminal shows it again)")
@@ -129,6 +131,7 @@ func runWatch(ctx context.Context, o *WatchOptions) error {
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
+		fmt.Fprint(f.IO.Out, model.FinalFrame())
 		return nil
 	}
 	return followEvents(ctx, p, newPlainPrinter(f.IO.ErrOut, f.IO.Color()))

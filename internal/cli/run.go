@@ -528,6 +528,14 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
+	// A tree a new run refuses, refused now: before the baseline's gates
+	// run, and before the lock, the sandbox record or the baseline are
+	// written (the engine checks again as it starts).
+	if o.surelyNew(paths, src.Info()) {
+		if c := o.treeCheck(ctx, root, repo, src.Info()); c.Err != nil && !o.DryRun {
+			return nil, c.Err
+		}
+	}
 	o.root = root
 	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
 		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
@@ -599,6 +607,18 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		}
 	}
 	return &openedRun{o: o, repo: repo, cfg: cfg}, nil
+}
+
+// surelyNew reports whether the engine will start a new run of the
+// source (and so refuse a dirty tree): --fresh, no saved run, or one of
+// another source. A saved run of this source is the engine's to judge (it
+// resumes it, or starts anew when a finished one has work it never saw).
+func (o *RunOptions) surelyNew(p engine.Paths, info engine.SourceInfo) bool {
+	saved, _, err := engine.LoadOrRebuildState(p)
+	if err != nil {
+		return false // the engine says what is wrong with it
+	}
+	return o.Fresh || saved == nil || saved.Source != info.Kind || saved.SourcePath != info.Path
 }
 
 // promptPaths are where the engine looks for the prompt template, first

@@ -107,7 +107,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if f.IO.IsTTY() {
 				md = terminalText(md)
 			}
-			fmt.Fprint(f.IO.Out, md)
+			fmt.Fprint(f.IO.Out, inert(md))
 			return nil
 		},
 	}
@@ -303,6 +303,41 @@ func sizeOf(n int64) string {
 		return fmt.Sprintf("%d KB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// inert is s with every control character but line breaks and tabs shown
+// as its escape (\x1b), so text from files and people (a guidance, a
+// title) cannot move the cursor, recolour or retitle the terminal.
+func inert(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// isControl is a character a terminal acts on rather than shows (C0, DEL,
+// C1, bidirectional overrides), line breaks and tabs aside.
+func isControl(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // terminalText renders the status markdown for a terminal: headings and

@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Config mirrors the run flags.
@@ -368,7 +370,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 func parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		msg := yaml.FormatError(err, false, true)
+		msg := plainTypeError(err, b, yaml.FormatError(err, false, true))
 		if strings.Contains(msg, `unknown field "roles"`) {
 			msg += "\n(roles, their triggers and per-role agents live in .ralph/roles.yaml: see `ralph roles --help`)"
 		}
@@ -378,6 +380,129 @@ func parse(name string, b []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// plainTypeError rewrites the first line of a YAML error about a value
+// of the wrong kind ("cannot unmarshal string into Go struct field
+// Config.Sandbox of type bool") as what the key takes, by its dotted
+// name ("sandbox.enabled must be true or false, got "no""), keeping the
+// position and the excerpt under it.
+func plainTypeError(err error, b []byte, formatted string) string {
+	var line int
+	var what string
+	var te *yaml.TypeError
+	var ne *yaml.UnexpectedNodeTypeError
+	switch {
+	case errors.As(err, &te) && te.Token != nil && te.Token.Position != nil:
+		line = te.Token.Position.Line
+		what = fmt.Sprintf("must be %s, got %s", kindWords(te.DstType), quotedValue(te.Token))
+	case errors.As(err, &ne) && ne.Token != nil && ne.Token.Position != nil:
+		line = ne.Token.Position.Line
+		what = fmt.Sprintf("must be %s, got %s", nodeWords(ne.Expected.String()), nodeWords(ne.Actual.String()))
+	default:
+		return formatted
+	}
+	key := keyPathAt(b, line)
+	if key == "" {
+		return formatted
+	}
+	first, rest, _ := strings.Cut(formatted, "\n")
+	if i := strings.Index(first, "] "); i >= 0 {
+		first = first[:i+2] + key + " " + what
+	}
+	if rest == "" {
+		return first
+	}
+	return first + "\n" + rest
+}
+
+// kindWords says what a Go type takes, in the words of a YAML file.
+func kindWords(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if t == reflect.TypeOf(time.Duration(0)) || strings.HasSuffix(t.Name(), "Duration") {
+			return "a duration such as 30s or 10m"
+		}
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "text"
+	case reflect.Map:
+		return "a mapping (one key: value per line)"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct:
+		return "a section of keys"
+	}
+	return "a " + t.Kind().String()
+}
+
+// nodeWords names a YAML node kind for people.
+func nodeWords(kind string) string {
+	switch strings.ToLower(kind) {
+	case "mapping", "mappingvalue":
+		return "a mapping (one key: value per line)"
+	case "sequence":
+		return "a list"
+	case "string":
+		return "text"
+	}
+	return strings.ToLower(kind)
+}
+
+// quotedValue is the value a token holds, as the file says it.
+func quotedValue(tk *token.Token) string {
+	switch tk.Type {
+	case token.StringType, token.SingleQuoteType, token.DoubleQuoteType:
+		return strconv.Quote(tk.Value)
+	case token.SequenceStartType, token.SequenceEntryType:
+		return "a list"
+	case token.MappingStartType, token.MappingValueType:
+		return "a mapping"
+	}
+	return tk.Value
+}
+
+// keyPathAt is the dotted key of the value on line (1-based) of a YAML
+// file: the key on that line (or the nearest above it) and the keys of
+// the less indented lines above, "sandbox.enabled".
+func keyPathAt(b []byte, line int) string {
+	lines := strings.Split(string(b), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	var path []string
+	indent := -1
+	for i := line - 1; i >= 0; i-- {
+		l := lines[i]
+		t := strings.TrimLeft(l, " ")
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		in := len(l) - len(t)
+		t = strings.TrimPrefix(t, "- ")
+		k, _, ok := strings.Cut(t, ":")
+		if !ok || strings.ContainsAny(k, " \t\"'[{") {
+			continue
+		}
+		if indent < 0 || in < indent {
+			path = append([]string{k}, path...)
+			indent = in
+			if in == 0 {
+				break
+			}
+		}
+	}
+	return strings.Join(path, ".")
 }
 
 // checkSigns refuses negative numbers: no setting means anything below
@@ -437,19 +562,22 @@ func keyLine(b []byte, key string) int {
 	return 0
 }
 
-// Template is what `ralph init` writes.
-const Template = `# ralph settings; every key is also a ` + "`ralph run`" + ` flag, and flags win.
-# agent: claude | codex | opencode | gemini | amp | native | cmd | scripted
-agent: claude
+// Template is what `ralph init` writes: every key commented out, so your
+// own ~/.config/ralph/config.yaml (and the defaults) apply until this
+// repository needs something else.
+const Template = `# ralph settings for this repository; every key is also a ` + "`ralph run`" + ` flag,
+# and flags win. A key set here wins over your own ~/.config/ralph/config.yaml;
+# the keys below are commented out, so yours (or the default shown) apply.
+# agent: claude                      # claude | codex | opencode | gemini | amp | native | cmd | scripted
 # agent_cmd: "python3 my_agent.py"   # for agent: cmd
 # agent_args: []                     # extra arguments for the agent CLI
 # model: ""
-prd: prd.json
-promise: COMPLETE
-max_attempts: 3
+# prd: prd.json
+# promise: COMPLETE
+# max_attempts: 3
 # max_iterations: 30                 # default: 10 × stories
-iteration_timeout: 60m
-gate_timeout: 10m
+# iteration_timeout: 60m
+# gate_timeout: 10m
 # max_cost: 5.00                     # USD, across the run
 # env:                               # extra environment for the agent
 #   FOO: bar

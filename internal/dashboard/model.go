@@ -216,8 +216,21 @@ var (
 )
 
 // View renders the snapshot.
+// The view fills the alternate screen: drawn inline, frames of changing
+// height left lines of older ones on the screen and in the scrollback
+// (the inline renderer loses its place), so the live view keeps to a
+// screen of its own and its last frame is printed once it ends
+// (FinalFrame).
 func (m *Model) View() tea.View {
-	return tea.NewView(m.Render())
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	return v
+}
+
+// FinalFrame is the view's last frame, for the terminal's own screen once
+// the alternate one is gone.
+func (m *Model) FinalFrame() string {
+	return m.Render()
 }
 
 // Render is the view as text (tests read it without a terminal).
