@@ -16,6 +16,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -105,8 +106,15 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	if err != nil {
 		return err
 	}
+	// The demo pins its policy as a run does: a `ralph run` in the demo's
+	// project afterwards finds it.
+	guard, err := policy.Check(paths, policy.Options{Fresh: true}, w)
+	if err != nil {
+		return err
+	}
+	guard.PRD = src.Info().PRDPath
 	eng, err := engine.New(engine.Config{
-		Paths: paths, Source: src, Git: repo, Judge: j,
+		Paths: paths, Source: src, Git: repo, Judge: j, Policy: guard,
 		Agent:  engine.AgentConfig{Default: confine(ag, sb, paths, "", nil), Name: "scripted"},
 		Limits: engine.Limits{IterationTimeout: time.Minute},
 		OnEvent: func(ev engine.Event) {

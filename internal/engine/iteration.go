@@ -231,13 +231,18 @@ func (e *Engine) prompt(x *Iteration) error {
 		return err
 	}
 	x.Attempt = &Attempt{Item: it, Dir: x.Workspace.Dir, Promise: e.cfg.Prompt.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
-	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(cur.Iteration, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts)
+	// A plain loop's iterations are its attempts: it says neither twice.
+	attempt := fmt.Sprintf(" · attempt %d/%d", s.Attempt, s.MaxAttempts)
+	if it.Kind == "loop" {
+		attempt = ""
+	}
+	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s%s", IterationOf(cur.Iteration, s.MaxIterations), it.ID, it.Title, attempt)
 	if s.Role != "" {
 		roleNote = " · role " + s.Role
 		msg += " · role " + s.Role + " (" + s.RoleWhy + ")"
 	}
-	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d%s · agent %s\n# started %s\n# dir %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-		cur.Iteration, it.Kind, it.ID, s.Attempt, s.MaxAttempts, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), x.Workspace.Dir, s.Prompt)
+	fmt.Fprintf(tr, "# ralph iteration %d · %s%s%s · agent %s\n# started %s\n# dir %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		cur.Iteration, it.Label(), attempt, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), x.Workspace.Dir, s.Prompt)
 	data := map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title, "agent": s.Agent.Name}
 	if s.Role != "" {
 		data["role"], data["role_why"] = s.Role, s.RoleWhy
