@@ -62,6 +62,8 @@ type RunOptions struct {
 	PlainLoop bool
 	// NoCommit leaves a plain loop's work uncommitted.
 	NoCommit bool
+	// ErrorWait is the plain loop's wait after an agent's non-zero exit.
+	ErrorWait time.Duration
 	// AgentAll gives every role the agent flags' agent, over roles.yaml's
 	// agents: (by default the flags set the worker's).
 	AgentAll          bool
@@ -191,6 +193,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	opts.AgentFlags.register(fl)
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
 	fl.BoolVar(&opts.NoCommit, "no-commit", false, "plain loop (--prompt without a PRD): leave each iteration's work uncommitted (by default ralph commits it on the current branch)")
+	fl.DurationVar(&opts.ErrorWait, "error-wait", defaultErrorWait, "plain loop: wait this `DURATION` after an agent exits non-zero before the next iteration (as ralph.sh; 0 = no wait)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
@@ -237,7 +240,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.AgentAll, "agent-all", false, "the agent flags (--agent, --agent-cmd, --model) set every role's agent too, over roles.yaml's agents: (by default they set the worker's; a role's own agent wins for that role)")
 	completeAgents(cmd, "agent", "summarizer")
 	groupFlags(cmd, []flagGroup{
-		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
+		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit", "error-wait"}},
 		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
@@ -336,6 +339,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("max-tokens") && c.MaxTokens > 0 {
 		o.MaxTokens = c.MaxTokens
 	}
+	if !set("error-wait") && c.ErrorWait != nil {
+		o.ErrorWait = time.Duration(*c.ErrorWait)
+	}
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
 	}
@@ -410,6 +416,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
 	case o.MaxCallsPerHour < 0:
 		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
+	case o.ErrorWait < 0:
+		return usage.Errorf("--error-wait must be 0 (no wait) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
 	case o.Progress != "" && o.Progress != "ralph" && o.Progress != "repo":
@@ -429,6 +437,8 @@ type openedRun struct {
 	o    *RunOptions
 	repo *git.Repo
 	cfg  engine.Config
+	// loopLog is the plain loop's ralph.log (nil for other runs).
+	loopLog *loopLog
 }
 
 // openRun finds the repository, opens the source, the roles and the
@@ -573,7 +583,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			}
 		}
 	}
-	return &openedRun{o: o, repo: repo, cfg: cfg}, nil
+	r := &openedRun{o: o, repo: repo, cfg: cfg}
+	if _, ok := src.(*source.Loop); ok && !o.DryRun {
+		if err := r.paceLoop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // promptPaths are where the engine looks for the prompt template, first
@@ -780,6 +796,9 @@ func (r *openedRun) run(ctx context.Context) error {
 		outcome, err = eng.Run(ctx)
 	}
 	r.repo.Maintain(context.WithoutCancel(ctx))
+	if r.loopLog != nil {
+		r.loopLog.end(outcome)
+	}
 	if err != nil && outcome.State == nil {
 		return err
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
 	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
 	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
+	// ErrorWait is the plain loop's wait after an agent's non-zero exit
+	// (default 10s; 0 = none).
+	ErrorWait *Duration `yaml:"error_wait"`
 	// MaxCallsPerHour holds agent starts back beyond this many an hour.
 	MaxCallsPerHour   int               `yaml:"max_calls_per_hour"`
 	Env               map[string]string `yaml:"env"`
@@ -339,6 +342,7 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
 	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
+	neg("error_wait", c.ErrorWait != nil && *c.ErrorWait < 0, derefDuration(c.ErrorWait))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
 	neg("test_fix", c.TestFix < 0, c.TestFix)
@@ -346,6 +350,13 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("guidance_iterations", c.GuidanceIterations < 0, c.GuidanceIterations)
 	neg("notify.timeout", c.Notify.Timeout < 0, time.Duration(c.Notify.Timeout))
 	return errors.Join(errs...)
+}
+
+func derefDuration(p *Duration) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(*p)
 }
 
 func derefInt(p *int) int {
