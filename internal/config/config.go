@@ -378,7 +378,7 @@ func keyLine(b []byte, key string) int {
 
 // Template is what `ralph init` writes.
 const Template = `# ralph settings; every key is also a ` + "`ralph run`" + ` flag, and flags win.
-# agent: claude | codex | opencode | gemini | amp | native | cmd | scripted
+# agent: claude | codex | opencode | gemini | amp | copilot | native | cmd | scripted
 agent: claude
 # agent_cmd: "python3 my_agent.py"   # for agent: cmd
 # agent_args: []                     # extra arguments for the agent CLI
