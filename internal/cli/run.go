@@ -112,7 +112,7 @@ type RunOptions struct {
 	notifyTo      config.Notify // the config's notify: section
 	// Progress memory.
 	ProgressBudget  int
-	Progress        string // ralph | repo (RepoProgressFile, kept by the agents)
+	Progress        string // ralph | repo (RepoProgressFile, kept by the agents) | agents-md (agentsFile)
 	Summarizer      string
 	SummarizerCmd   string
 	SummarizerModel string
@@ -231,7 +231,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
 	fl.StringArrayVar(&opts.Notify, "notify", nil, "webhook `URL` that gets a JSON POST when the run ends, an item is blocked or a rate limit pauses it (repeatable)")
 	fl.StringVar(&opts.NotifyCommand, "notify-command", "", "shell `COMMAND` that gets the same events as JSON on stdin (a desktop notification, a chat tool)")
-	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default) or repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch)")
+	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default), repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch) or agents-md (the codebase patterns in AGENTS.md, CLAUDE.md for claude, between markers: every agent CLI reads it by itself; the agents keep it, committed with each item)")
 	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
@@ -420,8 +420,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--error-wait must be 0 (no wait) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
-	case o.Progress != "" && o.Progress != "ralph" && o.Progress != "repo":
-		return usage.Errorf("--progress must be ralph or repo, got %q", o.Progress)
+	case o.Progress != "" && !slices.Contains(config.ProgressPlaces, o.Progress):
+		return usage.Errorf("--progress must be %s, got %q", config.ProgressChoice(), o.Progress)
 	}
 	if o.Prompt != "" {
 		if _, err := os.Stat(o.Prompt); err != nil {
@@ -538,7 +538,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
 			BreakerCooldown: o.BreakerCooldown},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress()},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress(), AgentsFile: o.agentsFile()},
 		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),
 			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
 	}
@@ -550,9 +550,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
 		}
 		cfg.Policy = o.policy
-		if f := o.repoProgress(); f != "" {
-			// Stories that each append to the progress file merge as both
-			// appends (git's union merge), not as a conflict.
+		for _, f := range []string{o.repoProgress(), o.agentsFile()} {
+			if f == "" {
+				continue
+			}
+			// Stories that each append to the progress file (or add to
+			// the patterns) merge as both additions (git's union merge),
+			// not as a conflict.
 			if err := repo.EnsureAttribute(ctx, "/"+f+" merge=union"); err != nil {
 				return nil, fmt.Errorf("setting the union merge for %s in .git/info/attributes: %w", f, err)
 			}
@@ -675,6 +679,20 @@ func (o *RunOptions) repoProgress() string {
 		return RepoProgressFile
 	}
 	return ""
+}
+
+// agentsFile is the agents' instructions file whose codebase-patterns
+// section the agents keep, "" unless `progress: agents-md`: CLAUDE.md
+// when the run's agent is Claude Code (it reads no AGENTS.md), else
+// AGENTS.md, which the other agent CLIs read.
+func (o *RunOptions) agentsFile() string {
+	if o.Progress != "agents-md" {
+		return ""
+	}
+	if o.Agent == "claude" {
+		return "CLAUDE.md"
+	}
+	return "AGENTS.md"
 }
 
 // worktrees says the stories run in worktrees of their own and merge

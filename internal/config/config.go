@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,8 +68,10 @@ type Config struct {
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
 	// Progress is where the progress memory lives: "ralph" (default,
-	// .ralph/progress.md only) or "repo" (also progress.txt in the
-	// repository, kept by the agents and committed with each item).
+	// .ralph/progress.md only), "repo" (also progress.txt in the
+	// repository, kept by the agents and committed with each item) or
+	// "agents-md" (the codebase patterns in AGENTS.md or CLAUDE.md,
+	// between markers, kept by the agents and committed with each item).
 	Progress string `yaml:"progress"`
 	// GuidanceIterations is how many iterations are shown a piece of
 	// `ralph guide` guidance that none acknowledges (default 3).
@@ -303,6 +306,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// ProgressPlaces are the values of `progress:` (and --progress).
+var ProgressPlaces = []string{"ralph", "repo", "agents-md"}
+
+// ProgressChoice names the values of `progress:` for an error.
+func ProgressChoice() string {
+	return strings.Join(ProgressPlaces[:len(ProgressPlaces)-1], ", ") + " or " + ProgressPlaces[len(ProgressPlaces)-1]
+}
+
 // parse parses config text; name is used in errors.
 func parse(name string, b []byte) (*Config, error) {
 	var c Config
@@ -328,8 +339,8 @@ func (c *Config) checkSigns(name string, b []byte) error {
 			errs = append(errs, fmt.Errorf("%s:%d: %s must not be negative, got %v", name, keyLine(b, key), key, v))
 		}
 	}
-	if c.Progress != "" && c.Progress != "ralph" && c.Progress != "repo" {
-		errs = append(errs, fmt.Errorf("%s:%d: progress must be ralph or repo, got %q", name, keyLine(b, "progress"), c.Progress))
+	if c.Progress != "" && !slices.Contains(ProgressPlaces, c.Progress) {
+		errs = append(errs, fmt.Errorf("%s:%d: progress must be %s, got %q", name, keyLine(b, "progress"), ProgressChoice(), c.Progress))
 	}
 	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
 	neg("progress_budget_tokens", c.ProgressBudgetTokens < 0, c.ProgressBudgetTokens)

@@ -151,6 +151,12 @@ type ProgressConfig struct {
 	// clone or another machine has it. ralph's own record stays in
 	// .ralph/progress.md.
 	InRepo string
+	// AgentsFile (`progress: agents-md`) is the agents' instructions file
+	// (AGENTS.md, or CLAUDE.md for Claude Code; relative to the root)
+	// whose section between AgentsPatternsBegin and AgentsPatternsEnd
+	// the agents keep as the codebase patterns: every agent CLI reads it
+	// by itself, and it is committed with each item's work.
+	AgentsFile string
 }
 
 // StartConfig is how a run begins: resumed or new.

@@ -32,6 +32,9 @@ type PromptData struct {
 	// RepoProgress is the progress file the agents keep in the repository
 	// (`progress: repo`), "" when ralph keeps the memory alone.
 	RepoProgress string
+	// AgentsFile is the instructions file whose codebase-patterns section
+	// the agents keep (`progress: agents-md`), "" otherwise.
+	AgentsFile string
 	// Guidance is what a person said for this iteration (`ralph guide`),
 	// read from the guidance log when the prompt is made.
 	Guidance []Guidance
@@ -134,6 +137,9 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 	out += guidanceSection(d.Guidance)
 	if f := d.RepoProgress; f != "" {
 		out += fmt.Sprintf(repoProgressSection, f, repoPatternsHeading)
+	}
+	if f := d.AgentsFile; f != "" {
+		out += fmt.Sprintf(agentsSection, f, AgentsPatternsBegin, AgentsPatternsEnd, agentsPatternsHeading)
 	}
 	if d.Progress != "" {
 		out += "\n## Progress so far (latest entries of " + d.ProgressPath + ")\n\n" + d.Progress + "\n"

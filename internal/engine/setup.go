@@ -59,6 +59,10 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 		d.ProgressPath, d.RepoProgress = f, f
 		d.Progress = e.mem.digestRepo(filepath.Join(cfg.Paths.Root, f))
 	}
+	if f := cfg.Progress.AgentsFile; f != "" {
+		d.AgentsFile = f
+		d.Progress = e.mem.digestAgents(filepath.Join(cfg.Paths.Root, f), f, cfg.Paths.Progress)
+	}
 	d.RunIteration = iteration
 	if it.Kind == "stage" {
 		// A stage's prompt counts the stage's own loop.
