@@ -26,10 +26,11 @@ import (
 
 // notifies reports whether people are told about ev: the run's end
 // (done, blocked, out of budget, stopped), an item given up on, a
-// rate-limit pause, a plan that waits for a person's approval.
+// rate-limit pause, a plan that waits for a person's approval, an
+// agent's question to a person (and one nobody answered in time).
 func notifies(ev engine.Event) bool {
 	switch ev.Type {
-	case "run_stopped", "item_blocked", "rate_limited":
+	case "run_stopped", "item_blocked", "rate_limited", "question_asked", "question_timed_out":
 		return true
 	case "plan_written":
 		return ev.Data["auto_approved"] != true

@@ -64,6 +64,9 @@ type RunOptions struct {
 	NoCommit bool
 	// ErrorWait is the plain loop's wait after an agent's non-zero exit.
 	ErrorWait time.Duration
+	// AskTimeout: an agent's question nobody answered this long stops
+	// waiting (0: it waits as long as the run runs).
+	AskTimeout time.Duration
 	// AgentAll gives every role the agent flags' agent, over roles.yaml's
 	// agents: (by default the flags set the worker's).
 	AgentAll          bool
@@ -201,6 +204,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.IntVar(&opts.TestFix, "test-fix", 0, "when a claim fails the gate named test, re-run the agent up to `N` times with the failing output before the attempt counts as failed (each re-run its own iteration, role debugger)")
 	fl.StringVar(&opts.TestFixRole, "test-fix-role", "", "the `ROLE` of --test-fix re-runs (default debugger)")
 	fl.BoolVar(&opts.PlanApproval, "plan-approval", false, "each story's first iteration writes a plan to .ralph/plans/<id>.md and changes no code; the story waits (others go on) until ralph approve ID (or ralph reject ID --reason …)")
+	fl.DurationVar(&opts.AskTimeout, "ask-timeout", 0, "an agent's question to a person (ralph ask) that nobody answers within this `DURATION` stops waiting: its item goes on without an answer, told to decide alone and say what it assumed (default 0: the item waits as long as the run runs, and the run waits for it when nothing else is left)")
 	fl.BoolVar(&opts.AutoApprove, "auto-approve", false, "with --plan-approval: approve every plan as soon as it is written (unattended runs; the plans are still kept)")
 	fl.IntVar(&opts.Council, "council", 0, "`K` reviewer agents, each its own process, vote on a critical story (critical: true, or a council rule in roles.yaml) once its gates pass; a majority must approve (default 3)")
 	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this `DURATION` (default 60m)")
@@ -243,7 +247,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit", "error-wait"}},
 		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress", "progress-budget", "transcript-max-bytes"}},
-		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
+		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council", "ask-timeout"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command", "pr", "pr-remote"}},
@@ -339,6 +343,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if !set("max-tokens") && c.MaxTokens > 0 {
 		o.MaxTokens = c.MaxTokens
 	}
+	if !set("ask-timeout") && c.AskTimeout > 0 {
+		o.AskTimeout = time.Duration(c.AskTimeout)
+	}
 	if !set("error-wait") && c.ErrorWait != nil {
 		o.ErrorWait = time.Duration(*c.ErrorWait)
 	}
@@ -416,6 +423,8 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
 	case o.MaxCallsPerHour < 0:
 		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
+	case o.AskTimeout < 0:
+		return usage.Errorf("--ask-timeout must be 0 (wait as long as the run runs) or more")
 	case o.ErrorWait < 0:
 		return usage.Errorf("--error-wait must be 0 (no wait) or more")
 	case o.ProgressBudget < 0:
@@ -536,7 +545,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
-			BreakerCooldown: o.BreakerCooldown},
+			BreakerCooldown: o.BreakerCooldown, AskTimeout: o.AskTimeout},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
 		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress(), AgentsFile: o.agentsFile()},
 		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),

@@ -123,6 +123,12 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	if req.ItemID != "" && os.MkdirAll(plans, 0o700) == nil && os.Mkdir(planScratch, 0o700) == nil {
 		use.Binds[plans] = planScratch
 	}
+	// The questions `ralph ask` records (.ralph/asks): the same, and only
+	// the file of this item's iteration is copied out.
+	asks, askScratch := engine.AskDir(c.paths.Dir), filepath.Join(scratch, "asks")
+	if req.ItemID != "" && os.MkdirAll(asks, 0o700) == nil && os.Mkdir(askScratch, 0o700) == nil {
+		use.Binds[asks] = askScratch
+	}
 	ss, err := c.sb.Open(use)
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("sandbox: %w", err)
@@ -134,9 +140,12 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	res, err := c.Agent.Run(proc.WithConfiner(ctx, ss), req)
 	if req.ItemID != "" {
 		plan := engine.PlanFile(c.paths, req.ItemID)
-		if b, rerr := os.ReadFile(filepath.Join(planScratch, filepath.Base(plan))); rerr == nil {
-			if werr := store.WriteFile(plan, b, 0o644); werr != nil && err == nil {
-				err = werr
+		ask := engine.AskFile(c.paths.Dir, req.ItemID, req.Iteration)
+		for scratchDir, file := range map[string]string{planScratch: plan, askScratch: ask} {
+			if b, rerr := os.ReadFile(filepath.Join(scratchDir, filepath.Base(file))); rerr == nil {
+				if werr := store.WriteFile(file, b, 0o644); werr != nil && err == nil {
+					err = werr
+				}
 			}
 		}
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
 	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
 	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
+	// AskTimeout: an agent's question (ralph ask) nobody answered this
+	// long stops waiting (default 0: it waits as long as the run runs).
+	AskTimeout Duration `yaml:"ask_timeout"`
 	// ErrorWait is the plain loop's wait after an agent's non-zero exit
 	// (default 10s; 0 = none).
 	ErrorWait *Duration `yaml:"error_wait"`
@@ -353,6 +356,7 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
 	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
+	neg("ask_timeout", c.AskTimeout < 0, time.Duration(c.AskTimeout))
 	neg("error_wait", c.ErrorWait != nil && *c.ErrorWait < 0, derefDuration(c.ErrorWait))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)

@@ -122,6 +122,10 @@ type Limits struct {
 	// BreakerCooldown: an open breaker is half-open at the next start
 	// once this long has passed since it opened (0 = 30 min).
 	BreakerCooldown time.Duration
+	// AskTimeout: an agent's question (`ralph ask`) nobody answered this
+	// long after it was asked stops waiting and its item goes on without
+	// an answer (0 = it waits as long as the run runs).
+	AskTimeout time.Duration
 }
 
 // RateLimitConfig: the first wait when no reset time is given doubles up
@@ -242,9 +246,15 @@ type Engine struct {
 	backoffMu sync.Mutex
 	backoff   time.Duration
 	watching  bool
-	mask      *secret.Masker
-	merge     ticketLock
-	slots     *agentSlots
+	// The questions' bookkeeping (ask.go): answers announced, forged ones
+	// reported, and whether the idle wait for answers was said.
+	askMu    sync.Mutex
+	told     map[string]bool
+	forged   map[string]bool
+	awaiting bool
+	mask     *secret.Masker
+	merge    ticketLock
+	slots    *agentSlots
 	// distrusted are the items a resumed state said were passed but the
 	// source (the repository) did not agree; notes are what the source's
 	// first Sync found about other items (a stranded claim). open reports

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // PromptData are the named variables a PROMPT.md template may use.
@@ -38,6 +39,10 @@ type PromptData struct {
 	// Guidance is what a person said for this iteration (`ralph guide`),
 	// read from the guidance log when the prompt is made.
 	Guidance []Guidance
+	// Questions are the item's questions to a person (`ralph ask`) that
+	// were answered or timed out (after AskTimeout).
+	Questions  []Question
+	AskTimeout time.Duration
 }
 
 // DefaultPrompt is used when the repo has no PROMPT.md. It says what a
@@ -114,6 +119,9 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		if g := guidanceSection(d.Guidance); g != "" {
 			out = strings.TrimRight(out, "\n") + "\n" + g
 		}
+		if q := questionsSection(d.Questions, d.AskTimeout); q != "" {
+			out = strings.TrimRight(out, "\n") + "\n" + q
+		}
 		return out, nil
 	}
 	out += fmt.Sprintf("\n\n## Your %s: %s — %s\n", d.Kind, d.ItemID, d.Title)
@@ -135,6 +143,8 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
 	}
 	out += guidanceSection(d.Guidance)
+	out += questionsSection(d.Questions, d.AskTimeout)
+	out += fmt.Sprintf(askSection, d.Kind, d.Kind)
 	if f := d.RepoProgress; f != "" {
 		out += fmt.Sprintf(repoProgressSection, f, repoPatternsHeading)
 	}
