@@ -84,8 +84,8 @@ type AnswerOptions struct {
 
 // newCmdAnswer builds `ralph answer ID "TEXT"`.
 func newCmdAnswer(f *Factory, runF func(*AnswerOptions) error) *cobra.Command {
-	opts := &AnswerOptions{IO: f, By: "ralph answer"}
-	return &cobra.Command{
+	opts := &AnswerOptions{IO: f}
+	cmd := &cobra.Command{
 		Use:   "answer ID TEXT",
 		Short: "Answer an agent's question (ralph ask); its item goes on",
 		Long: `Answer a question an agent asked with ` + "`ralph ask`" + `. ID is the question's id
@@ -105,6 +105,8 @@ the question and the answer in its prompt. Without a running loop, the next
 			return runAnswer(cmd, opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.By, "by", "ralph answer", "who answers (`NAME`, kept with the answer)")
+	return cmd
 }
 
 func runAnswer(cmd *cobra.Command, o *AnswerOptions) error {

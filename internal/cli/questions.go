@@ -8,42 +8,15 @@ import (
 	"github.com/ralph-loop/ralph/internal/engine"
 )
 
-// questionView is one question in `ralph status --json` (and the web
-// API): the agent's question, and the person's answer (null while none).
-type questionView struct {
-	ID         string     `json:"id"`
-	Item       string     `json:"item"`
-	Text       string     `json:"text"`
-	Answer     *string    `json:"answer"`
-	Waiting    bool       `json:"waiting"`
-	Iteration  int        `json:"iteration"`
-	AskedAt    time.Time  `json:"asked_at"`
-	AnsweredAt *time.Time `json:"answered_at,omitempty"`
-	AnsweredBy string     `json:"answered_by,omitempty"`
-	TimedOut   bool       `json:"timed_out,omitempty"`
-	// Forged: the file held an answer ralph did not seal; it still waits.
-	Forged bool `json:"forged_answer,omitempty"`
-}
-
 // questionViews are the run's questions as status shows them (an answer
 // ralph did not seal counts as none).
-func questionViews(p engine.Paths, runID string) []questionView {
+func questionViews(p engine.Paths, runID string) []engine.QuestionView {
 	qs, _ := engine.CheckedQuestions(p, runID)
-	out := []questionView{}
-	for _, q := range qs {
-		v := questionView{ID: q.ID, Item: q.Item, Text: q.Text, Waiting: q.Waiting(), Iteration: q.Iteration, AskedAt: q.AskedAt,
-			AnsweredAt: q.AnsweredAt, AnsweredBy: q.By, TimedOut: q.TimedOut, Forged: q.Forged}
-		if q.Answer != "" {
-			a := q.Answer
-			v.Answer = &a
-		}
-		out = append(out, v)
-	}
-	return out
+	return engine.QuestionViews(qs)
 }
 
 // waitingFor maps each item with a question that waits to its question ids.
-func waitingFor(qs []questionView) map[string][]string {
+func waitingFor(qs []engine.QuestionView) map[string][]string {
 	m := map[string][]string{}
 	for _, q := range qs {
 		if q.Waiting {
@@ -55,12 +28,12 @@ func waitingFor(qs []questionView) map[string][]string {
 
 // questionsMarkdown lists the run's questions: those that wait first,
 // with the command that answers each, then the answered ones.
-func questionsMarkdown(qs []questionView) string {
+func questionsMarkdown(qs []engine.QuestionView) string {
 	if len(qs) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	var answered []questionView
+	var answered []engine.QuestionView
 	waiting := 0
 	for _, q := range qs {
 		if !q.Waiting {

@@ -800,6 +800,12 @@ func (r *openedRun) run(ctx context.Context) error {
 		return err
 	}
 	defer notify.wait()
+	if notify != nil && len(notify.chats) > 0 {
+		// A reply in a chat answers an agent's question.
+		lctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go notify.listen(lctx, func() string { return runIDOf(cfg.Paths) })
+	}
 	var reporter *github.Reporter
 	if o.Issues != "" {
 		reporter = &github.Reporter{GH: o.gh(o.root), Record: filepath.Join(cfg.Paths.Dir, github.RecordFile), Close: o.CloseIssues, Mask: o.masker(), Logf: o.logf}

@@ -107,13 +107,19 @@ type Notify struct {
 	Email    *Email    `yaml:"email"`
 }
 
-// Slack posts to an incoming webhook.
+// Slack posts to an incoming webhook, or with a bot's token to a channel
+// (chat.postMessage), where a reply in the thread of an agent's question
+// answers it.
 type Slack struct {
 	WebhookURLEnv string `yaml:"webhook_url_env"` // the variable that holds the webhook's URL
 	WebhookURL    string `yaml:"webhook_url"`     // or the URL itself
+	BotTokenEnv   string `yaml:"bot_token_env"`   // the variable that holds a bot token (xoxb-…)
+	Channel       string `yaml:"channel"`         // with a bot token: the channel's id
+	APIURL        string `yaml:"api_url"`         // default https://slack.com/api
 }
 
-// Telegram sends through a bot (the Bot API's sendMessage).
+// Telegram sends through a bot (the Bot API's sendMessage); a reply in
+// the chat to an agent's question answers it (getUpdates).
 type Telegram struct {
 	TokenEnv string `yaml:"token_env"` // the variable that holds the bot's token
 	ChatID   string `yaml:"chat_id"`

@@ -57,6 +57,26 @@ type Question struct {
 	// Forged: the file held an answer ralph did not seal (CheckedQuestions
 	// drops it; never written).
 	Forged bool `json:"forged,omitempty"`
+	// Chat is where the question was sent to a chat (telegram: the
+	// message's id; slack: the message's ts), so that a reply there
+	// answers it.
+	Chat map[string]string `json:"chat,omitempty"`
+}
+
+// NoteQuestionMessage records that question id was sent to a chat as
+// message ref.
+func NoteQuestionMessage(p Paths, id, chat, ref string) error {
+	return store.WithLock(questionsLock(p), func() error {
+		var q Question
+		if err := store.ReadJSON(questionFile(p, id), &q); err != nil || q.ID != id {
+			return fmt.Errorf("no question %s", id)
+		}
+		if q.Chat == nil {
+			q.Chat = map[string]string{}
+		}
+		q.Chat[chat] = ref
+		return store.WriteJSON(questionFile(p, id), q)
+	})
 }
 
 // QuestionsDir is where the questions are kept: .ralph/questions.
@@ -251,8 +271,15 @@ func AnswerQuestion(p Paths, id, answer, by string, now time.Time) (Question, er
 	return answerQuestion(p, id, answer, by, now)
 }
 
-// answerQuestion is AnswerQuestion without the caller's check: the run's
-// own chat listener answers through it.
+// AnswerInRun is AnswerQuestion for ralph run's own process (its
+// dashboard's a key, its chat listener): the person is at its terminal
+// or in the chat, and the caller's check (which refuses the run itself,
+// so that no agent answers through it) does not apply.
+func AnswerInRun(p Paths, id, answer, by string, now time.Time) (Question, error) {
+	return answerQuestion(p, id, answer, by, now)
+}
+
+// answerQuestion is AnswerQuestion without the caller's check.
 func answerQuestion(p Paths, id, answer, by string, now time.Time) (Question, error) {
 	answer = strings.TrimSpace(answer)
 	if answer == "" {
@@ -294,6 +321,39 @@ func waitingQuestions(p Paths) string {
 		return "no question waits for an answer"
 	}
 	return "waiting for an answer: " + strings.Join(ids, ", ")
+}
+
+// QuestionView is one question as `ralph status --json`, the web API and
+// MCP show it: the agent's question and the person's answer (null while
+// there is none).
+type QuestionView struct {
+	ID         string     `json:"id"`
+	Item       string     `json:"item"`
+	Text       string     `json:"text"`
+	Answer     *string    `json:"answer"`
+	Waiting    bool       `json:"waiting"`
+	Iteration  int        `json:"iteration"`
+	AskedAt    time.Time  `json:"asked_at"`
+	AnsweredAt *time.Time `json:"answered_at,omitempty"`
+	AnsweredBy string     `json:"answered_by,omitempty"`
+	TimedOut   bool       `json:"timed_out,omitempty"`
+	// Forged: the file held an answer ralph did not seal; it still waits.
+	Forged bool `json:"forged_answer,omitempty"`
+}
+
+// QuestionViews are qs (CheckedQuestions) as they are shown; never nil.
+func QuestionViews(qs []Question) []QuestionView {
+	out := []QuestionView{}
+	for _, q := range qs {
+		v := QuestionView{ID: q.ID, Item: q.Item, Text: q.Text, Waiting: q.Waiting(), Iteration: q.Iteration, AskedAt: q.AskedAt,
+			AnsweredAt: q.AnsweredAt, AnsweredBy: q.By, TimedOut: q.TimedOut, Forged: q.Forged}
+		if q.Answer != "" {
+			a := q.Answer
+			v.Answer = &a
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // RunID is the run's id.
@@ -407,6 +467,27 @@ func (e *Engine) timeOut(id string) bool {
 		return store.WriteJSON(questionFile(p, id), q)
 	})
 	return done
+}
+
+// StatusAwaitingAnswer: the Stop-hook driver (which cannot wait) stopped
+// with nothing to do but items waiting for answers; `ralph run` waits
+// for them instead.
+const StatusAwaitingAnswer = "awaiting_answer"
+
+// answersAwaited says which items wait for answers, for a stop reason
+// ("" when none does).
+func (e *Engine) answersAwaited(runID string) string {
+	qs, _ := CheckedQuestions(e.cfg.Paths, runID)
+	var ids []string
+	for _, q := range qs {
+		if q.Waiting() {
+			ids = append(ids, fmt.Sprintf("%s (%s: %s)", q.ID, q.Item, oneLine(q.Text, 80)))
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return "waiting for an answer: " + strings.Join(ids, ", ") + "; `ralph answer ID \"TEXT\"`, then the next session (or `ralph run`) goes on"
 }
 
 // askPoll is how often an idle run looks for answers.

@@ -144,25 +144,30 @@ type view struct {
 	Guidance       []engine.Guidance
 	Iterations     []iterationView
 	Waiting        []string // items whose plans wait for a decision
-	Paused         bool
-	Active         bool
-	State          *engine.State
-	Status         string
-	Passed         int
-	Total          int
-	Usage          string
-	Items          []itemView
-	Workers        []workerView
-	Gates          []string
-	Transcripts    []int
-	Progress       string
-	PastRuns       []string
+	// Questions are the run's questions to a person; Asking those that
+	// wait for an answer.
+	Questions   []engine.Question
+	Asking      []engine.Question
+	Paused      bool
+	Active      bool
+	State       *engine.State
+	Status      string
+	Passed      int
+	Total       int
+	Usage       string
+	Items       []itemView
+	Workers     []workerView
+	Gates       []string
+	Transcripts []int
+	Progress    string
+	PastRuns    []string
 }
 
 type itemView struct {
 	ID, Title, Status, Deps, Commit string
 	Attempts, Level                 int
-	Waiting                         bool // its plan waits for a decision
+	Waiting                         bool   // its plan waits for a decision
+	Asked                           string // its questions that wait for an answer
 }
 
 // repoView is one watched repository in the list of them.
@@ -189,6 +194,14 @@ func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
 	v.Passed, _, v.Total = st.Counts()
 	v.Status = status(snap)
 	v.Waiting = engine.Waiting(st)
+	v.Questions = snap.Questions
+	asked := map[string][]string{}
+	for _, q := range snap.Questions {
+		if q.Waiting() {
+			v.Asking = append(v.Asking, q)
+			asked[q.Item] = append(asked[q.Item], q.ID)
+		}
+	}
 	if u := st.Usage; u.InputTokens+u.OutputTokens > 0 || u.CostUSD > 0 {
 		v.Usage = fmt.Sprintf("%d tokens, $%.2f", u.InputTokens+u.OutputTokens, u.CostUSD)
 	}
@@ -199,7 +212,7 @@ func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
 			commit = commit[:8]
 		}
 		v.Items = append(v.Items, itemView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.Attempts, Level: snap.Levels[id], Deps: snap.Deps[id], Commit: commit,
-			Waiting: slices.Contains(v.Waiting, id)})
+			Waiting: slices.Contains(v.Waiting, id), Asked: strings.Join(asked[id], ", ")})
 	}
 	if snap.Active {
 		for _, c := range st.Current {
