@@ -254,7 +254,8 @@ func cmdChatServer(ts *testscript.TestScript, neg bool, args []string) {
 // ghServers are the scripts' scripted GitHub servers.
 var ghServers sync.Map // *testscript.TestScript → *ghtest.Server
 
-// ghserver start | issue TITLE BODYFILE [LABEL…] | requests FILE | state FILE:
+// ghserver start | issue TITLE BODYFILE [LABEL…] | pr HEAD BASE TITLE |
+// requests FILE | state FILE:
 // a scripted GitHub (internal/ghtest) for the rest of the script, which
 // the real gh reaches through the environment start sets ($GHREMOTE is
 // the repository's URL for `git remote add origin`); requests writes
@@ -289,6 +290,11 @@ func cmdGHServer(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("usage: ghserver issue TITLE BODYFILE [LABEL…]")
 		}
 		srv.AddIssue(args[1], ts.ReadFile(args[2]), args[3:]...)
+	case "pr":
+		if len(args) != 4 {
+			ts.Fatalf("usage: ghserver pr HEAD BASE TITLE")
+		}
+		srv.AddPR(args[1], args[2], args[3])
 	case "requests":
 		var b strings.Builder
 		for _, r := range srv.Requests() {
