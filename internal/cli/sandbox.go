@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
@@ -256,5 +257,51 @@ func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
 		return confine(a, sb, paths, base, o.Env)
 	}
 	w.ConfineGates = sb.Gates
+	return nil
+}
+
+// oneOffAgent is the agent the flags name for a command that runs one
+// agent outside a loop (prd import, plan): the config's settings fill the
+// flags not given, and it runs in the repository's sandbox.
+func (a *AgentFlags) oneOffAgent(f *Factory, dir string, noSandbox bool, set func(string) bool) (agent.Agent, error) {
+	c, err := f.Config(dir)
+	if err != nil {
+		return nil, err
+	}
+	a.applyConfig(c, set)
+	ag, err := a.build()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sandboxSettings(c.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	paths := engine.PathsFor(dir)
+	sb, err := openSandbox(s, noSandbox, paths)
+	if err != nil {
+		return nil, err
+	}
+	return confine(ag, sb, paths, a.BaseURL, a.Env), nil
+}
+
+// oneOffFailure says why a one-off agent run (who: "the prep agent")
+// gave no answer, or nil when it did.
+func oneOffFailure(who string, ag agent.Agent, res agent.Result, err error, timeout time.Duration, transcript string) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s (%s): %w", who, ag.Name(), err)
+	case res.RateLimit != nil:
+		return fmt.Errorf("%s (%s) hit a rate limit: %s; try again later (transcript %s)", who, ag.Name(), res.RateLimit.Message, transcript)
+	case res.Failed():
+		why := strings.TrimRight(res.ErrorText, ": \n")
+		switch {
+		case res.TimedOut:
+			why = "timed out after " + timeout.String()
+		case why == "":
+			why = fmt.Sprintf("exit status %d", res.ExitCode)
+		}
+		return fmt.Errorf("%s (%s) failed: %s (transcript %s)", who, ag.Name(), why, transcript)
+	}
 	return nil
 }
