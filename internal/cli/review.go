@@ -323,16 +323,26 @@ func scratchTree(ctx context.Context, repo *git.Repo, dir, name, head string) (s
 	if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
 		return "", nil, err
 	}
-	if err := repo.WorktreeAddDetached(ctx, tree, head); err != nil {
+	// One worktree add or remove at a time: git writes a worktree's admin
+	// entry piecemeal, and another add reading the entries meanwhile fails.
+	worktreesMu.Lock()
+	err := repo.WorktreeAddDetached(ctx, tree, head)
+	worktreesMu.Unlock()
+	if err != nil {
 		return "", nil, fmt.Errorf("a scratch worktree for %s: %w", name, err)
 	}
 	return tree, func() {
 		ctx := context.WithoutCancel(ctx)
+		worktreesMu.Lock()
+		defer worktreesMu.Unlock()
 		_ = repo.WorktreeRemove(ctx, tree)
 		_ = os.RemoveAll(tree)
 		_ = repo.WorktreePrune(ctx)
 	}, nil
 }
+
+// worktreesMu serialises this process's scratch worktree adds and removes.
+var worktreesMu sync.Mutex
 
 func safeName(s string) string {
 	return strings.Map(func(r rune) rune {
