@@ -134,7 +134,7 @@ type Options struct {
 	Args      []string
 	BaseURL   string
 	APIKeyEnv string
-	Provider  string // native: anthropic | openai
+	Provider  string // native: anthropic | openai; copilot: the API of its base URL (openai | anthropic)
 }
 
 var registry = map[string]Factory{}

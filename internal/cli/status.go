@@ -89,6 +89,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				out["ready_to_merge"] = total > 0 && passed == total && st.Status == engine.StatusComplete && !active
 				out["feature_branch"] = st.Branch
 				out["guidance"] = engine.PendingGuidance(guidance, "*")
+				out["questions"] = questionViews(p, st.RunID)
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -100,7 +101,8 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				}
 				return writeJSON(f.IO.Out, out)
 			}
-			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st) + guidanceMarkdown(guidance)
+			qs := questionViews(p, st.RunID)
+			md := withSandbox(statusMarkdown(st, active, waitingFor(qs)), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st) + questionsMarkdown(qs) + guidanceMarkdown(guidance)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}
@@ -168,7 +170,7 @@ func workersMarkdown(ws []cluster.WorkerInfo) string {
 
 // statusMarkdown renders a run as markdown: the summary, every item with
 // its state, and a PRD's dependency levels.
-func statusMarkdown(st *engine.State, active bool) string {
+func statusMarkdown(st *engine.State, active bool, asked map[string][]string) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
 	kind := map[string]string{"prd": "stories", "tasks": "tasks", "pipeline": "stages"}[st.Source]
@@ -239,6 +241,9 @@ func statusMarkdown(st *engine.State, active bool) string {
 		}
 		if is.Plan == engine.PlanWaiting && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
 			mark = "📝 plan awaits approval"
+		}
+		if ids := asked[id]; len(ids) > 0 && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
+			mark = "❓ waiting for an answer (" + strings.Join(ids, ", ") + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.AttemptsOf(st.MaxAttempts), is.Role, commit)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ type Config struct {
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
 	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
 	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
+	// AskTimeout: an agent's question (ralph ask) nobody answered this
+	// long stops waiting (default 0: it waits as long as the run runs).
+	AskTimeout Duration `yaml:"ask_timeout"`
+	// ErrorWait is the plain loop's wait after an agent's non-zero exit
+	// (default 10s; 0 = none).
+	ErrorWait *Duration `yaml:"error_wait"`
 	// MaxCallsPerHour holds agent starts back beyond this many an hour.
 	MaxCallsPerHour   int               `yaml:"max_calls_per_hour"`
 	Env               map[string]string `yaml:"env"`
@@ -68,8 +75,10 @@ type Config struct {
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
 	// Progress is where the progress memory lives: "ralph" (default,
-	// .ralph/progress.md only) or "repo" (also progress.txt in the
-	// repository, kept by the agents and committed with each item).
+	// .ralph/progress.md only), "repo" (also progress.txt in the
+	// repository, kept by the agents and committed with each item) or
+	// "agents-md" (the codebase patterns in AGENTS.md or CLAUDE.md,
+	// between markers, kept by the agents and committed with each item).
 	Progress string `yaml:"progress"`
 	// GuidanceIterations is how many iterations are shown a piece of
 	// `ralph guide` guidance that none acknowledges (default 3).
@@ -110,13 +119,19 @@ type Notify struct {
 	Email    *Email    `yaml:"email"`
 }
 
-// Slack posts to an incoming webhook.
+// Slack posts to an incoming webhook, or with a bot's token to a channel
+// (chat.postMessage), where a reply in the thread of an agent's question
+// answers it.
 type Slack struct {
 	WebhookURLEnv string `yaml:"webhook_url_env"` // the variable that holds the webhook's URL
 	WebhookURL    string `yaml:"webhook_url"`     // or the URL itself
+	BotTokenEnv   string `yaml:"bot_token_env"`   // the variable that holds a bot token (xoxb-…)
+	Channel       string `yaml:"channel"`         // with a bot token: the channel's id
+	APIURL        string `yaml:"api_url"`         // default https://slack.com/api
 }
 
-// Telegram sends through a bot (the Bot API's sendMessage).
+// Telegram sends through a bot (the Bot API's sendMessage); a reply in
+// the chat to an agent's question answers it (getUpdates).
 type Telegram struct {
 	TokenEnv string `yaml:"token_env"` // the variable that holds the bot's token
 	ChatID   string `yaml:"chat_id"`
@@ -366,6 +381,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// ProgressPlaces are the values of `progress:` (and --progress).
+var ProgressPlaces = []string{"ralph", "repo", "agents-md"}
+
+// ProgressChoice names the values of `progress:` for an error.
+func ProgressChoice() string {
+	return strings.Join(ProgressPlaces[:len(ProgressPlaces)-1], ", ") + " or " + ProgressPlaces[len(ProgressPlaces)-1]
+}
+
 // parse parses config text; name is used in errors.
 func parse(name string, b []byte) (*Config, error) {
 	var c Config
@@ -514,8 +537,8 @@ func (c *Config) checkSigns(name string, b []byte) error {
 			errs = append(errs, fmt.Errorf("%s:%d: %s must not be negative, got %v", name, keyLine(b, key), key, v))
 		}
 	}
-	if c.Progress != "" && c.Progress != "ralph" && c.Progress != "repo" {
-		errs = append(errs, fmt.Errorf("%s:%d: progress must be ralph or repo, got %q", name, keyLine(b, "progress"), c.Progress))
+	if c.Progress != "" && !slices.Contains(ProgressPlaces, c.Progress) {
+		errs = append(errs, fmt.Errorf("%s:%d: progress must be %s, got %q", name, keyLine(b, "progress"), ProgressChoice(), c.Progress))
 	}
 	if c.ProtectedRule != "" && c.ProtectedRule != "files" && c.ProtectedRule != "declarations" {
 		errs = append(errs, fmt.Errorf("%s:%d: protected_rule must be files or declarations, got %q", name, keyLine(b, "protected_rule"), c.ProtectedRule))
@@ -536,6 +559,8 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
 	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
+	neg("ask_timeout", c.AskTimeout < 0, time.Duration(c.AskTimeout))
+	neg("error_wait", c.ErrorWait != nil && *c.ErrorWait < 0, derefDuration(c.ErrorWait))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
 	neg("test_fix", c.TestFix < 0, c.TestFix)
@@ -543,6 +568,13 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("guidance_iterations", c.GuidanceIterations < 0, c.GuidanceIterations)
 	neg("notify.timeout", c.Notify.Timeout < 0, time.Duration(c.Notify.Timeout))
 	return errors.Join(errs...)
+}
+
+func derefDuration(p *Duration) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(*p)
 }
 
 func derefInt(p *int) int {
@@ -568,7 +600,7 @@ func keyLine(b []byte, key string) int {
 const Template = `# ralph settings for this repository; every key is also a ` + "`ralph run`" + ` flag,
 # and flags win. A key set here wins over your own ~/.config/ralph/config.yaml;
 # the keys below are commented out, so yours (or the default shown) apply.
-# agent: claude                      # claude | codex | opencode | gemini | amp | native | cmd | scripted
+# agent: claude                      # claude | codex | opencode | gemini | amp | copilot | native | cmd | scripted
 # agent_cmd: "python3 my_agent.py"   # for agent: cmd
 # agent_args: []                     # extra arguments for the agent CLI
 # model: ""

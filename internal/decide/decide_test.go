@@ -62,6 +62,7 @@ func (v *fakeView) ItemDir(kind string) string {
 	return filepath.Join(v.paths.Dir, kind, v.facts.Item.ID)
 }
 func (v *fakeView) Paths() engine.Paths                               { return v.paths }
+func (v *fakeView) RunID() string                                     { return "run-1" }
 func (v *fakeView) Now() time.Time                                    { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 func (v *fakeView) Emit(ev engine.Event)                              { v.events = append(v.events, ev) }
 func (v *fakeView) Note(entry string)                                 { v.notes = append(v.notes, entry) }

@@ -78,7 +78,7 @@ func NewServer(o Options) *sdk.Server {
 	r := &server{Options: o}
 	s := sdk.NewServer(&sdk.Implementation{Name: "ralph", Version: o.Version}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository on prd_path (or a task tree or a run folder) and return at once with its run id and metadata (all_passed, ready_to_merge, feature_branch, passed, total, status as it starts); with wait: true, return when the run ends, with the same metadata and its exit code. A second run where one is active is refused with who holds it."}, r.run)
-	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository (of prd_path when given): all_passed, ready_to_merge, feature_branch, passed, total, each item's state, the iteration, whether it is active, the stop reason."}, r.status)
+	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository (of prd_path when given): all_passed, ready_to_merge, feature_branch, passed, total, each item's state (\"waiting for an answer\" while an agent's question waits for a person), the questions and their answers, the iteration, whether it is active, the stop reason."}, r.status)
 	createPRD := "Write a PRD template: project, feature, prd_path (default prd.json), with the quality checks found in the repository (as ralph init finds them)."
 	sdk.AddTool(s, &sdk.Tool{Name: "create-prd", Description: createPRD}, r.createPRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: createPRD + " (Another name for create-prd.)"}, r.createPRD)
@@ -400,6 +400,9 @@ type statusOutput struct {
 	StopReason    string       `json:"stop_reason,omitempty"`
 	Next          string       `json:"next,omitempty" jsonschema:"what a person does next about a stopped run (the command)"`
 	Items         []StatusItem `json:"items"`
+	// Questions are the agents' questions to a person (ralph ask): an
+	// item with one that waits is "waiting for an answer".
+	Questions []engine.QuestionView `json:"questions" jsonschema:"the agents' questions to a person (ralph ask) and the answers; ralph answer ID TEXT answers one"`
 }
 
 // statusInput are status's arguments.
@@ -431,12 +434,13 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 		return nil, statusOutput{}, err
 	}
 	var doc struct {
-		State   *engine.State `json:"state"`
-		Active  bool          `json:"active"`
-		Passed  int           `json:"passed"`
-		Blocked int           `json:"blocked"`
-		Total   int           `json:"total"`
-		Message string        `json:"message"`
+		State     *engine.State         `json:"state"`
+		Active    bool                  `json:"active"`
+		Passed    int                   `json:"passed"`
+		Blocked   int                   `json:"blocked"`
+		Total     int                   `json:"total"`
+		Message   string                `json:"message"`
+		Questions []engine.QuestionView `json:"questions"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		return nil, statusOutput{}, fmt.Errorf("reading ralph status --json: %v", err)
@@ -453,9 +457,23 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 	}
 	res.AllPassed = doc.Total > 0 && doc.Passed == doc.Total
 	res.ReadyToMerge = res.AllPassed && st.Status == engine.StatusComplete && !doc.Active
+	asked := map[string]bool{}
+	res.Questions = doc.Questions
+	if res.Questions == nil {
+		res.Questions = []engine.QuestionView{}
+	}
+	for _, q := range res.Questions {
+		if q.Waiting {
+			asked[q.Item] = true
+		}
+	}
 	for _, id := range st.Order {
 		is := st.Items[id]
-		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: is.Status, Attempts: is.AttemptsUsed(), MaxAttempts: st.MaxAttempts, Commit: is.Commit})
+		status := is.Status
+		if asked[id] && status == engine.ItemPending {
+			status = "waiting for an answer"
+		}
+		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: status, Attempts: is.AttemptsUsed(), MaxAttempts: st.MaxAttempts, Commit: is.Commit})
 	}
 	return nil, res, nil
 }
