@@ -748,12 +748,6 @@ func (e *Engine) reportLinks() {
 func (e *Engine) killOrphans() {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
-	// Commits that landed are recorded first: an item verified again here
-	// may be committed at once, and its commit must already count them
-	// (a PRD's write-back of every passed story).
-	slices.SortStableFunc(cur, func(a, b *Current) int {
-		return cmp.Compare(phaseOrder(a.Phase), phaseOrder(b.Phase))
-	})
 	for _, c := range cur {
 		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
 			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
@@ -784,6 +778,13 @@ func (e *Engine) removeStaleLocks(ctx context.Context) {
 func (e *Engine) recover(ctx context.Context) error {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	// Commits that landed are recorded first: an item verified again here
+	// may be committed at once, and its commit must already count them
+	// (a PRD's write-back of every passed story), and a source readies
+	// its trees knowing which items landed.
+	slices.SortStableFunc(cur, func(a, b *Current) int {
+		return cmp.Compare(phaseOrder(a.Phase), phaseOrder(b.Phase))
+	})
 	for _, c := range cur {
 		it := e.itemByID(c.Item)
 		if it == nil {
