@@ -17,15 +17,7 @@ import (
 // taken to merge onto the plan ahead, which has none.
 func TestRecordInPlaceAfterThePlanAheadWentHoldsTheMarks(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	repo, err := git.Init(ctx, proc.Exec{}, dir, "main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GIT_AUTHOR_NAME", "t")
-	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
-	t.Setenv("GIT_COMMITTER_NAME", "t")
-	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+	repo, dir := testRepo(t)
 	write := func(name, text string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -96,4 +88,20 @@ func TestRecordInPlaceAfterThePlanAheadWentHoldsTheMarks(t *testing.T) {
 	if c.ticket == nil || c.ticket.Plan().On != nil || c.ticket.Plan().Base != base {
 		t.Errorf("the work was not queued on the tip: %+v", c.ticket)
 	}
+}
+
+// testRepo is a new repository on main, in a folder of its own, with a
+// committer's name for git.
+func testRepo(t *testing.T) (*git.Repo, string) {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := git.Init(context.Background(), proc.Exec{}, dir, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_AUTHOR_NAME", "t")
+	t.Setenv("GIT_AUTHOR_EMAIL", "t@example.com")
+	t.Setenv("GIT_COMMITTER_NAME", "t")
+	t.Setenv("GIT_COMMITTER_EMAIL", "t@example.com")
+	return repo, dir
 }
