@@ -218,8 +218,9 @@ var killPoints = []string{"uniform", "uniform", "commit", "gate", "checkout", "r
 // by gitShim), with how long after the command starts the kill comes at
 // most: about the command's length on a repository of 5,000 files (a
 // first checkout of the judge's writes every file; later ones only what
-// differs; the lander's, slowed by the shim, 40 ms). The lander's move of
-// the branch is followed at once by the checkout following it (a task's
+// differs; the lander's commands and the checkout that follows a landing
+// are slowed by the shim to 40 ms and more). The lander's move of the
+// branch is followed at once by the checkout following it (a task's
 // HEAD, a parallel run's main tree): its window reaches into that too.
 var gitPoints = map[string]time.Duration{
 	"wtadd":      250 * time.Millisecond,
@@ -227,7 +228,7 @@ var gitPoints = map[string]time.Duration{
 	"record":     40 * time.Millisecond,
 	"landcommit": 45 * time.Millisecond,
 	"landref":    60 * time.Millisecond,
-	"follow":     20 * time.Millisecond,
+	"follow":     60 * time.Millisecond,
 }
 
 // withGit are the kill points where half the kills take the marked git
@@ -278,13 +279,14 @@ if [ -z "$m" ]; then
   exit $rc
 fi
 touch "$TORTURE_DIR/marks/$m.$$"
-# The lander's commands take a few milliseconds: here they take longer
-# (as on a loaded machine), so that a kill aimed at one lands while ralph
-# waits on it, before or after git did its part.
-case $m in landref|landcommit) sleep 0.02 ;; esac
+# The lander's commands and a task's move of HEAD take a few
+# milliseconds: here they take longer (as on a loaded machine), so that a
+# kill aimed at one lands while ralph waits on it, before or after git
+# did its part.
+case $m in landref|landcommit|follow) sleep 0.02 ;; esac
 if [ -n "$in" ]; then REAL_GIT "$@" < "$in"; else REAL_GIT "$@"; fi
 rc=$?
-case $m in landref|landcommit) sleep 0.02 ;; esac
+case $m in landref|landcommit|follow) sleep 0.02 ;; esac
 [ -z "$in" ] || rm -f "$in"
 touch "$TORTURE_DIR/marks/$m-done.$$"
 exit $rc
