@@ -188,6 +188,12 @@ func statusMarkdown(st *engine.State, active bool, asked map[string][]string) st
 		fmt.Fprintf(&b, "- **Next:** %s\n", next)
 	}
 	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed, %d blocked\n", passed, total, kind, blocked)
+	if len(st.BaseRed) > 0 {
+		fmt.Fprintf(&b, "- **Failing since the base** (work for the run, not blamed on any item, never called passed): %s\n", strings.Join(st.BaseRed, "; "))
+	}
+	for _, g := range st.NoInventory {
+		fmt.Fprintf(&b, "- **No test inventory for gate %s:** ralph knows only its exit code; ask its runner for an output ralph reads (-v, --verbose, a JUnit report)\n", g)
+	}
 	fmt.Fprintf(&b, "- **Iteration:** %s\n", engine.IterationOf(st.Iteration, st.MaxIterations))
 	if st.Branch != "" {
 		fmt.Fprintf(&b, "- **Branch:** %s\n", st.Branch)

@@ -228,7 +228,7 @@ func (c *Config) defaults() {
 type Judge interface {
 	// Open readies it once the run is open (its dependency folders, the
 	// run-wide gates on the base rev) and says what fails at the base.
-	Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error)
+	Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) (judge.Opened, error)
 	// Begin pins an item's contract at its base before its agent runs,
 	// and takes the refs as they are.
 	Begin(ctx context.Context, item, base string, terms judge.Claim) (*judge.Contract, map[string]string)

@@ -88,6 +88,12 @@ type State struct {
 	// start, or a later --reload-policy): files git ignores that changed
 	// since are the run's, not the user's environment (EnvSince).
 	PolicyPinnedAt time.Time `json:"policy_pinned_at,omitempty"`
+	// BaseRed is what fails since the base and still fails where the
+	// work last landed (each gate, or gate: test): work for the run,
+	// never blamed on an item, never called passed. NoInventory are the
+	// gates that run tests whose output ralph cannot read.
+	BaseRed     []string `json:"base_red,omitempty"`
+	NoInventory []string `json:"no_test_inventory,omitempty"`
 
 	// Parallel is the agents the run may have at once, and MaxCost and
 	// MaxTokens its budget (0: none), as the run was last started with:
@@ -465,6 +471,8 @@ func (st *State) Clone() *State {
 	c.RateLimitedAt = clonePtr(st.RateLimitedAt)
 	c.AgentCalls = slices.Clone(st.AgentCalls)
 	c.Preexisting = slices.Clone(st.Preexisting)
+	c.BaseRed = slices.Clone(st.BaseRed)
+	c.NoInventory = slices.Clone(st.NoInventory)
 	return &c
 }
 

@@ -87,9 +87,11 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 		// (its network is chosen by name).
 		env := proc.Environ(nil, append(append([]string{}, r.Env...), sandbox.GateEnv+"="+g.Name)...)
 		start := time.Now()
+		// SocketOutput: test code cannot write forged results into the
+		// output of the runner that started it (proc.Cmd).
 		res, err := r.Proc.Run(ctx, proc.Cmd{
 			Argv: argv(command, env), Dir: dir, Env: env,
-			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout,
+			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout, SocketOutput: true,
 		})
 		w.finish()
 		var junit *Tests

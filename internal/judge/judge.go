@@ -77,6 +77,7 @@ func Checks() []Check {
 		protectedCheck{},
 		secretsCheck{},
 		gatesStep{},
+		inventoryCheck{},
 		lostTestsCheck{},
 		evidenceCheck{},
 	}
@@ -139,32 +140,42 @@ func New(repo *git.Repo, gates gate.Runner, stateDir string) (*Judge, error) {
 // Open readies the judge for a run: the dependency folders the tree has
 // now, taken as the base's (once per run: a resumed run keeps the ones
 // its start took), and the run-wide gates on the base rev (the
-// baseline). It returns what fails at the base: work for the run,
-// listed up front, never blamed on an item. What a killed run's judging
-// left (index files in .git, locks in the checkouts) goes first.
-func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error) {
+// baseline). It returns what fails at the base (work for the run,
+// listed up front, never blamed on an item) and the gates whose tests it
+// cannot count. What a killed run's judging left (index files in .git,
+// locks in the checkouts) goes first.
+func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) (Opened, error) {
 	git.RemoveDeadSnapshots(j.gitDir)
 	j.Trees.RemoveLocks()
 	root := j.Repo.Dir
 	env, err := OpenEnv(ctx, j.Repo, root, filepath.Join(j.StateDir, "judge", "env"), runID)
 	if err != nil {
-		return nil, err
+		return Opened{}, err
 	}
 	j.Trees.Env = env
 	if len(gates) == 0 {
-		return nil, nil
+		return Opened{}, nil
 	}
 	b, err := j.TakeBaseline(ctx, runID, rev, gates, log)
 	if err != nil || b == nil {
-		return nil, err
+		return Opened{}, err
 	}
 	if caused := b.SandboxRed(); len(caused) > 0 {
 		// Every item would be judged without that gate: the run does not
 		// start until the person allows what it needs (the failing
 		// result is taken again then, never replayed).
-		return nil, usage.Errorf("the base %s already fails before any agent ran, and the sandbox refused what a gate needed:\n  %s\nallow it in your own config as the line says, or run with --no-sandbox (see .ralph/baseline.log)", short(b.Commit), strings.Join(caused, "\n  "))
+		return Opened{}, usage.Errorf("the base %s already fails before any agent ran, and the sandbox refused what a gate needed:\n  %s\nallow it in your own config as the line says, or run with --no-sandbox (see .ralph/baseline.log)", short(b.Commit), strings.Join(caused, "\n  "))
 	}
-	return b.Red(), nil
+	return Opened{Red: b.Red(), RedRefs: b.RedRefs(), NoInventory: gate.NoInventory(b.Results)}, nil
+}
+
+// Opened is what Open found at the base: Red, what fails there (each
+// failing gate with the tests it names, a line each), and RedRefs the
+// same named as verdicts name what is still red (gate: test, or the
+// gate); NoInventory, the gates that run tests whose output ralph cannot
+// read (it knows only their exit code).
+type Opened struct {
+	Red, RedRefs, NoInventory []string
 }
 
 // Begin is called before an item's agent runs: it pins the item's
@@ -284,6 +295,9 @@ func (j *Judge) finish(c *Case) Verdict {
 	default:
 		v.Passed = true
 		v.Tree, v.Ticket, v.Snapshot = c.tree, c.ticket, c.snap
+		for _, t := range c.stillRed {
+			v.StillRed = append(v.StillRed, t.String())
+		}
 		v.Summary = c.summary()
 		v.Message = c.message(v.Summary)
 	}
