@@ -26,10 +26,22 @@ func (st *State) NextStep() string {
 			return "`ralph retry` reopens the blocked " + pluralWord(blocked, kind) + " with attempts reset (`ralph retry ID` for one), then `ralph run` continues; `ralph run --fresh` starts a new run; their work is kept on ralph/blocked/… branches (`ralph clean` removes old ones)"
 		}
 		return "`ralph run --fresh` starts a new run"
+	case StatusUnverified:
+		return verifyMarks(st.Source, kind) + "; `ralph run --trust-marks` counts the marks as passed"
 	case StatusMaxIterations, StatusBudget:
 		return "`ralph run` with a higher limit (--max-iterations, --max-cost, --max-tokens) continues the run"
 	}
 	return "`ralph run` resumes the run"
+}
+
+// verifyMarks says how a person has ralph verify an item of a source of
+// kind source that is marked done by hand.
+func verifyMarks(source, kind string) string {
+	if source == "tasks" {
+		// (the archive is append-only: an archived task is never worked on)
+		return "to have ralph verify a task " + MarkedLabel + ", add it again as a new task (`ralph task add`)"
+	}
+	return "`ralph retry ID` has ralph verify a " + kind + " " + MarkedLabel + " (an agent works on it, and it passes only on evidence), then `ralph run` continues"
 }
 
 // pluralWord is Plural without the count.
@@ -56,13 +68,18 @@ func (is *ItemState) AttemptsUsed() int {
 // PassedBefore reports whether the item was done before this run began:
 // passed, and no iteration of the run worked on it or committed it.
 func (is *ItemState) PassedBefore() bool {
-	return is.Status == ItemPassed && is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
+	return is.Status == ItemPassed && is.untouched()
+}
+
+// untouched: no iteration of the run worked on the item or committed it.
+func (is *ItemState) untouched() bool {
+	return is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
 }
 
 // AttemptsOf is the item's attempts for people, "1/3" (used of the run's
-// limit), or "—" for an item done before the run.
+// limit), or "—" for an item done (or marked done) before the run.
 func (is *ItemState) AttemptsOf(limit int) string {
-	if is.PassedBefore() {
+	if is.Done() && is.untouched() {
 		return "—"
 	}
 	return fmt.Sprintf("%d/%d", is.AttemptsUsed(), limit)

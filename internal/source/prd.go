@@ -31,8 +31,7 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	story := s.Doc.NextStoryBy(func(id string) bool {
-		is := st.Items[id]
-		return is != nil && is.Status == engine.ItemPassed
+		return st.Items[id].Done()
 	}, func(id string) bool {
 		is := st.Items[id]
 		return busy[id] || is != nil && is.Status == engine.ItemBlocked
