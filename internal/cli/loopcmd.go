@@ -124,7 +124,7 @@ that file, verified by the harness's gates and exit conditions.`,
 	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "no longer needed: a base whose gates fail is work (never blamed on a story)")
 	_ = cmd.Flags().MarkHidden("allow-failing-baseline")
 	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the loop's gates and checks without the sandbox (bubblewrap)")
-	cmd.Flags().BoolVar(&opts.TrustMarks, "trust-marks", false, "with --prd: count stories marked passes: true by hand as passed though no commit of ralph's records them (by default they are marked by hand, not verified: not worked on, never counted as passed; also trust_marks: true in the config)")
+	cmd.Flags().BoolVar(&opts.TrustMarks, "trust-marks", false, "with --prd: count stories marked passes: true by hand as passed though no commit of ralph's records them (by default such a story is marked by hand, not verified: never counted as passed, and worked on like any other; also trust_marks: true in the config)")
 	return cmd
 }
 

@@ -33,12 +33,6 @@ iterations reset, and keeps its last failure as the next prompt's retry
 context. A task's blocked mark in the tasks file is cleared too. The next
 ` + "`ralph run`" + ` continues the run, the passed items kept.
 
-A story marked done by hand that no commit of ralph's records ("marked by
-hand, not verified" in ` + "`ralph status`" + `) is reopened only by its ID: the next
-` + "`ralph run`" + ` has an agent work on it, and it passes on evidence like any
-other (if you did the work yourself and there is nothing left to change,
-` + "`ralph run --trust-marks`" + ` counts it as passed instead).
-
 The work a blocked item left stays on its ralph/blocked/… branch (` + "`ralph clean`" + `
 removes old ones). Fix what blocked it first (the reason is in ` + "`ralph status`" + `,
 the agent's words in ` + "`ralph log`" + `). A run stopped by the circuit breaker
@@ -46,7 +40,7 @@ continues with ` + "`ralph run --reset-breaker`" + `; ` + "`ralph run --fresh`" 
 Refused while a run is active; an ID the run does not know, or one that is
 not blocked, is an error naming it, and nothing is changed.`,
 		Example: `  ralph retry            # every blocked item
-  ralph retry US-002     # just this one (blocked, or marked by hand)
+  ralph retry US-002     # just this one
   ralph retry && ralph run`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.IDs = args
@@ -80,11 +74,6 @@ func runRetry(ctx context.Context, o *RetryOptions) error {
 	// so a crash before the state is written leaves a pending task the
 	// next run reopens by itself.
 	if st.Source == "tasks" {
-		for _, id := range ids {
-			if st.Items[id].Status == engine.ItemMarked {
-				return usage.Errorf("%s is archived in tasks-done.jsonl (%s), and the archive is append-only: to have ralph verify the work, add it as a new task (`ralph task add`); `ralph run --trust-marks` counts it as passed", id, engine.MarkedLabel)
-			}
-		}
 		err := tasks.Open(st.SourcePath).Update(func(set *tasks.Set) error {
 			for _, id := range ids {
 				if t, ok := set.Get(id); ok && !t.Archived() && t.Status == tasks.StatusBlocked {

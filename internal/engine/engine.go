@@ -669,8 +669,12 @@ func (e *Engine) noteReasons(st *State, before map[string]string) {
 func (e *Engine) marksNote(st *State) []Event {
 	kind := e.info().ItemKind
 	if marked := st.Marked(); len(marked) > 0 {
-		return []Event{{Type: "marks_unverified", Message: fmt.Sprintf("%s %s, neither run nor counted as passed: %s (%s; --trust-marks counts them as passed)",
-			Plural(len(marked), kind), MarkedLabel, reasonsList(st, marked), verifyMarks(st.Source, kind)), Data: map[string]any{"items": marked}}}
+		what := "never counted as passed: ralph verifies them (an agent works on each, and it passes only on evidence)"
+		if !MarksWorked(st.Source) {
+			what = "neither run nor counted as passed (" + verifyMarks(st.Source) + ")"
+		}
+		return []Event{{Type: "marks_unverified", Message: fmt.Sprintf("%s %s, %s: %s; --trust-marks counts them as passed",
+			Plural(len(marked), kind), MarkedLabel, what, reasonsList(st, marked)), Data: map[string]any{"items": marked}}}
 	}
 	var trusted []string
 	for _, id := range st.Order {

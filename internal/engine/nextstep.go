@@ -10,10 +10,7 @@ import (
 // and JSON) and on the dashboard. "" while the run goes on, when it is
 // complete, or when its stop reason already says (plans to approve).
 func (st *State) NextStep() string {
-	kind := map[string]string{"prd": "story", "tasks": "task", "pipeline": "stage"}[st.Source]
-	if kind == "" {
-		kind = "item"
-	}
+	kind := itemKind(st.Source)
 	blocked := len(st.Blocked())
 	switch st.Status {
 	case StatusComplete, StatusAwaitingApproval, StatusAwaitingAnswer, StatusRunning:
@@ -27,21 +24,35 @@ func (st *State) NextStep() string {
 		}
 		return "`ralph run --fresh` starts a new run"
 	case StatusUnverified:
-		return verifyMarks(st.Source, kind) + "; `ralph run --trust-marks` counts the marks as passed"
+		return verifyMarks(st.Source) + "; `ralph run --trust-marks` counts the marks as passed"
 	case StatusMaxIterations, StatusBudget:
 		return "`ralph run` with a higher limit (--max-iterations, --max-cost, --max-tokens) continues the run"
 	}
 	return "`ralph run` resumes the run"
 }
 
-// verifyMarks says how a person has ralph verify an item of a source of
-// kind source that is marked done by hand.
-func verifyMarks(source, kind string) string {
-	if source == "tasks" {
-		// (the archive is append-only: an archived task is never worked on)
+// MarksWorked reports whether a source (State.Source) offers its items
+// marked by hand as work, so that an agent verifies them: a PRD or a
+// plan does; a task tree's archive is append-only, so an archived task
+// is never worked on.
+func MarksWorked(source string) bool { return source != "tasks" }
+
+// itemKind is what an item of a source (State.Source) is called.
+func itemKind(source string) string {
+	if kind := map[string]string{"prd": "story", "tasks": "task", "pipeline": "stage"}[source]; kind != "" {
+		return kind
+	}
+	return "item"
+}
+
+// verifyMarks says how a person has ralph verify an item of a source
+// (State.Source) that is marked done by hand.
+func verifyMarks(source string) string {
+	kind := itemKind(source)
+	if !MarksWorked(source) {
 		return "to have ralph verify a task " + MarkedLabel + ", add it again as a new task (`ralph task add`)"
 	}
-	return "`ralph retry ID` has ralph verify a " + kind + " " + MarkedLabel + " (an agent works on it, and it passes only on evidence), then `ralph run` continues"
+	return "`ralph run` has an agent verify each " + kind + " " + MarkedLabel + " (it passes only on evidence)"
 }
 
 // pluralWord is Plural without the count.

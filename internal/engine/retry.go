@@ -23,16 +23,11 @@ func (st *State) Blocked() []string {
 }
 
 // Retryable checks ids against the run: each must be one of its blocked
-// items (all of them when ids is empty) or one marked done by hand, which
-// is reopened only by name (ralph then verifies it: an agent works on it
-// as on any other). It returns the ids to reopen.
+// items (all of them when ids is empty). It returns the ids to reopen.
 func (st *State) Retryable(ids []string) ([]string, error) {
 	blocked := st.Blocked()
 	if len(ids) == 0 {
 		if len(blocked) == 0 {
-			if marked := st.Marked(); len(marked) > 0 {
-				return nil, usage.Errorf("run %s has no blocked item; %s are %s: name the ones ralph is to verify (`ralph retry %s`)", st.RunID, idList(marked), MarkedLabel, marked[0])
-			}
 			return nil, usage.Errorf("run %s has no blocked item: nothing to retry", st.RunID)
 		}
 		return blocked, nil
@@ -47,8 +42,10 @@ func (st *State) Retryable(ids []string) ([]string, error) {
 		switch {
 		case !ok:
 			return nil, usage.Errorf("%s: no such item in run %s (%s)", id, st.RunID, which)
-		case is.Status != ItemBlocked && is.Status != ItemMarked:
-			return nil, usage.Errorf("%s is %s, not blocked: only a blocked item, or one %s, is retried (%s)", id, is.Status, MarkedLabel, which)
+		case is.Status == ItemMarked:
+			return nil, usage.Errorf("%s is %s, not blocked: %s; `ralph run --trust-marks` counts it as passed", id, MarkedLabel, verifyMarks(st.Source))
+		case is.Status != ItemBlocked:
+			return nil, usage.Errorf("%s is %s, not blocked: only a blocked item is retried (%s)", id, is.Status, which)
 		}
 		if !slices.Contains(out, id) {
 			out = append(out, id)
@@ -57,7 +54,7 @@ func (st *State) Retryable(ids []string) ([]string, error) {
 	return out, nil
 }
 
-// Reopen makes the blocked (or marked) items ids pending again with their attempts
+// Reopen makes the blocked items ids pending again with their attempts
 // and iterations reset (the last failure stays as the next prompt's
 // retry context), and clears a blocked run's stop, so that the next
 // `ralph run` resumes it. The caller holds the run lock; the event is
@@ -73,8 +70,8 @@ func Reopen(p Paths, st *State, ids []string, now time.Time) error {
 		}
 		reopen(st.Items[id])
 	}
-	if st.Status == StatusBlocked || st.Status == StatusUnverified {
-		st.Status, st.StopReason = StatusStopped, "items reopened by `ralph retry`; `ralph run` continues"
+	if st.Status == StatusBlocked {
+		st.Status, st.StopReason = StatusStopped, "blocked items reopened by `ralph retry`; `ralph run` continues"
 	}
 	st.UpdatedAt = now.UTC()
 	data, err := json.Marshal(st)

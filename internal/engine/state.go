@@ -41,10 +41,12 @@ const (
 	ItemBlocked = "blocked"
 	// ItemMarked: the source's files mark the item done (passes: true, a
 	// ticked box, a line in tasks-done.jsonl) but no commit of ralph's on
-	// the branch the work lands on records it. The run does not work on
-	// it (a person may have done it by hand) and never counts it passed:
-	// it is counted apart, and a run left with only such items ends
-	// StatusUnverified. Config.TrustMarks counts them passed.
+	// the branch the work lands on records it. It is never counted
+	// passed, nor blocked: it is counted apart. A PRD (or plan) offers
+	// it as work, so an agent verifies it like any story (MarksWorked); a
+	// task tree's archive is append-only, so such a task is not worked
+	// on, and a run left with only such items ends StatusUnverified.
+	// Config.TrustMarks counts them passed.
 	ItemMarked = "marked"
 )
 
@@ -428,20 +430,8 @@ func (st *State) Passed() map[string]bool {
 	return m
 }
 
-// Done returns the set of items that need no more work in this run:
-// passed, or marked done by hand (a story that depends on one may start).
-func (st *State) Done() map[string]bool {
-	m := map[string]bool{}
-	for id, is := range st.Items {
-		if is.Done() {
-			m[id] = true
-		}
-	}
-	return m
-}
-
-// Done reports whether the item needs no more work in this run: it
-// passed, or it is marked done by hand (ItemMarked).
+// Done reports whether the item passed or is marked done by hand
+// (ItemMarked): the files say it is done.
 func (is *ItemState) Done() bool {
 	return is != nil && (is.Status == ItemPassed || is.Status == ItemMarked)
 }

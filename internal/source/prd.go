@@ -31,7 +31,9 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	story := s.Doc.NextStoryBy(func(id string) bool {
-		return st.Items[id].Done()
+		// (a story marked by hand is work: an agent verifies it)
+		is := st.Items[id]
+		return is != nil && is.Status == engine.ItemPassed
 	}, func(id string) bool {
 		is := st.Items[id]
 		return busy[id] || is != nil && is.Status == engine.ItemBlocked

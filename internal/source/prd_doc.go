@@ -279,7 +279,7 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			story := &s.Doc.Stories[i]
 			is := st.Items[story.ID]
 			story.Passes = is.Done()
-			if is.Status == engine.ItemPassed && is.Commit != "" && is.PassedAt != nil && !is.PassedAt.Before(newest) {
+			if is != nil && is.Status == engine.ItemPassed && is.Commit != "" && is.PassedAt != nil && !is.PassedAt.Before(newest) {
 				newest, s.resumedTip = *is.PassedAt, is.Commit
 			}
 		}

@@ -75,7 +75,7 @@ func (s *ParallelPRD) Next(st *engine.State, busy map[string]bool) (*engine.Item
 	if s.waiting == nil {
 		s.waiting = s.Doc.Dependents() // the graph is fixed for the run
 	}
-	ready := s.Doc.ReadyStoriesUnblockingFirst(st.Done(), excluded(st, busy), s.waiting)
+	ready := s.Doc.ReadyStoriesUnblockingFirst(st.Passed(), excluded(st, busy), s.waiting)
 	if len(ready) == 0 {
 		return nil, nil
 	}
