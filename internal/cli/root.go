@@ -153,7 +153,8 @@ verifiably done.
 
 Exit codes: 0 complete · 1 error · 2 usage or invalid input · 3 max iterations
 or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
-130 interrupted or stopped.`,
+6 unverified (only items marked done by hand are left) · 130 interrupted or
+stopped.`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

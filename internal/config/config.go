@@ -70,7 +70,8 @@ type Config struct {
 	TestFixRole       string            `yaml:"test_fix_role"` // their role (default debugger)
 	PlanApproval      bool              `yaml:"plan_approval"`
 	AutoApprove       bool              `yaml:"auto_approve"`
-	Council           int               `yaml:"council"` // voters on a critical item (default 3)
+	TrustMarks        bool              `yaml:"trust_marks"` // count items marked done by hand as passed
+	Council           int               `yaml:"council"`     // voters on a critical item (default 3)
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
