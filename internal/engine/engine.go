@@ -10,7 +10,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -129,6 +128,10 @@ type Limits struct {
 	// BreakerCooldown: an open breaker is half-open at the next start
 	// once this long has passed since it opened (0 = 30 min).
 	BreakerCooldown time.Duration
+	// AskTimeout: an agent's question (`ralph ask`) nobody answered this
+	// long after it was asked stops waiting and its item goes on without
+	// an answer (0 = it waits as long as the run runs).
+	AskTimeout time.Duration
 }
 
 // RateLimitConfig: the first wait when no reset time is given doubles up
@@ -158,6 +161,12 @@ type ProgressConfig struct {
 	// clone or another machine has it. ralph's own record stays in
 	// .ralph/progress.md.
 	InRepo string
+	// AgentsFile (`progress: agents-md`) is the agents' instructions file
+	// (AGENTS.md, or CLAUDE.md for Claude Code; relative to the root)
+	// whose section between AgentsPatternsBegin and AgentsPatternsEnd
+	// the agents keep as the codebase patterns: every agent CLI reads it
+	// by itself, and it is committed with each item's work.
+	AgentsFile string
 }
 
 // StartConfig is how a run begins: resumed or new.
@@ -267,8 +276,14 @@ type Engine struct {
 	backoffMu sync.Mutex
 	backoff   time.Duration
 	watching  bool
-	mask      *secret.Masker
-	slots     *agentSlots
+	// The questions' bookkeeping (ask.go): answers announced, forged ones
+	// reported, and whether the idle wait for answers was said.
+	askMu    sync.Mutex
+	told     map[string]bool
+	forged   map[string]bool
+	awaiting bool
+	mask     *secret.Masker
+	slots    *agentSlots
 	// landers own the branches work lands on, one each (land.Lander).
 	landMu  sync.Mutex
 	landers map[string]*land.Lander
@@ -748,12 +763,6 @@ func (e *Engine) reportLinks() {
 func (e *Engine) killOrphans() {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
-	// Commits that landed are recorded first: an item verified again here
-	// may be committed at once, and its commit must already count them
-	// (a PRD's write-back of every passed story).
-	slices.SortStableFunc(cur, func(a, b *Current) int {
-		return cmp.Compare(phaseOrder(a.Phase), phaseOrder(b.Phase))
-	})
 	for _, c := range cur {
 		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
 			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
@@ -784,14 +793,18 @@ func (e *Engine) removeStaleLocks(ctx context.Context) {
 func (e *Engine) recover(ctx context.Context) error {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	// Every commit that landed is recorded before anything is judged
+	// again: an item verified again here may be committed at once, and its
+	// commit must already count them (a PRD's write-back of every passed
+	// story), and a source readies its trees knowing which items landed.
+	var again []*Current
 	for _, c := range cur {
 		it := e.itemByID(c.Item)
 		if it == nil {
 			_ = e.box.update(func(st *State) { st.dropCurrent(c.Item) })
 			continue
 		}
-		switch c.Phase {
-		case PhaseCommit:
+		if c.Phase == PhaseCommit {
 			commit, done, err := e.cfg.Source.Recover(ctx, it, e.box.snapshot())
 			if err != nil {
 				return err
@@ -801,8 +814,13 @@ func (e *Engine) recover(ctx context.Context) error {
 				e.markPassed(it, c.Iteration, commit, "passed (recovered after crash)")
 				continue
 			}
-			fallthrough
-		case PhaseVerify:
+		}
+		again = append(again, c)
+	}
+	for _, c := range again {
+		it := e.itemByID(c.Item)
+		switch c.Phase {
+		case PhaseCommit, PhaseVerify:
 			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted while verifying; verifying again", c.Iteration, it.ID)})
 			if err := e.reverify(ctx, it, c); err != nil {
 				return err
@@ -819,14 +837,6 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// phaseOrder puts the commit phase before the others.
-func phaseOrder(p string) int {
-	if p == PhaseCommit {
-		return 0
-	}
-	return 1
 }
 
 func (e *Engine) itemByID(id string) *Item {

@@ -96,6 +96,11 @@ type Judge struct {
 	// results at bases.
 	Trees    *Trees
 	Baseline *Baseline
+	// NoGates: the person started the run with nothing to check the
+	// work by (--no-gates): an item with no gate, check or review then
+	// passes on its real work, said not verified. Otherwise such an item
+	// has no evidence and does not pass.
+	NoGates bool
 	// Protect are protected globs besides the test files (config, PRD).
 	Protect []string
 	// StateDir is ralph's folder (.ralph): the judgement logs.
@@ -141,8 +146,11 @@ func New(repo *git.Repo, gates gate.Runner, stateDir string) (*Judge, error) {
 // now, taken as the base's (once per run: a resumed run keeps the ones
 // its start took), and the run-wide gates on the base rev (the
 // baseline). It returns what fails at the base: work for the run,
-// listed up front, never blamed on an item.
+// listed up front, never blamed on an item. What a killed run's judging
+// left (index files in .git, locks in the checkouts) goes first.
 func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error) {
+	git.RemoveDeadSnapshots(j.gitDir)
+	j.Trees.RemoveLocks()
 	root := j.Repo.Dir
 	env, err := OpenEnv(ctx, j.Repo, root, filepath.Join(j.StateDir, "judge", "env"), runID)
 	if err != nil {
@@ -264,7 +272,7 @@ func (j *Judge) finish(c *Case) Verdict {
 	switch {
 	case c.failure != nil:
 		f := *c.failure
-		v.Passed, v.Summary, v.Failure, v.Conflict = false, f.Summary, f.Failure, f.Conflict
+		v.Passed, v.Summary, v.Failure, v.Conflict, v.Unproven = false, f.Summary, f.Failure, f.Conflict, f.Unproven
 		if !f.Claimed && f.Summary != "" && !c.claimed() {
 			v.Claimed = false
 		}
