@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -500,12 +499,6 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		return nil, err
 	}
 	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
-	if o.coord != nil {
-		// Gate results a worker reports for exactly the tree verified
-		// here stand for it (see cluster.Attestations).
-		o.coord.attest = &cluster.Attestations{Repo: repo}
-		gates.Attested = o.coord.attest.Lookup
-	}
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
 		return nil, err
@@ -610,6 +603,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	}
 	j.NoGates = o.NoGates
 	j.Protect, j.Declarations = o.protected, o.protectedRule == "declarations"
+	if o.coord != nil {
+		o.coord.judge(j)
+	}
 	cfg.Judge = j
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
@@ -827,7 +823,7 @@ func (r *openedRun) run(ctx context.Context) error {
 		go pp.heartbeat(hctx, every)
 	}
 	if o.coord != nil {
-		o.coord.observe(ctx, r.repo, &cfg)
+		o.coord.c.Observe(ctx, r.repo, &cfg)
 	}
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)

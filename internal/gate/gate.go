@@ -50,10 +50,6 @@ type Runner struct {
 	Proc    proc.Runner
 	Timeout time.Duration // per gate; 0 = 10 minutes
 	Env     []string
-	// Attested, when set, may answer for gates that ralph already ran on
-	// exactly this tree elsewhere (a worker of `ralph coordinator`): ok
-	// true returns its results instead of running the gates again.
-	Attested func(ctx context.Context, dir string, gates []Gate, log io.Writer) (results []Result, passed, ok bool)
 }
 
 // Run runs gates in order and stops at the first failure (later gates
@@ -64,11 +60,6 @@ type Runner struct {
 func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer) ([]Result, bool) {
 	if log == nil {
 		log = io.Discard
-	}
-	if r.Attested != nil {
-		if results, passed, ok := r.Attested(ctx, dir, gates, log); ok {
-			return results, passed
-		}
 	}
 	timeout := r.Timeout
 	if timeout == 0 {

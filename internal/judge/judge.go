@@ -112,7 +112,13 @@ type Judge struct {
 	// Declarations lets a Go test file gain declarations (its own ones
 	// must stay byte for byte); off, a protected file may not change.
 	Declarations bool
-	checks       []Check
+	// Attested, when set, gives gate results that ran elsewhere (a worker
+	// of `ralph coordinator`): they stand for exactly the tree they ran
+	// on; otherwise the gates run here. Here names this judge on the
+	// commits whose gates it ran ("" names nobody: a local run).
+	Attested Attester
+	Here     string
+	checks   []Check
 
 	mu sync.Mutex
 	// alternates is objects/info/alternates as the run found it; hooksSeen
@@ -232,9 +238,10 @@ func (j *Judge) Judge(ctx context.Context, c *Case) Verdict {
 // recorded and integrated anew on the queue's end.
 func (j *Judge) Rejudge(ctx context.Context, c *Case) Verdict {
 	if c.failure == nil && c.tree != "" {
-		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met}
+		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met, judgedBy: c.judgedBy}
 	}
 	c.failure, c.checks, c.results, c.evidence, c.stillRed, c.lost, c.notes = nil, nil, nil, nil, nil, nil, nil
+	c.judgedBy = ""
 	c.ticket, c.tree = nil, ""
 	c.snap.Remove()
 	c.snap = nil
@@ -374,6 +381,9 @@ func (c *Case) message(summary string) string {
 	for _, t := range c.Claim.Trailers {
 		b.WriteString(oneLine(t) + "\n")
 	}
+	if c.judgedBy != "" {
+		b.WriteString(judgedByTrailer + ": " + oneLine(c.judgedBy) + "\n")
+	}
 	return b.String()
 }
 
@@ -397,7 +407,7 @@ func oneLine(s string) string {
 // said in the transcript: the verdict stands).
 func (j *Judge) record(c *Case, v Verdict) *Judgement {
 	jd := Judgement{Item: c.Item, Iteration: c.Iteration, Attempt: c.Attempt, Time: time.Now().UTC(), Tree: v.Tree, Base: c.Base,
-		Claimed: v.Claimed, Passed: v.Passed, Summary: v.Summary, Checks: c.checks, Evidence: c.evidence, StillRed: c.stillRed, Lost: c.lost, Contract: c.contract}
+		Claimed: v.Claimed, Passed: v.Passed, Summary: v.Summary, Checks: c.checks, Evidence: c.evidence, StillRed: c.stillRed, Lost: c.lost, Contract: c.contract, Worker: c.judgedBy}
 	if c.ticket != nil {
 		if p := c.ticket.Plan(); p.On == nil {
 			jd.Parent = p.Base
