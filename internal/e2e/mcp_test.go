@@ -18,45 +18,17 @@ import (
 // active is refused with who holds the lock; tail shows the events.
 func TestMCPServerRunsALoop(t *testing.T) {
 	dir := newRepo(t, map[string]string{"agent.sh": "cat > /dev/null\nsleep 0.3\necho \"$RALPH_ITEM_ID\" > \"$RALPH_ITEM_ID.txt\"\necho '<promise>COMPLETE</promise>'\n"})
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "mcp")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), asRalph+"=1",
-		"GIT_AUTHOR_NAME=ralph e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=ralph e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	callTool := func(name string, args map[string]any) (map[string]any, string, bool) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var text strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				text.WriteString(tc.Text)
-			}
-		}
-		var out map[string]any
-		b, _ := json.Marshal(res.StructuredContent)
-		_ = json.Unmarshal(b, &out)
-		return out, text.String(), res.IsError
-	}
+	cs, callTool := mcpClient(ctx, t, dir)
 
 	if _, text, isErr := callTool("create_prd", map[string]any{"project": "mcp", "feature": "Two marks", "path": "prd.json"}); isErr {
 		t.Fatalf("create_prd: %s", text)
 	}
-	// The template's one story, and a gate the agent's file satisfies.
+	// Two stories, each with a check the agent's file satisfies (it fails
+	// before the work: the evidence).
 	os.WriteFile(dir+"/prd.json", []byte(`{"project":"mcp","branch_name":"ralph/mcp","quality_checks":{"test":"true"},"user_stories":[
- {"id":"US-001","title":"first","priority":1},{"id":"US-002","title":"second","priority":2}]}`), 0o644)
+ {"id":"US-001","title":"first","priority":1,"checks":["test -f US-001.txt"]},{"id":"US-002","title":"second","priority":2,"checks":["test -f US-002.txt"]}]}`), 0o644)
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-qm", "prd")
 
@@ -106,6 +78,47 @@ func TestMCPServerRunsALoop(t *testing.T) {
 	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "ralph://transcript/1"})
 	if err != nil || !strings.Contains(res.Contents[0].Text, "# ralph iteration 1 · story US-001") {
 		t.Errorf("ralph://transcript/1: %v", err)
+	}
+}
+
+// toolCall calls one of the server's tools: its structured result, its
+// text, and whether it is an error.
+type toolCall func(name string, args map[string]any) (out map[string]any, text string, isErr bool)
+
+// mcpClient starts `ralph mcp` in dir as a real process over stdio,
+// connected to the go-sdk client until ctx ends or the test does: the
+// session, and its tools to call.
+func mcpClient(ctx context.Context, t *testing.T, dir string) (*mcp.ClientSession, toolCall) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "mcp")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), asRalph+"=1",
+		"GIT_AUTHOR_NAME=ralph e2e", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=ralph e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, func(name string, args map[string]any) (map[string]any, string, bool) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var text strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text.WriteString(tc.Text)
+			}
+		}
+		var out map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		return out, text.String(), res.IsError
 	}
 }
 

@@ -61,7 +61,10 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 			if c.snap, err = repo.SnapshotTree(ctx, index, c.onto(), c.except(), extra); err != nil {
 				return Finding{Fail: fail("could not record the work", err.Error())}
 			}
-			c.own, marked = c.snap.Tree, inPlace
+			// What the work changed is read from this snapshot, with
+			// these marks: one taken in place holds the item's own
+			// mark, which is no work once the next is taken without it.
+			c.own, marked, c.changes = c.snap.Tree, inPlace, nil
 		}
 		if c.changes == nil && c.Base != "" {
 			if c.changes, err = j.Repo.Changes(ctx, c.Base, c.own); err != nil {

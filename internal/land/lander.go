@@ -106,7 +106,9 @@ type Lander struct {
 // one that no longer holds it (rewritten while ralph was not running) is
 // put back, its other version kept under refs/ralph/kept/ (rewritten
 // says so). With no rewritten, the lander starts at known and leaves the
-// branch to the caller's checks, which put it back.
+// branch, moved on or rewritten, to the caller's checks: they fold an
+// agent's commits into its item, keep a person's (the landing then goes
+// stale and is judged again on them) and put a rewrite back.
 func New(ctx context.Context, g Git, branch, known string, rewritten func(found, tip, kept string)) (*Lander, error) {
 	l := &Lander{ref: "refs/heads/" + branch, git: g, Rewritten: rewritten}
 	cur, err := g.RevParse(ctx, l.ref)
@@ -117,9 +119,12 @@ func New(ctx context.Context, g Git, branch, known string, rewritten func(found,
 	if known != "" && known != cur {
 		switch _, kerr := g.RevParse(ctx, known); {
 		case kerr != nil:
-		case g.IsAncestor(ctx, known, cur):
 		case rewritten == nil:
+			// Commits on top of known may be an agent's, made in an
+			// earlier process (the Stop hook's session, a resume while
+			// judging): the caller's checks tell them from a person's.
 			tip = known
+		case g.IsAncestor(ctx, known, cur):
 		default:
 			if err := l.putBack(ctx, known, cur); err != nil {
 				return nil, err

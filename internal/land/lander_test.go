@@ -306,8 +306,8 @@ func TestRewriteUnderALandingIsPutBack(t *testing.T) {
 // At New, the newest commit ralph knows landed (known) against the branch
 // as it is: commits on top of it are a person's, taken as they are; a
 // branch that no longer holds it was rewritten while ralph was not
-// running: put back and reported, or — with no callback — left to the
-// caller, the lander starting at known.
+// running: put back and reported. With no callback, both are left to
+// the caller, the lander starting at known.
 func TestNewAgainstTheKnownTip(t *testing.T) {
 	ctx := context.Background()
 	setup := func() (g *landtest.Git, known, rewritten string) {
@@ -362,6 +362,26 @@ func TestNewAgainstTheKnownTip(t *testing.T) {
 		}
 		if l.Tip() != person || g.Tip("main") != person {
 			t.Fatalf("tip %s, main %s", l.Tip(), g.Tip("main"))
+		}
+	})
+	t.Run("moved on, left to the caller", func(t *testing.T) {
+		// Made for a judgement: commits on top of known may be the
+		// agent's (the caller folds them), so the lander starts at known.
+		// A person's commits stay: the landing goes stale, and the tip is
+		// theirs for the judgement again.
+		g := landtest.New()
+		known := g.Make("tree-known", landtest.Root)
+		g.Set("refs/heads/main", known)
+		person := g.Push("main", "tree-person", "a person's commit")
+		l, err := land.New(ctx, g, "main", known, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Tip() != known || g.Tip("main") != person {
+			t.Fatalf("tip %s, main %s", l.Tip(), g.Tip("main"))
+		}
+		if _, err := l.Land(ctx, enqueue(t, l, "A", "tree-a"), "feat(A)", nil); !errors.Is(err, land.ErrStale) || l.Tip() != person || g.Tip("main") != person {
+			t.Fatalf("landing: %v; tip %s, main %s", err, l.Tip(), g.Tip("main"))
 		}
 	})
 	t.Run("known is unknown", func(t *testing.T) {

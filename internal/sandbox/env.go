@@ -36,8 +36,8 @@ var envPrefixes = []string{
 // envAgentPrefixes are what an agent CLI needs to reach its model (keys,
 // base URLs, switches): an agent gets them, a gate does not.
 var envAgentPrefixes = []string{
-	"ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "OPENCODE_", "AMP_", "DISABLE_",
-	"COPILOT_", "AZURE_OPENAI_", "OLLAMA_", "OPENROUTER_", "MISTRAL_", "GROQ_", "DEEPSEEK_", "XAI_", "VERTEX_",
+	"ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "OPENCODE_", "AMP_", "COPILOT_", "DISABLE_",
+	"AZURE_OPENAI_", "OLLAMA_", "OPENROUTER_", "MISTRAL_", "GROQ_", "DEEPSEEK_", "XAI_", "VERTEX_",
 	"CLOUD_ML_REGION",
 }
 

@@ -109,7 +109,8 @@ echo ok`)
 // TestSessionStaysOutside: the user's session does not reach into the
 // sandbox: no TMUX, SSH_AUTH_SOCK or DISPLAY, no socket named by them
 // (wherever it lives), nothing of the real /tmp, and a gate gets no
-// model key. Control: the same sockets answer outside.
+// model key (an agent gets its CLI's: Claude's, Copilot's). Control:
+// the same sockets answer outside.
 func TestSessionStaysOutside(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed (scripts/install-tools.sh installs it)")
@@ -136,6 +137,7 @@ func TestSessionStaysOutside(t *testing.T) {
 	t.Setenv("TMUX", tmuxSock+",123,0")
 	t.Setenv("DISPLAY", ":0")
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+	t.Setenv("COPILOT_PROVIDER_API_KEY", "copilot-test-key")
 	for _, s := range []string{agentSock, tmuxSock} {
 		if out, err := exec.Command("curl", "-sf", "--unix-socket", s, "http://x/").CombinedOutput(); err != nil || !strings.Contains(string(out), "reached") {
 			t.Fatalf("control: %s does not answer outside: %v %s", s, err, out)
@@ -159,8 +161,8 @@ func TestSessionStaysOutside(t *testing.T) {
 		}
 	}
 	// sh's environment is ralph's (os.Environ), as an agent's is.
-	out, _ := sh(t, ctx, ag, f.tree, `echo "tmux=$TMUX ssh=$SSH_AUTH_SOCK display=$DISPLAY key=$ANTHROPIC_API_KEY"; ls -A /tmp`)
-	if !strings.Contains(out, "tmux= ssh= display= key=sk-ant-test-key") {
+	out, _ := sh(t, ctx, ag, f.tree, `echo "tmux=$TMUX ssh=$SSH_AUTH_SOCK display=$DISPLAY key=$ANTHROPIC_API_KEY copilot=$COPILOT_PROVIDER_API_KEY"; ls -A /tmp`)
+	if !strings.Contains(out, "tmux= ssh= display= key=sk-ant-test-key copilot=copilot-test-key") {
 		t.Errorf("the agent's environment: %s", out)
 	}
 	if strings.Contains(out, "tmux-0") || strings.Contains(out, filepath.Base(base)) {
@@ -171,7 +173,7 @@ func TestSessionStaysOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gate.Close()
-	if out, _ := sh(t, ctx, gate, f.tree, `echo "key=$ANTHROPIC_API_KEY"`); !strings.Contains(out, "key=\n") && !strings.HasSuffix(strings.TrimSpace(out), "key=") {
+	if out, _ := sh(t, ctx, gate, f.tree, `echo "key=$ANTHROPIC_API_KEY$COPILOT_PROVIDER_API_KEY"`); !strings.Contains(out, "key=\n") && !strings.HasSuffix(strings.TrimSpace(out), "key=") {
 		t.Errorf("a gate got the model's key: %s", out)
 	}
 }
