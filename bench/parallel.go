@@ -231,11 +231,18 @@ func dagRepo(dir string, d []dagStory, gate string) []string {
 		Title     string   `json:"title"`
 		Priority  int      `json:"priority"`
 		DependsOn []string `json:"depends_on"`
+		Checks    []string `json:"checks,omitempty"`
 	}
 	var stories []story
 	files := map[string]string{}
 	for _, s := range d {
-		stories = append(stories, story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)})
+		st := story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)}
+		if gate != "" {
+			// The evidence a judged story needs: its file, there now,
+			// was not at its base.
+			st.Checks = []string{"test -f out-" + s.ID + ".txt"}
+		}
+		stories = append(stories, st)
 		files["times/"+s.ID] = fmt.Sprintf("%.3f\n", s.Dur.Seconds())
 	}
 	doc := map[string]any{"project": "dag", "branch_name": "ralph/dag", "user_stories": stories}
