@@ -30,12 +30,18 @@ vet:
 REAL_CLI_PKGS = internal/e2e internal/agent
 UNIT_PKGS = $$($(GO) list ./... | grep -v -x $(foreach p,$(REAL_CLI_PKGS),-e '.*/$(p)'))
 
+# go test -json through scripts/testprogress: go test's own lines, plus a
+# line at least every minute while go test prints nothing (it reports
+# packages in order, so a long race-instrumented compile or one slow
+# package would keep the terminal silent): what compiles, what runs.
+GOTEST = $(GO) run ./scripts/testprogress $(GO) test -json
+
 # Unit, end-to-end (testscript, real git) and real-CLI tests, all under the
 # race detector (the testscripts' ralph is the race-enabled test binary).
 # The real-CLI tests fail instead of skipping when an agent CLI is missing.
 test:
-	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(UNIT_PKGS)
-	RALPH_REQUIRE_AGENTS=1 $(GO) test -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
+	RALPH_REQUIRE_AGENTS=1 $(GOTEST) -count=1 -race -timeout 25m $(UNIT_PKGS)
+	RALPH_REQUIRE_AGENTS=1 $(GOTEST) -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
 
 # The kill -9 campaign (go run ./torture -h): ralph killed at random
 # moments, inside agents' git commits and gates and ralph's own worktree
@@ -52,7 +58,7 @@ torture-short:
 # The unit packages 20 times over: a test that fails once in many runs
 # shows up here.
 stress:
-	$(GO) test -count=20 -race -timeout 40m $(UNIT_PKGS)
+	$(GOTEST) -count=20 -race -timeout 40m $(UNIT_PKGS)
 
 build:
 	$(GO) build -o bin/ralph ./cmd/ralph

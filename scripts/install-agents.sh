@@ -2,13 +2,13 @@
 # install-agents.sh — install the agent CLIs ralph drives, at pinned versions,
 # from the npm registry into one private prefix:
 #
-#     ${RALPH_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ralph/agents}/node_modules/.bin/{claude,codex,opencode,gemini,amp}
+#     ${RALPH_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ralph/agents}/node_modules/.bin/{claude,codex,opencode,gemini,amp,copilot}
 #
 # ralph's adapters look in that .bin folder before $PATH, so nothing has to
 # be added to PATH. The script is idempotent: packages already present at the
 # pinned version are skipped. Each CLI must answer --version after install.
 #
-# Usage: scripts/install-agents.sh [NAME…]   (NAME = claude codex opencode gemini amp;
+# Usage: scripts/install-agents.sh [NAME…]   (NAME = claude codex opencode gemini amp copilot;
 #                                             default: all)
 # Exit status: 0 when every requested CLI is installed and runs; otherwise 1,
 # with a line naming the npm package that failed.
@@ -22,6 +22,7 @@ PINS=(
 	"opencode|opencode-ai|1.18.33|opencode"
 	"gemini|@google/gemini-cli|0.61.0|gemini"
 	"amp|@sourcegraph/amp|0.0.1790142911-g7618fb|amp"
+	"copilot|@github/copilot|1.0.102|copilot"
 )
 
 DIR="${RALPH_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ralph/agents}"
@@ -44,7 +45,7 @@ if [ ${#want[@]} -gt 0 ]; then
 		ok=0
 		for pin in "${PINS[@]}"; do [ "${pin%%|*}" = "$w" ] && ok=1; done
 		if [ $ok -eq 0 ]; then
-			echo "install-agents: unknown agent '$w' (known: claude codex opencode gemini amp)" >&2
+			echo "install-agents: unknown agent '$w' (known: claude codex opencode gemini amp copilot)" >&2
 			exit 2
 		fi
 	done
@@ -118,7 +119,7 @@ for pin in "${PINS[@]}"; do
 		continue
 	fi
 	if out="$(cd "$DIR" && timeout 60 "$BIN/$bin" --version </dev/null 2>&1)"; then
-		echo "install-agents: ok $name ($pkg@$ver): $(printf '%s' "$out" | tail -n 1)"
+		echo "install-agents: ok $name ($pkg@$ver): $(printf '%s' "$out" | head -n 1)"
 	else
 		echo "install-agents: FAILED: $BIN/$bin --version ($pkg@$ver) exited non-zero:" >&2
 		printf '%s\n' "$out" | tail -n 5 >&2

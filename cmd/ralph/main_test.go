@@ -16,6 +16,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/ralph-loop/ralph/internal/chattest"
 	"github.com/ralph-loop/ralph/internal/cli"
 	"github.com/ralph-loop/ralph/internal/ghtest"
 	"github.com/ralph-loop/ralph/internal/proc"
@@ -103,6 +104,7 @@ func TestScripts(t *testing.T) {
 			"countlines": cmdCountLines,
 			"webhook":    cmdWebhook,
 			"ghserver":   cmdGHServer,
+			"chatserver": cmdChatServer,
 		},
 		RequireExplicitExec: true,
 	})
@@ -200,10 +202,66 @@ func cmdWebhook(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(srv.URL), 0o644))
 }
 
+// chatServers are the scripts' scripted chats.
+var chatServers sync.Map // *testscript.TestScript → *chattest.Server
+
+// chatserver start | reply telegram|slack TEXT | message telegram TEXT |
+// wait CHAT TEXT | sent FILE: a scripted chat (internal/chattest)
+// speaking Telegram's Bot API and Slack's Web API; start sets $CHATURL
+// (both api_urls) and $CHATID (the Telegram chat). reply answers the
+// newest question sent there, message is a Telegram message of its own,
+// wait waits until ralph sent TEXT there, sent writes what ralph sent
+// (one JSON line each).
+func cmdChatServer(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: chatserver start|reply|message|sent")
+	}
+	if args[0] == "start" {
+		srv := chattest.Start()
+		ts.Defer(srv.Close)
+		chatServers.Store(ts, srv)
+		ts.Setenv("CHATURL", srv.URL())
+		ts.Setenv("CHATID", strconv.Itoa(chattest.ChatID))
+		return
+	}
+	v, ok := chatServers.Load(ts)
+	if !ok {
+		ts.Fatalf("chatserver: start it first")
+	}
+	srv := v.(*chattest.Server)
+	switch {
+	case (args[0] == "reply" || args[0] == "message") && len(args) == 3:
+		ts.Check(srv.Reply(args[1], args[2], args[0] == "message"))
+	case args[0] == "wait" && len(args) == 3:
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			for _, m := range srv.Sent() {
+				if m.Chat == args[1] && strings.Contains(m.Text, args[2]) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				ts.Fatalf("nothing with %q was sent to %s", args[2], args[1])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	case args[0] == "sent" && len(args) == 2:
+		var b strings.Builder
+		for _, m := range srv.Sent() {
+			line, _ := json.Marshal(m)
+			b.Write(append(line, '\n'))
+		}
+		ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(b.String()), 0o644))
+	default:
+		ts.Fatalf("usage: chatserver start|reply CHAT TEXT|message telegram TEXT|sent FILE")
+	}
+}
+
 // ghServers are the scripts' scripted GitHub servers.
 var ghServers sync.Map // *testscript.TestScript → *ghtest.Server
 
-// ghserver start | issue TITLE BODYFILE [LABEL…] | requests FILE | state FILE:
+// ghserver start | issue TITLE BODYFILE [LABEL…] | pr HEAD BASE TITLE |
+// requests FILE | state FILE:
 // a scripted GitHub (internal/ghtest) for the rest of the script, which
 // the real gh reaches through the environment start sets ($GHREMOTE is
 // the repository's URL for `git remote add origin`); requests writes
@@ -238,6 +296,11 @@ func cmdGHServer(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("usage: ghserver issue TITLE BODYFILE [LABEL…]")
 		}
 		srv.AddIssue(args[1], ts.ReadFile(args[2]), args[3:]...)
+	case "pr":
+		if len(args) != 4 {
+			ts.Fatalf("usage: ghserver pr HEAD BASE TITLE")
+		}
+		srv.AddPR(args[1], args[2], args[3])
 	case "requests":
 		var b strings.Builder
 		for _, r := range srv.Requests() {

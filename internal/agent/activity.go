@@ -19,7 +19,7 @@ type Step struct {
 
 // ActivityReader reads an agent's output stream, line by line, as the
 // steps it shows people, for the agent named (claude, codex, opencode,
-// gemini; any other agent's output, and a line that is not the CLI's
+// gemini, copilot; any other agent's output, and a line that is not the CLI's
 // JSON, is plain text). Paths under the agent's work folder are shown
 // relative to it.
 type ActivityReader struct {
@@ -53,6 +53,8 @@ func (r *ActivityReader) Line(line []byte) []Step {
 		steps = opencodeSteps(m)
 	case "gemini":
 		steps = geminiSteps(m)
+	case "copilot":
+		steps = copilotSteps(m)
 	default:
 		return []Step{{Kind: "text", Text: t}}
 	}
@@ -251,6 +253,29 @@ func geminiSteps(m map[string]any) []Step {
 		if s := str(m, "status"); s != "" && s != "success" {
 			return []Step{{Kind: "error", Text: firstNonEmpty(str(m, "error", "message"), s)}}
 		}
+	}
+	return nil
+}
+
+func copilotSteps(m map[string]any) []Step {
+	data, _ := m["data"].(map[string]any)
+	switch m["type"] {
+	case "assistant.message":
+		if c := str(m, "data", "content"); strings.TrimSpace(c) != "" {
+			return []Step{{Kind: "text", Text: c}}
+		}
+	case "tool.execution_start":
+		in, _ := data["arguments"].(map[string]any)
+		return []Step{toolStep(str(m, "data", "toolName"), in)}
+	case "tool.execution_complete":
+		if data["success"] == false {
+			return []Step{{Kind: "error", Text: firstNonEmpty(str(m, "data", "error", "message"), str(m, "data", "result", "content"), "the tool failed")}}
+		}
+		if o := str(m, "data", "result", "content"); strings.TrimSpace(o) != "" {
+			return []Step{{Kind: "output", Text: o}}
+		}
+	case "session.error":
+		return []Step{{Kind: "error", Text: str(m, "data", "message")}}
 	}
 	return nil
 }

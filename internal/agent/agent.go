@@ -6,11 +6,12 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // Request is everything an adapter needs for one run.
@@ -133,7 +134,7 @@ type Options struct {
 	Args      []string
 	BaseURL   string
 	APIKeyEnv string
-	Provider  string // native: anthropic | openai
+	Provider  string // native: anthropic | openai; copilot: the API of its base URL (openai | anthropic)
 }
 
 var registry = map[string]Factory{}
@@ -145,7 +146,7 @@ func register(name string, f Factory) { registry[name] = f }
 func New(name string, opts Options) (Agent, error) {
 	f, ok := registry[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Names(), ", "))
+		return nil, usage.Errorf("unknown agent %q%s (known: %s)", name, usage.DidYouMean(name, Names()), strings.Join(Names(), ", "))
 	}
 	return f(opts)
 }

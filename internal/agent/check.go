@@ -34,18 +34,31 @@ func (b *cliBase) Check(ctx context.Context, _ string) (string, error) {
 	} else if _, err := lookProgram(path, ""); err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	r := b.Runner
 	if r == nil {
 		r = proc.Exec{}
 	}
-	out, err := proc.Output(ctx, r, proc.Cmd{Argv: []string{path, "--version"}})
-	if err != nil {
+	var out, errOut strings.Builder
+	res, err := r.Run(ctx, proc.Cmd{Argv: []string{path, "--version"}, Stdout: &out, Stderr: &errOut, Timeout: versionTimeout})
+	if err == nil && res.ExitCode != 0 && !res.TimedOut {
+		err = &proc.ExitError{Cmd: path + " --version", Code: res.ExitCode, Stderr: strings.TrimSpace(errOut.String()), Stdout: out.String()}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case res.TimedOut:
+		// Installed, only slow to start (a loaded machine, a CLI that
+		// checks for updates first): not a reason to refuse the run.
+		return fmt.Sprintf("%s (%s): its --version did not answer within %s, so its version is unknown (a slow start, not a missing CLI)",
+			b.info.bin, path, versionTimeout), nil
+	case err != nil:
 		return "", fmt.Errorf("%s --version failed (%v): reinstall it with npm install -g %s", path, err, b.info.pkg)
 	}
-	return fmt.Sprintf("%s %s (%s)", b.info.bin, firstLineOf(out), path), nil
+	return fmt.Sprintf("%s %s (%s)", b.info.bin, firstLineOf(out.String()), path), nil
 }
+
+// versionTimeout bounds a CLI's --version in the preflight.
+var versionTimeout = 20 * time.Second
 
 // Check finds the command's program.
 func (c *cmd) Check(context.Context, string) (string, error) {

@@ -227,7 +227,7 @@ func (p *claudeParser) Finish(res *Result, stderrTail string) {
 }
 
 // ---------------------------------------------------------------------------
-// Shared by the CLI adapters (claude, codex, opencode, gemini, amp).
+// Shared by the CLI adapters (claude, codex, opencode, gemini, amp, copilot).
 
 // cliInfo names one agent CLI and the npm package that installs it.
 type cliInfo struct {

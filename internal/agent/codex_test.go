@@ -86,7 +86,7 @@ func TestCodexPlan(t *testing.T) {
 func TestMissingBinaryError(t *testing.T) {
 	t.Setenv("RALPH_AGENTS_DIR", t.TempDir())
 	t.Setenv("PATH", t.TempDir())
-	for _, name := range []string{"claude", "codex", "opencode", "gemini", "amp"} {
+	for _, name := range []string{"claude", "codex", "opencode", "gemini", "amp", "copilot"} {
 		a, err := New(name, Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -48,6 +48,9 @@ var realCLIs = []realCLI{
 	{"gemini", "gemini", func(dir string) llmtest.ToolCall {
 		return toolCall("write_file", map[string]any{"file_path": filepath.Join(dir, "hello.txt"), "content": "hello\n"})
 	}},
+	{"copilot", "copilot", func(dir string) llmtest.ToolCall {
+		return toolCall("create", map[string]any{"path": filepath.Join(dir, "hello.txt"), "file_text": "hello\n"})
+	}},
 }
 
 func requireCLI(t *testing.T, bin string) {

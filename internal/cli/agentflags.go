@@ -32,8 +32,8 @@ func (a *AgentFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&a.AgentArgs, "agent-arg", nil, "extra `ARG` for the agent CLI (repeatable)")
 	fl.StringVar(&a.Script, "script", "", "for --agent scripted: the script `FILE`")
 	fl.StringVar(&a.Model, "model", "", "model `NAME` passed to the agent")
-	fl.StringVar(&a.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini)")
-	fl.StringVar(&a.Provider, "provider", "", "for --agent native: the `API`, anthropic or openai")
+	fl.StringVar(&a.BaseURL, "base-url", "", "API endpoint `URL` for the agent (native, claude, codex, opencode, gemini, copilot)")
+	fl.StringVar(&a.Provider, "provider", "", "for --agent native, and copilot with --base-url: the `API` of the endpoint, anthropic or openai")
 }
 
 // applyConfig fills the agent settings not given as flags from

@@ -56,6 +56,8 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 	}()
 	if _, err := prog.Run(); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(out.ErrOut, "ralph: the dashboard failed (%v); plain lines follow\n", err)
+	} else {
+		fmt.Fprint(out.Out, model.FinalFrame())
 	}
 	if model.Closed {
 		fmt.Fprintln(out.ErrOut, "ralph: the dashboard is closed; the run goes on here (`ralph watch` in another terminal shows it again)")
@@ -69,7 +71,16 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 
 // dashboardControls are the keys' actions on the run's files.
 func dashboardControls(p engine.Paths, interrupt func()) dashboard.Controls {
+	answer := engine.AnswerQuestion
+	if interrupt != nil {
+		// ralph run's own view: the run itself answers.
+		answer = engine.AnswerInRun
+	}
 	return dashboard.Controls{
+		Answer: func(id, text string) error {
+			_, err := answer(p, id, text, "the dashboard", time.Now())
+			return err
+		},
 		SetPause: func(on bool) error { return setPause(p, on, "the dashboard") },
 		Stop:     func() error { return requestStop(p, "the dashboard") },
 		Guide: func(text, item string) (string, error) {
@@ -98,7 +109,8 @@ another terminal, the background, the Stop hook inside Claude Code. It reads
 the run's state, events and transcripts, as ` + "`ralph run`" + `'s own dashboard does,
 and never runs anything itself: p pauses and resumes the run (.ralph/pause),
 s stops it after the current iteration (.ralph/stop), g types guidance for
-the next iterations (G for the selected item only; see ` + "`ralph guide`" + `), enter
+the next iterations (G for the selected item only; see ` + "`ralph guide`" + `), a
+answers the selected item's question (` + "`ralph answer`" + `), enter
 opens the selected item's transcript in $PAGER, t hides the agents'
 output, q leaves (the run goes on). Not on a terminal, or with --plain, it prints the run's
 events as timestamped lines and ends when the run stops.`,
@@ -129,6 +141,7 @@ func runWatch(ctx context.Context, o *WatchOptions) error {
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
+		fmt.Fprint(f.IO.Out, model.FinalFrame())
 		return nil
 	}
 	return followEvents(ctx, p, newPlainPrinter(f.IO.ErrOut, f.IO.Color()))

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,16 +13,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/policy"
+	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
 // DemoOptions are `ralph demo`'s settings.
 type DemoOptions struct {
-	IO  *Factory
-	Dir string
+	IO        *Factory
+	Dir       string
+	NoSandbox bool
 }
 
 // newCmdDemo builds `ralph demo`.
@@ -37,7 +42,12 @@ test per story), a three-story prd.json where story 3 depends on stories 1
 and 2, and run the full loop with the built-in scripted agent: a
 deterministic replay of file edits, not a model. Story 2's first attempt
 fails its check, so you see a retry whose prompt carries the gate output.
-The folder is kept so you can look at the commits and transcripts.`,
+The folder is kept so you can look at the commits and transcripts.
+
+The agent and the gates run in the sandbox, as in a real run (bubblewrap,
+with the sandbox: settings of your ~/.config/ralph/config.yaml). Where
+bubblewrap cannot start, the demo says why and runs without it, where
+` + "`ralph run`" + ` would refuse until it is fixed or given --no-sandbox.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -47,6 +57,7 @@ The folder is kept so you can look at the commits and transcripts.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Dir, "dir", "", "`DIR` to create the demo in (default: a new temporary folder)")
+	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the agent and the gates without the sandbox")
 	return cmd
 }
 
@@ -72,10 +83,13 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	}
 	root := demo.ProjectDir(dir)
 	fmt.Fprintf(w, "ralph demo: project in %s (3 stories; US-003 depends on US-001 and US-002)\n", root)
-	fmt.Fprintf(w, "ralph demo: agent = scripted (replays %s; it is not a model)\n\n", script)
+	fmt.Fprintf(w, "ralph demo: agent = scripted (replays %s; it is not a model)\n", script)
 
+	paths := engine.PathsFor(root)
+	sb := demoSandbox(w, o.NoSandbox, paths)
+	fmt.Fprintln(w)
 	repo := o.IO.GitAt(root)
-	gates := o.IO.GateRunner(2 * time.Minute)
+	gates := confinedGates(o.IO.GateRunner(2*time.Minute), sb)
 	src, err := source.OpenPRD(filepath.Join(root, "prd.json"), repo, gates)
 	if err != nil {
 		return err
@@ -84,15 +98,24 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	paths := engine.PathsFor(root)
 	pp := newPlainPrinter(w, o.IO.IO.Color())
-	j, err := newJudge(repo, paths, gates, nil, nil)
+	if sb != nil {
+		sb.Save() // `ralph status` in the project says the run was confined
+	}
+	j, err := newJudge(repo, paths, gates, sb, nil)
 	if err != nil {
 		return err
 	}
+	// The demo pins its policy as a run does: a `ralph run` in the demo's
+	// project afterwards finds it.
+	guard, err := policy.Check(paths, policy.Options{Fresh: true}, w)
+	if err != nil {
+		return err
+	}
+	guard.PRD = src.Info().PRDPath
 	eng, err := engine.New(engine.Config{
-		Paths: paths, Source: src, Git: repo, Judge: j,
-		Agent:  engine.AgentConfig{Default: ag, Name: "scripted"},
+		Paths: paths, Source: src, Git: repo, Judge: j, Policy: guard,
+		Agent:  engine.AgentConfig{Default: confine(ag, sb, paths, "", nil), Name: "scripted"},
 		Limits: engine.Limits{IterationTimeout: time.Minute},
 		OnEvent: func(ev engine.Event) {
 			pp.event(ev)
@@ -130,6 +153,34 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 		return &statusError{status: outcome.Status, reason: outcome.Reason}
 	}
 	return nil
+}
+
+// demoSandbox opens the sandbox the demo's agent and gates run in, as a
+// run's would (the user's own sandbox: settings apply), and says so; where
+// it cannot start, the demo says why and goes on without it (nil).
+func demoSandbox(w io.Writer, off bool, paths engine.Paths) *sandbox.Sandbox {
+	if off {
+		fmt.Fprintf(w, "ralph demo: sandbox = off (--no-sandbox)\n")
+		return nil
+	}
+	user, err := config.LoadLayered("") // the user's file alone: the demo has no project config
+	var sb *sandbox.Sandbox
+	if err == nil {
+		var s config.Sandbox
+		if s, err = sandboxSettings(user); err == nil {
+			sb, err = openSandbox(s, false, paths)
+		}
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "ralph demo: sandbox = off: %v\n", err)
+		fmt.Fprintf(w, "ralph demo: (the demo goes on without it; `ralph run` would refuse to start here until the sandbox starts, or with --no-sandbox)\n")
+	case sb == nil:
+		fmt.Fprintf(w, "ralph demo: sandbox = off (sandbox.enabled: false in %s)\n", config.UserPath())
+	default:
+		fmt.Fprintf(w, "ralph demo: sandbox = bubblewrap: agent and gates write only the project and build caches, no network (`ralph doctor` in a project says all it allows)\n")
+	}
+	return sb
 }
 
 // retryTranscript finds the transcript of the first retry iteration.

@@ -220,10 +220,15 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	failed := 0
 	for _, c := range checks {
 		if c.Err != nil {
+			// One line: the fix in it is a command to copy whole.
 			failed++
 			fmt.Fprintf(f.IO.Out, "FAIL  %s: %v\n", c.Name, c.Err)
-		} else {
-			fmt.Fprintf(f.IO.Out, "ok    %s: %s\n", c.Name, c.Found)
+			continue
+		}
+		lines := checkLines(c.Name+": "+c.Found, doctorWidth)
+		fmt.Fprintf(f.IO.Out, "ok    %s\n", lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(f.IO.Out, "        %s\n", l)
 		}
 	}
 	if failed > 0 {
@@ -231,6 +236,51 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	}
 	fmt.Fprintln(f.IO.ErrOut, "ralph: ready to run")
 	return nil
+}
+
+// doctorWidth is where doctor breaks a long finding (the sandbox's
+// account runs to some hundred words).
+const doctorWidth = 100
+
+// checkLines breaks a check's text into lines of about width: each
+// sentence on a line of its own, a long one wrapped between words.
+func checkLines(text string, width int) []string {
+	if len(text) <= width {
+		return []string{text}
+	}
+	var out []string
+	for _, sentence := range splitSentences(text) {
+		line := ""
+		for _, w := range strings.Fields(sentence) {
+			if line != "" && len(line)+1+len(w) > width {
+				out = append(out, line)
+				line = "  " + w // a wrapped sentence goes on indented
+				continue
+			}
+			if line == "" {
+				line = w
+			} else {
+				line += " " + w
+			}
+		}
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// splitSentences splits text after ". " followed by a capital letter.
+func splitSentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i+2 < len(text); i++ {
+		if text[i] == '.' && text[i+1] == ' ' && text[i+2] >= 'A' && text[i+2] <= 'Z' {
+			out = append(out, text[start:i+1])
+			start = i + 2
+		}
+	}
+	return append(out, text[start:])
 }
 
 // runAgents are the agents a run starts up front: its own, then the

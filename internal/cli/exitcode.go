@@ -16,7 +16,7 @@ const (
 	exitUsage       = 2
 	exitLimit       = 3 // max iterations or budget reached with work left
 	exitBlocked     = 4
-	exitAwaiting    = 5 // every item left waits for a person to approve its plan
+	exitAwaiting    = 5 // every item left waits for a person: to approve its plan, or to answer its question (the Stop-hook driver)
 	exitInterrupted = 130
 )
 
@@ -27,6 +27,7 @@ var statusCodes = map[string]int{
 	engine.StatusBudget:           exitLimit,
 	engine.StatusBlocked:          exitBlocked,
 	engine.StatusAwaitingApproval: exitAwaiting,
+	engine.StatusAwaitingAnswer:   exitAwaiting,
 	engine.StatusStopped:          exitInterrupted,
 	engine.StatusInterrupted:      exitInterrupted,
 	engine.StatusError:            ExitError,

@@ -209,7 +209,7 @@ func (r *openedRun) completePlan(ctx context.Context) error {
 func (o *RunOptions) prTitle(st *engine.State) string {
 	switch {
 	case o.Issues != "":
-		return "ralph: issues " + o.Issues
+		return "ralph: issues " + o.Issues // the pull request takes the issues' titles
 	case o.Plan != "":
 		return "ralph: plan " + filepath.Base(o.Plan)
 	}

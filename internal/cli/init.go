@@ -35,14 +35,20 @@ prd.json (a template) when there is none. Existing files are kept unless
 --force. .ralph/ is listed in .git/info/exclude, never in your .gitignore.
 
 The quality gates are found in the project's own files and printed with the
-reason: go.mod (go vet, go test, go build), package.json's scripts (test,
+reason: go.mod (go vet and go test; go build would compile the module a
+third time for what those two check), package.json's scripts (test,
 lint, typecheck or tsc, build; npm, pnpm, yarn or bun from the lock file),
 pyproject.toml (pytest, ruff, mypy when it names them; install the project
 first, e.g. pip install -e ., for its tests to import it), tox.ini (tox) or
 noxfile.py (nox), which install the project themselves, Cargo.toml (cargo
 check, clippy, test) and a Makefile's test, lint and check targets (which
-win over a language's). They become the example PRD's quality_checks and
-the task loop's gates in config.yaml.`,
+win over a language's, unless their recipe runs a program from one
+person's home, like ~/.virtualenvs/…/python). They become the example
+PRD's quality_checks and the task loop's gates in config.yaml; run again
+after the project gained one of those files (go mod init), init adds the
+gates to a prd.json and config.yaml that have none yet and keeps the rest.
+config.yaml's settings are commented out, so your own
+~/.config/ralph/config.yaml applies until this repository sets one.`,
 		Example: `  ralph init
   ralph init --force   # rewrite the three files (the gates found again)`,
 		Args: cobra.NoArgs,
@@ -62,6 +68,8 @@ the task loop's gates in config.yaml.`,
 				fmt.Fprintf(f.IO.ErrOut, "found   %s\n", w)
 			}
 			switch {
+			case found.Empty() && len(found.Why) == 0 && hasGoFiles(root):
+				fmt.Fprintf(f.IO.ErrOut, "found   Go files but no go.mod: `go mod init MODULE` (e.g. go mod init example.com/%s) makes this a module, then `ralph init` again finds its gates (go vet, go test)\n", filepath.Base(root))
 			case found.Empty() && len(found.Why) == 0:
 				fmt.Fprintf(f.IO.ErrOut, "found   no go.mod, package.json, pyproject.toml, tox.ini, noxfile.py, Cargo.toml or Makefile targets: prd.json has no quality_checks; add the commands that test your project (a story passes only on what they say)\n")
 			case found.Empty():
@@ -70,14 +78,28 @@ the task loop's gates in config.yaml.`,
 			doc := prd.Template(filepath.Base(root), "First feature")
 			doc.QualityChecks = found.QualityChecks()
 			tmpl, _ := doc.Marshal()
-			files := []struct{ path, content string }{
-				{filepath.Join(root, ".ralph", "config.yaml"), config.Template + gatesYAML(found)},
-				{filepath.Join(root, ".ralph", "PROMPT.md"), engine.DefaultPrompt},
-				{filepath.Join(root, "prd.json"), string(tmpl)},
+			files := []struct {
+				path, content string
+				// fill updates a kept file that has no gates yet with
+				// the ones found: "" when there is nothing to change.
+				fill func(old []byte) ([]byte, string)
+			}{
+				{filepath.Join(root, ".ralph", "config.yaml"), config.Template + gatesYAML(found), func(old []byte) ([]byte, string) { return fillConfigGates(old, found) }},
+				{filepath.Join(root, ".ralph", "PROMPT.md"), engine.DefaultPrompt, nil},
+				{filepath.Join(root, "prd.json"), string(tmpl), func(old []byte) ([]byte, string) { return fillPRDGates(old, found) }},
 			}
 			for _, fl := range files {
 				rel, _ := filepath.Rel(root, fl.path)
-				if _, err := os.Stat(fl.path); err == nil && !opts.Force {
+				if old, err := os.ReadFile(fl.path); err == nil && !opts.Force {
+					if fl.fill != nil {
+						if b, what := fl.fill(old); what != "" {
+							if err := store.WriteFile(fl.path, b, 0o644); err != nil {
+								return err
+							}
+							fmt.Fprintf(f.IO.ErrOut, "updated %s (%s)\n", rel, what)
+							continue
+						}
+					}
 					fmt.Fprintf(f.IO.ErrOut, "kept    %s (exists)\n", rel)
 					continue
 				}
@@ -92,6 +114,55 @@ the task loop's gates in config.yaml.`,
 	}
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "overwrite existing files")
 	return cmd
+}
+
+// hasGoFiles reports whether the project has Go source at its top or one
+// folder down.
+func hasGoFiles(root string) bool {
+	for _, pat := range []string{"*.go", "*/*.go"} {
+		if m, _ := filepath.Glob(filepath.Join(root, pat)); len(m) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fillPRDGates gives a PRD that has no quality gates the ones found (a
+// prd.json `ralph init` wrote before the project had a go.mod, say):
+// the file edited in place, every other byte kept. A PRD with gates of
+// its own is the user's, and left alone.
+func fillPRDGates(old []byte, found gate.Found) ([]byte, string) {
+	doc, err := prd.Parse("prd.json", old)
+	if err != nil || found.Empty() || doc.QualityChecks != (prd.QualityChecks{}) {
+		return nil, ""
+	}
+	doc.QualityChecks = found.QualityChecks()
+	b, err := doc.Marshal()
+	if err != nil {
+		return nil, ""
+	}
+	return b, "it had no quality_checks: added " + strings.Join(slotsOf(found), ", ")
+}
+
+// fillConfigGates replaces the commented-out gates example `ralph init`
+// wrote when it found none with the gates it finds now.
+func fillConfigGates(old []byte, found gate.Found) ([]byte, string) {
+	none := gatesYAML(gate.Found{})
+	if found.Empty() || !strings.Contains(string(old), none) {
+		return nil, ""
+	}
+	return []byte(strings.Replace(string(old), none, gatesYAML(found), 1)), "the task loop's gates: " + strings.Join(slotsOf(found), ", ")
+}
+
+// slotsOf are the gate slots found, in order.
+func slotsOf(found gate.Found) []string {
+	var out []string
+	for _, s := range gate.Slots {
+		if found.Commands[s] != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // gatesYAML is config.yaml's gates block (the task loop's gates) for what

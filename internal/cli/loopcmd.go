@@ -448,7 +448,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 	}
 	where := ""
 	if res.Item != nil {
-		where = fmt.Sprintf(", %s %s", res.Item.Kind, res.Item.ID)
+		where = ", " + res.Item.Label()
 	}
 	msg := fmt.Sprintf("ralph: iteration %s%s", engine.IterationOf(res.Iteration, res.MaxIterations), where)
 	if res.Verdict != nil && res.Verdict.Summary != "" {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -150,30 +148,39 @@ type MCPInstallOptions struct {
 	IO                              *Factory
 	Claude, Codex, Gemini, Opencode bool
 	Scope                           string
+	Command                         string
 }
 
 // newCmdMCPInstall builds `ralph mcp install`.
 func newCmdMCPInstall(f *Factory, runF func(*MCPInstallOptions) error) *cobra.Command {
 	opts := &MCPInstallOptions{IO: f}
 	cmd := &cobra.Command{
-		Use:   "install [--claude] [--codex] [--gemini] [--opencode] [--scope project|user]",
+		Use:   "install [--claude] [--codex] [--gemini] [--opencode] [--scope project|user] [--command PROGRAM]",
 		Short: "Add ralph's MCP server to an agent's MCP client configuration",
 		Long: `Add ralph's MCP server (` + "`ralph mcp`" + `, over stdio) to the agents' configuration,
-keeping every other key and server. A project's file is shared with the
-team, so its command is ` + "`ralph`" + `, found on each machine's PATH (install
-ralph there; ralph warns when it is not on yours); a user's file names this
-binary by its absolute path.
+keeping every other key and server. The command written is this binary's
+absolute path, as ` + "`ralph hook install`" + ` writes it, so the server starts
+whatever the agent's PATH holds (a bin/ralph built in a clone included);
+--command ralph writes the bare name instead, for a project file a team
+shares with ralph on each machine's PATH.
+
+Each agent's file, in the scope it reads MCP servers from by default:
 
   Claude Code  project: .mcp.json               user: ~/.claude.json        mcpServers.ralph
-  Codex        user: ~/.codex/config.toml ($CODEX_HOME)                      [mcp_servers.ralph]
-  Gemini CLI   project: .gemini/settings.json    user: ~/.gemini/settings.json  mcpServers.ralph
+  Codex        user only: ~/.codex/config.toml ($CODEX_HOME)                 [mcp_servers.ralph]
+  Gemini CLI   user: ~/.gemini/settings.json (project: .gemini/settings.json) mcpServers.ralph
   opencode     project: opencode.json            user: ~/.config/opencode/opencode.json  mcp.ralph
 
-Running it twice changes nothing. A configuration file that is not valid
-JSON is an error naming file:line:col, and nothing is written.`,
+Without --scope, Claude Code and opencode get the project's file, Codex and
+Gemini CLI the user's: Codex reads MCP servers from its user config only,
+and Gemini CLI offered none of a project's servers to its model in headless
+runs, so --gemini --scope project warns. Running it twice changes nothing.
+A configuration file that is not valid JSON (or TOML) is an error naming
+file:line:col, and nothing is written.`,
 		Example: `  ralph mcp install --claude
-  ralph mcp install --codex --scope user
-  ralph mcp install --gemini --opencode`,
+  ralph mcp install --codex
+  ralph mcp install --gemini --opencode
+  ralph mcp install --claude --command ralph   # a team's .mcp.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -185,10 +192,20 @@ JSON is an error naming file:line:col, and nothing is written.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Claude, "claude", false, "Claude Code (the default when no agent is named)")
 	fl.BoolVar(&opts.Codex, "codex", false, "Codex (user scope)")
-	fl.BoolVar(&opts.Gemini, "gemini", false, "Gemini CLI")
+	fl.BoolVar(&opts.Gemini, "gemini", false, "Gemini CLI (user scope by default)")
 	fl.BoolVar(&opts.Opencode, "opencode", false, "opencode")
-	fl.StringVar(&opts.Scope, "scope", hook.ScopeProject, "`SCOPE`: project (this repository) or user (your home folder)")
+	fl.StringVar(&opts.Scope, "scope", "", "`SCOPE`: project (this repository) or user (your home folder); default: each agent's own (see above)")
+	fl.StringVar(&opts.Command, "command", "", "the `PROGRAM` the agent starts as ralph (default: this binary's absolute path)")
 	return cmd
+}
+
+// mcpDefaultScope is the scope an agent reads ralph's server from when
+// --scope is not given.
+func mcpDefaultScope(agent string) string {
+	if agent == hook.Codex || agent == hook.Gemini {
+		return hook.ScopeUser
+	}
+	return hook.ScopeProject
 }
 
 func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
@@ -205,20 +222,27 @@ func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
 	if len(agents) == 0 {
 		agents = []string{hook.Claude}
 	}
-	root, home, err := configRoots(ctx, f, o.Scope)
-	if err != nil {
-		return err
-	}
-	exe, err := mcpCommand(o.Scope, f.IO.ErrOut)
+	exe, err := mcpCommand(o.Command)
 	if err != nil {
 		return err
 	}
 	argv := []string{exe, "mcp"}
 	wd, _ := f.Getwd()
 	for _, a := range agents {
-		path, err := hook.MCPConfigPath(a, o.Scope, root, home)
+		scope := o.Scope
+		if scope == "" {
+			scope = mcpDefaultScope(a)
+		}
+		root, home, err := configRoots(ctx, f, scope)
+		if err != nil {
+			return err
+		}
+		path, err := hook.MCPConfigPath(a, scope, root, home)
 		if err != nil {
 			return usage.Errorf("%v", err)
+		}
+		if a == hook.Gemini && scope == hook.ScopeProject {
+			fmt.Fprintln(f.IO.ErrOut, "ralph: warning: Gemini CLI offered the model none of a project's MCP servers (.gemini/settings.json) in headless runs; --scope user, the default for --gemini, works")
 		}
 		res, err := hook.InstallMCP(a, path, argv)
 		if err != nil {
@@ -233,15 +257,12 @@ func mcpInstall(ctx context.Context, o *MCPInstallOptions) error {
 	return nil
 }
 
-// mcpCommand is the program an MCP client starts for ralph's server: for
-// a project's config, which a teammate's machine reads too, `ralph` on
-// the PATH; for the user's own, this binary's absolute path.
-func mcpCommand(scope string, warn io.Writer) (string, error) {
-	if scope == hook.ScopeProject {
-		if _, err := exec.LookPath("ralph"); err != nil {
-			fmt.Fprintln(warn, "ralph: warning: ralph is not on your PATH, and the project's MCP config runs `ralph mcp`: install it (go install github.com/ralph-loop/ralph/cmd/ralph@latest) or add its folder to PATH")
-		}
-		return "ralph", nil
+// mcpCommand is the program an MCP client starts for ralph's server: the
+// one given, else this binary by its absolute path (as the Stop hook's),
+// so the server starts whatever PATH the agent has.
+func mcpCommand(given string) (string, error) {
+	if given != "" {
+		return given, nil
 	}
 	exe, err := mcp.Executable()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/smtp"
@@ -26,10 +27,11 @@ import (
 
 // notifies reports whether people are told about ev: the run's end
 // (done, blocked, out of budget, stopped), an item given up on, a
-// rate-limit pause, a plan that waits for a person's approval.
+// rate-limit pause, a plan that waits for a person's approval, an
+// agent's question to a person (and one nobody answered in time).
 func notifies(ev engine.Event) bool {
 	switch ev.Type {
-	case "run_stopped", "item_blocked", "rate_limited":
+	case "run_stopped", "item_blocked", "rate_limited", "question_asked", "question_timed_out":
 		return true
 	case "plan_written":
 		return ev.Data["auto_approved"] != true
@@ -47,10 +49,14 @@ const defaultNotifyTimeout = 10 * time.Second
 type notifier struct {
 	targets []notifyTarget
 	repo    string
+	paths   engine.Paths
 	events  string // the run's events.jsonl, where failures are recorded
 	timeout time.Duration
 	logf    func(string)
 	wg      sync.WaitGroup
+	// chats are the targets where a reply answers an agent's question
+	// (chat.go): Telegram, and Slack with a bot token.
+	chats []chat
 }
 
 // notifyTarget is one place notifications go.
@@ -130,7 +136,7 @@ func (n *notifier) wait() {
 // config), and the config's Slack, Telegram and email. Nil when there
 // is none.
 func newNotifier(c config.Notify, webhooks []string, command, repo string, paths engine.Paths, runner proc.Runner, logf func(string)) (*notifier, error) {
-	n := &notifier{repo: repo, events: paths.Events, timeout: time.Duration(c.Timeout), logf: logf}
+	n := &notifier{repo: repo, paths: paths, events: paths.Events, timeout: time.Duration(c.Timeout), logf: logf}
 	if n.timeout <= 0 {
 		n.timeout = defaultNotifyTimeout
 	}
@@ -153,7 +159,14 @@ func newNotifier(c config.Notify, webhooks []string, command, repo string, paths
 			return err
 		}})
 	}
-	if s := c.Slack; s != nil {
+	if s := c.Slack; s != nil && s.BotTokenEnv != "" {
+		sl, err := newSlackChat(s, client)
+		if err != nil {
+			return nil, err
+		}
+		n.chats = append(n.chats, sl)
+		n.targets = append(n.targets, notifyTarget{name: "slack", secrets: []string{sl.token}, send: n.chatSend(sl)})
+	} else if s != nil {
 		hook, err := fromEnv("notify.slack", s.WebhookURLEnv, s.WebhookURL)
 		if err != nil {
 			return nil, err
@@ -164,21 +177,12 @@ func newNotifier(c config.Notify, webhooks []string, command, repo string, paths
 		}})
 	}
 	if tg := c.Telegram; tg != nil {
-		token, err := fromEnv("notify.telegram", tg.TokenEnv, "")
+		t, err := newTelegramChat(tg, client)
 		if err != nil {
 			return nil, err
 		}
-		if tg.ChatID == "" {
-			return nil, usage.Errorf("notify.telegram: chat_id is missing")
-		}
-		api := strings.TrimRight(tg.APIURL, "/")
-		if api == "" {
-			api = "https://api.telegram.org"
-		}
-		n.targets = append(n.targets, notifyTarget{name: "telegram", secrets: []string{token}, send: func(ctx context.Context, nt notification, _ []byte) error {
-			b, _ := json.Marshal(map[string]any{"chat_id": tg.ChatID, "text": nt.text(), "disable_web_page_preview": true})
-			return postJSON(ctx, client, api+"/bot"+token+"/sendMessage", b)
-		}})
+		n.chats = append(n.chats, t)
+		n.targets = append(n.targets, notifyTarget{name: "telegram", secrets: []string{t.token}, send: n.chatSend(t)})
 	}
 	if e := c.Email; e != nil {
 		if e.SMTP == "" || e.From == "" || len(e.To) == 0 {
@@ -220,12 +224,29 @@ func fromEnv(section, env, given string) (string, error) {
 // postJSON posts body to u; any answer but 2xx is an error. The error
 // never carries the URL (it may hold a token).
 func postJSON(ctx context.Context, client *http.Client, u string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	return callJSON(ctx, client, http.MethodPost, u, "", body, nil)
+}
+
+// callJSON sends body (nil: none) to u, with a bearer token when one is
+// given, and decodes a 2xx answer's JSON into out (nil: not read). Any
+// other answer is an error that never carries the URL (it may hold a
+// token).
+func callJSON(ctx context.Context, client *http.Client, method, u, bearer string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return errors.New("bad URL")
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("User-Agent", "ralph")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -234,9 +255,14 @@ func postJSON(ctx context.Context, client *http.Client, u string, body []byte) e
 		}
 		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("HTTP %s", resp.Status)
+	}
+	if out != nil {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(out); err != nil {
+			return fmt.Errorf("reading the answer: %v", err)
+		}
 	}
 	return nil
 }

@@ -60,11 +60,11 @@ func TestTerminalText(t *testing.T) {
 func TestStatusNoWorkersWhenStopped(t *testing.T) {
 	st := &engine.State{RunID: "r", Source: "prd", Status: engine.StatusInterrupted, Items: map[string]*engine.ItemState{},
 		Current: []*engine.Current{{Item: "S-1", Iteration: 3, Phase: engine.PhaseAgent}}}
-	md := statusMarkdown(st, false)
+	md := statusMarkdown(st, false, nil)
 	if strings.Contains(md, "| Worker |") || !strings.Contains(md, "**Interrupted:** S-1 (iteration 3, agent); `ralph run` finishes them") {
 		t.Fatalf("stopped run:\n%s", md)
 	}
-	if md := statusMarkdown(st, true); !strings.Contains(md, "| Worker |") {
+	if md := statusMarkdown(st, true, nil); !strings.Contains(md, "| Worker |") {
 		t.Fatalf("active run without worker rows:\n%s", md)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -113,14 +114,15 @@ func newCmdCreatePRD(f *Factory) *cobra.Command {
 
 // PRDValidateOptions are `ralph prd validate`'s settings.
 type PRDValidateOptions struct {
-	IO   *Factory
-	File string
+	IO      *Factory
+	File    string
+	NoGates bool
 }
 
 // newCmdPRDValidate builds `ralph prd validate`.
 func newCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.Command {
 	opts := &PRDValidateOptions{IO: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use: "validate [FILE]",
 		Example: `  ralph prd validate
   ralph prd validate ralph/runs/20261123-auth/prd.json`,
@@ -129,7 +131,10 @@ func newCmdPRDValidate(f *Factory, runF func(*PRDValidateOptions) error) *cobra.
 camelCase format of the bash Ralph (userStories, acceptanceCriteria, …).
 JSON errors name file:line:col; story errors name the story and the rule
 (duplicate id, unknown dependency, dependency cycle with its path, priority or
-complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
+complexity out of range, missing title). A PRD with no quality gate (no
+command in quality_checks, and no story with checks) is refused as
+` + "`ralph run`" + ` refuses it, unless --no-gates, as for the run. Exit 2 when
+invalid. Writes nothing.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.File = "prd.json"
@@ -157,9 +162,16 @@ complexity out of range, missing title). Exit 2 when invalid. Writes nothing.`,
 			for _, s := range doc.Stories {
 				deps += len(s.DependsOn)
 			}
+			gates := len(doc.QualityChecks.Gates())
+			if !opts.NoGates && gates == 0 && !slices.ContainsFunc(doc.Stories, func(s prd.Story) bool { return len(s.Checks) > 0 }) {
+				// What `ralph run` would say, before it is started.
+				return usage.Errorf("%s: no quality gate: there are no commands in quality_checks and no story has checks, so every story would pass on the agent's word alone and `ralph run` refuses it; add the commands that test your project (`ralph init` finds them), or run with --no-gates (`ralph prd validate --no-gates` accepts it)", opts.File)
+			}
 			fmt.Fprintf(f.IO.Out, "%s: valid (%s format): %s, %s, %s, %s\n", opts.File, doc.Format, engine.Plural(len(doc.Stories), "story"),
-				engine.Plural(deps, "dependency"), engine.Plural(len(doc.Levels()), "level"), engine.Plural(len(doc.QualityChecks.Gates()), "gate"))
+				engine.Plural(deps, "dependency"), engine.Plural(len(doc.Levels()), "level"), engine.Plural(gates, "gate"))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&opts.NoGates, "no-gates", false, "accept a PRD without quality gates, as ralph run --no-gates does")
+	return cmd
 }

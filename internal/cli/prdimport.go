@@ -117,26 +117,10 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
-	l, err := f.Settings(dir)
+	ag, err := o.AgentFlags.oneOffAgent(f, dir, o.NoSandbox, o.flagSet)
 	if err != nil {
 		return err
 	}
-	c := l.Config
-	o.AgentFlags.applyConfig(c, o.flagSet)
-	ag, err := o.AgentFlags.build()
-	if err != nil {
-		return err
-	}
-	s, err := sandboxSettings(l)
-	if err != nil {
-		return err
-	}
-	paths := engine.PathsFor(dir)
-	sb, err := openSandbox(s, o.NoSandbox, paths)
-	if err != nil {
-		return err
-	}
-	ag = confine(ag, sb, paths, o.BaseURL, o.Env)
 
 	stamp := time.Now().UTC().Format("20060102-150405")
 	var problems, lint []string
@@ -208,23 +192,7 @@ func (o *PRDImportOptions) runPrep(ctx context.Context, ag agent.Agent, dir, pro
 		fmt.Sprintf("RALPH_ITERATION=%d", n), fmt.Sprintf("RALPH_ATTEMPT=%d", n), "RALPH_ROLE=prep", "RALPH_WORK_DIR="+dir)
 	res, err := ag.Run(ctx, agent.Request{Prompt: prompt, PromptFile: pf, Dir: dir, Model: o.Model, Args: o.AgentArgs, Env: env,
 		Timeout: o.Timeout, Transcript: tr, ItemID: "prd-import", Iteration: n, Attempt: n, Role: "prep"})
-	if err != nil {
-		return res, fmt.Errorf("the prep agent (%s): %w", ag.Name(), err)
-	}
-	if res.RateLimit != nil {
-		return res, fmt.Errorf("the prep agent (%s) hit a rate limit: %s; try again later (transcript %s.log)", ag.Name(), res.RateLimit.Message, base)
-	}
-	if res.Failed() {
-		why := strings.TrimRight(res.ErrorText, ": \n")
-		switch {
-		case res.TimedOut:
-			why = "timed out after " + o.Timeout.String()
-		case why == "":
-			why = fmt.Sprintf("exit status %d", res.ExitCode)
-		}
-		return res, fmt.Errorf("the prep agent (%s) failed: %s (transcript %s.log)", ag.Name(), why, base)
-	}
-	return res, nil
+	return res, oneOffFailure("the prep agent", ag, res, err, o.Timeout, base+".log")
 }
 
 // checkDraft reads the prd.json out of the agent's answer: problems are

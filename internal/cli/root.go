@@ -172,9 +172,9 @@ or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdGuide(f, nil), newCmdRetry(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdConfig(f), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
+	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdAnswer(f, nil), newCmdGuide(f, nil), newCmdReview(f, nil), newCmdPlan(f, nil), newCmdRetry(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdConfig(f), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
 	add(groupFiles, newCmdPRD(f), newCmdCreatePRD(f), newCmdRuns(f, nil), newCmdTask(f), newCmdPipeline(f), newCmdRoles(f, nil))
-	add(groupIntegrations, newCmdHook(f), newCmdLoop(f), newCmdMCP(f, nil))
+	add(groupIntegrations, newCmdHook(f), newCmdLoop(f), newCmdMCP(f, nil), newCmdAsk(f, nil))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })
 	usageErrorsFromArgs(root)
 	return root

@@ -56,6 +56,10 @@ type RunOptions struct {
 	RunDir      string
 	NoLint      bool
 	NoGates     bool
+	// protected and protectedRule are the config's: more protected
+	// globs, and how a protected Go test file is kept.
+	protected     []string
+	protectedRule string
 	AgentFlags
 	Prompt string
 	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
@@ -63,6 +67,11 @@ type RunOptions struct {
 	PlainLoop bool
 	// NoCommit leaves a plain loop's work uncommitted.
 	NoCommit bool
+	// ErrorWait is the plain loop's wait after an agent's non-zero exit.
+	ErrorWait time.Duration
+	// AskTimeout: an agent's question nobody answered this long stops
+	// waiting (0: it waits as long as the run runs).
+	AskTimeout time.Duration
 	// AgentAll gives every role the agent flags' agent, over roles.yaml's
 	// agents: (by default the flags set the worker's).
 	AgentAll          bool
@@ -111,7 +120,7 @@ type RunOptions struct {
 	notifyTo      config.Notify // the config's notify: section
 	// Progress memory.
 	ProgressBudget  int
-	Progress        string // ralph | repo (RepoProgressFile, kept by the agents)
+	Progress        string // ralph | repo (RepoProgressFile, kept by the agents) | agents-md (agentsFile)
 	Summarizer      string
 	SummarizerCmd   string
 	SummarizerModel string
@@ -192,6 +201,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	opts.AgentFlags.register(fl)
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
 	fl.BoolVar(&opts.NoCommit, "no-commit", false, "plain loop (--prompt without a PRD): leave each iteration's work uncommitted (by default ralph commits it on the current branch)")
+	fl.DurationVar(&opts.ErrorWait, "error-wait", defaultErrorWait, "plain loop: wait this `DURATION` after an agent exits non-zero before the next iteration (as ralph.sh; 0 = no wait)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
@@ -199,6 +209,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.IntVar(&opts.TestFix, "test-fix", 0, "when a claim fails the gate named test, re-run the agent up to `N` times with the failing output before the attempt counts as failed (each re-run its own iteration, role debugger)")
 	fl.StringVar(&opts.TestFixRole, "test-fix-role", "", "the `ROLE` of --test-fix re-runs (default debugger)")
 	fl.BoolVar(&opts.PlanApproval, "plan-approval", false, "each story's first iteration writes a plan to .ralph/plans/<id>.md and changes no code; the story waits (others go on) until ralph approve ID (or ralph reject ID --reason …)")
+	fl.DurationVar(&opts.AskTimeout, "ask-timeout", 0, "an agent's question to a person (ralph ask) that nobody answers within this `DURATION` stops waiting: its item goes on without an answer, told to decide alone and say what it assumed (default 0: the item waits as long as the run runs, and the run waits for it when nothing else is left)")
 	fl.BoolVar(&opts.AutoApprove, "auto-approve", false, "with --plan-approval: approve every plan as soon as it is written (unattended runs; the plans are still kept)")
 	fl.IntVar(&opts.Council, "council", 0, "`K` reviewer agents, each its own process, vote on a critical story (critical: true, or a council rule in roles.yaml) once its gates pass; a majority must approve (default 3)")
 	fl.DurationVar(&opts.IterationTimeout, "iteration-timeout", 0, "kill the agent (its whole process group) after this `DURATION` (default 60m)")
@@ -230,7 +241,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
 	fl.StringArrayVar(&opts.Notify, "notify", nil, "webhook `URL` that gets a JSON POST when the run ends, an item is blocked or a rate limit pauses it (repeatable)")
 	fl.StringVar(&opts.NotifyCommand, "notify-command", "", "shell `COMMAND` that gets the same events as JSON on stdin (a desktop notification, a chat tool)")
-	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default) or repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch)")
+	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default), repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch) or agents-md (the codebase patterns in AGENTS.md, CLAUDE.md for claude, between markers: every agent CLI reads it by itself; the agents keep it, committed with each item)")
 	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
@@ -239,10 +250,10 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.AgentAll, "agent-all", false, "the agent flags (--agent, --agent-cmd, --model) set every role's agent too, over roles.yaml's agents: (by default they set the worker's; a role's own agent wins for that role)")
 	completeAgents(cmd, "agent", "summarizer")
 	groupFlags(cmd, []flagGroup{
-		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit"}},
+		{"Work source", []string{"prd", "tasks", "pipeline", "issues", "close-issues", "plan", "plan-completed", "no-lint", "gate", "watch", "interval", "no-gates", "no-commit", "error-wait"}},
 		{"Agent", []string{"agent", "agent-all", "agent-cmd", "agent-arg", "script", "model", "base-url", "provider", "prompt", "promise", "summarizer", "summarizer-cmd", "summarizer-model"}},
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress", "progress-budget", "transcript-max-bytes"}},
-		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council"}},
+		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council", "ask-timeout"}},
 		{"Parallel", []string{"parallel"}},
 		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command", "pr", "pr-remote"}},
@@ -285,6 +296,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 		o.Notify = c.Notify.Webhooks
 	}
 	o.notifyTo = c.Notify
+	o.protected, o.protectedRule = c.Protected, c.ProtectedRule
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	str(&o.Progress, "progress", c.Progress)
@@ -338,6 +350,12 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("max-tokens") && c.MaxTokens > 0 {
 		o.MaxTokens = c.MaxTokens
+	}
+	if !set("ask-timeout") && c.AskTimeout > 0 {
+		o.AskTimeout = time.Duration(c.AskTimeout)
+	}
+	if !set("error-wait") && c.ErrorWait != nil {
+		o.ErrorWait = time.Duration(*c.ErrorWait)
 	}
 	if !set("rate-limit-backoff") && c.RateLimitBackoff > 0 {
 		o.RateLimitBackoff = time.Duration(c.RateLimitBackoff)
@@ -419,10 +437,14 @@ func (o *RunOptions) validate() error {
 		return usage.Errorf("--auto-approve approves the plans of --plan-approval: give both")
 	case o.MaxCallsPerHour < 0:
 		return usage.Errorf("--max-calls-per-hour must be 0 (no limit) or more")
+	case o.AskTimeout < 0:
+		return usage.Errorf("--ask-timeout must be 0 (wait as long as the run runs) or more")
+	case o.ErrorWait < 0:
+		return usage.Errorf("--error-wait must be 0 (no wait) or more")
 	case o.ProgressBudget < 0:
 		return usage.Errorf("--progress-budget must be positive")
-	case o.Progress != "" && o.Progress != "ralph" && o.Progress != "repo":
-		return usage.Errorf("--progress must be ralph or repo, got %q", o.Progress)
+	case o.Progress != "" && !slices.Contains(config.ProgressPlaces, o.Progress):
+		return usage.Errorf("--progress must be %s, got %q", config.ProgressChoice(), o.Progress)
 	}
 	if o.Prompt != "" {
 		if _, err := os.Stat(o.Prompt); err != nil {
@@ -438,6 +460,8 @@ type openedRun struct {
 	o    *RunOptions
 	repo *git.Repo
 	cfg  engine.Config
+	// loopLog is the plain loop's ralph.log (nil for other runs).
+	loopLog *loopLog
 }
 
 // openRun finds the repository, opens the source, the roles and the
@@ -523,6 +547,14 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		}
 		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
 	}
+	// A tree a new run refuses, refused now: before the baseline's gates
+	// run, and before the lock, the sandbox record or the baseline are
+	// written (the engine checks again as it starts).
+	if o.surelyNew(paths, src.Info()) {
+		if c := o.treeCheck(ctx, root, repo, src.Info()); c.Err != nil && !o.DryRun {
+			return nil, c.Err
+		}
+	}
 	o.root = root
 	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
 		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
@@ -535,9 +567,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
 			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
-			BreakerCooldown: o.BreakerCooldown},
+			BreakerCooldown: o.BreakerCooldown, AskTimeout: o.AskTimeout},
 		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress()},
+		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress(), AgentsFile: o.agentsFile()},
 		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),
 			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
 	}
@@ -549,9 +581,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
 		}
 		cfg.Policy = o.policy
-		if f := o.repoProgress(); f != "" {
-			// Stories that each append to the progress file merge as both
-			// appends (git's union merge), not as a conflict.
+		for _, f := range []string{o.repoProgress(), o.agentsFile()} {
+			if f == "" {
+				continue
+			}
+			// Stories that each append to the progress file (or add to
+			// the patterns) merge as both additions (git's union merge),
+			// not as a conflict.
 			if err := repo.EnsureAttribute(ctx, "/"+f+" merge=union"); err != nil {
 				return nil, fmt.Errorf("setting the union merge for %s in .git/info/attributes: %w", f, err)
 			}
@@ -561,9 +597,13 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	if o.NoMask {
 		mask = nil
 	}
-	if cfg.Judge, err = newJudge(repo, paths, gates, o.sandbox, mask); err != nil {
+	j, err := newJudge(repo, paths, gates, o.sandbox, mask)
+	if err != nil {
 		return nil, err
 	}
+	j.NoGates = o.NoGates
+	j.Protect, j.Declarations = o.protected, o.protectedRule == "declarations"
+	cfg.Judge = j
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
 	}
@@ -589,7 +629,25 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 			}
 		}
 	}
-	return &openedRun{o: o, repo: repo, cfg: cfg}, nil
+	r := &openedRun{o: o, repo: repo, cfg: cfg}
+	if _, ok := src.(*source.Loop); ok && !o.DryRun {
+		if err := r.paceLoop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// surelyNew reports whether the engine will start a new run of the
+// source (and so refuse a dirty tree): --fresh, no saved run, or one of
+// another source. A saved run of this source is the engine's to judge (it
+// resumes it, or starts anew when a finished one has work it never saw).
+func (o *RunOptions) surelyNew(p engine.Paths, info engine.SourceInfo) bool {
+	saved, _, err := engine.LoadOrRebuildState(p)
+	if err != nil {
+		return false // the engine says what is wrong with it
+	}
+	return o.Fresh || saved == nil || saved.Source != info.Kind || saved.SourcePath != info.Path
 }
 
 // promptPaths are where the engine looks for the prompt template, first
@@ -675,6 +733,20 @@ func (o *RunOptions) repoProgress() string {
 		return RepoProgressFile
 	}
 	return ""
+}
+
+// agentsFile is the agents' instructions file whose codebase-patterns
+// section the agents keep, "" unless `progress: agents-md`: CLAUDE.md
+// when the run's agent is Claude Code (it reads no AGENTS.md), else
+// AGENTS.md, which the other agent CLIs read.
+func (o *RunOptions) agentsFile() string {
+	if o.Progress != "agents-md" {
+		return ""
+	}
+	if o.Agent == "claude" {
+		return "CLAUDE.md"
+	}
+	return "AGENTS.md"
 }
 
 // worktrees says the stories run in worktrees of their own and merge
@@ -770,6 +842,12 @@ func (r *openedRun) run(ctx context.Context) error {
 		return err
 	}
 	defer notify.wait()
+	if notify != nil && len(notify.chats) > 0 {
+		// A reply in a chat answers an agent's question.
+		lctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go notify.listen(lctx, func() string { return runIDOf(cfg.Paths) })
+	}
 	var reporter *github.Reporter
 	if o.Issues != "" {
 		reporter = &github.Reporter{GH: o.gh(o.root), Record: filepath.Join(cfg.Paths.Dir, github.RecordFile), Close: o.CloseIssues, Mask: o.masker(), Logf: o.logf}
@@ -793,6 +871,9 @@ func (r *openedRun) run(ctx context.Context) error {
 		outcome, err = eng.Run(ctx)
 	}
 	r.repo.Maintain(context.WithoutCancel(ctx))
+	if r.loopLog != nil {
+		r.loopLog.end(outcome)
+	}
 	if err != nil && outcome.State == nil {
 		return err
 	}

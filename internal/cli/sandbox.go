@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
@@ -152,6 +153,12 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	if req.ItemID != "" && os.MkdirAll(plans, 0o700) == nil && os.Mkdir(planScratch, 0o700) == nil {
 		use.Binds[plans] = planScratch
 	}
+	// The questions `ralph ask` records (.ralph/asks): the same, and only
+	// the file of this item's iteration is copied out.
+	asks, askScratch := engine.AskDir(c.paths.Dir), filepath.Join(scratch, "asks")
+	if req.ItemID != "" && os.MkdirAll(asks, 0o700) == nil && os.Mkdir(askScratch, 0o700) == nil {
+		use.Binds[asks] = askScratch
+	}
 	ss, err := c.sb.Open(use)
 	if err != nil {
 		return agent.Result{}, fmt.Errorf("sandbox: %w", err)
@@ -172,9 +179,12 @@ func (c *confinedAgent) Run(ctx context.Context, req agent.Request) (agent.Resul
 	}
 	if req.ItemID != "" {
 		plan := engine.PlanFile(c.paths, req.ItemID)
-		if b, rerr := store.ReadFileLimit(filepath.Join(planScratch, filepath.Base(plan)), 1<<20); rerr == nil {
-			if werr := store.WriteFile(plan, b, 0o644); werr != nil && err == nil {
-				err = werr
+		ask := engine.AskFile(c.paths.Dir, req.ItemID, req.Iteration)
+		for scratchDir, file := range map[string]string{planScratch: plan, askScratch: ask} {
+			if b, rerr := store.ReadFileLimit(filepath.Join(scratchDir, filepath.Base(file)), 1<<20); rerr == nil {
+				if werr := store.WriteFile(file, b, 0o644); werr != nil && err == nil {
+					err = werr
+				}
 			}
 		}
 	}
@@ -287,5 +297,51 @@ func (o *WorkerOptions) confine(w *cluster.Worker, dir string) error {
 		return confine(a, sb, paths, base, o.Env)
 	}
 	w.ConfineGates = sb.Gates
+	return nil
+}
+
+// oneOffAgent is the agent the flags name for a command that runs one
+// agent outside a loop (prd import, plan): the config's settings fill the
+// flags not given, and it runs in the repository's sandbox.
+func (a *AgentFlags) oneOffAgent(f *Factory, dir string, noSandbox bool, set func(string) bool) (agent.Agent, error) {
+	l, err := f.Settings(dir)
+	if err != nil {
+		return nil, err
+	}
+	a.applyConfig(l.Config, set)
+	ag, err := a.build()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sandboxSettings(l)
+	if err != nil {
+		return nil, err
+	}
+	paths := engine.PathsFor(dir)
+	sb, err := openSandbox(s, noSandbox, paths)
+	if err != nil {
+		return nil, err
+	}
+	return confine(ag, sb, paths, a.BaseURL, a.Env), nil
+}
+
+// oneOffFailure says why a one-off agent run (who: "the prep agent")
+// gave no answer, or nil when it did.
+func oneOffFailure(who string, ag agent.Agent, res agent.Result, err error, timeout time.Duration, transcript string) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s (%s): %w", who, ag.Name(), err)
+	case res.RateLimit != nil:
+		return fmt.Errorf("%s (%s) hit a rate limit: %s; try again later (transcript %s)", who, ag.Name(), res.RateLimit.Message, transcript)
+	case res.Failed():
+		why := strings.TrimRight(res.ErrorText, ": \n")
+		switch {
+		case res.TimedOut:
+			why = "timed out after " + timeout.String()
+		case why == "":
+			why = fmt.Sprintf("exit status %d", res.ExitCode)
+		}
+		return fmt.Errorf("%s (%s) failed: %s (transcript %s)", who, ag.Name(), why, transcript)
+	}
 	return nil
 }

@@ -89,6 +89,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				out["ready_to_merge"] = total > 0 && passed == total && st.Status == engine.StatusComplete && !active
 				out["feature_branch"] = st.Branch
 				out["guidance"] = engine.PendingGuidance(guidance, "*")
+				out["questions"] = questionViews(p, st.RunID)
 				if rec := sandbox.ReadRecord(p.Dir); rec != nil {
 					out["sandbox"] = rec
 				}
@@ -100,14 +101,15 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 				}
 				return writeJSON(f.IO.Out, out)
 			}
-			md := withSandbox(statusMarkdown(st, active), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st) + guidanceMarkdown(guidance)
+			qs := questionViews(p, st.RunID)
+			md := withSandbox(statusMarkdown(st, active, waitingFor(qs)), sandbox.ReadRecord(p.Dir)) + side.markdown() + plansMarkdown(p, st) + questionsMarkdown(qs) + guidanceMarkdown(guidance)
 			if active {
 				md += workersMarkdown(cluster.ReadWorkersFile(p.Dir)) + jobsMarkdown(cluster.ReadJobsFile(p.Dir))
 			}
 			if f.IO.IsTTY() {
 				md = terminalText(md)
 			}
-			fmt.Fprint(f.IO.Out, md)
+			fmt.Fprint(f.IO.Out, inert(md))
 			return nil
 		},
 	}
@@ -168,7 +170,7 @@ func workersMarkdown(ws []cluster.WorkerInfo) string {
 
 // statusMarkdown renders a run as markdown: the summary, every item with
 // its state, and a PRD's dependency levels.
-func statusMarkdown(st *engine.State, active bool) string {
+func statusMarkdown(st *engine.State, active bool, asked map[string][]string) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
 	kind := map[string]string{"prd": "stories", "tasks": "tasks", "pipeline": "stages"}[st.Source]
@@ -240,6 +242,9 @@ func statusMarkdown(st *engine.State, active bool) string {
 		if is.Plan == engine.PlanWaiting && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
 			mark = "📝 plan awaits approval"
 		}
+		if ids := asked[id]; len(ids) > 0 && is.Status != engine.ItemPassed && is.Status != engine.ItemBlocked {
+			mark = "❓ waiting for an answer (" + strings.Join(ids, ", ") + ")"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", id, strings.ReplaceAll(is.Title, "|", "\\|"), mark, is.AttemptsOf(st.MaxAttempts), is.Role, commit)
 	}
 	if st.Untracked > 0 {
@@ -303,6 +308,41 @@ func sizeOf(n int64) string {
 		return fmt.Sprintf("%d KB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// inert is s with every control character but line breaks and tabs shown
+// as its escape (\x1b), so text from files and people (a guidance, a
+// title) cannot move the cursor, recolour or retitle the terminal.
+func inert(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// isControl is a character a terminal acts on rather than shows (C0, DEL,
+// C1, bidirectional overrides), line breaks and tabs aside.
+func isControl(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // terminalText renders the status markdown for a terminal: headings and

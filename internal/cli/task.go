@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -337,9 +339,12 @@ func newCmdTaskList(f *Factory, runF func(*TaskOptions) error) *cobra.Command {
   ralph task list --status pending`,
 		Short: "List tasks",
 		Long: `List the tasks of tasks.jsonl in id order, one per line: id, status, leaf or
-container, title (and the reason of blocked ones). --status filters
-(pending, active, blocked, complete; complete includes the archive).
---json prints the lines as stored.`,
+container, title (and the reason of blocked ones), then (on standard error)
+the gates a task run checks them with, from .ralph/config.yaml and your
+own config, read as ` + "`ralph run --tasks`" + ` reads them: a config it would refuse
+is refused here, naming the file and line. --status filters (pending,
+active, blocked, complete; complete includes the archive). --json prints
+the lines as stored.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&opts.Status, "status", "", "only tasks with this `STATUS`: "+strings.Join(tasks.Statuses, ", "))
@@ -352,11 +357,18 @@ container, title (and the reason of blocked ones). --status filters
 		if err != nil {
 			return err
 		}
+		// The gates a task run would use, read as it reads them: a
+		// config.yaml it would refuse is refused here too.
+		gates, err := o.configGates(ctx)
+		if err != nil {
+			return err
+		}
 		list := set.List(o.Status)
 		if o.JSON {
 			o.printTasks(list...)
 			return nil
 		}
+		defer fmt.Fprintln(o.IO.IO.ErrOut, gates)
 		w := o.IO.IO.Out
 		for _, t := range list {
 			kind := "leaf"
@@ -371,6 +383,32 @@ container, title (and the reason of blocked ones). --status filters
 		}
 		return nil
 	})
+}
+
+// configGates is the line naming the gates a task run would use (the
+// config's gates:), or why it would refuse to start without one; the
+// error of a config it could not read.
+func (o *TaskOptions) configGates(ctx context.Context) (string, error) {
+	root, _, err := o.IO.Repo(ctx)
+	if err != nil {
+		return "", nil // no repository: no config of one either
+	}
+	l, err := o.IO.Settings(root)
+	if err != nil {
+		return "", err
+	}
+	if len(l.Gates) == 0 {
+		return "gates: none in .ralph/config.yaml or your config: `ralph run --tasks` needs --gate NAME=COMMAND (or gates: in the config), or --no-gates", nil
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(l.Gates)) {
+		parts = append(parts, name+": "+l.Gates[name])
+	}
+	from := ""
+	if origins := l.From["gates"]; len(origins) > 0 {
+		from = " (" + origins[len(origins)-1].String() + ")"
+	}
+	return "gates" + from + ": " + strings.Join(parts, ", "), nil
 }
 
 // newCmdTaskTree builds `ralph task tree`.

@@ -8,14 +8,18 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/ralph-loop/ralph/internal/prd"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Config mirrors the run flags.
@@ -49,6 +53,12 @@ type Config struct {
 	// TranscriptMaxBytes caps each transcript (0: the default, 50 MB).
 	TranscriptMaxBytes int64    `yaml:"transcript_max_bytes"`
 	RateLimitBackoff   Duration `yaml:"rate_limit_backoff"`
+	// AskTimeout: an agent's question (ralph ask) nobody answered this
+	// long stops waiting (default 0: it waits as long as the run runs).
+	AskTimeout Duration `yaml:"ask_timeout"`
+	// ErrorWait is the plain loop's wait after an agent's non-zero exit
+	// (default 10s; 0 = none).
+	ErrorWait *Duration `yaml:"error_wait"`
 	// MaxCallsPerHour holds agent starts back beyond this many an hour.
 	MaxCallsPerHour   int               `yaml:"max_calls_per_hour"`
 	Env               map[string]string `yaml:"env"`
@@ -65,8 +75,10 @@ type Config struct {
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`
 	// Progress is where the progress memory lives: "ralph" (default,
-	// .ralph/progress.md only) or "repo" (also progress.txt in the
-	// repository, kept by the agents and committed with each item).
+	// .ralph/progress.md only), "repo" (also progress.txt in the
+	// repository, kept by the agents and committed with each item) or
+	// "agents-md" (the codebase patterns in AGENTS.md or CLAUDE.md,
+	// between markers, kept by the agents and committed with each item).
 	Progress string `yaml:"progress"`
 	// GuidanceIterations is how many iterations are shown a piece of
 	// `ralph guide` guidance that none acknowledges (default 3).
@@ -79,6 +91,14 @@ type Config struct {
 	Summarizer      string `yaml:"summarizer"`
 	SummarizerCmd   string `yaml:"summarizer_cmd"`
 	SummarizerModel string `yaml:"summarizer_model"`
+	// Protected are globs of more files the agent may not change, for
+	// every item (golden files, fixtures): besides the tests and test
+	// configuration each item's contract protects.
+	Protected []string `yaml:"protected"`
+	// ProtectedRule is how a protected Go test file is kept: "files"
+	// (default: not changed at all) or "declarations" (every declaration
+	// it had stays byte for byte; new ones may be added).
+	ProtectedRule string `yaml:"protected_rule"`
 	// Sandbox: what the agents and gates may write, see and reach (the
 	// user's config and the repository's add up, Sandbox.Merge).
 	Sandbox Sandbox `yaml:"sandbox"`
@@ -99,13 +119,19 @@ type Notify struct {
 	Email    *Email    `yaml:"email"`
 }
 
-// Slack posts to an incoming webhook.
+// Slack posts to an incoming webhook, or with a bot's token to a channel
+// (chat.postMessage), where a reply in the thread of an agent's question
+// answers it.
 type Slack struct {
 	WebhookURLEnv string `yaml:"webhook_url_env"` // the variable that holds the webhook's URL
 	WebhookURL    string `yaml:"webhook_url"`     // or the URL itself
+	BotTokenEnv   string `yaml:"bot_token_env"`   // the variable that holds a bot token (xoxb-…)
+	Channel       string `yaml:"channel"`         // with a bot token: the channel's id
+	APIURL        string `yaml:"api_url"`         // default https://slack.com/api
 }
 
-// Telegram sends through a bot (the Bot API's sendMessage).
+// Telegram sends through a bot (the Bot API's sendMessage); a reply in
+// the chat to an agent's question answers it (getUpdates).
 type Telegram struct {
 	TokenEnv string `yaml:"token_env"` // the variable that holds the bot's token
 	ChatID   string `yaml:"chat_id"`
@@ -355,11 +381,19 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// ProgressPlaces are the values of `progress:` (and --progress).
+var ProgressPlaces = []string{"ralph", "repo", "agents-md"}
+
+// ProgressChoice names the values of `progress:` for an error.
+func ProgressChoice() string {
+	return strings.Join(ProgressPlaces[:len(ProgressPlaces)-1], ", ") + " or " + ProgressPlaces[len(ProgressPlaces)-1]
+}
+
 // parse parses config text; name is used in errors.
 func parse(name string, b []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(b, &c, yaml.Strict()); err != nil {
-		msg := yaml.FormatError(err, false, true)
+		msg := plainTypeError(err, b, yaml.FormatError(err, false, true))
 		if strings.Contains(msg, `unknown field "roles"`) {
 			msg += "\n(roles, their triggers and per-role agents live in .ralph/roles.yaml: see `ralph roles --help`)"
 		}
@@ -371,6 +405,129 @@ func parse(name string, b []byte) (*Config, error) {
 	return &c, nil
 }
 
+// plainTypeError rewrites the first line of a YAML error about a value
+// of the wrong kind ("cannot unmarshal string into Go struct field
+// Config.Sandbox of type bool") as what the key takes, by its dotted
+// name ("sandbox.enabled must be true or false, got "no""), keeping the
+// position and the excerpt under it.
+func plainTypeError(err error, b []byte, formatted string) string {
+	var line int
+	var what string
+	var te *yaml.TypeError
+	var ne *yaml.UnexpectedNodeTypeError
+	switch {
+	case errors.As(err, &te) && te.Token != nil && te.Token.Position != nil:
+		line = te.Token.Position.Line
+		what = fmt.Sprintf("must be %s, got %s", kindWords(te.DstType), quotedValue(te.Token))
+	case errors.As(err, &ne) && ne.Token != nil && ne.Token.Position != nil:
+		line = ne.Token.Position.Line
+		what = fmt.Sprintf("must be %s, got %s", nodeWords(ne.Expected.String()), nodeWords(ne.Actual.String()))
+	default:
+		return formatted
+	}
+	key := keyPathAt(b, line)
+	if key == "" {
+		return formatted
+	}
+	first, rest, _ := strings.Cut(formatted, "\n")
+	if i := strings.Index(first, "] "); i >= 0 {
+		first = first[:i+2] + key + " " + what
+	}
+	if rest == "" {
+		return first
+	}
+	return first + "\n" + rest
+}
+
+// kindWords says what a Go type takes, in the words of a YAML file.
+func kindWords(t reflect.Type) string {
+	if t == nil {
+		return "another kind of value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if t == reflect.TypeOf(time.Duration(0)) || strings.HasSuffix(t.Name(), "Duration") {
+			return "a duration such as 30s or 10m"
+		}
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "text"
+	case reflect.Map:
+		return "a mapping (one key: value per line)"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct:
+		return "a section of keys"
+	}
+	return "a " + t.Kind().String()
+}
+
+// nodeWords names a YAML node kind for people.
+func nodeWords(kind string) string {
+	switch strings.ToLower(kind) {
+	case "mapping", "mappingvalue":
+		return "a mapping (one key: value per line)"
+	case "sequence":
+		return "a list"
+	case "string":
+		return "text"
+	}
+	return strings.ToLower(kind)
+}
+
+// quotedValue is the value a token holds, as the file says it.
+func quotedValue(tk *token.Token) string {
+	switch tk.Type {
+	case token.StringType, token.SingleQuoteType, token.DoubleQuoteType:
+		return strconv.Quote(tk.Value)
+	case token.SequenceStartType, token.SequenceEntryType:
+		return "a list"
+	case token.MappingStartType, token.MappingValueType:
+		return "a mapping"
+	}
+	return tk.Value
+}
+
+// keyPathAt is the dotted key of the value on line (1-based) of a YAML
+// file: the key on that line (or the nearest above it) and the keys of
+// the less indented lines above, "sandbox.enabled".
+func keyPathAt(b []byte, line int) string {
+	lines := strings.Split(string(b), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	var path []string
+	indent := -1
+	for i := line - 1; i >= 0; i-- {
+		l := lines[i]
+		t := strings.TrimLeft(l, " ")
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		in := len(l) - len(t)
+		t = strings.TrimPrefix(t, "- ")
+		k, _, ok := strings.Cut(t, ":")
+		if !ok || strings.ContainsAny(k, " \t\"'[{") {
+			continue
+		}
+		if indent < 0 || in < indent {
+			path = append([]string{k}, path...)
+			indent = in
+			if in == 0 {
+				break
+			}
+		}
+	}
+	return strings.Join(path, ".")
+}
+
 // checkSigns refuses negative numbers: no setting means anything below
 // zero, and silently taking the default instead would hide the typo.
 func (c *Config) checkSigns(name string, b []byte) error {
@@ -380,8 +537,16 @@ func (c *Config) checkSigns(name string, b []byte) error {
 			errs = append(errs, fmt.Errorf("%s:%d: %s must not be negative, got %v", name, keyLine(b, key), key, v))
 		}
 	}
-	if c.Progress != "" && c.Progress != "ralph" && c.Progress != "repo" {
-		errs = append(errs, fmt.Errorf("%s:%d: progress must be ralph or repo, got %q", name, keyLine(b, "progress"), c.Progress))
+	if c.Progress != "" && !slices.Contains(ProgressPlaces, c.Progress) {
+		errs = append(errs, fmt.Errorf("%s:%d: progress must be %s, got %q", name, keyLine(b, "progress"), ProgressChoice(), c.Progress))
+	}
+	if c.ProtectedRule != "" && c.ProtectedRule != "files" && c.ProtectedRule != "declarations" {
+		errs = append(errs, fmt.Errorf("%s:%d: protected_rule must be files or declarations, got %q", name, keyLine(b, "protected_rule"), c.ProtectedRule))
+	}
+	for i, g := range c.Protected {
+		if why := prd.GlobProblem(g); why != "" {
+			errs = append(errs, fmt.Errorf("%s:%d: protected[%d] %q: %s", name, keyLine(b, "protected"), i, g, why))
+		}
 	}
 	neg("max_iterations", c.MaxIterations < 0, c.MaxIterations)
 	neg("progress_budget_tokens", c.ProgressBudgetTokens < 0, c.ProgressBudgetTokens)
@@ -394,6 +559,8 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("max_tokens", c.MaxTokens < 0, c.MaxTokens)
 	neg("transcript_max_bytes", c.TranscriptMaxBytes < 0, c.TranscriptMaxBytes)
 	neg("rate_limit_backoff", c.RateLimitBackoff < 0, time.Duration(c.RateLimitBackoff))
+	neg("ask_timeout", c.AskTimeout < 0, time.Duration(c.AskTimeout))
+	neg("error_wait", c.ErrorWait != nil && *c.ErrorWait < 0, derefDuration(c.ErrorWait))
 	neg("interval", c.Interval < 0, time.Duration(c.Interval))
 	neg("max_item_iterations", c.MaxItemIterations < 0, c.MaxItemIterations)
 	neg("test_fix", c.TestFix < 0, c.TestFix)
@@ -401,6 +568,13 @@ func (c *Config) checkSigns(name string, b []byte) error {
 	neg("guidance_iterations", c.GuidanceIterations < 0, c.GuidanceIterations)
 	neg("notify.timeout", c.Notify.Timeout < 0, time.Duration(c.Notify.Timeout))
 	return errors.Join(errs...)
+}
+
+func derefDuration(p *Duration) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(*p)
 }
 
 func derefInt(p *int) int {
@@ -420,19 +594,22 @@ func keyLine(b []byte, key string) int {
 	return 0
 }
 
-// Template is what `ralph init` writes.
-const Template = `# ralph settings; every key is also a ` + "`ralph run`" + ` flag, and flags win.
-# agent: claude | codex | opencode | gemini | amp | native | cmd | scripted
-agent: claude
+// Template is what `ralph init` writes: every key commented out, so your
+// own ~/.config/ralph/config.yaml (and the defaults) apply until this
+// repository needs something else.
+const Template = `# ralph settings for this repository; every key is also a ` + "`ralph run`" + ` flag,
+# and flags win. A key set here wins over your own ~/.config/ralph/config.yaml;
+# the keys below are commented out, so yours (or the default shown) apply.
+# agent: claude                      # claude | codex | opencode | gemini | amp | copilot | native | cmd | scripted
 # agent_cmd: "python3 my_agent.py"   # for agent: cmd
 # agent_args: []                     # extra arguments for the agent CLI
 # model: ""
-prd: prd.json
-promise: COMPLETE
-max_attempts: 3
+# prd: prd.json
+# promise: COMPLETE
+# max_attempts: 3
 # max_iterations: 30                 # default: 10 × stories
-iteration_timeout: 60m
-gate_timeout: 10m
+# iteration_timeout: 60m
+# gate_timeout: 10m
 # max_cost: 5.00                     # USD, across the run
 # env:                               # extra environment for the agent
 #   FOO: bar

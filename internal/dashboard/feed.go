@@ -49,7 +49,10 @@ type Snapshot struct {
 	// Sandbox is the run's sandbox in one line (what it denied), "" for a
 	// run without it.
 	Sandbox string
-	Err     error
+	// Questions are the run's questions from agents to a person (ralph
+	// ask), an answer ralph did not seal taken as none.
+	Questions []engine.Question
+	Err       error
 }
 
 // Feed reads a run's files incrementally: the events appended since the
@@ -93,6 +96,7 @@ func (f *Feed) Poll() Snapshot {
 	s.Sandbox = sandbox.ReadRecord(f.Paths.Dir).Summary()
 	f.readEvents()
 	if st != nil {
+		s.Questions, _ = engine.CheckedQuestions(f.Paths, st.RunID)
 		for _, c := range st.Current {
 			path := f.transcripts[c.Iteration]
 			if path == "" {

@@ -20,7 +20,10 @@ type Controls struct {
 	Stop     func() error
 	// Guide gives the next iterations a person's guidance (`ralph guide`):
 	// item "" for every item. Nil: the g key is off.
-	Guide     func(text, item string) (id string, err error)
+	Guide func(text, item string) (id string, err error)
+	// Answer answers an agent's question (`ralph answer`). Nil: the a key
+	// is off.
+	Answer    func(id, text string) error
 	Interrupt func() // ctrl+c in `ralph run`: stop the run now (nil in ralph watch)
 	// Reattach says how to see the dashboard again after q.
 	Reattach string
@@ -55,10 +58,22 @@ type Model struct {
 	typing *guideInput
 }
 
-// guideInput is a line of guidance being typed.
+// guideInput is a line of guidance being typed, or an answer to the
+// question named.
 type guideInput struct {
-	item string
-	text []rune
+	item     string
+	question string
+	text     []rune
+}
+
+// waitingQuestion is the first question of item that waits for an answer.
+func (m *Model) waitingQuestion(item string) (engine.Question, bool) {
+	for _, q := range m.snap.Questions {
+		if q.Item == item && q.Waiting() {
+			return q, true
+		}
+	}
+	return engine.Question{}, false
 }
 
 // New is a dashboard over feed.
@@ -138,6 +153,17 @@ func (m *Model) key(k string) (tea.Model, tea.Cmd) {
 		if items := m.items(); k == "G" && m.sel < len(items) {
 			m.typing.item = items[m.sel]
 		}
+	case "a":
+		items := m.items()
+		if m.ctl.Answer == nil || m.sel >= len(items) {
+			return m, nil
+		}
+		q, ok := m.waitingQuestion(items[m.sel])
+		if !ok {
+			m.note = items[m.sel] + " asked nothing that waits for an answer"
+			return m, nil
+		}
+		m.typing = &guideInput{item: q.Item, question: q.ID}
 	case "p":
 		on := !m.snap.Paused
 		if err := m.ctl.SetPause(on); err != nil {
@@ -181,11 +207,25 @@ func (m *Model) typed(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	switch msg.String() {
 	case "esc", "ctrl+c":
 		m.typing, m.note = nil, "guidance dropped"
+		if in.question != "" {
+			m.note = "answer dropped"
+		}
 	case "enter":
 		m.typing = nil
 		text := strings.TrimSpace(string(in.text))
 		if text == "" {
 			m.note = "guidance dropped (empty)"
+			if in.question != "" {
+				m.note = "answer dropped (empty)"
+			}
+			return m, nil
+		}
+		if in.question != "" {
+			if err := m.ctl.Answer(in.question, text); err != nil {
+				m.note = "answer: " + err.Error()
+			} else {
+				m.note = "answered " + in.question + ": " + in.item + " goes on with it"
+			}
 			return m, nil
 		}
 		id, err := m.ctl.Guide(text, in.item)
@@ -216,8 +256,21 @@ var (
 )
 
 // View renders the snapshot.
+// The view fills the alternate screen: drawn inline, frames of changing
+// height left lines of older ones on the screen and in the scrollback
+// (the inline renderer loses its place), so the live view keeps to a
+// screen of its own and its last frame is printed once it ends
+// (FinalFrame).
 func (m *Model) View() tea.View {
-	return tea.NewView(m.Render())
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	return v
+}
+
+// FinalFrame is the view's last frame, for the terminal's own screen once
+// the alternate one is gone.
+func (m *Model) FinalFrame() string {
+	return m.Render()
 }
 
 // Render is the view as text (tests read it without a terminal).
@@ -286,7 +339,11 @@ func (m *Model) Render() string {
 		if i == m.sel {
 			cursor = "> "
 		}
-		line := fmt.Sprintf("%s%s %-10s %-34s %-8s attempts %-5s", cursor, mark, id, clip(is.Title, 34), is.Status, is.AttemptsOf(st.MaxAttempts))
+		status := is.Status
+		if q, ok := m.waitingQuestion(id); ok && is.Status == engine.ItemPending {
+			mark, style, status = "?", yellow, "waiting for an answer ("+q.ID+")"
+		}
+		line := fmt.Sprintf("%s%s %-10s %-34s %-8s attempts %-5s", cursor, mark, id, clip(is.Title, 34), status, is.AttemptsOf(st.MaxAttempts))
 		if l := m.snap.Levels[id]; l > 0 {
 			line += fmt.Sprintf("  L%d", l)
 		}
@@ -348,6 +405,18 @@ func (m *Model) Render() string {
 			b.WriteString(line + "\n")
 		}
 	}
+	var waiting []engine.Question
+	for _, q := range m.snap.Questions {
+		if q.Waiting() {
+			waiting = append(waiting, q)
+		}
+	}
+	if len(waiting) > 0 {
+		b.WriteString("\n" + bold.Render("Waiting for an answer") + "\n")
+		for _, q := range waiting {
+			b.WriteString(yellow.Render(clip(fmt.Sprintf("  %s %s: %s", q.ID, q.Item, strings.Join(strings.Fields(q.Text), " ")), max(m.width, 80))) + "\n")
+		}
+	}
 	if len(m.snap.Gates) > 0 {
 		b.WriteString("\n" + bold.Render("Last gates") + "\n")
 		for _, g := range m.snap.Gates {
@@ -372,12 +441,19 @@ func (m *Model) Render() string {
 		if in.item != "" {
 			aim = in.item
 		}
-		fmt.Fprintf(&b, "\n%s %s▏\n%s\n", bold.Render("Guidance for "+aim+":"), string(in.text), faint.Render("enter give · esc drop"))
+		label := "Guidance for " + aim + ":"
+		if in.question != "" {
+			label = "Answer to " + in.question + " (" + in.item + "):"
+		}
+		fmt.Fprintf(&b, "\n%s %s▏\n%s\n", bold.Render(label), string(in.text), faint.Render("enter give · esc drop"))
 		return b.String()
 	}
 	keys := "↑/↓ select · enter transcript in $PAGER · p pause/resume · s stop · t tail on/off · "
 	if m.ctl.Guide != nil {
 		keys += "g guide · G guide the selected item · "
+	}
+	if m.ctl.Answer != nil && len(waiting) > 0 {
+		keys += "a answer the selected item's question · "
 	}
 	b.WriteString(faint.Render("\n"+keys+"q close view") + "\n")
 	return b.String()

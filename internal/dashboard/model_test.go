@@ -216,3 +216,53 @@ func TestModelBlockedNamesNextStep(t *testing.T) {
 		t.Errorf("an open breaker's view:\n%s", out)
 	}
 }
+
+// An item whose agent asked a person: "waiting for an answer" on its line
+// and in its own section; a types the answer to the selected item's
+// question, enter gives it through the Answer control.
+func TestModelQuestions(t *testing.T) {
+	root := t.TempDir()
+	p := engine.PathsFor(root)
+	st := &engine.State{RunID: "r1", Source: "prd", Status: engine.StatusRunning, Iteration: 1, MaxIterations: 20, MaxAttempts: 3,
+		Order: []string{"S-1", "S-2"}, Items: map[string]*engine.ItemState{
+			"S-1": {ID: "S-1", Title: "one", Status: engine.ItemPending},
+			"S-2": {ID: "S-2", Title: "two", Status: engine.ItemPending},
+		}}
+	b, _ := json.Marshal(st)
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.State, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.RecordQuestions(p, "r1", "S-1", 1, []engine.Asked{{Text: "Tabs or spaces?"}}, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	type answered struct{ id, text string }
+	var got []answered
+	m := New(NewFeed(p), Controls{Answer: func(id, text string) error { got = append(got, answered{id, text}); return nil }})
+	m.snap.Active = true
+	out := ansi.ReplaceAllString(m.Render(), "")
+	for _, want := range []string{"? S-1", "waiting for an answer (q1)", "Waiting for an answer", "q1 S-1: Tabs or spaces?", "a answer the selected item's question"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("view lacks %q:\n%s", want, out)
+		}
+	}
+	m.Update(tea.KeyPressMsg{Code: 'j', Text: "j"}) // S-2 asked nothing
+	m.Update(tea.KeyPressMsg{Code: 'a', Text: "a"})
+	if m.typing != nil || !strings.Contains(m.note, "S-2 asked nothing") {
+		t.Errorf("a on S-2: typing %v, note %q", m.typing, m.note)
+	}
+	m.Update(tea.KeyPressMsg{Code: 'k', Text: "k"})
+	m.Update(tea.KeyPressMsg{Code: 'a', Text: "a"})
+	for _, r := range "tabs" {
+		m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	if out := ansi.ReplaceAllString(m.Render(), ""); !strings.Contains(out, "Answer to q1 (S-1): tabs") {
+		t.Errorf("the answer being typed is not shown:\n%s", out)
+	}
+	m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
+	if len(got) != 1 || got[0] != (answered{"q1", "tabs"}) || !strings.Contains(m.note, "answered q1") {
+		t.Errorf("answered %+v, note %q", got, m.note)
+	}
+}

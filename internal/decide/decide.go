@@ -1,7 +1,7 @@
 // Package decide holds the rules that have a say in an item's iterations
-// besides the gates, one file each: plan approval (plan.go), a review the
-// item is held for (review.go), the council (council.go) and test-fix
-// re-runs (testfix.go). Each is an engine.Decider: it may claim the role
+// besides the gates, one file each: a question to a person (ask.go), plan
+// approval (plan.go), a review the item is held for (review.go), the
+// council (council.go) and test-fix re-runs (testfix.go). Each is an engine.Decider: it may claim the role
 // of an item's next iteration (Turn) and, in the iteration's decide step,
 // say what becomes of its verdict (Decide): go on, hold the item, run it
 // again, or fail it with findings. The engine records what they decide.
@@ -39,8 +39,9 @@ const defaultCouncil = 3
 // defaultTestFixRole is the role of --test-fix re-runs unless one is named.
 const defaultTestFixRole = "debugger"
 
-// Rules are the run's deciders in the order the engine asks them: a
-// planning iteration is judged before anything else; a claim that passed
+// Rules are the run's deciders in the order the engine asks them: an
+// iteration that asked a person waits for the answer whatever else it
+// did; a planning iteration is judged before anything else; a claim that passed
 // its gates may be held for a role's review, then needs the council when
 // its item is critical; a claim whose test gate failed may be run again.
 func Rules(o Options) ([]engine.Decider, error) {
@@ -55,6 +56,7 @@ func Rules(o Options) ([]engine.Decider, error) {
 		return nil, usage.Errorf("--test-fix re-runs the agent as the %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", r, r, r, r)
 	}
 	return []engine.Decider{
+		ask{},
 		plan{On: o.PlanApproval, Auto: o.AutoApprove, Roles: o.Roles, Paths: o.Paths},
 		review{Roles: o.Roles},
 		council{Members: o.Council, Roles: o.Roles},

@@ -62,6 +62,7 @@ func (v *fakeView) ItemDir(kind string) string {
 	return filepath.Join(v.paths.Dir, kind, v.facts.Item.ID)
 }
 func (v *fakeView) Paths() engine.Paths                               { return v.paths }
+func (v *fakeView) RunID() string                                     { return "run-1" }
 func (v *fakeView) Now() time.Time                                    { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 func (v *fakeView) Emit(ev engine.Event)                              { v.events = append(v.events, ev) }
 func (v *fakeView) Note(entry string)                                 { v.notes = append(v.notes, entry) }
@@ -280,6 +281,56 @@ func TestReviewDecide(t *testing.T) {
 
 // The review decider claims the review a held item waits for, and the
 // worker iteration after a review asked for changes.
+// A story whose evidence a person said is a role's review: a claim that
+// lacks only evidence is held for that role; other failures, the role's
+// own iteration and a role that is not in force are not.
+func TestReviewEvidenceDecide(t *testing.T) {
+	rs := loadRoles(t, reviewYAML)
+	unproven := engine.Verdict{Claimed: true, Unproven: true, Summary: "no evidence: nothing that failed at the base passes now"}
+	for _, c := range []struct {
+		name    string
+		verdict engine.Verdict
+		review  string
+		role    string
+		hold    bool
+		err     string
+	}{
+		{name: "held for the story's reviewer", verdict: unproven, review: "reviewer", hold: true},
+		{name: "a story without review", verdict: unproven},
+		{name: "another failure", verdict: failed, review: "reviewer"},
+		{name: "the reviewer's own iteration", verdict: unproven, review: "reviewer", role: "reviewer"},
+		{name: "a role not in force", verdict: unproven, review: "nosuch", err: "no role nosuch is in force"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := newView(t)
+			v.facts.Item.Review = c.review
+			v.record.Role = c.role
+			d, err := review{Roles: rs}.Decide(context.Background(), v, c.verdict)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.hold {
+				if d.Action != 0 {
+					t.Fatalf("a word: %+v", d)
+				}
+				return
+			}
+			var is engine.ItemState
+			d.Record(&is)
+			if d.Action != engine.Hold || is.Review != "reviewer" || !strings.Contains(is.ReviewWhy, "its evidence is the reviewer's approval") ||
+				types(d.Events) != "review_requested" {
+				t.Fatalf("decision %+v, record %+v", d, is)
+			}
+		})
+	}
+}
+
 func TestReviewTurn(t *testing.T) {
 	r := review{}
 	it := &engine.Item{ID: "S-1"}

@@ -34,8 +34,17 @@ func (r review) Turn(it *engine.Item, is engine.ItemState) (engine.Turn, bool, e
 // Decide asks the completion triggers once a claim passed the gates: one
 // that holds names the role that must approve before the item passes. An
 // approval is what they ask for, so a role's approval is not held again.
+// A story a person marked as shown by review (its review field) is held
+// for that role when its claim lacks only evidence.
 func (r review) Decide(ctx context.Context, x engine.View, v engine.Verdict) (engine.Decision, error) {
 	f := x.Facts()
+	if it := f.Item; !v.Passed && v.Unproven && it.Review != "" && x.Record().Role != it.Review {
+		role := it.Review
+		if _, ok := r.Roles.Get(role); !ok {
+			return next, usage.Errorf("%s's review names the role %s, and no role %s is in force (add roles/%s.md or .ralph/roles/%s.md, or name another role)", it.ID, role, role, role, role)
+		}
+		return holdFor(x, v, role, "its evidence is the "+role+"'s approval, as the PRD says", "claimed done with no test as evidence"), nil
+	}
 	if !v.Passed || !r.Roles.HasCompletionGates() || f.RoleVerdict == roles.Approve || f.Item.Role != "" {
 		return next, nil
 	}
@@ -46,13 +55,19 @@ func (r review) Decide(ctx context.Context, x engine.View, v engine.Verdict) (en
 	if t == nil {
 		return next, nil
 	}
-	it, why, role := f.Item, x.Why(t), t.Role
+	return holdFor(x, v, t.Role, x.Why(t), "claimed done and its gates passed"), nil
+}
+
+// holdFor holds the item until role approves it: why says what asked
+// for the review, what what the item did.
+func holdFor(x engine.View, v engine.Verdict, role, why, what string) engine.Decision {
+	id := x.Facts().Item.ID
 	return engine.Decision{Action: engine.Hold, Status: "ready for review",
 		Progress: v.Summary + "; the " + role + " must approve",
 		Result:   v.Summary + "; waiting for the " + role + "'s approval",
-		Log:      fmt.Sprintf("%s claimed done and its gates passed; the %s must approve (%s)", it.ID, role, why),
-		Events: []engine.Event{event(x, "review_requested", fmt.Sprintf("%s claimed done and its gates passed; the %s must approve before it passes (%s)", it.ID, role, why),
+		Log:      fmt.Sprintf("%s %s; the %s must approve (%s)", id, what, role, why),
+		Events: []engine.Event{event(x, "review_requested", fmt.Sprintf("%s %s; the %s must approve before it passes (%s)", id, what, role, why),
 			map[string]any{"role": role, "trigger": why})},
 		Record: func(is *engine.ItemState) { is.Review, is.ReviewWhy = role, why },
-	}, nil
+	}
 }

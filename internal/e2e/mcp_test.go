@@ -68,6 +68,11 @@ func TestMCPServerRunsALoop(t *testing.T) {
 	if runID == "" {
 		t.Fatalf("run returned no run id: %v", out)
 	}
+	// Without wait, the run's metadata as it starts, by codetether's names.
+	if out["feature_branch"] != "ralph/mcp" || out["total"] != 2.0 || out["all_passed"] != false || out["ready_to_merge"] != false ||
+		out["passed"] == nil || out["status"] == nil || out["done"] != false {
+		t.Errorf("run without wait returned %v", out)
+	}
 	if _, text, isErr := callTool("run", map[string]any{"agent": "cmd", "agent_cmd": "sh agent.sh"}); !isErr || !strings.Contains(text, "a run is already active") || !strings.Contains(text, "pid") {
 		t.Errorf("a second run: %v %s", isErr, text)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,14 @@ func testMCPClient(t *testing.T, c cliCase) {
 	}
 	if !sawRun || !sawStatus {
 		t.Errorf("the model saw the run's id %v and the status %v", sawRun, sawStatus)
+	}
+	// Every tool reached the model by its own name: none renamed with a
+	// hash to break a collision (Codex's "-" to "_" made create-prd one
+	// with create_prd).
+	if reqs := srv.Requests(); len(reqs) > 0 {
+		first := string(reqs[0].Body)
+		if !strings.Contains(first, "create_prd") || regexp.MustCompile(`create_prd_[0-9a-f]{4,}`).MatchString(first) {
+			t.Errorf("the tools offered to the model: %s", tail(first, 3000))
+		}
 	}
 }

@@ -89,6 +89,18 @@ var cliCases = []cliCase{
 			return tc("run_shell_command", map[string]any{"command": command, "description": "Run the story script"})
 		},
 	},
+	{
+		// GitHub Copilot CLI in its bring-your-own-key mode (chat
+		// completions). It has no retry setting: it retries a 429 itself,
+		// honouring Retry-After.
+		name: "copilot", bin: "copilot", pkg: "@github/copilot", retryCapped: false,
+		write: func(dir, path, content string) llmtest.ToolCall {
+			return tc("create", map[string]any{"path": filepath.Join(dir, path), "file_text": content})
+		},
+		shell: func(command string) llmtest.ToolCall {
+			return tc("bash", map[string]any{"command": command, "description": "Run the story script"})
+		},
+	},
 }
 
 // markScript makes the file of the story ralph is working on.
@@ -235,6 +247,7 @@ func testFullRun(t *testing.T, c cliCase) {
 		"codex":    {"→ Bash cat > mark.sh", "→ Bash sh mark.sh && rm mark.sh"},
 		"opencode": {"→ Write mark.sh", "→ Bash sh mark.sh && rm mark.sh"},
 		"gemini":   {"→ write_file mark.sh", "→ run_shell_command sh mark.sh && rm mark.sh"},
+		"copilot":  {"→ create mark.sh", "→ bash sh mark.sh && rm mark.sh"},
 	}[c.name]
 	for _, want := range append(wantTools, "Made the story's file with mark.sh.", "[ralph] US-001 passed") {
 		if !strings.Contains(logRes.stdout, want) {

@@ -48,8 +48,9 @@ type View interface {
 	MaxAttempts() int
 	// ItemDir is a folder of ralph's own for the item: .ralph/<kind>/<item>.
 	ItemDir(kind string) string
-	// Paths are the run's files.
+	// Paths are the run's files; RunID names the run.
 	Paths() Paths
+	RunID() string
 	// Now is the run's clock.
 	Now() time.Time
 	// CommitsSince counts the commits on the iteration's tree since base.
@@ -72,6 +73,11 @@ type Facts struct {
 	// commit its tree was at when it began.
 	Planning  bool
 	StartHead string
+	// BaseHead is the commit the item's attempt started from; Shared: the
+	// iteration works in a tree other items use too (no worktree of its
+	// own).
+	BaseHead string
+	Shared   bool
 	// Result is how the agent's run ended; Rejected holds a role's
 	// findings when it did not approve; RoleVerdict is what the role said.
 	Result      agent.Result
@@ -136,6 +142,7 @@ type Decision struct {
 // Facts are the iteration's, as deciders read them.
 func (x *Iteration) Facts() Facts {
 	return Facts{Item: x.Item, Iteration: x.Current.Iteration, Attempt: x.Current.Attempt, Planning: x.Current.Planning, StartHead: x.Current.StartHead,
+		BaseHead: x.Current.BaseHead, Shared: !x.Workspace.Isolated,
 		Result: x.Attempt.Result, Rejected: x.Attempt.Rejected, RoleVerdict: x.RoleVerdict, Files: x.Files}
 }
 

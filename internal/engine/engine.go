@@ -129,6 +129,10 @@ type Limits struct {
 	// BreakerCooldown: an open breaker is half-open at the next start
 	// once this long has passed since it opened (0 = 30 min).
 	BreakerCooldown time.Duration
+	// AskTimeout: an agent's question (`ralph ask`) nobody answered this
+	// long after it was asked stops waiting and its item goes on without
+	// an answer (0 = it waits as long as the run runs).
+	AskTimeout time.Duration
 }
 
 // RateLimitConfig: the first wait when no reset time is given doubles up
@@ -158,6 +162,12 @@ type ProgressConfig struct {
 	// clone or another machine has it. ralph's own record stays in
 	// .ralph/progress.md.
 	InRepo string
+	// AgentsFile (`progress: agents-md`) is the agents' instructions file
+	// (AGENTS.md, or CLAUDE.md for Claude Code; relative to the root)
+	// whose section between AgentsPatternsBegin and AgentsPatternsEnd
+	// the agents keep as the codebase patterns: every agent CLI reads it
+	// by itself, and it is committed with each item's work.
+	AgentsFile string
 }
 
 // StartConfig is how a run begins: resumed or new.
@@ -267,8 +277,14 @@ type Engine struct {
 	backoffMu sync.Mutex
 	backoff   time.Duration
 	watching  bool
-	mask      *secret.Masker
-	slots     *agentSlots
+	// The questions' bookkeeping (ask.go): answers announced, forged ones
+	// reported, and whether the idle wait for answers was said.
+	askMu    sync.Mutex
+	told     map[string]bool
+	forged   map[string]bool
+	awaiting bool
+	mask     *secret.Masker
+	slots    *agentSlots
 	// landers own the branches work lands on, one each (land.Lander).
 	landMu  sync.Mutex
 	landers map[string]*land.Lander

@@ -107,8 +107,12 @@ func protectedSection(k *judge.Contract, kind string) string {
 		more = fmt.Sprintf(" and %d more", len(names)-shown)
 		names = names[:shown]
 	}
-	return fmt.Sprintf("\n## Files you may not change\n\nThese files decide whether the %s is done, so they stay as they were when it started (they are read-only to you, and a change to one fails the %s): %s%s. Put new tests in new files; make the code pass the tests, never the tests pass the code.\n",
-		kind, kind, strings.Join(names, ", "), more)
+	rule := "Put new tests in new files"
+	if k.Declarations {
+		rule = "Put new tests in new files, or add new test functions to a Go test file (every declaration it has now must stay exactly as it is)"
+	}
+	return fmt.Sprintf("\n## Files you may not change\n\nThese files decide whether the %s is done, so they stay as they were when it started (a change to one fails the %s): %s%s. %s; make the code pass the tests, never the tests pass the code.\n",
+		kind, kind, strings.Join(names, ", "), more, rule)
 }
 
 // readOnly are the absolute paths the agent's sandbox keeps read-only:
@@ -120,6 +124,9 @@ func (x *Iteration) readOnly() []string {
 	}
 	out := make([]string, 0, len(k.Protected))
 	for _, p := range k.Protected {
+		if k.Declarations && strings.HasSuffix(p, "_test.go") {
+			continue // it may gain tests; the judge checks the old ones
+		}
 		out = append(out, filepath.Join(x.Workspace.Dir, filepath.FromSlash(p)))
 	}
 	return out
@@ -224,13 +231,18 @@ func (e *Engine) prompt(x *Iteration) error {
 		return err
 	}
 	x.Attempt = &Attempt{Item: it, Dir: x.Workspace.Dir, Promise: e.cfg.Prompt.Promise, Log: tr, Prompt: s.Prompt, Role: s.Role}
-	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s · attempt %d/%d", IterationOf(cur.Iteration, s.MaxIterations), it.ID, it.Title, s.Attempt, s.MaxAttempts)
+	// A plain loop's iterations are its attempts: it says neither twice.
+	attempt := fmt.Sprintf(" · attempt %d/%d", s.Attempt, s.MaxAttempts)
+	if it.Kind == "loop" {
+		attempt = ""
+	}
+	roleNote, msg := "", fmt.Sprintf("iteration %s · %s %s%s", IterationOf(cur.Iteration, s.MaxIterations), it.ID, it.Title, attempt)
 	if s.Role != "" {
 		roleNote = " · role " + s.Role
 		msg += " · role " + s.Role + " (" + s.RoleWhy + ")"
 	}
-	fmt.Fprintf(tr, "# ralph iteration %d · %s %s · attempt %d/%d%s · agent %s\n# started %s\n# dir %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
-		cur.Iteration, it.Kind, it.ID, s.Attempt, s.MaxAttempts, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), x.Workspace.Dir, s.Prompt)
+	fmt.Fprintf(tr, "# ralph iteration %d · %s%s%s · agent %s\n# started %s\n# dir %s\n\n## Prompt\n\n%s\n\n## Agent output\n\n",
+		cur.Iteration, it.Label(), attempt, roleNote, s.Agent.Name, cur.StartedAt.Format(time.RFC3339), x.Workspace.Dir, s.Prompt)
 	data := map[string]any{"transcript": tr.Path, "retry": s.Data.RetryContext != "", "title": it.Title, "agent": s.Agent.Name}
 	if s.Role != "" {
 		data["role"], data["role_why"] = s.Role, s.RoleWhy

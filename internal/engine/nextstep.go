@@ -16,7 +16,7 @@ func (st *State) NextStep() string {
 	}
 	blocked := len(st.Blocked())
 	switch st.Status {
-	case StatusComplete, StatusAwaitingApproval, StatusRunning:
+	case StatusComplete, StatusAwaitingApproval, StatusAwaitingAnswer, StatusRunning:
 		return ""
 	case StatusBlocked:
 		if strings.HasPrefix(st.StopReason, "circuit breaker") {

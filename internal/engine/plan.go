@@ -107,15 +107,23 @@ func Waiting(st *State) []string {
 }
 
 // next is the source's next ready item, leaving out the items whose plans
-// wait for approval: they are busy until a person decides.
+// wait for approval and those whose questions wait for an answer: they
+// are busy until a person decides or answers.
 func (e *Engine) next(st *State, running map[string]bool) (*Item, error) {
 	busy := running
-	if w := Waiting(st); len(w) > 0 {
+	a := e.asking(st.RunID)
+	if a.holdsTree != "" {
+		return nil, nil // its work in the shared tree waits with it (ask.go)
+	}
+	if w := Waiting(st); len(w) > 0 || len(a.waiting) > 0 {
 		busy = maps.Clone(running)
 		if busy == nil {
-			busy = make(map[string]bool, len(w))
+			busy = make(map[string]bool, len(w)+len(a.waiting))
 		}
 		for _, id := range w {
+			busy[id] = true
+		}
+		for id := range a.waiting {
 			busy[id] = true
 		}
 	}

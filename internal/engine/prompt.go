@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // PromptData are the named variables a PROMPT.md template may use.
@@ -32,9 +33,16 @@ type PromptData struct {
 	// RepoProgress is the progress file the agents keep in the repository
 	// (`progress: repo`), "" when ralph keeps the memory alone.
 	RepoProgress string
+	// AgentsFile is the instructions file whose codebase-patterns section
+	// the agents keep (`progress: agents-md`), "" otherwise.
+	AgentsFile string
 	// Guidance is what a person said for this iteration (`ralph guide`),
 	// read from the guidance log when the prompt is made.
 	Guidance []Guidance
+	// Questions are the item's questions to a person (`ralph ask`) that
+	// were answered or timed out (after AskTimeout).
+	Questions  []Question
+	AskTimeout time.Duration
 }
 
 // DefaultPrompt is used when the repo has no PROMPT.md. It says what a
@@ -111,6 +119,9 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		if g := guidanceSection(d.Guidance); g != "" {
 			out = strings.TrimRight(out, "\n") + "\n" + g
 		}
+		if q := questionsSection(d.Questions, d.AskTimeout); q != "" {
+			out = strings.TrimRight(out, "\n") + "\n" + q
+		}
 		return out, nil
 	}
 	out += fmt.Sprintf("\n\n## Your %s: %s — %s\n", d.Kind, d.ItemID, d.Title)
@@ -132,8 +143,13 @@ func buildPrompt(name, base, roleText string, d PromptData) (string, error) {
 		out += "\n## Previous attempt failed\n\nThe harness's check of your previous attempt failed. Fix this first:\n\n" + d.RetryContext + "\n"
 	}
 	out += guidanceSection(d.Guidance)
+	out += questionsSection(d.Questions, d.AskTimeout)
+	out += fmt.Sprintf(askSection, d.Kind, d.Kind)
 	if f := d.RepoProgress; f != "" {
 		out += fmt.Sprintf(repoProgressSection, f, repoPatternsHeading)
+	}
+	if f := d.AgentsFile; f != "" {
+		out += fmt.Sprintf(agentsSection, f, AgentsPatternsBegin, AgentsPatternsEnd, agentsPatternsHeading)
 	}
 	if d.Progress != "" {
 		out += "\n## Progress so far (latest entries of " + d.ProgressPath + ")\n\n" + d.Progress + "\n"

@@ -30,6 +30,7 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 				break // the iterations under way finish; no new one starts
 			}
 			e.takeDecisions()
+			e.takeAnswers()
 			snap := e.box.snapshot()
 			it, err := e.next(snap, running)
 			if err != nil {
@@ -68,6 +69,13 @@ func (e *Engine) schedule(ctx context.Context) (Outcome, error) {
 				}
 				continue
 			}
+			if a := e.asking(e.runID()); len(a.waiting) > 0 {
+				if err := e.waitForAnswers(ctx, a); err != nil {
+					return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil
+				}
+				continue
+			}
+			e.awaiting = false
 			// Nothing runs, nothing is ready, and the run watches for work.
 			if err := e.watch(ctx); err != nil {
 				return e.stop(StatusInterrupted, "interrupted (SIGINT)"), nil

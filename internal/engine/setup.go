@@ -54,10 +54,15 @@ func (e *Engine) setup(it *Item, st *State, iteration int) (iterSetup, error) {
 		Iteration: iteration, MaxIterations: s.MaxIterations, Attempt: s.Attempt, MaxAttempts: s.MaxAttempts,
 		Promise: cfg.Prompt.Promise, Progress: e.mem.digest(cfg.Paths.Progress),
 		RetryContext: is.LastFailure, Guidance: e.guidanceFor(it.ID),
+		Questions: e.questionsFor(it.ID, st.RunID), AskTimeout: cfg.Limits.AskTimeout,
 	}
 	if f := cfg.Progress.InRepo; f != "" {
 		d.ProgressPath, d.RepoProgress = f, f
 		d.Progress = e.mem.digestRepo(filepath.Join(cfg.Paths.Root, f))
+	}
+	if f := cfg.Progress.AgentsFile; f != "" {
+		d.AgentsFile = f
+		d.Progress = e.mem.digestAgents(filepath.Join(cfg.Paths.Root, f), f, cfg.Paths.Progress)
 	}
 	d.RunIteration = iteration
 	if it.Kind == "stage" {
@@ -236,8 +241,8 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 		return StatusBudget, fmt.Sprintf("budget: %d tokens reached --max-tokens %d", tok, cfg.Limits.MaxTokens)
 	}
 	if next == nil {
-		if running > 0 || cfg.Watch > 0 {
-			return "", ""
+		if running > 0 || cfg.Watch > 0 || len(e.asking(st.RunID).waiting) > 0 {
+			return "", "" // (an item waits for an answer: the run waits with it)
 		}
 		kind := e.info().ItemKind
 		if w := Waiting(st); len(w) > 0 {

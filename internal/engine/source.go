@@ -7,6 +7,19 @@ import (
 	"github.com/ralph-loop/ralph/internal/judge"
 )
 
+// Label names an item in a message: its kind and id ("story US-001"),
+// or its kind alone when the id says no more (a plain loop's one item,
+// "loop", not "loop loop").
+func (it *Item) Label() string {
+	if it.ID == "" || it.ID == it.Kind {
+		return it.Kind
+	}
+	if it.Kind == "" {
+		return it.ID
+	}
+	return it.Kind + " " + it.ID
+}
+
 // Item is one unit of work: a PRD story, a task, a pipeline stage. It
 // carries everything the engine needs to run and bound it, so no source
 // needs a side door into the engine.
@@ -35,6 +48,9 @@ type Item struct {
 	Model string
 	// Critical items pass only with a council's majority (--council).
 	Critical bool
+	// Review names the role whose approval is the item's evidence (a
+	// story a person marked as shown by review rather than a test).
+	Review string
 	// Role, when set, is the role of every iteration on the item (a run
 	// folder's scheduled review), chosen by the source for RoleWhy. No
 	// trigger is asked, no plan is asked for, and the source judges the

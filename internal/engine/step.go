@@ -107,6 +107,9 @@ func (e *Engine) step(ctx context.Context, final string, conclude bool) (StepRes
 		return e.finish(status, reason), nil
 	}
 	if it == nil { // decideStop waits for new work only in watch mode
+		if why := e.answersAwaited(snap.RunID); why != "" {
+			return e.finish(StatusAwaitingAnswer, why), nil
+		}
 		return e.finish(StatusBlocked, "nothing is ready and the Stop-hook driver does not watch for new work"), nil
 	}
 	number := 0

@@ -65,7 +65,11 @@ func Detect(root string) Found {
 	}
 
 	if exists("go.mod") {
-		add("go.mod", "Go module", map[string]string{"typecheck": "go vet ./...", "test": "go test ./...", "build": "go build ./..."})
+		// No go build ./... besides: go vet type-checks every package and
+		// go test compiles the tested ones, and each gate compiles the
+		// module again.
+		add("go.mod", "Go module (no go build gate: go vet type-checks every package, go test builds what it tests)",
+			map[string]string{"typecheck": "go vet ./...", "test": "go test ./..."})
 	}
 	if exists("package.json") {
 		pm, why := nodePackageManager(exists)
@@ -113,6 +117,17 @@ func Detect(root string) Found {
 	}
 	if mk := read("Makefile"); mk != "" {
 		targets := makeTargets(mk)
+		// A target whose recipe runs a program from one person's home
+		// (~/.virtualenvs/…/python) is a maintainer's shortcut, not the
+		// project's recipe: the language's gate stays.
+		targets, personal := withoutPersonal(mk, targets)
+		for _, p := range personal {
+			if f.Commands[p.slot] != "" {
+				f.Why = append(f.Why, fmt.Sprintf("Makefile: %s runs %s, a path on one machine → kept %s: %s", p.target, p.path, p.slot, f.Commands[p.slot]))
+			} else {
+				f.Why = append(f.Why, fmt.Sprintf("Makefile: %s runs %s, a path on one machine → no gate from it", p.target, p.path))
+			}
+		}
 		cmds := map[string]string{}
 		if targets["test"] {
 			cmds["test"] = "make test"
@@ -132,6 +147,89 @@ func Detect(root string) Found {
 		add("Makefile", "its own targets (they replace a language's for the same gate)", cmds)
 	}
 	return f
+}
+
+// personalTarget is a Makefile target whose recipe names a path in one
+// person's home.
+type personalTarget struct{ target, slot, path string }
+
+// personalPath finds a path in someone's home: ~/…, $(HOME)/…, /home/…,
+// /Users/….
+var personalPath = regexp.MustCompile(`(?:~|\$\(HOME\)|\$\{HOME\}|\$HOME|/home/[^/\s]+|/Users/[^/\s]+)/[^\s;&|)'"]*`)
+
+// withoutPersonal drops the test, lint and check targets whose recipes
+// (with the Makefile's variables put in) run something from a home
+// folder.
+func withoutPersonal(mk string, targets map[string]bool) (map[string]bool, []personalTarget) {
+	vars := makeVars(mk)
+	var personal []personalTarget
+	out := map[string]bool{}
+	for t, ok := range targets {
+		out[t] = ok
+	}
+	for _, t := range []struct{ target, slot string }{{"test", "test"}, {"lint", "lint"}, {"check", "test"}} {
+		if !targets[t.target] {
+			continue
+		}
+		recipe := expandVars(makeRecipe(mk, t.target), vars, 3)
+		if p := personalPath.FindString(recipe); p != "" {
+			delete(out, t.target)
+			personal = append(personal, personalTarget{t.target, t.slot, p})
+		}
+	}
+	return out, personal
+}
+
+var (
+	makeVar    = regexp.MustCompile(`(?m)^[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?:\?|:|::|\+)?=[ \t]*(.*)$`)
+	makeVarRef = regexp.MustCompile(`\$[({]([A-Za-z_][A-Za-z0-9_]*)[)}]`)
+)
+
+// makeVars are the Makefile's variables, each with every value it is
+// given anywhere (both branches of an ifeq), joined.
+func makeVars(mk string) map[string]string {
+	vars := map[string]string{}
+	for _, m := range makeVar.FindAllStringSubmatch(mk, -1) {
+		vars[m[1]] += " " + m[2]
+	}
+	return vars
+}
+
+// expandVars puts the variables' values into s, depth levels deep.
+func expandVars(s string, vars map[string]string, depth int) string {
+	for range depth {
+		s = makeVarRef.ReplaceAllStringFunc(s, func(ref string) string {
+			if v, ok := vars[makeVarRef.FindStringSubmatch(ref)[1]]; ok {
+				return v
+			}
+			return ref
+		})
+	}
+	return s
+}
+
+// makeRecipe is the recipe of a target: the tab-indented lines after its
+// rule.
+func makeRecipe(mk, target string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(mk, "\n") {
+		if strings.HasPrefix(l, "\t") {
+			if in {
+				b.WriteString(l + "\n")
+			}
+			continue
+		}
+		if m := makeTarget.FindStringSubmatch(l); m != nil {
+			in = false
+			for _, t := range strings.Fields(m[1]) {
+				in = in || t == target
+			}
+		} else if strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			in = false
+		}
+	}
+	return b.String()
 }
 
 // nodePackageManager is the package manager the lock file names.
@@ -172,8 +270,14 @@ func nodeScripts(pkg, pm string, typescript bool) (cmds map[string]string, note 
 	case ok:
 		cmds["test"] = run("test")
 	}
-	if _, ok := p.Scripts["lint"]; ok {
-		cmds["lint"] = run("lint")
+	if lint, ok := p.Scripts["lint"]; ok {
+		// npm test runs pretest and posttest: a lint it runs there is
+		// checked by the test gate already.
+		if by := runsLint(p.Scripts, lint); by != "" && cmds["test"] != "" {
+			note = "lint: no gate of its own, " + run("test") + " runs it (" + by + ")"
+		} else {
+			cmds["lint"] = run("lint")
+		}
 	}
 	switch {
 	case p.Scripts["typecheck"] != "":
@@ -190,6 +294,26 @@ func nodeScripts(pkg, pm string, typescript bool) (cmds map[string]string, note 
 		note = "it has no test, lint, typecheck or build script"
 	}
 	return cmds, note, nil
+}
+
+// runsLint names the test script (test, pretest or posttest) that runs
+// the lint script already, "" when none does.
+func runsLint(scripts map[string]string, lint string) string {
+	for _, name := range []string{"pretest", "test", "posttest"} {
+		s := scripts[name]
+		if s == "" {
+			continue
+		}
+		for _, run := range []string{"run lint", "run-script lint", "yarn lint", "pnpm lint", "bun lint"} {
+			if strings.Contains(s, run) {
+				return name
+			}
+		}
+		if strings.TrimSpace(lint) != "" && strings.Contains(s, strings.TrimSpace(lint)) {
+			return name
+		}
+	}
+	return ""
 }
 
 var makeTarget = regexp.MustCompile(`(?m)^([A-Za-z0-9_.-]+(?:[ \t]+[A-Za-z0-9_.-]+)*)[ \t]*::?(?:[^=]|$)`)

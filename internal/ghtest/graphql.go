@@ -109,6 +109,13 @@ func (s *Server) operation(name, query string, vars map[string]any) (any, error)
 			pr.Body = v
 		}
 		return map[string]any{"updatePullRequest": map[string]any{"__typename": "UpdatePullRequestPayload"}}, nil
+	case strings.Contains(query, "addPullRequestReview("):
+		pr := s.prByID(str(input["pullRequestId"]))
+		if pr == nil {
+			return nil, fmt.Errorf("Could not resolve to a node with the global id of %q", input["pullRequestId"])
+		}
+		pr.Reviews = append(pr.Reviews, Review{Event: str(input["event"]), Body: str(input["body"])})
+		return map[string]any{"addPullRequestReview": map[string]any{"clientMutationId": nil}}, nil
 	case strings.Contains(query, "markPullRequestReadyForReview("), strings.Contains(query, "convertPullRequestToDraft("):
 		pr := s.prByID(str(input["pullRequestId"]))
 		if pr == nil {

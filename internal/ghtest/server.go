@@ -53,6 +53,15 @@ type PR struct {
 	Base   string `json:"base"`
 	Draft  bool   `json:"draft"`
 	Closed bool   `json:"closed,omitempty"`
+	// Reviews are the reviews posted on it (gh pr review).
+	Reviews []Review `json:"reviews,omitempty"`
+}
+
+// Review is one pull-request review: its event (COMMENT,
+// REQUEST_CHANGES, APPROVE) and body.
+type Review struct {
+	Event string `json:"event"`
+	Body  string `json:"body"`
 }
 
 // Request is what the server records about one request: for GraphQL the
@@ -197,11 +206,21 @@ func (s *Server) RemoteURL() string {
 
 // AddIssue opens an issue and returns its number.
 func (s *Server) AddIssue(title, body string, labels ...string) int {
+	return s.add(func(n int) { s.issues[n] = &Issue{Number: n, Title: title, Body: body, Labels: labels} })
+}
+
+// AddPR opens a pull request from head into base and returns its number.
+func (s *Server) AddPR(head, base, title string) int {
+	return s.add(func(n int) { s.prs[n] = &PR{Number: n, Title: title, Head: head, Base: base} })
+}
+
+// add takes the next issue or pull request number for make.
+func (s *Server) add(make func(n int)) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.next
 	s.next++
-	s.issues[n] = &Issue{Number: n, Title: title, Body: body, Labels: labels}
+	make(n)
 	return n
 }
 

@@ -44,17 +44,27 @@ func UpdatePullRequest(ctx context.Context, o PullRequestOptions, st *engine.Sta
 			}
 		}
 	}
+	pr, err := o.GH.FindPR(ctx, st.Branch)
+	if err != nil {
+		return "", err
+	}
+	if pr == nil && len(earlier) == 0 && !slices.ContainsFunc(st.Order, func(id string) bool { _, ok := passedRow(st, id); return ok }) {
+		// No item landed a commit on the branch (every one blocked): it
+		// is its base, and GitHub refuses a pull request without a
+		// commit. None is asked for.
+		return "", fmt.Errorf("not opened: no item passed, so %s holds no commit of this work yet, and GitHub opens no pull request without one; the next run that passes an item opens it", st.Branch)
+	}
 	if err := o.Git.Push(ctx, o.Remote, "refs/heads/"+st.Branch, "refs/heads/"+st.Branch); err != nil {
 		return "", fmt.Errorf("pushing %s to %s: %w", st.Branch, o.Remote, err)
 	}
 	passed, _, total := st.Counts()
 	draft := passed < total || total == 0
 	body := o.Mask(PullRequestBody(st, earlier))
-	title := o.Mask(oneLine(o.Title))
-	pr, err := o.GH.FindPR(ctx, st.Branch)
-	if err != nil {
-		return "", err
+	title := o.Title
+	if t := IssuesTitle(st, earlier); t != "" {
+		title = t // the issues' own titles, not the search that found them
 	}
+	title = o.Mask(oneLine(title))
 	var url string
 	var number int
 	if pr == nil {
@@ -109,7 +119,11 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 	if blocked > 0 {
 		fmt.Fprintf(&b, ", %d blocked", blocked)
 	}
-	b.WriteString(".\n\n| item | status | commit | verified by ralph | cost |\n|---|---|---|---|---|\n")
+	b.WriteString(".\n\n")
+	if links := issueLinks(st, earlier); links != "" {
+		b.WriteString(links + "\n")
+	}
+	b.WriteString("| item | status | commit | verified by ralph | cost |\n|---|---|---|---|---|\n")
 	for _, id := range st.Order {
 		is := st.Items[id]
 		if is == nil {
@@ -141,6 +155,66 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 		fmt.Fprintf(&b, "\nTotal agent cost: $%.4f.\n", st.Usage.CostUSD)
 	}
 	return b.String()
+}
+
+// issueLinks are the lines that link the pull request to the issues its
+// items came from: "Closes #N" for each one that passed (GitHub closes it
+// when the pull request merges), "Refs #N" for the others.
+func issueLinks(st *engine.State, earlier map[string]PRItem) string {
+	var closes, refs []string
+	seen := map[int]bool{}
+	for _, id := range append(slices.Clone(st.Order), slices.Sorted(maps.Keys(earlier))...) {
+		n := IssueNumber(id)
+		if n == 0 || seen[n] {
+			continue
+		}
+		seen[n] = true
+		_, before := earlier[id]
+		if is := st.Items[id]; before || (is != nil && is.Status == engine.ItemPassed) {
+			closes = append(closes, fmt.Sprintf("Closes #%d", n))
+		} else {
+			refs = append(refs, fmt.Sprintf("Refs #%d (not passed yet)", n))
+		}
+	}
+	if len(closes)+len(refs) == 0 {
+		return ""
+	}
+	return strings.Join(append(closes, refs...), "\n") + "\n"
+}
+
+// IssuesTitle is the title of an issue run's pull request ("" for a run
+// of no issue): the one issue's title and number, or the issues' numbers
+// and titles (this run's and those earlier runs passed on the branch),
+// cut to a line.
+func IssuesTitle(st *engine.State, earlier map[string]PRItem) string {
+	var nums, titles []string
+	add := func(id, title string) {
+		n := IssueNumber(id)
+		if n == 0 || slices.Contains(nums, fmt.Sprintf("#%d", n)) {
+			return
+		}
+		nums = append(nums, fmt.Sprintf("#%d", n))
+		titles = append(titles, strings.TrimSpace(strings.TrimSuffix(title, fmt.Sprintf("(#%d)", n))))
+	}
+	for _, id := range slices.Sorted(maps.Keys(earlier)) {
+		add(id, earlier[id].Title)
+	}
+	for _, id := range st.Order {
+		if is := st.Items[id]; is != nil {
+			add(id, is.Title)
+		}
+	}
+	switch len(nums) {
+	case 0:
+		return ""
+	case 1:
+		return titles[0] + " (" + nums[0] + ")"
+	}
+	t := "Issues " + strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1] + ": " + strings.Join(titles, "; ")
+	if r := []rune(t); len(r) > 100 {
+		t = string(r[:99]) + "…"
+	}
+	return t
 }
 
 // itemTitle is an item's name in a table: its id, then its title.

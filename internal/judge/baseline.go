@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/ralph-loop/ralph/internal/sandbox"
+	"github.com/ralph-loop/ralph/internal/usage"
 	"io"
 	"os"
 	"path/filepath"
@@ -71,6 +72,9 @@ func (j *Judge) TakeBaseline(ctx context.Context, runID, rev string, gates []gat
 		b.Commit, b.Taken, b.Results = saved.Commit, saved.Taken, saved.Results
 		j.Baseline = b
 		return b, nil
+	}
+	if err := j.verifyModules(ctx, commit, log); err != nil {
+		return nil, err
 	}
 	results, err := j.runAt(ctx, commit, gates, log, false)
 	if err != nil {
@@ -282,4 +286,29 @@ func short(sha string) string {
 		return sha[:8]
 	}
 	return sha
+}
+
+// verifyModules runs `go mod verify` where the gates run, on a Go
+// module's base: a module in the gates' cache whose files were changed
+// after go extracted them (go build does not hash them again) would let
+// broken code pass every gate. It stops the run; anything else `go mod
+// verify` says (offline, no go) is the gates' to meet.
+func (j *Judge) verifyModules(ctx context.Context, commit string, log io.Writer) error {
+	if _, err := j.Repo.Run(ctx, "cat-file", "-e", commit+":go.mod"); err != nil {
+		return nil
+	}
+	rs, err := j.runAt(ctx, commit, []gate.Gate{{Name: "go mod verify", Command: "go mod verify"}}, log, true)
+	if err != nil || len(rs) == 0 || rs[0].Passed {
+		return err
+	}
+	var changed []string
+	for _, l := range strings.Split(rs[0].Output, "\n") {
+		if strings.Contains(l, "has been modified") {
+			changed = append(changed, strings.TrimSpace(l))
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return usage.Errorf("the gates' Go module cache holds modules changed after they were downloaded (`go mod verify`):\n  %s\nno gate can be trusted on them: remove them (`go clean -modcache` where the gates run, or ralph's gate home under ~/.cache/ralph/homes) and run again", strings.Join(changed, "\n  "))
 }

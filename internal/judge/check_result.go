@@ -79,10 +79,15 @@ func (evidenceCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		return Finding{}
 	}
 	if len(c.Claim.Gates) == 0 && len(c.Claim.Checks) == 0 && c.Claim.Condition == nil && c.contract != nil && c.contract.Review == "" {
-		// Nothing can check the work (a run the user started with
-		// --no-gates): it passes on the claim and its real work, and says
-		// it was not verified.
-		return Finding{Note: "not verified: no gate or check judged it (the run has none)"}
+		if j.NoGates {
+			// The person chose a run with nothing to check the work by:
+			// it passes on the claim and its real work, and says it was
+			// not verified.
+			return Finding{Note: "not verified: no gate or check judged it (--no-gates)"}
+		}
+		v := fail("no evidence: no gate, check or review can show it is done",
+			"Nothing can show that this item is done: it has no check, the run no gate, and no reviewer was asked for. The harness cannot pass it on your word. Tell the user it needs a check (a command that fails until it is done) or a review.")
+		return Finding{Fail: v}
 	}
 	var ev []Evidence
 	gates := len(c.Claim.Gates)
@@ -138,7 +143,9 @@ func (evidenceCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 				}
 				summary = list(red, 3) + " FAILED, as at the base; " + summary
 			}
-			return Finding{Fail: fail(summary, msg)}
+			v := fail(summary, msg)
+			v.Unproven = true
+			return Finding{Fail: v}
 		}
 	}
 	c.evidence = ev
@@ -178,8 +185,12 @@ func fixedTests(r gate.Result, base *gate.Result) []Evidence {
 func (j *Judge) newTests(ctx context.Context, c *Case) ([]Evidence, string) {
 	added := map[string]string{}
 	var files []string
+	// A test file changed where that may be (a person allowed test
+	// changes, or a Go test file gained tests under protected_rule:
+	// declarations) is new tests too.
+	changedOK := c.Claim.AllowTestChanges || c.contract != nil && c.contract.Declarations
 	for _, ch := range c.changes {
-		if ch.Status == 'A' && Protected(ch.Path, j.Protect) {
+		if (ch.Status == 'A' || ch.Status == 'M' && changedOK) && Protected(ch.Path, j.Protect) {
 			added[ch.Path] = ch.NewBlob
 			files = append(files, ch.Path)
 		}

@@ -22,7 +22,7 @@ func (j *Judge) contract(ctx context.Context, item, base string, claim Claim) *C
 		return k
 	}
 	j.mu.Unlock()
-	k := &Contract{Item: item, Base: base, Pinned: time.Now().UTC(), AllowTestChanges: claim.AllowTestChanges, Review: claim.Review}
+	k := &Contract{Item: item, Base: base, Pinned: time.Now().UTC(), AllowTestChanges: claim.AllowTestChanges, Review: claim.Review, Declarations: j.Declarations}
 	for _, g := range claim.Gates {
 		k.Gates = append(k.Gates, g.Name+": "+g.Command)
 	}

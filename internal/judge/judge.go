@@ -96,6 +96,11 @@ type Judge struct {
 	// results at bases.
 	Trees    *Trees
 	Baseline *Baseline
+	// NoGates: the person started the run with nothing to check the
+	// work by (--no-gates): an item with no gate, check or review then
+	// passes on its real work, said not verified. Otherwise such an item
+	// has no evidence and does not pass.
+	NoGates bool
 	// Protect are protected globs besides the test files (config, PRD).
 	Protect []string
 	// StateDir is ralph's folder (.ralph): the judgement logs.
@@ -257,7 +262,7 @@ func (j *Judge) finish(c *Case) Verdict {
 	switch {
 	case c.failure != nil:
 		f := *c.failure
-		v.Passed, v.Summary, v.Failure, v.Conflict = false, f.Summary, f.Failure, f.Conflict
+		v.Passed, v.Summary, v.Failure, v.Conflict, v.Unproven = false, f.Summary, f.Failure, f.Conflict, f.Unproven
 		if !f.Claimed && f.Summary != "" && !c.claimed() {
 			v.Claimed = false
 		}

@@ -37,6 +37,10 @@ type Contract struct {
 	// The agent cannot change them unless a person allowed test changes.
 	Protected        []string `json:"protected,omitempty"`
 	AllowTestChanges bool     `json:"allow_test_changes,omitempty"`
+	// Declarations: a protected Go test file may gain declarations (the
+	// config's protected_rule), so it is not read-only to the agent; the
+	// judge checks its old declarations are all still there.
+	Declarations bool `json:"declarations,omitempty"`
 	// Review names the role a person required to approve the item
 	// (evidence by review rather than by a test).
 	Review string `json:"review,omitempty"`

@@ -12,8 +12,11 @@ import (
 
 // Verdict is the judgement of one iteration: what the engine decides on.
 type Verdict struct {
-	Passed   bool
-	Claimed  bool
+	Passed  bool
+	Claimed bool
+	// Unproven: the claim met every check but the evidence one (a role a
+	// person named may still approve it: the item's Review).
+	Unproven bool
 	Gates    []gate.Result
 	Summary  string // one line for output and state
 	Failure  string // retry context for the next prompt (empty on pass)

@@ -2,26 +2,26 @@ package llm
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"strings"
-
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
 )
 
-// AnthropicProvider talks to the Anthropic Messages API (non-streaming).
+// AnthropicProvider talks to the Anthropic Messages API
+// (POST /v1/messages, non-streaming).
 type AnthropicProvider struct {
-	client anthropic.Client
+	api endpoint
 }
 
 // defaultAnthropicMaxTokens is max_tokens when Request.MaxTokens is 0.
 const defaultAnthropicMaxTokens = 8192
 
-// newAnthropic builds an Anthropic Messages provider. The SDK's own retries
-// are off.
+// anthropicVersion is the API version header every request carries.
+const anthropicVersion = "2023-06-01"
+
+// newAnthropic builds an Anthropic Messages provider.
 func newAnthropic(cfg Config) *AnthropicProvider {
 	base := strings.TrimRight(cfg.BaseURL, "/")
-	base = strings.TrimSuffix(base, "/v1") // the SDK adds v1/messages
+	base = strings.TrimSuffix(base, "/v1") // the path below adds it
 	if base == "" {
 		base = DefaultBaseURL(Anthropic)
 	}
@@ -29,64 +29,95 @@ func newAnthropic(cfg Config) *AnthropicProvider {
 	if key == "" {
 		key = placeholderKey
 	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(base + "/"),
-		option.WithAPIKey(key),
-		option.WithMaxRetries(0),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if cfg.Timeout > 0 {
-		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
-	}
-	return &AnthropicProvider{client: anthropic.NewClient(opts...)}
+	return &AnthropicProvider{api: endpoint{
+		provider: Anthropic,
+		url:      base + "/v1/messages",
+		header:   map[string]string{"X-Api-Key": key, "Anthropic-Version": anthropicVersion},
+		client:   cfg.HTTPClient,
+		timeout:  cfg.Timeout,
+	}}
 }
 
 func (p *AnthropicProvider) Name() string { return Anthropic }
 
-func (p *AnthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
-	maxTok := int64(req.MaxTokens)
-	if maxTok <= 0 {
-		maxTok = defaultAnthropicMaxTokens
+// The request and response bodies, as far as ralph uses them.
+type (
+	anthropicBlock struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Input     json.RawMessage `json:"input,omitempty"`
+		ToolUseID string          `json:"tool_use_id,omitempty"`
+		Content   string          `json:"content,omitempty"`
+		IsError   bool            `json:"is_error,omitempty"`
 	}
-	params := anthropic.MessageNewParams{
-		Model:     anthropic.Model(req.Model),
-		MaxTokens: maxTok,
+	anthropicMessage struct {
+		Role    Role             `json:"role"`
+		Content []anthropicBlock `json:"content"`
+	}
+	anthropicTool struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description,omitempty"`
+		InputSchema map[string]any `json:"input_schema"`
+	}
+	anthropicRequest struct {
+		Model     string             `json:"model"`
+		MaxTokens int                `json:"max_tokens"`
+		System    []anthropicBlock   `json:"system,omitempty"`
+		Messages  []anthropicMessage `json:"messages"`
+		Tools     []anthropicTool    `json:"tools,omitempty"`
+	}
+	anthropicResponse struct {
+		Content    []anthropicBlock `json:"content"`
+		StopReason string           `json:"stop_reason"`
+		Usage      struct {
+			InputTokens              int64 `json:"input_tokens"`
+			OutputTokens             int64 `json:"output_tokens"`
+			CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+			CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		} `json:"usage"`
+	}
+)
+
+func (p *AnthropicProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	body := anthropicRequest{Model: req.Model, MaxTokens: req.MaxTokens}
+	if body.MaxTokens <= 0 {
+		body.MaxTokens = defaultAnthropicMaxTokens
 	}
 	if req.System != "" {
-		params.System = []anthropic.TextBlockParam{{Text: req.System}}
+		body.System = []anthropicBlock{{Type: "text", Text: req.System}}
 	}
 	for _, t := range req.Tools {
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: anthropicTool(t)})
+		body.Tools = append(body.Tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: objectSchema(t.Schema)})
 	}
 	for _, m := range req.Messages {
-		var blocks []anthropic.ContentBlockParamUnion
+		var blocks []anthropicBlock
 		if m.Text != "" {
-			blocks = append(blocks, anthropic.NewTextBlock(m.Text))
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: m.Text})
 		}
 		for _, tc := range m.ToolCalls {
-			blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, validJSONObject(tc.Input), tc.Name))
+			blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: validJSONObject(tc.Input)})
 		}
 		for _, tr := range m.ToolResults {
 			content := tr.Content
 			if content == "" {
 				content = "(no output)"
 			}
-			blocks = append(blocks, anthropic.NewToolResultBlock(tr.CallID, content, tr.IsError))
+			blocks = append(blocks, anthropicBlock{Type: "tool_result", ToolUseID: tr.CallID, Content: content, IsError: tr.IsError})
 		}
 		if len(blocks) == 0 {
-			blocks = append(blocks, anthropic.NewTextBlock("(empty)"))
+			blocks = append(blocks, anthropicBlock{Type: "text", Text: "(empty)"})
 		}
+		role := RoleUser
 		if m.Role == RoleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
-		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
+			role = RoleAssistant
 		}
+		body.Messages = append(body.Messages, anthropicMessage{Role: role, Content: blocks})
 	}
-	msg, err := p.client.Messages.New(ctx, params)
-	if err != nil {
-		return Response{}, anthropicErr(err)
+	var msg anthropicResponse
+	if err := p.api.post(ctx, body, &msg); err != nil {
+		return Response{}, err
 	}
 	var out Response
 	var texts []string
@@ -101,7 +132,7 @@ func (p *AnthropicProvider) Complete(ctx context.Context, req Request) (Response
 		}
 	}
 	out.Text = strings.Join(texts, "\n")
-	out.StopReason = string(msg.StopReason)
+	out.StopReason = msg.StopReason
 	out.Usage = Usage{
 		InputTokens:      msg.Usage.InputTokens,
 		OutputTokens:     msg.Usage.OutputTokens,
@@ -111,52 +142,26 @@ func (p *AnthropicProvider) Complete(ctx context.Context, req Request) (Response
 	return out, nil
 }
 
-func anthropicTool(t Tool) *anthropic.ToolParam {
-	schema := anthropic.ToolInputSchemaParam{ExtraFields: map[string]any{}}
-	for k, v := range t.Schema {
-		switch k {
-		case "type":
-		case "properties":
-			schema.Properties = v
-		case "required":
-			switch r := v.(type) {
-			case []string:
-				schema.Required = r
-			case []any:
-				for _, s := range r {
-					if str, ok := s.(string); ok {
-						schema.Required = append(schema.Required, str)
-					}
-				}
-			}
-		default:
-			schema.ExtraFields[k] = v
-		}
+// objectSchema is a tool's input schema as the APIs want it: an object
+// schema with properties (an empty map when the tool takes none).
+func objectSchema(s map[string]any) map[string]any {
+	out := make(map[string]any, len(s)+2)
+	for k, v := range s {
+		out[k] = v
 	}
-	if schema.Properties == nil {
-		schema.Properties = map[string]any{}
+	out["type"] = "object"
+	if out["properties"] == nil {
+		out["properties"] = map[string]any{}
 	}
-	tp := &anthropic.ToolParam{Name: t.Name, InputSchema: schema}
-	if t.Description != "" {
-		tp.Description = anthropic.String(t.Description)
-	}
-	return tp
+	return out
 }
 
 // validJSONObject returns in when it is valid JSON, else {} (a weak model's
 // broken arguments must not make the next request unsendable).
-func validJSONObject(in []byte) any {
+func validJSONObject(in []byte) json.RawMessage {
 	raw := inputOrEmpty(in)
-	if !jsonValid(raw) {
-		return map[string]any{}
+	if !json.Valid(raw) {
+		return json.RawMessage(`{}`)
 	}
 	return raw
-}
-
-func anthropicErr(err error) error {
-	var ae *anthropic.Error
-	if errors.As(err, &ae) && ae.Response != nil {
-		return httpError(Anthropic, ae.StatusCode, ae.Response.Header, ae.RawJSON())
-	}
-	return err
 }

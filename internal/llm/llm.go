@@ -4,16 +4,20 @@
 // turn (text, tool calls, stop reason, token usage) comes out.
 //
 // Two providers implement it: Anthropic Messages and OpenAI-compatible Chat
-// Completions (OpenAI, Ollama, vLLM, ...). Neither retries on its own: a 429
-// comes back as *RateLimitError and every other HTTP failure as *APIError,
-// so the caller decides whether and when to try again.
+// Completions (OpenAI, Ollama, vLLM, ...), each one JSON POST over net/http
+// (no vendor SDK: the two SDKs were most of the time a fresh build of ralph
+// took). Neither retries on its own: a 429 comes back as *RateLimitError and
+// every other HTTP failure as *APIError, so the caller decides whether and
+// when to try again.
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -156,8 +160,8 @@ func New(cfg Config) (Provider, error) {
 	return nil, fmt.Errorf("llm: unknown provider %q (anthropic | openai)", cfg.Provider)
 }
 
-// placeholderKey is sent to local servers that need no key: the SDKs refuse
-// to run (or send an empty bearer) without one.
+// placeholderKey is sent to local servers that need no key: some proxies in
+// front of them refuse a request without one.
 const placeholderKey = "ralph-no-key"
 
 // IsLoopback reports whether a base URL points at this machine (Ollama,
@@ -173,6 +177,61 @@ func IsLoopback(baseURL string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// endpoint is one API's URL, headers and HTTP client.
+type endpoint struct {
+	provider string
+	url      string
+	header   map[string]string
+	client   *http.Client // nil = http.DefaultClient
+	timeout  time.Duration
+}
+
+// maxResponseBytes bounds a response body read into memory.
+const maxResponseBytes = 64 << 20
+
+// post sends body as JSON and decodes a 2xx answer into out; any other
+// status comes back as *RateLimitError or *APIError.
+func (e endpoint) post(ctx context.Context, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("%s API: encoding the request: %w", e.provider, err)
+	}
+	if e.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("%s API: %w", e.provider, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range e.header {
+		req.Header.Set(k, v)
+	}
+	client := e.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("%s API: reading the response: %w", e.provider, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return httpError(e.provider, resp.StatusCode, resp.Header, string(raw))
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return &APIError{Provider: e.provider, Status: resp.StatusCode, Message: "unreadable response: " + err.Error()}
+	}
+	return nil
 }
 
 // RateLimitError is HTTP 429 (or a provider's equivalent).

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/llmtest"
 )
 
 func TestLLMRetryAfter(t *testing.T) {
@@ -222,5 +224,82 @@ func TestLLMRequestShapes(t *testing.T) {
 	resp, err = newOpenAI(Config{BaseURL: srv.URL + "/v1"}).Complete(context.Background(), simpleReq())
 	if err != nil || resp.Text != "hi" || resp.StopReason != StopEnd {
 		t.Errorf("keyless openai: %+v %v", resp, err)
+	}
+}
+
+// TestLLMAgainstScriptedServer runs both providers through a tool round
+// trip against the scripted model server the agent tests use: the reply's
+// tool call comes back parsed, and the results sent with the next request
+// make the server count one assistant turn.
+func TestLLMAgainstScriptedServer(t *testing.T) {
+	script := &llmtest.Script{Steps: []llmtest.Step{
+		{Text: "reading", ToolCalls: []llmtest.ToolCall{{Name: "read_file", Input: json.RawMessage(`{"path":"a.txt"}`)}}},
+		{Text: "done <promise>COMPLETE</promise>"},
+	}}
+	for _, tc := range []struct{ provider, suffix, api string }{
+		{Anthropic, "", llmtest.APIAnthropic},
+		{OpenAI, "/v1", llmtest.APIChat},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			srv, err := llmtest.Start(script, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			p, err := New(Config{Provider: tc.provider, BaseURL: srv.URL() + tc.suffix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := Request{Model: "scripted", System: "sys", Tools: []Tool{{Name: "read_file", Description: "read",
+				Schema: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}}},
+				Messages: []Message{{Role: RoleUser, Text: "go"}}}
+			resp, err := p.Complete(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Text != "reading" || resp.StopReason != StopToolUse || len(resp.ToolCalls) != 1 ||
+				resp.ToolCalls[0].Name != "read_file" || resp.ToolCalls[0].ID == "" || string(resp.ToolCalls[0].Input) != `{"path":"a.txt"}` ||
+				resp.Usage.InputTokens <= 0 || resp.Usage.OutputTokens <= 0 {
+				t.Fatalf("first reply %+v", resp)
+			}
+			call := resp.ToolCalls[0]
+			req.Messages = append(req.Messages,
+				Message{Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls},
+				Message{Role: RoleUser, ToolResults: []ToolResult{{CallID: call.ID, Name: call.Name, Content: "hello"}}})
+			resp, err = p.Complete(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Text != "done <promise>COMPLETE</promise>" || resp.StopReason != StopEnd || len(resp.ToolCalls) != 0 {
+				t.Fatalf("second reply %+v", resp)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 || reqs[1].API != tc.api || reqs[1].Step != 1 || reqs[1].AssistantTurns != 1 || reqs[1].Stream || reqs[1].Status != 200 {
+				t.Errorf("server log %+v", reqs)
+			}
+		})
+	}
+}
+
+// TestLLMTimeout: Config.Timeout bounds one request.
+func TestLLMTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	for name, p := range map[string]Provider{
+		"anthropic": newAnthropic(Config{BaseURL: srv.URL, Timeout: 50 * time.Millisecond}),
+		"openai":    newOpenAI(Config{BaseURL: srv.URL + "/v1", Timeout: 50 * time.Millisecond}),
+	} {
+		start := time.Now()
+		_, err := p.Complete(context.Background(), simpleReq())
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+			t.Errorf("%s: %v after %s, want the deadline", name, err, time.Since(start))
+		}
 	}
 }

@@ -3,24 +3,17 @@ package llm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // OpenAIProvider talks to an OpenAI-compatible Chat Completions API
 // (OpenAI, Ollama at http://127.0.0.1:11434/v1, vLLM, ...), non-streaming.
 type OpenAIProvider struct {
-	client openai.Client
+	api endpoint
 }
 
-// newOpenAI builds a Chat Completions provider. The SDK's own retries are
-// off.
+// newOpenAI builds a Chat Completions provider.
 func newOpenAI(cfg Config) *OpenAIProvider {
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	if base == "" {
@@ -30,55 +23,90 @@ func newOpenAI(cfg Config) *OpenAIProvider {
 	if key == "" {
 		key = placeholderKey
 	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(base + "/"),
-		option.WithAPIKey(key),
-		option.WithMaxRetries(0),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	if cfg.Timeout > 0 {
-		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
-	}
-	return &OpenAIProvider{client: openai.NewClient(opts...)}
+	return &OpenAIProvider{api: endpoint{
+		provider: OpenAI,
+		url:      base + "/chat/completions",
+		header:   map[string]string{"Authorization": "Bearer " + key},
+		client:   cfg.HTTPClient,
+		timeout:  cfg.Timeout,
+	}}
 }
 
 func (p *OpenAIProvider) Name() string { return OpenAI }
 
-func (p *OpenAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
-	if req.MaxTokens > 0 {
-		params.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
+// The request and response bodies, as far as ralph uses them.
+type (
+	chatFunction struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
 	}
+	chatToolCall struct {
+		ID       string       `json:"id"`
+		Type     string       `json:"type"`
+		Function chatFunction `json:"function"`
+	}
+	chatMessage struct {
+		Role       string         `json:"role"`
+		Content    *string        `json:"content,omitempty"`
+		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string         `json:"tool_call_id,omitempty"`
+	}
+	chatTool struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string         `json:"name"`
+			Description string         `json:"description,omitempty"`
+			Parameters  map[string]any `json:"parameters"`
+		} `json:"function"`
+	}
+	chatRequest struct {
+		Model               string        `json:"model"`
+		Messages            []chatMessage `json:"messages"`
+		Tools               []chatTool    `json:"tools,omitempty"`
+		MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	}
+	chatResponse struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				Content   string         `json:"content"`
+				Refusal   string         `json:"refusal"`
+				ToolCalls []chatToolCall `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens        int64 `json:"prompt_tokens"`
+			CompletionTokens    int64 `json:"completion_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+)
+
+func text(s string) *string { return &s }
+
+func (p *OpenAIProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	body := chatRequest{Model: req.Model, MaxCompletionTokens: max(req.MaxTokens, 0)}
 	if req.System != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+		body.Messages = append(body.Messages, chatMessage{Role: "system", Content: text(req.System)})
 	}
 	for _, t := range req.Tools {
-		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(t.Schema)}
-		if t.Description != "" {
-			fd.Description = param.NewOpt(t.Description)
-		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fd))
+		ct := chatTool{Type: "function"}
+		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = t.Name, t.Description, objectSchema(t.Schema)
+		body.Tools = append(body.Tools, ct)
 	}
 	for _, m := range req.Messages {
 		if m.Role == RoleAssistant {
-			am := openai.ChatCompletionAssistantMessageParam{}
+			am := chatMessage{Role: "assistant"}
 			if m.Text != "" || len(m.ToolCalls) == 0 {
-				am.Content.OfString = param.NewOpt(m.Text)
+				am.Content = text(m.Text)
 			}
 			for _, tc := range m.ToolCalls {
-				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID: tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name:      tc.Name,
-							Arguments: string(inputOrEmpty(tc.Input)),
-						},
-					},
-				})
+				am.ToolCalls = append(am.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+					Function: chatFunction{Name: tc.Name, Arguments: string(inputOrEmpty(tc.Input))}})
 			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
+			body.Messages = append(body.Messages, am)
 			continue
 		}
 		// Tool results first: they must directly follow the assistant
@@ -91,15 +119,15 @@ func (p *OpenAIProvider) Complete(ctx context.Context, req Request) (Response, e
 			if content == "" {
 				content = "(no output)"
 			}
-			params.Messages = append(params.Messages, openai.ToolMessage(content, tr.CallID))
+			body.Messages = append(body.Messages, chatMessage{Role: "tool", Content: text(content), ToolCallID: tr.CallID})
 		}
 		if m.Text != "" {
-			params.Messages = append(params.Messages, openai.UserMessage(m.Text))
+			body.Messages = append(body.Messages, chatMessage{Role: "user", Content: text(m.Text)})
 		}
 	}
-	cc, err := p.client.Chat.Completions.New(ctx, params)
-	if err != nil {
-		return Response{}, openaiErr(err)
+	var cc chatResponse
+	if err := p.api.post(ctx, body, &cc); err != nil {
+		return Response{}, err
 	}
 	out := Response{Usage: Usage{
 		InputTokens:     cc.Usage.PromptTokens,
@@ -139,18 +167,3 @@ func (p *OpenAIProvider) Complete(ctx context.Context, req Request) (Response, e
 	}
 	return out, nil
 }
-
-func openaiErr(err error) error {
-	var oe *openai.Error
-	if errors.As(err, &oe) && oe.Response != nil {
-		raw := oe.RawJSON()
-		if raw == "" && oe.Message != "" {
-			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": oe.Message, "type": oe.Type}})
-			raw = string(b)
-		}
-		return httpError(OpenAI, oe.StatusCode, oe.Response.Header, raw)
-	}
-	return err
-}
-
-func jsonValid(b []byte) bool { return json.Valid(b) }

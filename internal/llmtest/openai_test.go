@@ -1,62 +1,119 @@
 package llmtest
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/responses"
-	"github.com/openai/openai-go/v3/shared"
 )
-
-func openaiClient(srv *Server) openai.Client {
-	return openai.NewClient(option.WithBaseURL(srv.URL()+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(3))
-}
 
 var writeFileSchema = map[string]any{
 	"type":       "object",
 	"properties": map[string]any{"path": map[string]any{"type": "string"}, "content": map[string]any{"type": "string"}},
 }
 
-func responsesParams(input responses.ResponseInputParam) responses.ResponseNewParams {
-	return responses.ResponseNewParams{
-		Model:        "gpt-5",
-		Instructions: openai.String("You are a test."),
-		Input:        responses.ResponseNewParamsInputUnion{OfInputItemList: input},
-		Tools:        []responses.ToolUnionParam{responses.ToolParamOfFunction("write_file", writeFileSchema, false)},
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
 	}
+	return string(b)
 }
 
-func functionOutput(callID, output string) responses.ResponseInputItemUnionParam {
-	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
-	item.OfFunctionCallOutput.CallID = openai.String(callID)
-	return item
+// responsesBody is a Responses request with one write_file function tool.
+func responsesBody(stream bool, input []any) string {
+	return mustJSON(map[string]any{
+		"model":        "gpt-5",
+		"stream":       stream,
+		"instructions": "You are a test.",
+		"input":        input,
+		"tools":        []any{map[string]any{"type": "function", "name": "write_file", "parameters": writeFileSchema, "strict": false}},
+	})
+}
+
+func inputMessage(role, text string) any {
+	return map[string]any{"type": "message", "role": role, "content": text}
+}
+
+// responsesItemOut is an output item of a Responses reply.
+type responsesItemOut struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// responsesReply is a Responses reply (or the response of an event).
+type responsesReply struct {
+	Status string             `json:"status"`
+	Output []responsesItemOut `json:"output"`
+	Usage  *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// outputText joins the output_text parts of the reply's messages.
+func (r responsesReply) outputText() string {
+	var b strings.Builder
+	for _, it := range r.Output {
+		for _, c := range it.Content {
+			if it.Type == "message" && c.Type == "output_text" {
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// responsesEvent is one event of a Responses stream.
+type responsesEvent struct {
+	Type     string           `json:"type"`
+	Sequence int64            `json:"sequence_number"`
+	Delta    string           `json:"delta"`
+	Item     responsesItemOut `json:"item"`
+	Response responsesReply   `json:"response"`
+}
+
+func responsesEvents(t *testing.T, res httpResult) []responsesEvent {
+	t.Helper()
+	if res.status != 200 {
+		t.Fatalf("status %d: %s", res.status, res.body)
+	}
+	var out []responsesEvent
+	for _, sev := range parseSSE(t, res.body) {
+		var ev responsesEvent
+		if err := json.Unmarshal([]byte(sev.data), &ev); err != nil {
+			t.Fatalf("event %s: %v", sev.name, err)
+		}
+		if ev.Type != sev.name {
+			t.Errorf("event %s carries type %q", sev.name, ev.Type)
+		}
+		out = append(out, ev)
+	}
+	return out
 }
 
 func TestResponsesStreamingRoundTrip(t *testing.T) {
 	script := twoSteps()
 	script.Steps[0].ToolCalls = append(script.Steps[0].ToolCalls, ToolCall{Name: "write_file", Input: json.RawMessage(`{"path":"b.txt","content":"b"}`)})
 	srv, _ := startServer(t, script)
-	client := openaiClient(srv)
-	ctx := context.Background()
 
-	input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("write a.txt", responses.EasyInputMessageRoleUser)}
-	stream := client.Responses.NewStreaming(ctx, responsesParams(input))
-	var done []responses.ResponseOutputItemUnion
-	var completed *responses.Response
+	input := []any{inputMessage("user", "write a.txt")}
+	var done []responsesItemOut
+	var completed *responsesReply
 	var text strings.Builder
 	var types []string
-	seq := int64(0)
-	for stream.Next() {
-		ev := stream.Current()
+	for seq, ev := range responsesEvents(t, post(t, srv.URL()+"/v1/responses", responsesBody(true, input))) {
 		types = append(types, ev.Type)
-		if ev.SequenceNumber != seq {
-			t.Errorf("event %s has sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		if ev.Sequence != int64(seq) {
+			t.Errorf("event %s has sequence_number %d, want %d", ev.Type, ev.Sequence, seq)
 		}
-		seq++
 		switch ev.Type {
 		case "response.output_text.delta":
 			text.WriteString(ev.Delta)
@@ -66,9 +123,6 @@ func TestResponsesStreamingRoundTrip(t *testing.T) {
 			r := ev.Response
 			completed = &r
 		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if types[0] != "response.created" || types[1] != "response.in_progress" || types[len(types)-1] != "response.completed" {
 		t.Errorf("event order %v", types)
@@ -82,20 +136,19 @@ func TestResponsesStreamingRoundTrip(t *testing.T) {
 	if text.String() != "I will write the file now." {
 		t.Errorf("text %q", text.String())
 	}
-	if completed == nil || completed.Status != "completed" || completed.Usage.InputTokens <= 0 || completed.Usage.OutputTokens <= 0 ||
+	if completed == nil || completed.Status != "completed" || completed.Usage == nil || completed.Usage.InputTokens <= 0 || completed.Usage.OutputTokens <= 0 ||
 		completed.Usage.TotalTokens != completed.Usage.InputTokens+completed.Usage.OutputTokens {
 		t.Fatalf("completed %+v", completed)
 	}
-	if completed.OutputText() != "I will write the file now." || len(completed.Output) != 3 {
+	if completed.outputText() != "I will write the file now." || len(completed.Output) != 3 {
 		t.Errorf("completed output %+v", completed.Output)
 	}
 	if len(done) != 3 || done[0].Type != "message" || done[1].Type != "function_call" || done[2].Type != "function_call" {
 		t.Fatalf("items %+v", done)
 	}
 	// Codex-style history: message, then call/output pairs interleaved.
-	input = append(input, responses.ResponseInputItemParamOfMessage(done[0].AsMessage().Content[0].Text, responses.EasyInputMessageRoleAssistant))
-	for _, it := range done[1:] {
-		fc := it.AsFunctionCall()
+	input = append(input, inputMessage("assistant", done[0].Content[0].Text))
+	for _, fc := range done[1:] {
 		var args map[string]string
 		if err := json.Unmarshal([]byte(fc.Arguments), &args); err != nil || args["path"] == "" {
 			t.Fatalf("arguments %q: %v", fc.Arguments, err)
@@ -103,21 +156,19 @@ func TestResponsesStreamingRoundTrip(t *testing.T) {
 		if fc.Name != "write_file" || !strings.HasPrefix(fc.CallID, "call_") {
 			t.Errorf("function call %+v", fc)
 		}
-		input = append(input, responses.ResponseInputItemParamOfFunctionCall(fc.Arguments, fc.CallID, fc.Name), functionOutput(fc.CallID, "ok"))
+		input = append(input,
+			map[string]any{"type": "function_call", "call_id": fc.CallID, "name": fc.Name, "arguments": fc.Arguments},
+			map[string]any{"type": "function_call_output", "call_id": fc.CallID, "output": "ok"})
 	}
 
-	stream = client.Responses.NewStreaming(ctx, responsesParams(input))
-	var final *responses.Response
-	for stream.Next() {
-		if ev := stream.Current(); ev.Type == "response.completed" {
+	var final *responsesReply
+	for _, ev := range responsesEvents(t, post(t, srv.URL()+"/v1/responses", responsesBody(true, input))) {
+		if ev.Type == "response.completed" {
 			r := ev.Response
 			final = &r
 		}
 	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if final == nil || final.OutputText() != "All done: wrote a.txt." || len(final.Output) != 1 {
+	if final == nil || final.outputText() != "All done: wrote a.txt." || len(final.Output) != 1 {
 		t.Fatalf("final %+v", final)
 	}
 	if r := lastReq(t, srv); r.AssistantTurns != 1 || r.Step != 1 || r.API != apiResponses || !r.Stream {
@@ -127,17 +178,15 @@ func TestResponsesStreamingRoundTrip(t *testing.T) {
 
 func TestResponsesNonStreaming(t *testing.T) {
 	srv, _ := startServer(t, twoSteps())
-	client := openaiClient(srv)
-	resp, err := client.Responses.New(context.Background(), responsesParams(responses.ResponseInputParam{
-		responses.ResponseInputItemParamOfMessage("go", responses.EasyInputMessageRoleUser),
-	}))
-	if err != nil {
-		t.Fatal(err)
+	res := post(t, srv.URL()+"/v1/responses", responsesBody(false, []any{inputMessage("user", "go")}))
+	var resp responsesReply
+	if err := json.Unmarshal(res.body, &resp); err != nil || res.status != 200 {
+		t.Fatalf("status %d: %v: %s", res.status, err, res.body)
 	}
-	if len(resp.Output) != 2 || resp.Output[1].Type != "function_call" || resp.Usage.TotalTokens <= 0 {
+	if len(resp.Output) != 2 || resp.Output[1].Type != "function_call" || resp.Usage == nil || resp.Usage.TotalTokens <= 0 {
 		t.Fatalf("response %+v", resp)
 	}
-	fc := resp.Output[1].AsFunctionCall()
+	fc := resp.Output[1]
 	if !json.Valid([]byte(fc.Arguments)) || fc.Name != "write_file" {
 		t.Errorf("function call %+v", fc)
 	}
@@ -187,37 +236,113 @@ func TestResponsesCustomTool(t *testing.T) {
 	}
 }
 
-func chatParams(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
-	return openai.ChatCompletionNewParams{
-		Model:         "gpt-5",
-		Messages:      msgs,
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name: "write_file", Parameters: writeFileSchema,
-		})},
+// chatBody is a Chat Completions request with one write_file tool.
+func chatBody(stream bool, msgs []any) string {
+	body := map[string]any{
+		"model":    "gpt-5",
+		"messages": msgs,
+		"tools":    []any{map[string]any{"type": "function", "function": map[string]any{"name": "write_file", "parameters": writeFileSchema}}},
 	}
+	if stream {
+		body["stream"] = true
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	return mustJSON(body)
+}
+
+type chatToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// chatCompletion is a Chat Completions reply; a stream's chunks are folded
+// into one by accumulateChat.
+type chatCompletion struct {
+	Choices []struct {
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Role      string         `json:"role"`
+			Content   string         `json:"content"`
+			ToolCalls []chatToolCall `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage *chatUsage `json:"usage"`
+}
+
+// accumulateChat folds a chunk stream into the completion it describes,
+// as a client does: content deltas appended, tool calls by index with
+// their arguments appended, the finish reason and usage kept.
+func accumulateChat(t *testing.T, res httpResult) chatCompletion {
+	t.Helper()
+	if res.status != 200 {
+		t.Fatalf("status %d: %s", res.status, res.body)
+	}
+	evs := parseSSE(t, res.body)
+	if evs[len(evs)-1].data != "[DONE]" {
+		t.Fatalf("stream does not end with [DONE]: %+v", evs[len(evs)-1])
+	}
+	var out chatCompletion
+	if err := json.Unmarshal([]byte(`{"choices":[{}]}`), &out); err != nil {
+		t.Fatal(err)
+	}
+	ch := &out.Choices[0]
+	for _, ev := range evs[:len(evs)-1] {
+		var chunk struct {
+			Choices []struct {
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content   *string        `json:"content"`
+					ToolCalls []chatToolCall `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *chatUsage `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &chunk); err != nil {
+			t.Fatalf("chunk: %v: %s", err, ev.data)
+		}
+		if chunk.Usage != nil {
+			out.Usage = chunk.Usage
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil {
+				ch.Message.Content += *c.Delta.Content
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.Index == len(ch.Message.ToolCalls) {
+					ch.Message.ToolCalls = append(ch.Message.ToolCalls, tc)
+					continue
+				}
+				if tc.Index != len(ch.Message.ToolCalls)-1 || tc.ID != "" {
+					t.Fatalf("tool call delta out of order: %+v", tc)
+				}
+				ch.Message.ToolCalls[tc.Index].Function.Arguments += tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				ch.FinishReason = *c.FinishReason
+			}
+		}
+	}
+	return out
 }
 
 func TestChatStreamingRoundTrip(t *testing.T) {
 	script := twoSteps()
 	script.Steps[0].ToolCalls = append(script.Steps[0].ToolCalls, ToolCall{Name: "write_file", Input: json.RawMessage(`{"path":"b.txt","content":"b"}`)})
 	srv, _ := startServer(t, script)
-	client := openaiClient(srv)
-	ctx := context.Background()
 
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are a test."), openai.UserMessage("write a.txt")}
-	stream := client.Chat.Completions.NewStreaming(ctx, chatParams(msgs))
-	acc := openai.ChatCompletionAccumulator{}
-	var finished []openai.FinishedChatCompletionToolCall
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-		if tc, ok := acc.JustFinishedToolCall(); ok {
-			finished = append(finished, tc)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	msgs := []any{map[string]any{"role": "system", "content": "You are a test."}, map[string]any{"role": "user", "content": "write a.txt"}}
+	acc := accumulateChat(t, post(t, srv.URL()+"/v1/chat/completions", chatBody(true, msgs)))
 	if len(acc.Choices) != 1 {
 		t.Fatalf("choices %+v", acc.Choices)
 	}
@@ -225,28 +350,21 @@ func TestChatStreamingRoundTrip(t *testing.T) {
 	if ch.FinishReason != "tool_calls" || ch.Message.Content != "I will write the file now." || len(ch.Message.ToolCalls) != 2 {
 		t.Fatalf("choice %+v", ch)
 	}
-	if acc.Usage.PromptTokens <= 0 || acc.Usage.CompletionTokens <= 0 {
+	if acc.Usage == nil || acc.Usage.PromptTokens <= 0 || acc.Usage.CompletionTokens <= 0 {
 		t.Errorf("usage %+v", acc.Usage)
 	}
-	if len(finished) != 2 {
-		t.Errorf("finished tool calls %+v", finished)
-	}
-	msgs = append(msgs, ch.Message.ToParam())
+	msgs = append(msgs, map[string]any{"role": "assistant", "content": ch.Message.Content, "tool_calls": ch.Message.ToolCalls})
 	for _, tc := range ch.Message.ToolCalls {
 		var args map[string]string
 		if err := json.Unmarshal([]byte(tc.Function.Arguments), &args); err != nil || args["path"] == "" {
 			t.Fatalf("arguments %q: %v", tc.Function.Arguments, err)
 		}
-		msgs = append(msgs, openai.ToolMessage("ok", tc.ID))
+		if !strings.HasPrefix(tc.ID, "call_") || tc.Type != "function" || tc.Function.Name != "write_file" {
+			t.Errorf("tool call %+v", tc)
+		}
+		msgs = append(msgs, map[string]any{"role": "tool", "content": "ok", "tool_call_id": tc.ID})
 	}
-	stream = client.Chat.Completions.NewStreaming(ctx, chatParams(msgs))
-	acc = openai.ChatCompletionAccumulator{}
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc = accumulateChat(t, post(t, srv.URL()+"/v1/chat/completions", chatBody(true, msgs)))
 	if acc.Choices[0].FinishReason != "stop" || acc.Choices[0].Message.Content != "All done: wrote a.txt." {
 		t.Errorf("final %+v", acc.Choices[0])
 	}
@@ -255,14 +373,19 @@ func TestChatStreamingRoundTrip(t *testing.T) {
 	}
 }
 
+func chatReply(t *testing.T, res httpResult) chatCompletion {
+	t.Helper()
+	var c chatCompletion
+	if err := json.Unmarshal(res.body, &c); err != nil || res.status != 200 || len(c.Choices) != 1 {
+		t.Fatalf("status %d: %v: %s", res.status, err, res.body)
+	}
+	return c
+}
+
 func TestChatNonStreaming(t *testing.T) {
 	srv, _ := startServer(t, twoSteps())
-	client := openaiClient(srv)
-	c, err := client.Chat.Completions.New(context.Background(), chatParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("go")}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Choices[0].FinishReason != "tool_calls" || len(c.Choices[0].Message.ToolCalls) != 1 || c.Usage.TotalTokens <= 0 {
+	c := chatReply(t, post(t, srv.URL()+"/v1/chat/completions", chatBody(false, []any{map[string]any{"role": "user", "content": "go"}})))
+	if c.Choices[0].FinishReason != "tool_calls" || len(c.Choices[0].Message.ToolCalls) != 1 || c.Usage == nil || c.Usage.TotalTokens <= 0 {
 		t.Fatalf("completion %+v", c)
 	}
 	// Raw stream without include_usage ends with [DONE] and has no usage chunk.
@@ -275,17 +398,23 @@ func TestChatNonStreaming(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	srv, _ := startServer(t, twoSteps())
-	client := openaiClient(srv)
-	page, err := client.Models.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	res := get(t, srv.URL()+"/v1/models")
+	var page struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID     string `json:"id"`
+			Object string `json:"object"`
+		} `json:"data"`
 	}
-	if len(page.Data) < 2 || page.Data[0].ID == "" {
+	if err := json.Unmarshal(res.body, &page); err != nil || res.status != 200 || page.Object != "list" {
+		t.Fatalf("status %d: %v: %s", res.status, err, res.body)
+	}
+	if len(page.Data) < 2 || page.Data[0].ID == "" || page.Data[0].Object != "model" {
 		t.Errorf("models %+v", page.Data)
 	}
-	m, err := client.Models.Get(context.Background(), "anything")
-	if err != nil || m.ID != "anything" {
-		t.Errorf("model %+v %v", m, err)
+	res = get(t, srv.URL()+"/v1/models/anything")
+	if m := decode(t, res.body); res.status != 200 || m["id"] != "anything" || m["object"] != "model" {
+		t.Errorf("model %d %s", res.status, res.body)
 	}
 }
 
@@ -303,17 +432,18 @@ func TestOpenAIRateLimitThenSuccess(t *testing.T) {
 		t.Fatalf("second status %d", res.status)
 	}
 
-	// Through the SDK, which retries.
+	// A client retrying on 5xx gets the step on its third try.
 	script = twoSteps()
 	script.Steps[0].Status = 500
 	script.Steps[0].Times = 2
 	srv, _ = startServer(t, script)
-	client := openaiClient(srv)
-	c, err := client.Chat.Completions.New(context.Background(), chatParams([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("go")}))
-	if err != nil {
-		t.Fatal(err)
+	body = chatBody(false, []any{map[string]any{"role": "user", "content": "go"}})
+	for range 2 {
+		if res := post(t, srv.URL()+"/v1/chat/completions", body); res.status != 500 {
+			t.Fatalf("status %d: %s", res.status, res.body)
+		}
 	}
-	if c.Choices[0].FinishReason != "tool_calls" {
+	if c := chatReply(t, post(t, srv.URL()+"/v1/chat/completions", body)); c.Choices[0].FinishReason != "tool_calls" {
 		t.Errorf("completion %+v", c)
 	}
 	reqs := srv.Requests()

@@ -27,6 +27,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/prd"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -76,12 +77,12 @@ type server struct{ Options }
 func NewServer(o Options) *sdk.Server {
 	r := &server{Options: o}
 	s := sdk.NewServer(&sdk.Implementation{Name: "ralph", Version: o.Version}, nil)
-	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository on prd_path (or a task tree or a run folder) and return its run id at once; with wait: true, return when the run ends, with all_passed, ready_to_merge, feature_branch, passed and total. A second run where one is active is refused with who holds it."}, r.run)
-	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository (of prd_path when given): all_passed, ready_to_merge, feature_branch, passed, total, each item's state, the iteration, whether it is active, the stop reason."}, r.status)
+	sdk.AddTool(s, &sdk.Tool{Name: "run", Description: "Start `ralph run` in the background in a repository on prd_path (or a task tree or a run folder) and return at once with its run id and metadata (all_passed, ready_to_merge, feature_branch, passed, total, status as it starts); with wait: true, return when the run ends, with the same metadata and its exit code. A second run where one is active is refused with who holds it."}, r.run)
+	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The run of a repository (of prd_path when given): all_passed, ready_to_merge, feature_branch, passed, total, each item's state (\"waiting for an answer\" while an agent's question waits for a person), the questions and their answers, the iteration, whether it is active, the stop reason."}, r.status)
 	createPRD := "Write a PRD template: project, feature, prd_path (default prd.json), with the quality checks found in the repository (as ralph init finds them)."
 	sdk.AddTool(s, &sdk.Tool{Name: "create-prd", Description: createPRD}, r.createPRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "create_prd", Description: createPRD + " (Another name for create-prd.)"}, r.createPRD)
-	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, as `ralph prd validate`."}, r.validatePRD)
+	sdk.AddTool(s, &sdk.Tool{Name: "validate_prd", Description: "Validate a prd.json: every problem with its place, and no quality gate as run would refuse it, as `ralph prd validate`."}, r.validatePRD)
 	sdk.AddTool(s, &sdk.Tool{Name: "stop", Description: "Ask the active run to stop after its current iteration."}, r.stop)
 	sdk.AddTool(s, &sdk.Tool{Name: "approve", Description: "Approve the plan an item waits with (--plan-approval)."}, r.approve)
 	sdk.AddTool(s, &sdk.Tool{Name: "guide", Description: "Give the next iterations of the run a person's guidance (`ralph guide`): it is added to their prompts under \"Guidance from a person\" until an iteration acknowledges it or it lapses; item aims it at one item. Refused when called from inside an iteration."}, r.guide)
@@ -90,10 +91,35 @@ func NewServer(o Options) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "task_complete", Description: "Mark a task complete (inside a run: the agent's claim, verified by the gates)."}, r.taskComplete)
 	sdk.AddTool(s, &sdk.Tool{Name: "task_list", Description: "The tasks of the task tree, optionally with one status."}, r.taskList)
 	sdk.AddTool(s, &sdk.Tool{Name: "tail", Description: "The last N events of the run (default 20)."}, r.tail)
+	s.AddReceivingMiddleware(hideAliasesFrom("codex", "create-prd"))
 	s.AddResource(&sdk.Resource{URI: "ralph://progress", Name: "progress", Description: "The run's progress log (.ralph/progress.md)", MIMEType: "text/markdown"}, r.readFile(func(p engine.Paths) string { return p.Progress }))
 	s.AddResource(&sdk.Resource{URI: "ralph://state", Name: "state", Description: "The run's state (.ralph/state.json, as ralph status --json has it)", MIMEType: "application/json"}, r.readState)
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: "ralph://transcript/{iteration}", Name: "transcript", Description: "An iteration's transcript", MIMEType: "text/plain"}, r.readTranscript)
 	return s
+}
+
+// hideAliasesFrom leaves the named tools out of the tool list a client
+// whose name begins with client is given. Codex turns a tool name's "-"
+// into "_", so create-prd would collide with create_prd and Codex would
+// offer the model a hashed name instead; it gets create_prd alone (a call
+// of either name still works).
+func hideAliasesFrom(client string, hidden ...string) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			list, ok := res.(*sdk.ListToolsResult)
+			if err != nil || !ok {
+				return res, err
+			}
+			ss, ok := req.GetSession().(*sdk.ServerSession)
+			if !ok || ss.InitializeParams() == nil || ss.InitializeParams().ClientInfo == nil ||
+				!strings.HasPrefix(ss.InitializeParams().ClientInfo.Name, client) {
+				return res, err
+			}
+			list.Tools = slices.DeleteFunc(slices.Clone(list.Tools), func(t *sdk.Tool) bool { return slices.Contains(hidden, t.Name) })
+			return list, nil
+		}
+	}
 }
 
 // repo resolves a tool's repository argument (default the server's
@@ -129,13 +155,11 @@ func resolved(dir string) string {
 	return filepath.Clean(dir)
 }
 
-// file is a tool's path argument (def when empty) in repo; on a server
-// limited to some repositories a path outside repo is refused.
+// file is a tool's path argument (def when empty) in repo; a path that
+// leaves repo is refused (a tool writes and reads the repository's files,
+// never others the client names).
 func (r *server) file(repo, p, def string) (string, error) {
 	path := inRepo(repo, p, def)
-	if r.Repos == nil {
-		return path, nil
-	}
 	dir := filepath.Dir(path)
 	for ; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(dir); err == nil || dir == filepath.Dir(dir) {
@@ -257,30 +281,32 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (
 	exited := make(chan error, 1)
 	go func() { exited <- c.Wait() }()
 	deadline := time.After(30 * time.Second)
+	// The run's metadata by codetether's names, at its start and (wait)
+	// at its end.
 	started := func(id string, exit error, ended bool) (*sdk.CallToolResult, runOutput, error) {
 		out := runOutput{RunID: id, PID: c.Process.Pid, Log: logPath}
-		if !in.Wait {
-			return nil, out, nil
-		}
-		if !ended {
+		if in.Wait && !ended {
 			select {
 			case exit = <-exited:
+				ended = true
 			case <-ctx.Done():
 				return nil, runOutput{}, ctx.Err()
 			}
-		}
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(exit, &ee) {
-			code = ee.ExitCode()
 		}
 		_, st, err := r.status(ctx, nil, statusInput{Repo: in.Repo})
 		if err != nil {
 			return nil, runOutput{}, err
 		}
-		out.Done, out.ExitCode = true, &code
 		out.AllPassed, out.ReadyToMerge, out.FeatureBranch = &st.AllPassed, &st.ReadyToMerge, st.FeatureBranch
 		out.Passed, out.Total, out.Status, out.StopReason = &st.Passed, &st.Total, st.Status, st.StopReason
+		if in.Wait || ended {
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(exit, &ee) {
+				code = ee.ExitCode()
+			}
+			out.Done, out.ExitCode = true, &code
+		}
 		return nil, out, nil
 	}
 	for {
@@ -374,6 +400,9 @@ type statusOutput struct {
 	StopReason    string       `json:"stop_reason,omitempty"`
 	Next          string       `json:"next,omitempty" jsonschema:"what a person does next about a stopped run (the command)"`
 	Items         []StatusItem `json:"items"`
+	// Questions are the agents' questions to a person (ralph ask): an
+	// item with one that waits is "waiting for an answer".
+	Questions []engine.QuestionView `json:"questions" jsonschema:"the agents' questions to a person (ralph ask) and the answers; ralph answer ID TEXT answers one"`
 }
 
 // statusInput are status's arguments.
@@ -388,24 +417,30 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 		return nil, statusOutput{}, err
 	}
 	args := []string{"status", "--json"}
+	prdPath := ""
 	if in.PRDPath != "" {
 		path, err := r.file(repo, in.PRDPath, "")
 		if err != nil {
 			return nil, statusOutput{}, err
 		}
 		args = append(args, "--prd", path)
+		prdPath = path
+	}
+	if res, ok, err := notStarted(repo, prdPath); ok || err != nil {
+		return nil, res, err
 	}
 	out, err := r.Invoke(ctx, repo, args...)
 	if err != nil {
 		return nil, statusOutput{}, err
 	}
 	var doc struct {
-		State   *engine.State `json:"state"`
-		Active  bool          `json:"active"`
-		Passed  int           `json:"passed"`
-		Blocked int           `json:"blocked"`
-		Total   int           `json:"total"`
-		Message string        `json:"message"`
+		State     *engine.State         `json:"state"`
+		Active    bool                  `json:"active"`
+		Passed    int                   `json:"passed"`
+		Blocked   int                   `json:"blocked"`
+		Total     int                   `json:"total"`
+		Message   string                `json:"message"`
+		Questions []engine.QuestionView `json:"questions"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		return nil, statusOutput{}, fmt.Errorf("reading ralph status --json: %v", err)
@@ -422,11 +457,68 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 	}
 	res.AllPassed = doc.Total > 0 && doc.Passed == doc.Total
 	res.ReadyToMerge = res.AllPassed && st.Status == engine.StatusComplete && !doc.Active
+	asked := map[string]bool{}
+	res.Questions = doc.Questions
+	if res.Questions == nil {
+		res.Questions = []engine.QuestionView{}
+	}
+	for _, q := range res.Questions {
+		if q.Waiting {
+			asked[q.Item] = true
+		}
+	}
 	for _, id := range st.Order {
 		is := st.Items[id]
-		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: is.Status, Attempts: is.AttemptsUsed(), MaxAttempts: st.MaxAttempts, Commit: is.Commit})
+		status := is.Status
+		if asked[id] && status == engine.ItemPending {
+			status = "waiting for an answer"
+		}
+		res.Items = append(res.Items, StatusItem{ID: id, Title: is.Title, Status: status, Attempts: is.AttemptsUsed(), MaxAttempts: st.MaxAttempts, Commit: is.Commit})
 	}
 	return nil, res, nil
+}
+
+// notStarted is the status of a PRD no run has started on yet (ok): the
+// one named, or the repository's prd.json when there is no run at all. Its
+// totals come from the file; a story the file marks passed is no pass
+// until a run judged it, so passed is 0 and such an item says so.
+func notStarted(repo, prdPath string) (statusOutput, bool, error) {
+	p := engine.PathsFor(repo)
+	st, _, err := engine.LoadOrRebuildState(p)
+	if err != nil {
+		return statusOutput{}, false, err
+	}
+	if prdPath == "" {
+		if st != nil {
+			return statusOutput{}, false, nil
+		}
+		prdPath = filepath.Join(repo, "prd.json")
+		if _, err := os.Stat(prdPath); err != nil {
+			return statusOutput{}, false, nil // no run, no PRD: the CLI's words
+		}
+	} else if st != nil && sameFile(st.SourcePath, prdPath) {
+		return statusOutput{}, false, nil
+	}
+	doc, err := prd.Load(prdPath)
+	if err != nil {
+		return statusOutput{}, true, usage.Errorf("%v", err)
+	}
+	rel, _ := filepath.Rel(repo, prdPath)
+	res := statusOutput{FeatureBranch: doc.BranchName, Total: len(doc.Stories), Status: "not_started", Items: []StatusItem{},
+		Next: "ralph run --prd " + rel}
+	for _, s := range doc.Stories {
+		status := "pending"
+		if s.Passes {
+			status = "marked_passed_unverified"
+		}
+		res.Items = append(res.Items, StatusItem{ID: s.ID, Title: s.Title, Status: status})
+	}
+	return res, true, nil
+}
+
+// sameFile reports whether a and b name the same file (links resolved).
+func sameFile(a, b string) bool {
+	return a == b || resolved(a) == resolved(b)
 }
 
 // createPRDInput are create_prd's arguments.
@@ -475,13 +567,14 @@ func (r *server) text(ctx context.Context, repo string, args ...string) (*sdk.Ca
 	return nil, textOutput{Text: strings.TrimSpace(out)}, nil
 }
 
-// pathInput names a file in the repository.
-type pathInput struct {
-	Repo string `json:"repo,omitempty"`
-	Path string `json:"path,omitempty" jsonschema:"the file (default prd.json)"`
+// validateInput are validate_prd's arguments.
+type validateInput struct {
+	Repo    string `json:"repo,omitempty"`
+	Path    string `json:"path,omitempty" jsonschema:"the file (default prd.json)"`
+	NoGates bool   `json:"no_gates,omitempty" jsonschema:"accept a PRD without quality gates (as run with no_gates would run it)"`
 }
 
-func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pathInput) (*sdk.CallToolResult, textOutput, error) {
+func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in validateInput) (*sdk.CallToolResult, textOutput, error) {
 	repo, err := r.repo(in.Repo)
 	if err != nil {
 		return nil, textOutput{}, err
@@ -490,7 +583,11 @@ func (r *server) validatePRD(ctx context.Context, _ *sdk.CallToolRequest, in pat
 	if err != nil {
 		return nil, textOutput{}, err
 	}
-	return r.text(ctx, repo, "prd", "validate", path)
+	args := []string{"prd", "validate", path}
+	if in.NoGates {
+		args = append(args, "--no-gates")
+	}
+	return r.text(ctx, repo, args...)
 }
 
 func (r *server) stop(ctx context.Context, _ *sdk.CallToolRequest, in repoInput) (*sdk.CallToolResult, textOutput, error) {

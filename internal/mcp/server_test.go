@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,12 @@ import (
 // with the command line's own commands behind its tools.
 func mcpSession(t *testing.T, dir string) *sdk.ClientSession {
 	t.Helper()
+	return mcpSessionAs(t, dir, "test")
+}
+
+// mcpSessionAs is mcpSession with a client of the given name.
+func mcpSessionAs(t *testing.T, dir, client string) *sdk.ClientSession {
+	t.Helper()
 	streams, _, _, _ := iostreams.Test()
 	srv := mcp.NewServer(cli.MCPServerOptions(&cli.Factory{IO: streams, Getwd: func() (string, error) { return dir, nil }}, dir))
 	ct, st := sdk.NewInMemoryTransports()
@@ -27,7 +34,7 @@ func mcpSession(t *testing.T, dir string) *sdk.ClientSession {
 	if _, err := srv.Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: client}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +110,13 @@ func TestMCPTools(t *testing.T) {
 	if !isErr || !strings.Contains(text, "already exists (use --force to overwrite)") || !strings.Contains(text, "exit code 2") {
 		t.Errorf("a second create_prd: %v %s", isErr, text)
 	}
+	// The template in a repository with nothing init finds has no gate:
+	// refused as run refuses it, unless no_gates.
 	text, _, isErr = call(t, cs, "validate_prd", map[string]any{})
+	if !isErr || !strings.Contains(text, "no quality gate") || !strings.Contains(text, "exit code 2") {
+		t.Errorf("validate_prd of a gateless PRD: %v %s", isErr, text)
+	}
+	text, _, isErr = call(t, cs, "validate_prd", map[string]any{"no_gates": true})
 	if isErr || !strings.Contains(text, "prd.json: valid") {
 		t.Errorf("validate_prd: %v %s", isErr, text)
 	}
@@ -134,12 +147,38 @@ func TestMCPTools(t *testing.T) {
 		t.Errorf("tail with a string n: %s", text)
 	}
 
-	// No run yet.
-	if text, _, isErr := call(t, cs, "status", map[string]any{}); !isErr || !strings.Contains(text, "no ralph run") {
-		t.Errorf("status without a run: %v %s", isErr, text)
+	// create-prd writes inside the repository only.
+	outside := filepath.Join(t.TempDir(), "elsewhere.json")
+	for _, p := range []string{"../escaped.json", outside} {
+		if text, _, isErr := call(t, cs, "create-prd", map[string]any{"project": "x", "feature": "y", "prd_path": p}); !isErr || !strings.Contains(text, "is outside the repository") {
+			t.Errorf("create-prd %s: %v %s", p, isErr, text)
+		}
 	}
-	if text, _, isErr := call(t, cs, "status", map[string]any{"prd_path": "seeded.json"}); !isErr || !strings.Contains(text, "no ralph run") {
-		t.Errorf("status of a PRD without a run: %v %s", isErr, text)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escaped.json")); err == nil {
+		t.Error("create-prd wrote outside the repository")
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Error("create-prd wrote to an absolute path outside the repository")
+	}
+
+	// No run yet: the PRD's totals, not started (prd.json, or the one
+	// named).
+	for args, branch := range map[string]string{"": "feature/priorities", "seeded.json": "feature/new-feature"} {
+		in := map[string]any{}
+		if args != "" {
+			in["prd_path"] = args
+		}
+		text, out, isErr := call(t, cs, "status", in)
+		if isErr || out["status"] != "not_started" || out["total"] != 1.0 || out["passed"] != 0.0 || out["all_passed"] != false ||
+			out["ready_to_merge"] != false || out["feature_branch"] != branch || out["active"] != false {
+			t.Errorf("status of a PRD without a run (%q): %v %s %v", args, isErr, text, out)
+		}
+		if items, _ := out["items"].([]any); len(items) != 1 || items[0].(map[string]any)["status"] != "pending" {
+			t.Errorf("items %v", out["items"])
+		}
+	}
+	if text, _, isErr := call(t, cs, "status", map[string]any{"prd_path": "missing.json"}); !isErr || !strings.Contains(text, "missing.json") {
+		t.Errorf("status of a PRD that does not exist: %v %s", isErr, text)
 	}
 	if text, _, isErr := call(t, cs, "stop", map[string]any{}); !isErr || !strings.Contains(text, "no run is active") {
 		t.Errorf("stop without a run: %v %s", isErr, text)
@@ -189,5 +228,33 @@ func TestMCPTools(t *testing.T) {
 	}
 	if text, _, isErr := call(t, cs, "guide", map[string]any{"text": " "}); !isErr || !strings.Contains(text, "empty") {
 		t.Errorf("empty guidance: %v %s", isErr, text)
+	}
+}
+
+// Codex turns a tool name's "-" into "_": offered both create-prd and
+// create_prd it would show the model a hashed name. A Codex client is
+// offered create_prd alone; other clients both names; either name works.
+func TestMCPToolNamesForCodex(t *testing.T) {
+	dir := gitRepo(t)
+	names := func(cs *sdk.ClientSession) []string {
+		var out []string
+		for tool, err := range cs.Tools(context.Background(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	codex := mcpSessionAs(t, dir, "codex-mcp-client")
+	got := names(codex)
+	if slices.Contains(got, "create-prd") || !slices.Contains(got, "create_prd") {
+		t.Errorf("Codex is offered %v", got)
+	}
+	if text, _, isErr := call(t, codex, "create-prd", map[string]any{"project": "p", "feature": "f"}); isErr {
+		t.Errorf("create-prd by its other name: %s", text)
+	}
+	if got := names(mcpSessionAs(t, dir, "claude-code")); !slices.Contains(got, "create-prd") || !slices.Contains(got, "create_prd") {
+		t.Errorf("Claude Code is offered %v", got)
 	}
 }

@@ -64,6 +64,7 @@ type StoryPolicy struct {
 	Critical         bool     `json:"critical,omitempty"`
 	AllowGateChanges bool     `json:"allow_gate_changes,omitempty"`
 	AllowTestChanges bool     `json:"allow_test_changes,omitempty"`
+	Review           string   `json:"review,omitempty"`
 }
 
 // File is a policy file pinned whole.
@@ -461,7 +462,7 @@ func prdPolicy(doc *prd.PRD, path string) *PRDPolicy {
 		Protected: doc.Protected}
 	for _, st := range doc.Stories {
 		pp.Stories = append(pp.Stories, StoryPolicy{ID: st.ID, Checks: st.Checks, Critical: st.Critical,
-			AllowGateChanges: st.AllowGateChanges, AllowTestChanges: st.AllowTestChanges})
+			AllowGateChanges: st.AllowGateChanges, AllowTestChanges: st.AllowTestChanges, Review: st.Review})
 	}
 	return pp
 }
@@ -522,6 +523,9 @@ func (pp *PRDPolicy) compare(root string) *change {
 		flag(s.ID, "critical", w.Critical, s.Critical)
 		flag(s.ID, "allow_gate_changes", w.AllowGateChanges, s.AllowGateChanges)
 		flag(s.ID, "allow_test_changes", w.AllowTestChanges, s.AllowTestChanges)
+		if w.Review != s.Review {
+			fields = append(fields, s.ID+" review changed")
+		}
 	}
 	if len(fields) == 0 {
 		return nil
@@ -533,7 +537,7 @@ func (pp *PRDPolicy) compare(root string) *change {
 		for i := range doc.Stories {
 			st := &doc.Stories[i]
 			if w, ok := pinned[st.ID]; ok {
-				st.Checks, st.Critical, st.AllowGateChanges, st.AllowTestChanges = w.Checks, w.Critical, w.AllowGateChanges, w.AllowTestChanges
+				st.Checks, st.Critical, st.AllowGateChanges, st.AllowTestChanges, st.Review = w.Checks, w.Critical, w.AllowGateChanges, w.AllowTestChanges, w.Review
 			}
 		}
 		out, err := doc.Marshal()

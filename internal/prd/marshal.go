@@ -290,5 +290,5 @@ func (s *Story) Equal(o *Story) bool {
 		s.Complexity == o.Complexity && s.complexityGiven == o.complexityGiven &&
 		s.Notes == o.Notes && slices.Equal(s.Checks, o.Checks) &&
 		s.AllowGateChanges == o.AllowGateChanges && s.AllowTestChanges == o.AllowTestChanges && s.Agent == o.Agent && s.Model == o.Model &&
-		s.Critical == o.Critical
+		s.Critical == o.Critical && s.Review == o.Review
 }

@@ -136,13 +136,14 @@ var storyObject = &object[Story]{
 		{"checks", "checks", func(s *Story) any { return &s.Checks }},
 		{"allow_gate_changes", "allowGateChanges", func(s *Story) any { return &s.AllowGateChanges }},
 		{"allow_test_changes", "allowTestChanges", func(s *Story) any { return &s.AllowTestChanges }},
+		{"review", "review", func(s *Story) any { return &s.Review }},
 		{"agent", "agent", func(s *Story) any { return &s.Agent }},
 		{"model", "model", func(s *Story) any { return &s.Model }},
 		{"critical", "critical", func(s *Story) any { return &s.Critical }},
 	},
 	layout: [2]string{
-		formatSnake: "id title description acceptance_criteria priority? depends_on complexity? passes notes? checks? allow_gate_changes? allow_test_changes? agent? model? critical?",
-		formatCamel: "id title description acceptanceCriteria priority? passes notes dependsOn? complexity? checks? allowGateChanges? allowTestChanges? agent? model? critical?",
+		formatSnake: "id title description acceptance_criteria priority? depends_on complexity? passes notes? checks? allow_gate_changes? allow_test_changes? review? agent? model? critical?",
+		formatCamel: "id title description acceptanceCriteria priority? passes notes dependsOn? complexity? checks? allowGateChanges? allowTestChanges? review? agent? model? critical?",
 	},
 }
 

@@ -104,6 +104,11 @@ type Story struct {
 	// go missing, skip or fail to run (a deliberate removal); otherwise
 	// such a story does not pass.
 	AllowTestChanges bool
+	// Review names the role whose approval is this story's evidence,
+	// for a story a person judged is shown by review rather than by a
+	// test (docs, a refactor with no behaviour to test): a claim whose
+	// only lack is evidence goes to that role, and its approval counts.
+	Review string
 	// Agent and Model run this story's iterations (a task's own agent):
 	// above a role's agent and the config, below the command line.
 	Agent string

@@ -166,6 +166,9 @@ func ModelHosts(adapter string) []string {
 		return []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "models.dev", "opencode.ai"}
 	case "amp":
 		return []string{"ampcode.com"}
+	case "copilot":
+		return []string{"api.githubcopilot.com", "api.individual.githubcopilot.com", "api.business.githubcopilot.com",
+			"api.enterprise.githubcopilot.com", "api.github.com", "github.com"}
 	}
 	return nil
 }
@@ -203,6 +206,14 @@ func StateDirs(adapter string) []string {
 	case "amp":
 		return []string{xdg("XDG_CONFIG_HOME", "~/.config", "amp"), xdg("XDG_DATA_HOME", "~/.local/share", "amp"),
 			xdg("XDG_CACHE_HOME", "~/.cache", "amp")}
+	case "copilot":
+		// Its settings, sessions and logs; and the package its binary
+		// unpacks on first start.
+		home := "~/.copilot"
+		if v := os.Getenv("COPILOT_HOME"); v != "" {
+			home = v
+		}
+		return []string{home, xdg("XDG_CACHE_HOME", "~/.cache", "copilot")}
 	}
 	return nil
 }
@@ -262,7 +273,8 @@ func Credentials(adapter string) []string {
 // BaseURLEnv are the variables that point an agent at another endpoint:
 // their hosts are allowed as the model's API.
 var BaseURLEnv = []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL",
-	"RALPH_CLAUDE_BASE_URL", "RALPH_CODEX_BASE_URL", "RALPH_OPENCODE_BASE_URL", "RALPH_GEMINI_BASE_URL", "RALPH_AMP_BASE_URL", "RALPH_NATIVE_BASE_URL"}
+	"RALPH_CLAUDE_BASE_URL", "RALPH_CODEX_BASE_URL", "RALPH_OPENCODE_BASE_URL", "RALPH_GEMINI_BASE_URL", "RALPH_AMP_BASE_URL", "RALPH_NATIVE_BASE_URL",
+	"RALPH_COPILOT_BASE_URL", "COPILOT_PROVIDER_BASE_URL"}
 
 // HostOf is the host:port a base URL (or a bare host) names; "" when it
 // names none.

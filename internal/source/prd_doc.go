@@ -139,7 +139,7 @@ func openPRDDoc(path string, repo *git.Repo, gates gate.Runner) (*prdDoc, error)
 }
 
 func (s *prdDoc) Info() engine.SourceInfo {
-	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File, Gated: len(s.commands) > 0, Commands: s.commands}
+	return engine.SourceInfo{Kind: "prd", Path: s.File, ItemKind: "story", PRDPath: s.File, Gated: len(s.commands) > 0 || s.reviewed(), Commands: s.commands}
 }
 
 func (s *prdDoc) Items() []engine.Item {
@@ -166,7 +166,13 @@ func (s *prdDoc) ItemsVersion() uint64 {
 
 func (s *prdDoc) item(st prd.Story) engine.Item {
 	return engine.Item{ID: st.ID, Title: st.Title, Description: st.Description, Criteria: st.AcceptanceCriteria, Kind: "story", Branch: s.Branch,
-		Agent: st.Agent, Model: st.Model, Critical: st.Critical}
+		Agent: st.Agent, Model: st.Model, Critical: st.Critical, Review: st.Review}
+}
+
+// reviewed: some story's evidence is a role's approval (its review),
+// which can fail a claim as a check does.
+func (s *prdDoc) reviewed() bool {
+	return slices.ContainsFunc(s.Doc.Stories, func(st prd.Story) bool { return st.Review != "" })
 }
 
 // seededReason marks a story a person passed before the run started.
@@ -303,7 +309,7 @@ func (s *prdDoc) terms(it *engine.Item, st *engine.State) judge.Claim {
 		for i, cmd := range story.Checks {
 			c.Checks = append(c.Checks, gate.Gate{Name: fmt.Sprintf("%s check %d", it.ID, i+1), Command: cmd})
 		}
-		c.AllowTestChanges, c.AllowGateChanges = story.AllowTestChanges, story.AllowGateChanges
+		c.AllowTestChanges, c.AllowGateChanges, c.Review = story.AllowTestChanges, story.AllowGateChanges, story.Review
 	}
 	return c
 }

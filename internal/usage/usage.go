@@ -7,6 +7,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is a message about the user's input; it reads as the message alone.
@@ -29,4 +30,61 @@ func Is(err error) bool {
 	}
 	var marked interface{ UsageError() bool }
 	return errors.As(err, &marked) && marked.UsageError()
+}
+
+// Suggest is the candidates word may be a typo of: those it begins
+// (two letters at least), else the nearest ones at most two edits away
+// (and fewer than its length); for a "did you mean" after an unknown name.
+func Suggest(word string, candidates []string) []string {
+	w := strings.ToLower(word)
+	var prefixed, nearest []string
+	best := 3
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if len(w) >= 2 && strings.HasPrefix(lc, w) && lc != w {
+			prefixed = append(prefixed, c)
+		}
+		switch d := editDistance(w, lc); {
+		case d >= len(w): // as far as a new word
+		case d < best:
+			best, nearest = d, []string{c}
+		case d == best:
+			nearest = append(nearest, c)
+		}
+	}
+	if len(prefixed) > 0 {
+		return prefixed
+	}
+	return nearest
+}
+
+// DidYouMean is "; did you mean X?" (or "X or Y") for the candidates near
+// word, "" when none is.
+func DidYouMean(word string, candidates []string) string {
+	near := Suggest(word, candidates)
+	if len(near) == 0 || word == "" {
+		return ""
+	}
+	return "; did you mean " + strings.Join(near, " or ") + "?"
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

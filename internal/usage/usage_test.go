@@ -3,6 +3,7 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,25 @@ func TestIs(t *testing.T) {
 	}
 	if got := Errorf("repo %q: not a folder", "x").Error(); got != `repo "x": not a folder` {
 		t.Errorf("message: %q", got)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	names := []string{"amp", "claude", "cmd", "codex", "gemini", "native", "opencode", "scripted"}
+	for word, want := range map[string]string{
+		"claud":  "claude",
+		"Claude": "claude",
+		"codx":   "codex",
+		"nat":    "native",
+		"gemni":  "gemini",
+		"xyzzy":  "",
+		"c":      "",
+	} {
+		if got := strings.Join(Suggest(word, names), " "); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", word, got, want)
+		}
+	}
+	if got := DidYouMean("claud", names); got != "; did you mean claude?" {
+		t.Errorf("DidYouMean = %q", got)
 	}
 }

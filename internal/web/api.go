@@ -108,17 +108,20 @@ func (s *Server) apiRepos(w http.ResponseWriter, r *http.Request) {
 
 // stateAnswer is /api/state.
 type stateAnswer struct {
-	Root     string            `json:"root"`
-	Status   string            `json:"status"`
-	Active   bool              `json:"active"`
-	Paused   bool              `json:"paused"`
-	Passed   int               `json:"passed"`
-	Blocked  int               `json:"blocked"`
-	Total    int               `json:"total"`
-	Waiting  []string          `json:"waiting_for_approval"`
-	Guidance []engine.Guidance `json:"guidance"`
-	Gates    []string          `json:"gates"`
-	State    *engine.State     `json:"state"`
+	Root    string   `json:"root"`
+	Status  string   `json:"status"`
+	Active  bool     `json:"active"`
+	Paused  bool     `json:"paused"`
+	Passed  int      `json:"passed"`
+	Blocked int      `json:"blocked"`
+	Total   int      `json:"total"`
+	Waiting []string `json:"waiting_for_approval"`
+	// Questions are the run's questions from agents to a person (ralph
+	// ask) and their answers.
+	Questions []engine.QuestionView `json:"questions"`
+	Guidance  []engine.Guidance     `json:"guidance"`
+	Gates     []string              `json:"gates"`
+	State     *engine.State         `json:"state"`
 }
 
 func (s *Server) apiState(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +130,8 @@ func (s *Server) apiState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	snap := rp.poll()
-	a := stateAnswer{Root: rp.paths.Root, Status: status(snap), Active: snap.Active, Paused: snap.Paused, State: snap.State, Gates: snap.Gates, Waiting: []string{}}
+	a := stateAnswer{Root: rp.paths.Root, Status: status(snap), Active: snap.Active, Paused: snap.Paused, State: snap.State, Gates: snap.Gates, Waiting: []string{},
+		Questions: engine.QuestionViews(snap.Questions)}
 	if st := snap.State; st != nil {
 		a.Passed, a.Blocked, a.Total = st.Counts()
 		a.Waiting = engine.Waiting(st)

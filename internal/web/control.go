@@ -12,9 +12,9 @@ import (
 )
 
 // The controls act on the run through the command line's own commands
-// (Invoke): pause, resume, stop, approve, reject, guide and retry are
-// exactly `ralph pause` … `ralph retry ID`, with their checks, messages
-// and records.
+// (Invoke): pause, resume, stop, approve, reject, guide, retry and
+// answer are exactly `ralph pause` … `ralph answer ID TEXT`, with their
+// checks, messages and records.
 //
 // A control changes the run, so more guards it than the reading:
 //
@@ -183,6 +183,12 @@ func controlArgs(action string, r *http.Request) (args []string, bad string) {
 			args = append(args, "--item", item)
 		}
 		return append(args, "--", text), need("a text", text)
+	case "answer":
+		text := strings.TrimSpace(r.PostFormValue("text"))
+		if b := need("a question (id)", id) + need("a text", text); b != "" {
+			return nil, b
+		}
+		return []string{"answer", "--by", by, "--", id, text}, ""
 	}
-	return nil, "no control " + strconv.Quote(action) + " (pause, resume, stop, approve, reject, guide, retry)"
+	return nil, "no control " + strconv.Quote(action) + " (pause, resume, stop, approve, reject, guide, retry, answer)"
 }

@@ -198,8 +198,12 @@ type view struct {
 	Guidance       []engine.Guidance
 	Iterations     []iterationView
 	Waiting        []string // items whose plans wait for a decision
-	Paused         bool
-	Active         bool
+	// Questions are the run's questions to a person; Asking those that
+	// wait for an answer.
+	Questions []engine.Question
+	Asking    []engine.Question
+	Paused    bool
+	Active    bool
 	// Finished: the run ended (complete, blocked, stopped…) and no
 	// process holds it: nothing to pause or stop.
 	Finished    bool
@@ -236,7 +240,8 @@ type rowView struct {
 	ID, Title, Status, Deps, Commit, Attempts string
 	Level                                     int
 	Look                                      look
-	Waiting                                   bool // its plan waits for a decision
+	Waiting                                   bool   // its plan waits for a decision
+	Asked                                     string // its questions that wait for an answer
 }
 
 // repoView is one watched repository in the list of them.
@@ -288,6 +293,14 @@ func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
 	v.StatusLook = runLook(v.Status)
 	v.Finished = !snap.Active && st.Status != engine.StatusRunning
 	v.Waiting = engine.Waiting(st)
+	v.Questions = snap.Questions
+	asked := map[string][]string{}
+	for _, q := range snap.Questions {
+		if q.Waiting() {
+			v.Asking = append(v.Asking, q)
+			asked[q.Item] = append(asked[q.Item], q.ID)
+		}
+	}
 	v.Usage = usageLine(st)
 	if h := snap.History; h != nil && !h.Start.IsZero() {
 		end := h.Last
@@ -309,7 +322,7 @@ func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
 		waiting := slices.Contains(v.Waiting, id)
 		status := itemStatus(is, running[id], waiting)
 		v.Items = append(v.Items, rowView{ID: id, Title: is.Title, Status: is.Status, Attempts: is.AttemptsOf(st.MaxAttempts), Level: snap.Levels[id], Deps: snap.Deps[id],
-			Commit: engine.ShortSHA(commit), Look: statusLook(status), Waiting: waiting})
+			Commit: engine.ShortSHA(commit), Look: statusLook(status), Waiting: waiting, Asked: strings.Join(asked[id], ", ")})
 	}
 	if snap.Active {
 		on := map[int]string{}
