@@ -2,31 +2,42 @@
 // see it: `ralph run` is killed with SIGKILL at a random moment (at a
 // uniformly random time; while an agent's own `git commit`, a gate or the
 // progress summariser is running; or while one of ralph's own git commands
-// runs — a `git worktree add`, the merge queue's squash merge, ralph's
-// commits; a campaign's first kills go through every kill point once),
-// then run again until the work is done. Every trial's
-// repository holds a realistic number of files (-files, 5,000 by default,
-// generated once per kind and copied). It does this for five kinds of run
-// — a parallel PRD (a diamond DAG with random agent times), a parallel PRD
-// whose merge queue judges stories on top of each other while some fail
-// (killed during those speculative gates, and during the squash merge and
-// integrated gates of a story whose story ahead failed), a sequential
-// PRD, a task tree, a run folder with a worker/reviewer cadence
-// (reviews and steering between the stories), and a coordinator with two
-// workers on its embedded NATS (only the coordinator is killed; the
-// remote's branch is checked too) — and checks each finished trial:
+// runs — a `git worktree add` of a parallel story, the judge's checkout of
+// the work under .ralph/judge/trees/, the recording of the work into a
+// snapshot's own index, the lander's commit and its move of the branch,
+// the checkout that follows a landing; a campaign's first kills go
+// through every kill point once), then run again until the work is done.
+// Where the killed git command works on ralph's own files (the judge's
+// checkout, the snapshot's index), half the kills take it down with ralph,
+// leaving what a half-done git leaves. Every trial's repository holds a
+// realistic number of files (-files, 5,000 by default, generated once per
+// kind and copied). Every story has a check its agent makes pass (its
+// evidence), a task a test of the gate's. It does this for six kinds of
+// run — a parallel PRD (a diamond DAG with random agent times), a
+// parallel PRD whose lander queues stories judged on top of each other
+// while some fail (killed during those speculative gates, and while a
+// story whose story ahead failed is judged again), a sequential PRD, a
+// task tree, a run folder with a worker/reviewer cadence (reviews and
+// steering between the stories), and a coordinator with two workers on
+// its embedded NATS (only the coordinator is killed; the remote's branch
+// is checked too) — and checks each finished trial:
 //
 //	lost         an item without its work on the branch, or not passed
 //	             (a cadence: a review or steering missing)
 //	duplicated   an item (review, steering) committed more than once
 //	corrupt      state.json, events.jsonl, prd.json or tasks.jsonl unreadable
-//	branches     story, task or side branches left behind
+//	branches     story, task or side branches left behind, or any other
+//	             ref (refs/ralph/kept/: a kill taken for a rewrite)
 //	worktrees    worktrees left behind
 //	processes    agents, gates or git left running
 //	locks        git lock files (a worktree's "initializing" lock too), a
-//	             held run or task lock, a task-file copy
+//	             lock left in the judge's checkouts, a held run or task
+//	             lock, a task-file copy
 //	wedged       a rerun that could not finish the work
 //	dirty        a cadence run's tree left with uncommitted changes
+//	litter       snapshot index files (ralph-snapshot-*.index) left in .git
+//	alarms       tampering reported (the agents never cheat: a kill taken
+//	             for tampering)
 //
 // Every count must be zero; the exit status is 1 otherwise.
 //
@@ -43,6 +54,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -67,14 +79,14 @@ import (
 type counts struct {
 	trials, kills                                                            int
 	lost, duplicated, corrupt, branches, worktrees, processes, locks, wedged int
-	dirty                                                                    int
+	dirty, litter, alarms                                                    int
 	// points counts the kills at each kill point; inside, those aimed at
 	// a git command that landed while it ran.
 	points, inside map[string]int
 }
 
 func (c *counts) bad() int {
-	return c.lost + c.duplicated + c.corrupt + c.branches + c.worktrees + c.processes + c.locks + c.wedged + c.dirty
+	return c.lost + c.duplicated + c.corrupt + c.branches + c.worktrees + c.processes + c.locks + c.wedged + c.dirty + c.litter + c.alarms
 }
 
 func main() {
@@ -149,8 +161,8 @@ func main() {
 				os.RemoveAll(t.dir)
 			}
 		}
-		rows = append(rows, fmt.Sprintf("%-10s %6d %5d %5d %10d %7d %8d %9d %9d %5d %6d %5d",
-			name, c.trials, c.kills, c.lost, c.duplicated, c.corrupt, c.branches, c.worktrees, c.processes, c.locks, c.wedged, c.dirty))
+		rows = append(rows, fmt.Sprintf("%-11s %6d %5d %5d %10d %7d %8d %9d %9d %5d %6d %5d %6d %6d",
+			name, c.trials, c.kills, c.lost, c.duplicated, c.corrupt, c.branches, c.worktrees, c.processes, c.locks, c.wedged, c.dirty, c.litter, c.alarms))
 		if c.bad() > 0 {
 			failed = true
 		}
@@ -159,7 +171,7 @@ func main() {
 			os.RemoveAll(template)
 		}
 	}
-	fmt.Printf("\n%-10s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s %5s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged", "dirty")
+	fmt.Printf("\n%-11s %6s %5s %5s %10s %7s %8s %9s %9s %5s %6s %5s %6s %6s\n", "kind", "trials", "kills", "lost", "duplicated", "corrupt", "branches", "worktrees", "processes", "locks", "wedged", "dirty", "litter", "alarms")
 	for _, r := range rows {
 		fmt.Println(r)
 	}
@@ -197,32 +209,85 @@ type kind struct {
 
 // killPoints are where every kind's runs are killed: at a uniformly random
 // time (twice as often as the rest), inside an agent's own git commit,
-// inside a gate, inside one of ralph's commits.
-var killPoints = []string{"uniform", "uniform", "commit", "gate", "rcommit"}
+// inside a gate, inside the judge's checkout of the work, inside the
+// recording of the work, inside the lander (its commit and its move of
+// the branch).
+var killPoints = []string{"uniform", "uniform", "commit", "gate", "checkout", "record", "landcommit", "landref"}
 
 // gitPoints are the kill points aimed at ralph's own git commands (marked
 // by gitShim), with how long after the command starts the kill comes at
-// most: about the command's length on a repository of 5,000 files.
+// most: about the command's length on a repository of 5,000 files (a
+// first checkout of the judge's writes every file; later ones only what
+// differs; the lander's commands and the checkout that follows a landing
+// are slowed by the shim to 40 ms and more). The lander's move of the
+// branch is followed at once by the checkout following it (a task's
+// HEAD, a parallel run's main tree): its window reaches into that too.
 var gitPoints = map[string]time.Duration{
-	"wtadd":   250 * time.Millisecond,
-	"squash":  20 * time.Millisecond,
-	"rcommit": 40 * time.Millisecond,
+	"wtadd":      250 * time.Millisecond,
+	"checkout":   60 * time.Millisecond,
+	"record":     40 * time.Millisecond,
+	"landcommit": 45 * time.Millisecond,
+	"landref":    60 * time.Millisecond,
+	"follow":     60 * time.Millisecond,
 }
 
+// withGit are the kill points where half the kills take the marked git
+// command down with ralph (its process group, as a power cut or a
+// container's stop would): it leaves what a half-done git leaves — a lock,
+// a half-written index — in files that are ralph's alone, the judge's
+// checkout and the snapshot's index. Elsewhere only ralph is killed and
+// its git finishes on its own.
+var withGit = map[string]bool{"checkout": true, "record": true}
+
 // gitShim stands before git on the PATH of ralph and its agents: it marks
-// the start and the end of ralph's `git worktree add`, squash merge and
-// commits (a kill can be aimed at them, and the campaign can tell whether
-// it landed inside) and runs every other git command as it is.
+// the start and the end of ralph's own git commands a kill is aimed at
+// (the campaign can tell whether it landed inside) and runs every other
+// git command as it is:
+//
+//	wtadd       a parallel story's `git worktree add`
+//	checkout    the judge's checkout: `read-tree --reset -u` or `clean`
+//	            of a folder under .ralph/judge/trees/
+//	record      the work recorded: `git add --all` into a snapshot's
+//	            own index (.git/ralph-snapshot-*.index)
+//	landcommit  the lander's `commit-tree` of a landing (its message
+//	            names the item by a Ralph- trailer)
+//	landref     the lander's `update-ref` of the target branch
+//	follow      a checkout following a landing: a task's main tree
+//	            moving HEAD to the base branch, a parallel run's main
+//	            tree switched by `read-tree -m -u`
 const gitShim = `#!/bin/sh
+m= in=
 case " $* " in
 *" worktree add "*) m=wtadd ;;
-*" merge --squash "*) m=squash ;;
-*" commit --no-verify "*) m=rcommit ;;
-*) exec REAL_GIT "$@" ;;
+*" read-tree --reset -u "*|*" clean -ffdxq "*)
+  case "$GIT_WORK_TREE" in */.ralph/judge/trees/*) m=checkout ;; esac ;;
+*" read-tree -m -u "*) m=follow ;;
+*" symbolic-ref HEAD refs/heads/"*) m=follow ;;
+*" add --all "*)
+  case "$GIT_INDEX_FILE" in */ralph-snapshot-*.index) m=record ;; esac ;;
+*" update-ref -m "*" refs/heads/"*) m=landref ;;
+*" commit-tree "*" -F - "*)
+  in="$TORTURE_DIR/marks/msg.$$"
+  cat > "$in"
+  if grep -q '^Ralph-' "$in"; then m=landcommit; fi ;;
 esac
+if [ -z "$m" ]; then
+  [ -n "$in" ] || exec REAL_GIT "$@"
+  REAL_GIT "$@" < "$in"
+  rc=$?
+  rm -f "$in"
+  exit $rc
+fi
 touch "$TORTURE_DIR/marks/$m.$$"
-REAL_GIT "$@"
+# The lander's commands and a task's move of HEAD take a few
+# milliseconds: here they take longer (as on a loaded machine), so that a
+# kill aimed at one lands while ralph waits on it, before or after git
+# did its part.
+case $m in landref|landcommit|follow) sleep 0.02 ;; esac
+if [ -n "$in" ]; then REAL_GIT "$@" < "$in"; else REAL_GIT "$@"; fi
 rc=$?
+case $m in landref|landcommit|follow) sleep 0.02 ;; esac
+[ -z "$in" ] || rm -f "$in"
 touch "$TORTURE_DIR/marks/$m-done.$$"
 exit $rc
 `
@@ -244,11 +309,13 @@ review-*)
   printf '# Review %s\n\nSTEERING_NEEDED: %s\n' "$n" "$v" > "$f" ;;
 steering-*) f="" ;;
 *) f="work-$RALPH_ITEM_ID.txt"; echo "$RALPH_ITEM_ID" > "$f"
-  # The merge-queue kind: a story's first try is wrong one time in three
-  # (its gates fail, and so do those of the stories judged on top of it).
+  # The queue kind: a story's first try is wrong one time in three —
+  # wrong (its gates fail, and so do those of the stories judged on top
+  # of it), or a draft (only its own check fails: the stories judged on
+  # top of it pass, and are judged again once it left the queue).
   if [ -n "$TORTURE_BAD" ] && [ $(( r % 3 )) -eq 0 ] && [ ! -e "$TORTURE_DIR/bad-$RALPH_ITEM_ID" ]; then
     touch "$TORTURE_DIR/bad-$RALPH_ITEM_ID"
-    echo "wrong" > "$f"
+    if [ $(( (r / 3) % 2 )) -eq 0 ]; then echo "wrong" > "$f"; else echo "$RALPH_ITEM_ID draft" > "$f"; fi
   fi ;;
 esac
 if [ -n "$f" ] && [ $(( r % 2 )) -eq 0 ]; then
@@ -260,34 +327,56 @@ echo "done"
 echo '<promise>COMPLETE</promise>'
 `
 
+// Marks made in the sandbox (the agent's, the gates', the summariser's)
+// are named by mktemp: the sandbox's own pid namespace gives its
+// processes small pids that repeat.
+
 // The summariser takes a moment (a kill can land inside it) and keeps
 // every story id it is shown.
-const summarizeScript = `touch "$TORTURE_DIR/marks/summary.$$"
+const summarizeScript = `mktemp "$TORTURE_DIR/marks/summary.XXXXXX" > /dev/null
 sleep 0.05
 echo "Stories so far: $(grep -o 'S-[0-9]*' | sort -u | tr '\n' ' ')"
 `
 
-const editorScript = `touch "$TORTURE_DIR/marks/commit.$$"
+const editorScript = `mktemp "$TORTURE_DIR/marks/commit.XXXXXX" > /dev/null
 sleep 0.1
 echo "agent's own commit" > "$1"
 `
 
-// The gate checks every work file holds its item's id, slowly enough to be
-// killed inside.
-const gateScript = `touch "$TORTURE_DIR/marks/gate.$$"
-# Where the gates run: a story's tree switched to the stories ahead of it
-# in the merge queue plus its own work (speculative), or the main tree
-# after a squash merge (a merge whose story ahead failed).
-case "$PWD" in
-*/.ralph/worktrees/*) [ -e "../../speculating/${PWD##*/}" ] && touch "$TORTURE_DIR/marks/specgate.$$" ;;
-*) touch "$TORTURE_DIR/marks/maingate.$$" ;;
-esac
-sleep 0.05
+// The gate checks every work file starts with its item's id (a story's
+// own check wants exactly the id), slowly enough to be killed inside. Its mark lists the work files of the tree it judges (the
+// campaign tells a speculative tree by them: stories in it that are not
+// on the branch yet).
+const gateScript = `m=$(mktemp "$TORTURE_DIR/marks/.gate.XXXXXX")
+ls work-*.txt > "$m" 2>/dev/null
+mv "$m" "$TORTURE_DIR/marks/gate.${m##*.}"
+sleep "${TORTURE_GATE_TIME:-0.05}"
 for f in work-*.txt; do
   [ -e "$f" ] || continue
   id=${f#work-}; id=${id%.txt}
-  [ "$(cat "$f")" = "$id" ] || exit 1
+  case "$(cat "$f")" in "$id"*) ;; *) exit 1 ;; esac
 done
+`
+
+// The task tree's gate reports a test per task, as go test does: each
+// fails at the base and passes once its task's work is there (a task's
+// evidence), and the gate is red until every task is done.
+const taskGateScript = `m=$(mktemp "$TORTURE_DIR/marks/.gate.XXXXXX")
+ls work-*.txt > "$m" 2>/dev/null
+mv "$m" "$TORTURE_DIR/marks/gate.${m##*.}"
+sleep 0.05
+rc=0
+for id in A.1 A.2 B.1 C D; do
+  t=TestWork$(echo "$id" | tr -d .)
+  echo "=== RUN   $t"
+  if [ "$(cat "work-$id.txt" 2>/dev/null)" = "$id" ]; then
+    echo "--- PASS: $t (0.00s)"
+  else
+    echo "--- FAIL: $t (0.00s)"; rc=1
+  fi
+done
+if [ $rc -eq 0 ]; then printf 'ok  \ttorture\t0.01s\n'; else printf 'FAIL\ttorture\t0.01s\n'; fi
+exit $rc
 `
 
 func storiesJSON(branch string, deps map[string][]string, ids []string) string {
@@ -301,7 +390,10 @@ func storiesJSON(branch string, deps map[string][]string, ids []string) string {
 		if deps[id] == nil {
 			d = []byte("[]")
 		}
-		fmt.Fprintf(&b, "\n  {\"id\": %q, \"title\": \"story %s\", \"priority\": %d, \"depends_on\": %s}", id, id, i+1, d)
+		// The story's evidence: a check that fails at the base and passes
+		// once its agent wrote its file.
+		check, _ := json.Marshal([]string{fmt.Sprintf(`test "$(cat work-%s.txt)" = %s`, id, id)})
+		fmt.Fprintf(&b, "\n  {\"id\": %q, \"title\": \"story %s\", \"priority\": %d, \"depends_on\": %s, \"checks\": %s}", id, id, i+1, d, check)
 	}
 	b.WriteString("\n], \"quality_checks\": {\"test\": \"sh gate.sh\"}}\n")
 	return b.String()
@@ -315,13 +407,14 @@ var kinds = map[string]kind{
 			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
 			args:  []string{"run", "--prd", "prd.json", "--parallel", "3", "--max-attempts", "5"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
-			points: []string{"wtadd", "wtadd", "squash"},
+			points: []string{"wtadd", "wtadd", "follow"},
 		}
 	}(),
-	// The merge queue: four stories judged at once, each on top of the
+	// The lander's queue: four stories judged at once, each on top of the
 	// ones ahead of it, some of them wrong on their first try; killed
-	// while gates run on a speculative tree, during the squash merge and
-	// the integrated gates of a story whose story ahead failed.
+	// while gates run on a speculative tree (built on stories queued
+	// ahead, not on the branch), and while a story whose story ahead
+	// failed is judged again on the new end.
 	"queue": func() kind {
 		ids := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
 		deps := map[string][]string{"B": {"A"}, "C": {"A"}, "D": {"A"}, "E": {"A"}, "F": {"B", "C"}, "G": {"D", "E"}, "H": {"F", "G"}}
@@ -329,7 +422,7 @@ var kinds = map[string]kind{
 			files: map[string]string{"prd.json": storiesJSON("ralph/torture", deps, ids)},
 			args:  []string{"run", "--prd", "prd.json", "--parallel", "4", "--max-attempts", "5"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
-			points: []string{"specgate", "specgate", "maingate", "squash"},
+			points: []string{"specgate", "specgate", "rejudge", "follow"},
 		}
 	}(),
 	"sequential": func() kind {
@@ -361,9 +454,9 @@ var kinds = map[string]kind{
 			reviews: 4, steerings: 2,
 		}
 	}(),
-	// Many machines: the coordinator killed (in its merges, its commits,
-	// at random) and started again while its workers go on; every story
-	// on the remote's feature branch once.
+	// Many machines: the coordinator killed (in its judge and its
+	// lander, at random) and started again while its workers go on;
+	// every story on the remote's feature branch once.
 	"coordinator": func() kind {
 		ids := []string{"A", "B", "C", "D", "E", "F"}
 		deps := map[string][]string{"B": {"A"}, "C": {"A"}, "D": {"A"}, "E": {"B", "C"}, "F": {"D", "E"}}
@@ -373,11 +466,11 @@ var kinds = map[string]kind{
 			// once the killed one's lease has lapsed.
 			args:  []string{"coordinator", "--prd", "prd.json", "--max-attempts", "5", "--lease", "1s", "--iteration-timeout", "2m"},
 			items: ids, trailer: "Ralph-Story", branch: "ralph/torture",
-			points: []string{"squash", "squash", "rcommit"}, coordinator: true,
+			points: []string{"landref", "landcommit", "follow"}, coordinator: true,
 		}
 	}(),
 	"tasks": {
-		files: map[string]string{"tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
+		files: map[string]string{"taskgate.sh": taskGateScript, "tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
 {"id":"A.1","title":"first of a","status":"pending","leaf":true}
 {"id":"A.2","title":"second of a","status":"pending","leaf":true}
 {"id":"B","title":"group b","status":"pending","leaf":false}
@@ -385,9 +478,9 @@ var kinds = map[string]kind{
 {"id":"C","title":"alone","status":"pending","leaf":true}
 {"id":"D","title":"last","status":"pending","leaf":true}
 `},
-		args:  []string{"run", "--tasks", "tasks.jsonl", "--gate", "check=sh gate.sh", "--max-attempts", "5"},
+		args:  []string{"run", "--tasks", "tasks.jsonl", "--gate", "check=sh taskgate.sh", "--max-attempts", "5"},
 		items: []string{"A.1", "A.2", "B.1", "C", "D"}, trailer: "Ralph-Task", branch: "main",
-		points: []string{"squash"},
+		points: []string{"follow", "follow"},
 	},
 }
 
@@ -457,7 +550,9 @@ func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
 		t.env = append(t.env, "RALPH_TASK_RUN=1")
 	}
 	if name == "queue" {
-		t.env = append(t.env, "TORTURE_BAD=1")
+		// Gates slow enough that stories finishing together queue up to
+		// land, each judged on top of the ones ahead.
+		t.env = append(t.env, "TORTURE_BAD=1", "TORTURE_GATE_TIME=0.4")
 	}
 	if k.prd != "" {
 		t.env = append(t.env, "TORTURE_RUN="+filepath.Join(repo, filepath.Dir(k.prd)))
@@ -572,6 +667,14 @@ type kill struct {
 	after time.Duration // uniform: SIGKILL this long after the start
 	mark  string        // or: at the next mark of this name, plus a little
 	extra time.Duration
+	// speculative: only a gate mark whose tree holds the work of two
+	// stories or more that are not on the branch yet counts.
+	speculative bool
+	// event: only a mark made after the run logged an event of this
+	// type counts.
+	event string
+	// git: the marked git command is killed too (its process group).
+	git bool
 	// inside is set when the kill came while the marked git command ran.
 	inside bool
 }
@@ -617,8 +720,14 @@ func newKill(rng *rand.Rand, point string, window time.Duration) *kill {
 	switch k.point {
 	case "commit":
 		k.mark, k.extra = "commit", time.Duration(rng.IntN(100))*time.Millisecond
-	case "gate", "specgate", "maingate":
-		k.mark, k.extra = k.point, time.Duration(rng.IntN(50))*time.Millisecond
+	case "gate":
+		k.mark, k.extra = "gate", time.Duration(rng.IntN(50))*time.Millisecond
+	case "specgate":
+		k.mark, k.extra, k.speculative = "gate", time.Duration(rng.IntN(50))*time.Millisecond, true
+	case "rejudge":
+		// The gates of a story judged again because what it was judged
+		// on did not land as judged.
+		k.mark, k.extra, k.event = "gate", time.Duration(rng.IntN(50))*time.Millisecond, "merge_stale"
 	case "summary":
 		// Inside the summariser, or just after it: the archive and the
 		// rewrite.
@@ -627,6 +736,7 @@ func newKill(rng *rand.Rand, point string, window time.Duration) *kill {
 		k.after = time.Duration(rng.Int64N(int64(window)))
 	default:
 		k.mark, k.extra = k.point, time.Duration(rng.Int64N(int64(gitPoints[k.point])))
+		k.git = withGit[k.point] && rng.IntN(2) == 0
 	}
 	return k
 }
@@ -650,6 +760,7 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 	cmd := exec.Command(filepath.Join(t.bin, "ralph"), args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = t.repo(), t.env, log, log
 	before := marks(t.dir)
+	eventsAt := fileSize(engine.PathsFor(t.repo()).Events)
 	check(cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -673,10 +784,19 @@ func (t *trial) run(rng *rand.Rand, k *kill) (code int, hung bool) {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			fire = nil
 			if _, aimed := gitPoints[k.mark]; aimed {
-				k.inside = running(t.dir, before, k.mark)
+				pids := running(t.dir, before, k.mark)
+				k.inside = len(pids) > 0
+				if k.git {
+					for _, pid := range pids {
+						_ = syscall.Kill(-pid, syscall.SIGKILL)
+					}
+				}
 			}
 		case <-poll:
-			if newMark(t.dir, before, k.mark) {
+			if k.event != "" && !t.logged(eventsAt, k.event) {
+				continue
+			}
+			if t.newMark(before, k) {
 				poll = nil
 				fire = time.After(k.extra)
 			}
@@ -719,26 +839,70 @@ func marks(dir string) map[string]bool {
 	return m
 }
 
-func newMark(dir string, before map[string]bool, prefix string) bool {
-	entries, _ := os.ReadDir(filepath.Join(dir, "marks"))
+// newMark reports whether a mark k aims at (by gitShim or a script) has
+// been made since before: for a speculative kill, a gate's on a tree
+// holding the work of two stories or more that are not on the branch.
+func (t *trial) newMark(before map[string]bool, k *kill) bool {
+	entries, _ := os.ReadDir(filepath.Join(t.dir, "marks"))
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix+".") && !before[e.Name()] {
+		if !strings.HasPrefix(e.Name(), k.mark+".") || before[e.Name()] {
+			continue
+		}
+		if !k.speculative {
+			return true
+		}
+		before[e.Name()] = true // looked at once
+		b, _ := os.ReadFile(filepath.Join(t.dir, "marks", e.Name()))
+		onBranch, _ := gitOut(t.repo(), t.env, "ls-tree", "--name-only", t.k.branch)
+		ahead := 0
+		for _, f := range strings.Fields(string(b)) {
+			if !slices.Contains(strings.Fields(onBranch), f) {
+				ahead++
+			}
+		}
+		if ahead >= 2 {
 			return true
 		}
 	}
 	return false
 }
 
-// running reports whether a git command marked name (by gitShim) since
-// before has started and not ended.
-func running(dir string, before map[string]bool, name string) bool {
+// logged reports whether the run's events.jsonl holds an event of type
+// typ past offset from (where it ended when the run started).
+func (t *trial) logged(from int64, typ string) bool {
+	f, err := os.Open(engine.PathsFor(t.repo()).Events)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, 0); err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(f)
+	return bytes.Contains(b, []byte(`"type":"`+typ+`"`))
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// running lists the git commands marked name (by gitShim) since before
+// that have started and not ended (the shim's pid, its process group).
+func running(dir string, before map[string]bool, name string) []int {
 	now := marks(dir)
+	var pids []int
 	for m := range now {
 		if pid, ok := strings.CutPrefix(m, name+"."); ok && !before[m] && !now[name+"-done."+pid] {
-			return true
+			if n, err := strconv.Atoi(pid); err == nil {
+				pids = append(pids, n)
+			}
 		}
 	}
-	return false
+	return pids
 }
 
 // pointSummary lists the kills at each kill point, and for those aimed at
@@ -934,12 +1098,26 @@ func (t *trial) verify(c *counts) (problems []string) {
 		}
 	}
 
-	// Leftovers.
-	for _, b := range strings.Fields(t.git("for-each-ref", "--format=%(refname:short)", "refs/heads/")) {
-		if b != "main" && b != t.k.branch {
+	// Leftovers: branches, and any other ref (a version of the branch
+	// kept under refs/ralph/kept/ means ralph took a kill for a rewrite).
+	for _, r := range strings.Fields(t.git("for-each-ref", "--format=%(refname)")) {
+		switch b, isBranch := strings.CutPrefix(r, "refs/heads/"); {
+		case b == "main" || b == t.k.branch:
+		case isBranch:
 			add(&c.branches, "branch %s left", b)
+		default:
+			add(&c.branches, "ref %s left", r)
 		}
 	}
+	// The agents never cheat: whatever ralph reports as tampering is a
+	// kill taken for it.
+	_ = store.ReadJSONL(p.Events, func(_ int, line []byte) error {
+		var ev struct{ Type, Item, Message string }
+		if json.Unmarshal(line, &ev) == nil && ev.Type == "tamper_detected" {
+			add(&c.alarms, "tampering reported (%s): %s", ev.Item, ev.Message)
+		}
+		return nil
+	})
 	if n := strings.Count(t.git("worktree", "list", "--porcelain"), "worktree "); n != 1 {
 		add(&c.worktrees, "%d worktrees besides the main one", n-1)
 	}
@@ -955,6 +1133,32 @@ func (t *trial) verify(c *counts) (problems []string) {
 		}
 		return nil
 	})
+	// The judge's checkouts are ralph's alone: a git killed in one leaves
+	// its index's lock, which the next judging must have cleared.
+	_ = filepath.WalkDir(filepath.Join(p.Dir, "judge"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path == filepath.Join(p.Dir, "judge", "trees") {
+			// The checkouts' files are the work's, not the judge's.
+			entries, _ := os.ReadDir(path)
+			for _, e := range entries {
+				if strings.HasSuffix(e.Name(), ".lock") {
+					add(&c.locks, "the judge's lock %s left", filepath.Join(".ralph/judge/trees", e.Name()))
+				}
+			}
+			return filepath.SkipDir
+		}
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".lock") {
+			add(&c.locks, "lock %s left", strings.TrimPrefix(path, repo+"/"))
+		}
+		return nil
+	})
+	// A snapshot's index (the work recorded) is ralph's temporary file in
+	// .git: a killed run's must not pile up.
+	if left, _ := filepath.Glob(filepath.Join(repo, ".git", "ralph-snapshot-*")); len(left) > 0 {
+		add(&c.litter, "%d snapshot index files left in .git", len(left))
+	}
+	if left, _ := filepath.Glob(filepath.Join(repo, ".git", "worktrees", "*", "ralph-snapshot-*")); len(left) > 0 {
+		add(&c.litter, "%d snapshot index files left in .git/worktrees", len(left))
+	}
 	// A worktree add killed mid-checkout leaves its tree locked: a rerun
 	// must have repaired it.
 	if held, _ := filepath.Glob(filepath.Join(repo, ".git", "worktrees", "*", "locked")); len(held) > 0 {

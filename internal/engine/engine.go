@@ -10,7 +10,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -764,12 +763,6 @@ func (e *Engine) reportLinks() {
 func (e *Engine) killOrphans() {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
-	// Commits that landed are recorded first: an item verified again here
-	// may be committed at once, and its commit must already count them
-	// (a PRD's write-back of every passed story).
-	slices.SortStableFunc(cur, func(a, b *Current) int {
-		return cmp.Compare(phaseOrder(a.Phase), phaseOrder(b.Phase))
-	})
 	for _, c := range cur {
 		if proc.KillGroupIf(c.AgentPID, "RALPH_RUN_ID="+e.runID()) {
 			e.emit(Event{Type: "orphan_killed", Item: c.Item, Message: fmt.Sprintf("killed the agent (process group %d) left running by the crashed run", c.AgentPID)})
@@ -800,14 +793,18 @@ func (e *Engine) removeStaleLocks(ctx context.Context) {
 func (e *Engine) recover(ctx context.Context) error {
 	var cur []*Current
 	e.box.read(func(st *State) { cur = append(cur, st.Current...) })
+	// Every commit that landed is recorded before anything is judged
+	// again: an item verified again here may be committed at once, and its
+	// commit must already count them (a PRD's write-back of every passed
+	// story), and a source readies its trees knowing which items landed.
+	var again []*Current
 	for _, c := range cur {
 		it := e.itemByID(c.Item)
 		if it == nil {
 			_ = e.box.update(func(st *State) { st.dropCurrent(c.Item) })
 			continue
 		}
-		switch c.Phase {
-		case PhaseCommit:
+		if c.Phase == PhaseCommit {
 			commit, done, err := e.cfg.Source.Recover(ctx, it, e.box.snapshot())
 			if err != nil {
 				return err
@@ -817,8 +814,13 @@ func (e *Engine) recover(ctx context.Context) error {
 				e.markPassed(it, c.Iteration, commit, "passed (recovered after crash)")
 				continue
 			}
-			fallthrough
-		case PhaseVerify:
+		}
+		again = append(again, c)
+	}
+	for _, c := range again {
+		it := e.itemByID(c.Item)
+		switch c.Phase {
+		case PhaseCommit, PhaseVerify:
 			e.emit(Event{Type: "recovered", Item: it.ID, Iteration: c.Iteration, Message: fmt.Sprintf("iteration %d of %s was interrupted while verifying; verifying again", c.Iteration, it.ID)})
 			if err := e.reverify(ctx, it, c); err != nil {
 				return err
@@ -835,14 +837,6 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// phaseOrder puts the commit phase before the others.
-func phaseOrder(p string) int {
-	if p == PhaseCommit {
-		return 0
-	}
-	return 1
 }
 
 func (e *Engine) itemByID(id string) *Item {

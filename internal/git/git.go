@@ -645,6 +645,12 @@ func (r *Repo) ResetSoft(ctx context.Context, rev string) error {
 	return err
 }
 
+// ResetIndex makes the index HEAD's, keeping the work tree's files.
+func (r *Repo) ResetIndex(ctx context.Context) error {
+	_, err := r.Run(ctx, "reset", "--quiet", "--mixed", "HEAD")
+	return err
+}
+
 // Message returns the full commit message of rev.
 func (r *Repo) Message(ctx context.Context, rev string) (string, error) {
 	return r.Run(ctx, "log", "-1", "--format=%B", rev, "--")

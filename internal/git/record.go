@@ -46,6 +46,34 @@ type Snapshot struct {
 	Index string // the index file that holds Tree with the files' stats
 }
 
+// snapshotPrefix begins the name of a snapshot's index file, followed by
+// the pid of the ralph that made it: one a killed ralph left behind is
+// removed by the next run (RemoveDeadSnapshots), one a live ralph uses
+// (a run in another work tree of the repository) is not.
+const snapshotPrefix = "ralph-snapshot-"
+
+// RemoveDeadSnapshots removes the snapshots' index files (and the locks
+// a git killed with them left beside them) that ralph processes no longer
+// alive made, in the repository's git folder gitDir and in each of its
+// worktrees' folders. It returns what it removed.
+func RemoveDeadSnapshots(gitDir string) []string {
+	var removed []string
+	dirs := append([]string{gitDir}, globDirs(filepath.Join(gitDir, "worktrees", "*"))...)
+	for _, dir := range dirs {
+		files, _ := filepath.Glob(filepath.Join(dir, snapshotPrefix+"*"))
+		for _, f := range files {
+			pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(f), snapshotPrefix), "-")
+			if n, err := strconv.Atoi(pid); err == nil && proc.Alive(n) {
+				continue
+			}
+			if os.Remove(f) == nil {
+				removed = append(removed, f)
+			}
+		}
+	}
+	return removed
+}
+
 // Remove deletes the snapshot's index file.
 func (s *Snapshot) Remove() {
 	if s != nil && s.Index != "" {
@@ -65,7 +93,7 @@ func (s *Snapshot) Remove() {
 // base lacks them), whatever the index held for them: what the agent
 // staged or committed of them is never recorded.
 func (r *Repo) SnapshotTree(ctx context.Context, indexPath, base string, except []string, extra map[string][]byte) (*Snapshot, error) {
-	idx, err := os.CreateTemp(filepath.Dir(indexPath), "ralph-snapshot-*.index")
+	idx, err := os.CreateTemp(filepath.Dir(indexPath), fmt.Sprintf("%s%d-*.index", snapshotPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}

@@ -140,8 +140,11 @@ func New(repo *git.Repo, gates gate.Runner, stateDir string) (*Judge, error) {
 // now, taken as the base's (once per run: a resumed run keeps the ones
 // its start took), and the run-wide gates on the base rev (the
 // baseline). It returns what fails at the base: work for the run,
-// listed up front, never blamed on an item.
+// listed up front, never blamed on an item. What a killed run's judging
+// left (index files in .git, locks in the checkouts) goes first.
 func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error) {
+	git.RemoveDeadSnapshots(j.gitDir)
+	j.Trees.RemoveLocks()
 	root := j.Repo.Dir
 	env, err := OpenEnv(ctx, j.Repo, root, filepath.Join(j.StateDir, "judge", "env"), runID)
 	if err != nil {

@@ -32,6 +32,10 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	if err != nil {
 		return Finding{Fail: fail("could not record the work", err.Error())}
 	}
+	// marked: the snapshot was taken in place, with the bookkeeping in
+	// it. One taken to merge onto plans ahead has none, and is taken
+	// again once those went and the work lands in place.
+	marked := false
 	for round := 0; round < maxRebuilds; round++ {
 		var on *land.Ticket
 		base, endTree := c.Base, ""
@@ -42,7 +46,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 			c.Base = base
 		}
 		inPlace := on == nil && base == c.onto()
-		if c.snap == nil || !inPlace {
+		if !inPlace || !marked {
 			var extra map[string][]byte
 			if inPlace {
 				if extra, err = j.marks(ctx, c, orBase(endTree, base), true); err != nil {
@@ -57,7 +61,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 			if c.snap, err = repo.SnapshotTree(ctx, index, c.onto(), c.except(), extra); err != nil {
 				return Finding{Fail: fail("could not record the work", err.Error())}
 			}
-			c.own = c.snap.Tree
+			c.own, marked = c.snap.Tree, inPlace
 		}
 		if c.changes == nil && c.Base != "" {
 			if c.changes, err = j.Repo.Changes(ctx, c.Base, c.own); err != nil {

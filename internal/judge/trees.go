@@ -75,6 +75,17 @@ func (t *Trees) Release(co *git.Checkout) {
 	t.free = append(t.free, co)
 }
 
+// RemoveLocks removes the index locks of the checkouts: a git killed
+// in one (with a killed run, or by the next run's end of what the killed
+// one left running) leaves its lock, and a checkout no judging takes
+// again would keep it. The checkouts are the run's alone.
+func (t *Trees) RemoveLocks() {
+	locks, _ := filepath.Glob(filepath.Join(t.root, "*.index.lock"))
+	for _, l := range locks {
+		_ = os.Remove(l)
+	}
+}
+
 // Remove deletes every checkout (`ralph clean`).
 func (t *Trees) Remove() error {
 	t.mu.Lock()

@@ -828,6 +828,9 @@ func (c *Cadence) Recover(ctx context.Context, it *engine.Item, st *engine.State
 	}
 	if sha := committedIn(ctx, c.Git, "HEAD", key, it.ID, st.RunID); sha != "" {
 		c.recovered(ctx, sha)
+		if err := c.followRecovered(ctx); err != nil {
+			return "", false, err
+		}
 		if it.Kind == kindSteering {
 			if err := c.adopt(); err != nil {
 				return "", false, err

@@ -146,6 +146,9 @@ func baseOf(st *engine.State, id string) string {
 func (s *PRD) Recover(ctx context.Context, it *engine.Item, st *engine.State) (string, bool, error) {
 	if sha := committedIn(ctx, s.Git, s.Branch, storyTrailer, it.ID, st.RunID); sha != "" {
 		s.recovered(ctx, sha)
+		if err := s.followRecovered(ctx); err != nil {
+			return "", false, err
+		}
 		return sha, true, s.setPassed(it.ID, true)
 	}
 	return "", false, s.setPassed(it.ID, false)
@@ -159,6 +162,14 @@ func (s *prdDoc) recovered(ctx context.Context, sha string) {
 		s.resumedTip = sha
 	}
 	s.mu.Unlock()
+}
+
+// followRecovered brings the main tree, on the branch a recovered commit
+// landed on, along as following the landing would have (the crash may
+// have come between the two): the tree holds the work, and the index
+// becomes the commit's.
+func (s *prdDoc) followRecovered(ctx context.Context) error {
+	return s.Git.ResetIndex(ctx)
 }
 
 // Block keeps the story's unfinished work on a side branch for a person
