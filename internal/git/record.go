@@ -29,14 +29,34 @@ func (r *Repo) withEnv(ctx context.Context, env []string, stdin io.Reader, args 
 // GitPath is `git rev-parse --git-path name` made absolute: where the
 // work tree's own file of that name is (its index, its MERGE_HEAD).
 func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
-	out, err := r.Run(ctx, "rev-parse", "--git-path", name)
+	paths, err := r.GitPaths(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(r.Dir, out)
+	return paths[0], nil
+}
+
+// GitPaths is GitPath of each name, in one git process.
+func (r *Repo) GitPaths(ctx context.Context, names ...string) ([]string, error) {
+	args := []string{"rev-parse"}
+	for _, n := range names {
+		args = append(args, "--git-path", n)
 	}
-	return filepath.Clean(out), nil
+	out, err := r.Run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	paths := strings.Split(out, "\n")
+	if len(paths) != len(names) {
+		return nil, fmt.Errorf("git rev-parse --git-path: %d paths for %d names", len(paths), len(names))
+	}
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(r.Dir, p)
+		}
+		paths[i] = filepath.Clean(p)
+	}
+	return paths, nil
 }
 
 // Snapshot is the work tree recorded as a tree in an index file of its
@@ -44,6 +64,9 @@ func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
 type Snapshot struct {
 	Tree  string
 	Index string // the index file that holds Tree with the files' stats
+	// Of is the work tree's own index the snapshot's began as a copy of
+	// (where UseIndex puts it).
+	Of string
 }
 
 // snapshotPrefix begins the name of a snapshot's index file, followed by
@@ -99,7 +122,7 @@ func (r *Repo) SnapshotTree(ctx context.Context, indexPath, base string, except 
 	}
 	name := idx.Name()
 	_ = idx.Close()
-	snap := &Snapshot{Index: name}
+	snap := &Snapshot{Index: name, Of: indexPath}
 	if err := copyFile(indexPath, name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		snap.Remove()
 		return nil, err
@@ -216,14 +239,15 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// UseIndex makes the snapshot's index the work tree's own (a rename): after
-// its commit landed, the index of the tree that was recorded is exactly
-// the commit, with the files' stats, and the next status costs no hashing.
-func (s *Snapshot) UseIndex(indexPath string) error {
+// UseIndex makes the snapshot's index the work tree's own (a rename onto
+// Of): after its commit landed, the index of the tree that was recorded
+// is exactly the commit, with the files' stats, and the next status costs
+// no hashing.
+func (s *Snapshot) UseIndex() error {
 	if s == nil || s.Index == "" {
 		return nil
 	}
-	err := os.Rename(s.Index, indexPath)
+	err := os.Rename(s.Index, s.Of)
 	s.Index = ""
 	return err
 }

@@ -234,3 +234,49 @@ func TestParseRawNumstat(t *testing.T) {
 		t.Errorf("empty output: %+v", got)
 	}
 }
+
+// GitPaths names each file of a work tree's own git folder in one call:
+// a linked worktree's index and MERGE_HEAD are in its admin folder, not
+// the main one's.
+func TestGitPaths(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Commit(ctx, "init\n", false); err != nil {
+		t.Fatal(err)
+	}
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := r.WorktreeAdd(ctx, wt, "side", "main"); err != nil {
+		t.Fatal(err)
+	}
+	real := func(p string) string {
+		t.Helper()
+		q, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(q, filepath.Base(p))
+	}
+	for _, c := range []struct {
+		repo   *Repo
+		gitDir string
+	}{{r, filepath.Join(dir, ".git")}, {r.At(wt), filepath.Join(dir, ".git", "worktrees", "wt")}} {
+		paths, err := c.repo.GitPaths(ctx, "index", "MERGE_HEAD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{filepath.Join(c.gitDir, "index"), filepath.Join(c.gitDir, "MERGE_HEAD")}
+		if len(paths) != 2 || real(paths[0]) != real(want[0]) || real(paths[1]) != real(want[1]) {
+			t.Errorf("GitPaths in %s = %q, want %q", c.repo.Dir, paths, want)
+		}
+		one, err := c.repo.GitPath(ctx, "index")
+		if err != nil || one != paths[0] {
+			t.Errorf("GitPath(index) = %q, %v; GitPaths said %q", one, err, paths[0])
+		}
+	}
+}

@@ -189,7 +189,7 @@ func (j *Judge) keep(ctx context.Context, c *Case, ref, sha string) string {
 // cur) under a ralph ref, like keep.
 func (j *Judge) keepTree(ctx context.Context, c *Case, ref, cur string) string {
 	repo := j.Repo.At(c.Dir)
-	index, err := repo.GitPath(ctx, "index")
+	index, err := c.gitPath(ctx, j, "index")
 	if err != nil {
 		return j.keep(ctx, c, ref, cur)
 	}

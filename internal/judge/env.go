@@ -31,6 +31,9 @@ type Env struct {
 
 	mu    sync.Mutex
 	given map[string]string // checkout folder/name → manifest it was given with
+	// seen notices a change in a folder given (nil: none here, and each
+	// giving walks it).
+	seen *changes
 }
 
 // EnvFolders are the dependency folders the judge looks for at the
@@ -55,13 +58,14 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{dir: dir, sums: map[string]string{}, given: map[string]string{}}
+	e := &Env{dir: dir, sums: map[string]string{}, given: map[string]string{}, seen: newChanges()}
 	for _, n := range present {
 		if ignored[n] {
 			e.names = append(e.names, n)
 		}
 	}
 	if len(e.names) == 0 {
+		e.Close()
 		return nil, nil
 	}
 	stamp := filepath.Join(dir, ".run")
@@ -101,7 +105,10 @@ func (e *Env) Names() []string {
 }
 
 // Give puts each folder, as the base had it, into the checkout at dir:
-// copied the first time, and again whenever a gate changed the copy.
+// copied the first time, and again whenever a gate changed the copy. A
+// copy is watched (changes) from when it was made: one nothing touched
+// since is not walked again, so judging costs the same with a folder of
+// any size; where there is no watch, a walk compares it (manifest).
 func (e *Env) Give(ctx context.Context, dir string) error {
 	if e == nil {
 		return nil
@@ -113,21 +120,44 @@ func (e *Env) Give(ctx context.Context, dir string) error {
 		had := e.given[key]
 		e.mu.Unlock()
 		if had != "" {
-			if now, err := manifest(dst); err == nil && now == e.sums[n] {
+			switch e.seen.state(dst) {
+			case untouched:
 				continue
+			case unwatched:
+				if now, err := manifest(dst); err == nil && now == e.sums[n] {
+					continue
+				}
 			}
 		}
+		e.seen.forget(dst)
 		if err := os.RemoveAll(dst); err != nil {
 			return err
 		}
 		if err := copyTree(ctx, filepath.Join(e.dir, n), dst); err != nil {
 			return err
 		}
+		e.seen.watch(dst)
 		e.mu.Lock()
 		e.given[key] = e.sums[n]
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// watchState is what the watch of a folder given saw.
+type watchState int
+
+const (
+	unwatched watchState = iota // no watch: walk it
+	untouched                   // nothing happened under it
+	touched                     // something did: copy it afresh
+)
+
+// Close stops watching the copies given (a later Give walks them).
+func (e *Env) Close() {
+	if e != nil {
+		e.seen.close()
+	}
 }
 
 // manifest sums a folder's entries: paths, types, sizes, modes and
