@@ -288,17 +288,32 @@ func (r *Repo) DeleteRef(ctx context.Context, ref, oldSHA string) error {
 // Refs maps every ref under the given prefixes (refs/heads/, refs/tags/,
 // …; none: all) to the object it names, in one git call.
 func (r *Repo) Refs(ctx context.Context, prefixes ...string) (map[string]string, error) {
-	out, err := r.Run(ctx, append([]string{"for-each-ref", "--format=%(refname) %(objectname)"}, prefixes...)...)
+	refs, _, err := r.RefsAndHead(ctx, prefixes...)
+	return refs, err
+}
+
+// RefsAndHead is Refs with the branch the work tree's HEAD is on, in the
+// same git call: "" when HEAD is detached, on a branch with no commit,
+// or on one outside the prefixes.
+func (r *Repo) RefsAndHead(ctx context.Context, prefixes ...string) (map[string]string, string, error) {
+	out, err := r.Run(ctx, append([]string{"for-each-ref", "--format=%(refname) %(objectname) %(HEAD)"}, prefixes...)...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	refs := map[string]string{}
+	refs, head := map[string]string{}, ""
 	for _, l := range lines(out) {
-		if name, sha, ok := strings.Cut(l, " "); ok {
-			refs[name] = sha
+		// A ref name has no spaces; %(HEAD) is "*" for HEAD's branch and
+		// a space for every other ref.
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		refs[f[0]] = f[1]
+		if len(f) == 3 && f[2] == "*" {
+			head = f[0]
 		}
 	}
-	return refs, nil
+	return refs, head, nil
 }
 
 // Change is one path a diff between two trees names.

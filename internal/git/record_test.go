@@ -280,3 +280,61 @@ func TestGitPaths(t *testing.T) {
 		}
 	}
 }
+
+// RefsAndHead names the branch HEAD is on with the refs, in the tree it
+// runs in (a worktree's own HEAD), and none when HEAD is detached.
+func TestRefsAndHead(t *testing.T) {
+	ctx := context.Background()
+	r, dir := newTestRepo(t)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := r.Commit(ctx, "init\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"a-first", "zz-last"} {
+		if err := r.CreateBranch(ctx, b, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := r.WorktreeAdd(ctx, wt, "side", "main"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(repo *Repo, wantHead string) {
+		t.Helper()
+		refs, head, err := repo.RefsAndHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if head != wantHead {
+			t.Errorf("head in %s = %q, want %q", repo.Dir, head, wantHead)
+		}
+		for _, ref := range []string{"refs/heads/a-first", "refs/heads/main", "refs/heads/side", "refs/heads/zz-last"} {
+			if refs[ref] != sha {
+				t.Errorf("refs[%s] = %q, want %s (all: %v)", ref, refs[ref], sha, refs)
+			}
+		}
+		if len(refs) != 4 {
+			t.Errorf("refs = %v, want 4", refs)
+		}
+	}
+	check(r, "refs/heads/main")
+	check(r.At(wt), "refs/heads/side")
+	if err := r.Checkout(ctx, "zz-last"); err != nil {
+		t.Fatal(err)
+	}
+	check(r, "refs/heads/zz-last")
+	if _, err := r.Run(ctx, "checkout", "-q", "--detach"); err != nil {
+		t.Fatal(err)
+	}
+	check(r, "")
+	plain, err := r.Refs(ctx, "refs/heads/")
+	if err != nil || len(plain) != 4 || plain["refs/heads/a-first"] != sha {
+		t.Errorf("Refs = %v, %v", plain, err)
+	}
+}
