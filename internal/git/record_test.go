@@ -235,21 +235,29 @@ func TestParseRawNumstat(t *testing.T) {
 	}
 }
 
+// committedRepo is newTestRepo with one commit on main (returned).
+func committedRepo(t *testing.T) (*Repo, string, string) {
+	t.Helper()
+	r, dir := newTestRepo(t)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := r.Commit(context.Background(), "init\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, dir, sha
+}
+
 // GitPaths names each file of a work tree's own git folder in one call:
 // a linked worktree's index and MERGE_HEAD are in its admin folder, not
 // the main one's.
 func TestGitPaths(t *testing.T) {
 	ctx := context.Background()
-	r, dir := newTestRepo(t)
-	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.AddAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Commit(ctx, "init\n", false); err != nil {
-		t.Fatal(err)
-	}
+	r, dir, _ := committedRepo(t)
 	wt := filepath.Join(t.TempDir(), "wt")
 	if err := r.WorktreeAdd(ctx, wt, "side", "main"); err != nil {
 		t.Fatal(err)
@@ -285,17 +293,7 @@ func TestGitPaths(t *testing.T) {
 // runs in (a worktree's own HEAD), and none when HEAD is detached.
 func TestRefsAndHead(t *testing.T) {
 	ctx := context.Background()
-	r, dir := newTestRepo(t)
-	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.AddAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sha, err := r.Commit(ctx, "init\n", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, sha := committedRepo(t)
 	for _, b := range []string{"a-first", "zz-last"} {
 		if err := r.CreateBranch(ctx, b, ""); err != nil {
 			t.Fatal(err)
