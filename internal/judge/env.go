@@ -58,14 +58,13 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{dir: dir, sums: map[string]string{}, given: map[string]string{}, seen: newChanges()}
+	e := &Env{dir: dir, sums: map[string]string{}, given: map[string]string{}}
 	for _, n := range present {
 		if ignored[n] {
 			e.names = append(e.names, n)
 		}
 	}
 	if len(e.names) == 0 {
-		e.Close()
 		return nil, nil
 	}
 	stamp := filepath.Join(dir, ".run")
@@ -76,6 +75,7 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 			}
 		}
 		if len(e.sums) == len(e.names) {
+			e.seen = newChanges()
 			return e, nil
 		}
 	}
@@ -93,7 +93,11 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 		}
 		e.sums[n] = sum
 	}
-	return e, os.WriteFile(stamp, []byte(runID+"\n"), 0o600)
+	if err := os.WriteFile(stamp, []byte(runID+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	e.seen = newChanges()
+	return e, nil
 }
 
 // Names are the folders given to each checkout.
