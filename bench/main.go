@@ -83,6 +83,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "ralph")
 	run("", nil, "go", "build", "-o", bin, "./cmd/ralph")
+	benchSelf = selfCopy(tmp)
 	for _, w := range which {
 		switch w {
 		case "loop":

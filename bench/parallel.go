@@ -257,11 +257,25 @@ func dagRepo(dir string, d []dagStory, gate string) []string {
 	return args
 }
 
-// sleepAgentCmd is the --agent-cmd that runs sleepAgent.
+// sleepAgentCmd is the --agent-cmd that runs sleepAgent: this program's
+// copy in the bench's folder, which a sandboxed agent sees (`go run` may
+// run the program from its build cache, which the sandbox hides).
 func sleepAgentCmd() string {
+	return proc.QuoteArgv([]string{benchSelf, "sleep-agent"})
+}
+
+// benchSelf is this program's copy in the bench's folder.
+var benchSelf string
+
+// selfCopy copies this program into dir and returns the copy's path.
+func selfCopy(dir string) string {
 	self, err := os.Executable()
 	check(err)
-	return proc.QuoteArgv([]string{self, "sleep-agent"})
+	b, err := os.ReadFile(self)
+	check(err)
+	p := filepath.Join(dir, "bench")
+	check(os.WriteFile(p, b, 0o755))
+	return p
 }
 
 // sleepAgent is the stories' agent (`bench sleep-agent`, one process, so
