@@ -76,6 +76,10 @@ type Result struct {
 	ErrorText         string        `json:"error,omitempty"`
 	PermissionDenials int           `json:"permission_denials,omitempty"`
 	RateLimit         *RateLimit    `json:"rate_limit,omitempty"`
+	// Worker and WorkerHost name the worker that ran the agent (ralph
+	// coordinator's remote agent); "" when it ran here.
+	Worker     string `json:"worker,omitempty"`
+	WorkerHost string `json:"worker_host,omitempty"`
 }
 
 // Failed reports whether the run itself failed (as opposed to the work

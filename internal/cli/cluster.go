@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	neturl "net/url"
@@ -13,22 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
-	"github.com/ralph-loop/ralph/internal/httpauth"
+	"github.com/ralph-loop/ralph/internal/judge"
 	"github.com/ralph-loop/ralph/internal/mcp"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -49,31 +41,11 @@ type coordinatorFlags struct {
 	QueueTimeout          time.Duration
 	MaxPause              time.Duration
 	TakeOver              bool
+	// JudgeHere (--judge-on-coordinator, judge_on_coordinator:): every
+	// story's gates run here, whatever the workers report.
+	JudgeHere bool
 
-	names cluster.Names
-	lease *cluster.Lease
-	agent *cluster.RemoteAgent // the run's, once started
-	// lost is set once another coordinator took the run over: this one
-	// stops, and never pushes or writes the run's state again.
-	lost      atomic.Bool
-	cancelMu  sync.Mutex
-	cancelRun context.CancelFunc // stops the engine (set by the run)
-
-	srv     *server.Server
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	feature string
-	// userBranch: the branch pushed after each merge is the person's (the
-	// task loop's base), not ralph's own: never forced.
-	userBranch bool
-	pushReq    chan struct{} // a merge landed: push the feature branch
-	stopPush   context.CancelFunc
-	pushDone   chan struct{}
-	pushed     string // the tip last pushed (pushes are one at a time)
-	paths      engine.Paths
-	attest     *cluster.Attestations // set by runRun before the source opens
-	stateMu    sync.Mutex
-	stateSent  []byte // the state last put into NATS (under stateMu)
+	c *cluster.Coordinator // once started
 }
 
 // natsFlags are how a client reaches a NATS server.
@@ -88,39 +60,42 @@ type natsFlags struct {
 const TokenEnv = "RALPH_NATS_TOKEN"
 
 // token is the NATS token given by flag, by --token-file or in
-// $RALPH_NATS_TOKEN ("" when none).
-func (n natsFlags) token(flag string) (string, error) {
+// $RALPH_NATS_TOKEN ("" when none), and where it came from.
+func (n natsFlags) token(flag string) (token, from string, err error) {
 	env := os.Getenv(TokenEnv)
 	// Read once: the agents and gates this process starts do not inherit
 	// it.
 	_ = os.Unsetenv(TokenEnv)
 	if flag != "" {
-		return flag, nil
+		return flag, "--token", nil
 	}
 	if n.TokenFile != "" {
 		b, err := os.ReadFile(n.TokenFile)
 		if err != nil {
-			return "", usage.Errorf("--token-file: %v", err)
+			return "", "", usage.Errorf("--token-file: %v", err)
 		}
 		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
+			return t, "--token-file " + n.TokenFile, nil
 		}
-		return "", usage.Errorf("--token-file %s is empty", n.TokenFile)
+		return "", "", usage.Errorf("--token-file %s is empty", n.TokenFile)
 	}
-	return env, nil
+	if env != "" {
+		return env, "$" + TokenEnv, nil
+	}
+	return "", "", nil
 }
 
 // requireCredentials refuses a connection to url that would give none:
 // a NATS server that takes anyone lets anyone read the jobs and answer
-// them.
-func (n natsFlags) requireCredentials(url, token, flag string) error {
-	if token != "" || n.Creds != "" || n.Cert != "" {
+// them. own says the client has its own key (a worker's --key).
+func (n natsFlags) requireCredentials(url, token, flag string, own bool) error {
+	if token != "" || n.Creds != "" || n.Cert != "" || own {
 		return nil
 	}
 	if u, err := neturl.Parse(url); err == nil && u.User != nil {
 		return nil
 	}
-	return usage.Errorf("%s %s: no NATS credentials: give --token, --token-file, $%s, --creds or a client certificate (--tls-cert)", flag, url, TokenEnv)
+	return usage.Errorf("%s %s: no NATS credentials: give --key (a worker's own key), --token, --token-file, $%s, --creds or a client certificate (--tls-cert)", flag, url, TokenEnv)
 }
 
 func (n *natsFlags) register(cmd *cobra.Command) {
@@ -149,6 +124,9 @@ func newCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command 
 		if err := o.applyConfig(cmd.Context()); err != nil {
 			return err
 		}
+		if err := co.applyConfig(cmd.Context(), o); err != nil {
+			return err
+		}
 		if !o.flagSet("parallel") && o.Tasks == "" {
 			o.Parallel = 16
 		}
@@ -161,21 +139,34 @@ iteration done by a worker (` + "`ralph worker`" + `, on this or any machine) in
 here. The coordinator owns scheduling, the merge queue and the run's state:
 it pushes each iteration's starting point to the git remote (--remote), queues
 a job on a NATS JetStream work queue, and fetches the commit the worker pushes
-back into the story's worktree. The worker runs the story's gates on its
-commit; their results stand here only for exactly that tree (the check of
-the gates' files and the PRD runs here, and anything restored or changed
-makes the gates run here). The gates always run here on the integrated tree
-in the merge queue: a story passes only as a verified commit on the feature
-branch, which is pushed to the remote after every merge.
+back into the story's worktree. The engine then judges the work as a local
+run does.
+
+Workers are trusted as CI runners are: a worker runs the story's gates on
+the commit it pushes, and its results stand here only for exactly the tree
+judged here (but for ralph's own bookkeeping, the PRD's passes mark): a
+story whose work is built onto other work that landed since, or anything
+put back or changed, has its gates run here. Every landed commit names who
+ran its gates in a Ralph-Judged-By trailer (and .ralph/judged/<item>.jsonl
+its "worker"). --judge-on-coordinator (judge_on_coordinator: true in
+.ralph/config.yaml) runs every story's gates here, whatever the workers
+report: for workers you do not trust to judge.
 
 By default the coordinator embeds a NATS server on --listen (loopback unless
-told otherwise) that admits only clients with its token: --token, or one
-generated on the first start, printed once and kept in .ralph/nats-token
-(readable by you only). Workers give it with --token-file (a copy of that
-file) or $RALPH_NATS_TOKEN. With --listen-tls-cert and --listen-tls-key the
-server speaks TLS only (workers trust it with --tls-ca). With --nats it uses
-an existing server or cluster instead, with credentials (--token,
---token-file, --creds or a client certificate).
+told otherwise). Give each worker its own key: ` + "`ralph cluster key add NAME`" + `
+here makes one (the worker starts with --key FILE), and
+` + "`ralph cluster key revoke NAME`" + ` shuts that worker out at once, while this
+coordinator runs too.
+Once the repository has worker keys, the server admits workers by their keys
+only, and a report counts only when signed by a key not revoked. Without
+keys it admits every client with its token: --token, or one generated on the
+first start, printed once and kept in .ralph/nats-token (readable by you
+only); workers give it with --token-file (a copy of that file) or
+$RALPH_NATS_TOKEN, and every holder of the token is trusted as a worker.
+With --listen-tls-cert and --listen-tls-key the server speaks TLS only
+(workers trust it with --tls-ca). With --nats it uses an existing server or
+cluster instead, with credentials (--token, --token-file, --creds or a
+client certificate); the worker keys then sign the workers' reports.
 
 No secret travels in a job: a job carries the prompt, the story and the
 RALPH_* variables, never the values of .ralph/config.yaml's env: a worker's
@@ -212,12 +203,31 @@ split, add) are merged back into this repository's files by task id.`
 	fl.BoolVar(&co.TakeOver, "take-over", false, "take the run over from the coordinator that holds it (one whose machine died), without waiting for its lease to run out")
 	fl.DurationVar(&co.QueueTimeout, "queue-timeout", cluster.DefaultQueueTimeout, "how long a job may wait for a worker (`DURATION`) before the run stops for want of one")
 	fl.DurationVar(&co.MaxPause, "max-pause", cluster.DefaultMaxPause, "the longest a rate limit a worker reports pauses every worker (`DURATION`), whatever reset time it names")
+	fl.BoolVar(&co.JudgeHere, "judge-on-coordinator", false, "run every story's gates here, whatever the workers report (for workers you do not trust to judge)")
 	co.conn.register(cmd)
 	return cmd
 }
 
-// start connects the coordinator to NATS (embedding the server unless
-// --nats), sets the run up there and returns the agent that queues jobs.
+// applyConfig takes the coordinator's settings from the config files
+// where no flag gave them.
+func (co *coordinatorFlags) applyConfig(ctx context.Context, o *RunOptions) error {
+	if o.flagSet("judge-on-coordinator") {
+		return nil
+	}
+	root, _, err := o.IO.Repo(ctx)
+	if err != nil {
+		return err
+	}
+	l, err := o.IO.Settings(root)
+	if err != nil {
+		return err
+	}
+	co.JudgeHere = l.JudgeOnCoordinator
+	return nil
+}
+
+// start checks the coordinator's flags, then starts it (cluster.Coordinator):
+// NATS, the run's lease and settings there, and the agent that queues jobs.
 func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
 	if co.Remote == "" {
 		return nil, usage.Errorf("--remote is required: the git remote the coordinator and its workers exchange branches through")
@@ -225,95 +235,20 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	if o.Pipeline != "" {
 		return nil, usage.Errorf("ralph coordinator runs a PRD's stories or a task tree's tasks on workers: not --pipeline (its stages hand files to each other on one machine)")
 	}
-	var listing func(func() error) error
-	var shared cluster.Shared
-	switch s := src.(type) {
-	case interface {
-		FeatureBranch() string
-		ListingWorktrees(func() error) error
-	}:
-		co.feature, listing = s.FeatureBranch(), s.ListingWorktrees
-	case interface {
-		Base() string
-		cluster.Shared
-	}:
-		// One task at a time, as `ralph run --tasks` works them; the
-		// agent's edits of the task files travel with the job.
-		if _, _, _, err := s.SharedFiles(ctx); err != nil {
-			return nil, err
-		}
-		co.feature, shared, co.userBranch = s.Base(), s, true
-	default:
-		return nil, usage.Errorf("ralph coordinator runs a PRD (--prd) or a task tree (--tasks) on workers")
-	}
 	if co.Lease < time.Second {
 		return nil, usage.Errorf("--lease must be at least 1s")
 	}
 	if co.QueueTimeout < time.Second || co.MaxPause < time.Second {
 		return nil, usage.Errorf("--queue-timeout and --max-pause must be at least 1s")
 	}
-	co.Remote = absRemote(co.Remote)
-	if _, err := repo.Run(ctx, "ls-remote", "--heads", "--", co.Remote); err != nil {
-		return nil, usage.Errorf("--remote %s: git cannot reach it: %v", co.Remote, err)
-	}
-	co.paths = engine.PathsFor(root)
-	out := o.IO.IO.ErrOut
-	url := co.NATS
-	token, err := co.conn.token(co.Token)
+	token, from, err := co.conn.token(co.Token)
 	if err != nil {
 		return nil, err
 	}
-	tokenFile, madeToken := "", false
-	if url == "" {
-		if token == "" {
-			// Kept for the next start (workers reconnect with it) and
-			// for the person to copy to the workers' machines.
-			tokenFile = filepath.Join(co.paths.Dir, "nats-token")
-			if token, madeToken, err = httpauth.LoadOrCreateToken(tokenFile); err != nil {
-				return nil, fmt.Errorf("the NATS token (%s): %w", tokenFile, err)
-			}
-		}
-		s, u, err := cluster.StartServer(co.Listen, filepath.Join(co.paths.Dir, "nats"), cluster.ServerAuth{Token: token, TLSCert: co.ListenCert, TLSKey: co.ListenKey})
-		if err != nil {
-			return nil, usage.Errorf("%v", err)
-		}
-		co.srv, url = s, u
-		if co.ListenCert != "" && co.conn.CA == "" {
-			co.conn.CA = co.ListenCert // its own certificate, for its own connection
-		}
-	} else if err := co.conn.requireCredentials(url, token, "--nats"); err != nil {
-		return nil, err
-	}
-	nc, err := cluster.Connect(url, co.conn.options(token, "ralph coordinator"))
-	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
-	}
-	co.nc = nc
-	if co.js, err = jetstream.New(nc); err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	co.names = cluster.NamesFor(co.feature)
-	if err := co.takeLease(sctx, ctx, root); err != nil {
-		return nil, err
-	}
-	if err := cluster.Setup(sctx, co.js, co.names, cluster.RunConfig{Remote: co.Remote, Lease: co.Lease, MaxPause: co.MaxPause}); err != nil {
-		return nil, fmt.Errorf("setting the run up on NATS at %s: %w", url, err)
-	}
-	if !o.Fresh {
-		if err := co.recoverState(ctx, repo, src); err != nil {
+	if co.NATS != "" {
+		if err := co.conn.requireCredentials(co.NATS, token, "--nats", false); err != nil {
 			return nil, err
 		}
-	}
-	switch {
-	case madeToken:
-		fmt.Fprintf(out, "ralph: NATS token (generated, shown once, kept in %s): %s\n", tokenFile, token)
-		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
-	case tokenFile != "":
-		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s --token-file FILE (a copy of %s; or $%s)\n", co.names.Run, url, url, tokenFile, TokenEnv)
-	default:
-		fmt.Fprintf(out, "ralph: coordinator of run %s on %s; start workers with: ralph worker --nats %s and the same credentials\n", co.names.Run, url, url)
 	}
 	spec := cluster.AgentSpec{Name: o.Agent, Script: o.Script, Model: o.Model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider}
 	if o.Agent == "cmd" && o.AgentCmd != "" {
@@ -321,331 +256,36 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 			return nil, usage.Errorf("--agent-cmd: %v", err)
 		}
 	}
-	ra := &cluster.RemoteAgent{JS: co.js, Names: co.names, Repo: repo, Remote: co.Remote, Spec: spec, Epoch: time.Now().UnixNano(), Listing: listing, Shared: shared,
-		GateTimeout: o.GateTimeout, Attest: co.attest, QueueTimeout: co.QueueTimeout, Lease: co.Lease, Log: out}
-	if g, ok := src.(interface{ GatesFor(string) []gate.Gate }); ok {
-		ra.GatesFor = g.GatesFor
-	}
-	co.agent = ra
-	if err := ra.PruneRefs(ctx, repo, false); err != nil {
-		fmt.Fprintf(out, "ralph: could not delete the job refs an earlier coordinator left on %s: %v\n", co.Remote, err)
-	}
-	go co.mirrorWorkers(ctx, co.paths.Dir, ra)
-	go co.mirrorState(ctx)
-	return ra, nil
+	conn := co.conn.options(token, "")
+	co.c = cluster.NewCoordinator(cluster.CoordinatorConfig{Remote: co.Remote, NATS: co.NATS, Listen: co.Listen, Conn: conn, TokenFrom: from,
+		ListenCert: co.ListenCert, ListenKey: co.ListenKey, Lease: co.Lease, QueueTimeout: co.QueueTimeout, MaxPause: co.MaxPause,
+		TakeOver: co.TakeOver, Fresh: o.Fresh, JudgeHere: co.JudgeHere, Spec: spec, GateTimeout: o.GateTimeout, Out: o.IO.IO.ErrOut})
+	return co.c.Start(ctx, root, repo, src)
 }
 
-// takeLease makes this coordinator the run's only one (a lease on NATS,
-// renewed while it runs; runCtx bounds the renewal): a second one is
-// refused, naming the first, unless the first's lease ran out, it is a
-// dead process of this machine, or --take-over.
-func (co *coordinatorFlags) takeLease(ctx, runCtx context.Context, root string) error {
-	host, _ := os.Hostname()
-	id, err := httpauth.NewToken()
-	if err != nil {
-		return err
-	}
-	ttl := co.Lease
-	if ttl < 3*time.Second {
-		ttl = 3 * time.Second
-	}
-	lease, before, err := cluster.Acquire(ctx, co.js, co.names.Run, cluster.Holder{ID: id, Host: host, PID: os.Getpid(), Dir: root}, ttl, co.TakeOver)
-	if errors.Is(err, cluster.ErrLeaseHeld) {
-		return usage.Errorf("run %s: %v: stop that coordinator, wait for its lease to run out, or give --take-over", co.names.Run, err)
-	}
-	if err != nil {
-		return fmt.Errorf("taking run %s's lease on NATS: %w", co.names.Run, err)
-	}
-	if before != nil {
-		fmt.Fprintf(os.Stderr, "ralph: took run %s over from the coordinator %s\n", co.names.Run, before)
-	}
-	co.lease = lease
-	go lease.Keep(runCtx)
-	go func() {
-		select {
-		case <-runCtx.Done():
-		case <-lease.Lost():
-			co.lost.Store(true)
-			h, _ := lease.Holder(context.WithoutCancel(runCtx))
-			fmt.Fprintf(os.Stderr, "ralph: another coordinator (%s) took run %s over: this one stops and leaves the run to it\n", h, co.names.Run)
-			co.cancelMu.Lock()
-			if co.cancelRun != nil {
-				co.cancelRun()
-			}
-			co.cancelMu.Unlock()
-		}
-	}()
-	return nil
-}
-
-// runContext is the run's context, ended when the lease is lost.
+// runContext is the run's context, ended when the coordinator loses the
+// run's lease.
 func (co *coordinatorFlags) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	co.cancelMu.Lock()
-	co.cancelRun = cancel
-	co.cancelMu.Unlock()
-	if co.lost.Load() {
-		cancel()
+	if co.c == nil {
+		return context.WithCancel(ctx)
 	}
-	return ctx, cancel
+	return co.c.RunContext(ctx)
 }
 
-// absRemote makes a remote that is a local path absolute (from the
-// current folder, as the person typed it): git runs in the stories'
-// worktrees, and workers read it from the run's settings.
-func absRemote(remote string) string {
-	if strings.Contains(remote, "://") {
-		return remote
-	}
-	if i := strings.IndexByte(remote, ':'); i > 0 && !strings.ContainsRune(remote[:i], '/') {
-		return remote // [user@]host:path
-	}
-	if abs, err := filepath.Abs(remote); err == nil {
-		return abs
-	}
-	return remote
-}
-
-// observe pushes the feature branch after every merge, so a person (and
-// the next iteration's worker) sees the run's progress on the remote. The
-// push runs beside the run, one at a time (two pushes of one ref race on
-// the remote's lock); merges that land while one runs are pushed together
-// by the next.
-func (co *coordinatorFlags) observe(ctx context.Context, repo *git.Repo, cfg *engine.Config) {
-	co.pushReq = make(chan struct{}, 1)
-	pctx, cancel := context.WithCancel(ctx)
-	co.pushDone = make(chan struct{})
-	co.stopPush = cancel
-	go func() {
-		defer close(co.pushDone)
-		for {
-			select {
-			case <-pctx.Done():
-				return
-			case <-co.pushReq:
-				co.pushFeature(ctx, repo)
-			}
-		}
-	}()
-	next := cfg.OnEvent
-	cfg.OnEvent = func(ev engine.Event) {
-		if next != nil {
-			next(ev)
-		}
-		if ev.Type == "item_passed" {
-			select {
-			case co.pushReq <- struct{}{}:
-			default: // one is due already
-			}
-		}
-	}
-}
-
-// pushFeature pushes the feature branch's tip — after putting the run's
-// state into NATS: the engine records a merge before it makes it, so the
-// state read after reading the tip knows every commit the push brings. A
-// coordinator that takes the run up from NATS then finds no merge on the
-// remote the state does not expect.
-func (co *coordinatorFlags) pushFeature(ctx context.Context, repo *git.Repo) {
-	if co.lost.Load() {
-		return // the run is another coordinator's now
-	}
-	ctx = context.WithoutCancel(ctx)
-	ref := "refs/heads/" + co.feature
-	tip, err := repo.RevParse(ctx, ref)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
-		return
-	}
-	co.putState(ctx)
-	if tip == co.pushed {
-		return // the last push's (the one at the stop, after the last merge)
-	}
-	push := repo.PushForce
-	if co.userBranch {
-		push = repo.Push
-	}
-	if err := push(ctx, co.Remote, tip, ref); err != nil {
-		fmt.Fprintf(os.Stderr, "ralph: pushing %s to %s: %v\n", co.feature, co.Remote, err)
-		return
-	}
-	co.pushed = tip
-}
-
-// stop pushes the feature branch a last time and closes NATS.
+// stop stops the coordinator, if it started.
 func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
-	if co.stopPush != nil {
-		co.stopPush()
-		<-co.pushDone // the push under way ends first
-	}
-	if co.feature != "" && co.nc != nil {
-		co.pushFeature(ctx, repo)
-	}
-	if co.agent != nil && !co.lost.Load() {
-		_ = co.agent.PruneRefs(context.WithoutCancel(ctx), repo, true)
-	}
-	if co.lease != nil {
-		co.lease.Release(context.WithoutCancel(ctx))
-	}
-	if co.nc != nil {
-		co.nc.Close()
-	}
-	if co.srv != nil {
-		co.srv.Shutdown()
-		co.srv.WaitForShutdown()
+	if co.c != nil {
+		co.c.Stop(ctx, repo)
 	}
 }
 
-// The run's state lives on NATS too (key "state" of the ralph_run
-// bucket), beside the feature branch on the remote: a coordinator started
-// on another machine — a fresh clone, the same --nats — takes the run up
-// where the dead one left it.
-
-// mirrorState puts the run's state into NATS every second while it
-// changes, and once more when the coordinator stops.
-func (co *coordinatorFlags) mirrorState(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		co.putState(ctx)
-	}
-}
-
-func (co *coordinatorFlags) putState(ctx context.Context) {
-	co.stateMu.Lock()
-	defer co.stateMu.Unlock()
-	if co.lost.Load() {
-		return
-	}
-	st, _, err := engine.LoadOrRebuildState(co.paths)
-	if err != nil || st == nil {
-		return
-	}
-	b, err := json.Marshal(st)
-	if err != nil || bytes.Equal(b, co.stateSent) {
-		return
-	}
-	kv, err := co.js.KeyValue(ctx, co.names.Settings)
-	if err != nil {
-		return
-	}
-	if _, err := kv.Put(ctx, cluster.KeyState, b); err == nil {
-		co.stateSent = b
-	}
-}
-
-// recoverState starts from the state on NATS when this repository has
-// none: the run a coordinator elsewhere was running, with the feature
-// branch it pushed.
-func (co *coordinatorFlags) recoverState(ctx context.Context, repo *git.Repo, src engine.Source) error {
-	p := co.paths
-	if st, _, err := engine.LoadOrRebuildState(p); err != nil || st != nil {
-		return nil // this repository's own state (or its error) rules
-	}
-	kv, err := co.js.KeyValue(ctx, co.names.Settings)
-	if err != nil {
-		return nil
-	}
-	// The branch first, then the state: a coordinator puts the state
-	// before it pushes a merge, so every merge the fetched branch holds is
-	// in the state read after it.
-	fetched := false
-	if co.feature != "" && !repo.BranchExists(ctx, co.feature) {
-		ref := "refs/heads/" + co.feature
-		fetched = repo.FetchRefs(ctx, co.Remote, ref, ref) == nil
-	}
-	e, err := kv.Get(ctx, cluster.KeyState)
-	if err != nil {
-		return nil
-	}
-	st := &engine.State{}
-	info := src.Info()
-	if err := json.Unmarshal(e.Value(), st); err != nil || st.RunID == "" {
-		return fmt.Errorf("the run state on NATS (%s/%s) is not a run's state: %v", co.names.Settings, cluster.KeyState, err)
-	}
-	if st.Source != info.Kind || filepath.Base(st.SourcePath) != filepath.Base(info.Path) {
-		fmt.Fprintf(os.Stderr, "ralph: the run on NATS is of %s %s, not this one: starting a new run\n", st.Source, st.SourcePath)
-		return nil
-	}
-	if co.feature != "" && !fetched && !repo.BranchExists(ctx, co.feature) {
-		// Nothing it merged reached the remote: nothing to take up.
-		fmt.Fprintf(os.Stderr, "ralph: run %s on NATS never pushed %s to %s: starting it anew here\n", st.RunID, co.feature, co.Remote)
-		return nil
-	}
-	// The tree as the dead coordinator left it: on the branch it merges
-	// into (the run writes the PRD's progress there).
-	if cur, _ := repo.CurrentBranch(ctx); co.feature != "" && cur != co.feature {
-		if err := repo.Checkout(ctx, co.feature); err != nil {
-			return fmt.Errorf("checking out %s to resume run %s: %w", co.feature, st.RunID, err)
-		}
-	}
-	st.SourcePath = info.Path
-	co.reconcile(ctx, repo, st)
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		return err
-	}
-	if err := store.WriteFile(p.State, b, 0o644); err != nil {
-		return err
-	}
-	passed, _, total := st.Counts()
-	fmt.Fprintf(os.Stderr, "ralph: this repository has no run state: resuming run %s from NATS (%d/%d passed), %s from %s\n", st.RunID, passed, total, co.feature, co.Remote)
-	return nil
-}
-
-// reconcile makes the state taken from NATS agree with this clone: the
-// dead coordinator's iterations under way had their work in its own trees
-// (a worker's fetched commit, a story waiting in the merge queue), which
-// this clone does not have: they run again, no attempt spent. A story
-// passed whose commit is not on the feature branch the remote holds (the
-// coordinator died between recording the merge and pushing it) is not
-// passed: it runs again too. What is left believed is on the branch.
-func (co *coordinatorFlags) reconcile(ctx context.Context, repo *git.Repo, st *engine.State) {
-	for _, c := range st.Current {
-		if is := st.Items[c.Item]; is != nil && is.Status == engine.ItemRunning {
-			is.Status = engine.ItemPending
-		}
-		st.Refunds++
-		fmt.Fprintf(os.Stderr, "ralph: %s was under way on the coordinator that stopped (iteration %d, %s); its work is not in this clone: it runs again (no attempt spent)\n", c.Item, c.Iteration, c.Phase)
-	}
-	st.Current = nil
-	if co.feature == "" || co.userBranch {
-		return // a task tree's record is its own files
-	}
-	for _, id := range st.Order {
-		is := st.Items[id]
-		if is == nil || is.Status != engine.ItemPassed {
-			continue
-		}
-		if is.Commit != "" && repo.IsAncestor(ctx, is.Commit, "refs/heads/"+co.feature) {
-			continue
-		}
-		fmt.Fprintf(os.Stderr, "ralph: %s is passed in the run's state, but its commit %s is not on %s at %s: it runs again\n", id, engine.ShortSHA(is.Commit), co.feature, co.Remote)
-		is.Status, is.Commit, is.PassedAt, is.Reason = engine.ItemPending, "", nil, ""
-	}
-}
-
-// mirrorWorkers writes the live workers to .ralph/workers.json, and the
-// jobs queued or running to .ralph/jobs.json, every second while the run
-// lasts.
-func (co *coordinatorFlags) mirrorWorkers(ctx context.Context, dir string, ra *cluster.RemoteAgent) {
-	defer cluster.RemoveWorkersFile(dir)
-	for {
-		if ws, err := cluster.Workers(ctx, co.js, co.names); err == nil {
-			_ = cluster.WriteWorkersFile(dir, ws)
-		}
-		_ = cluster.WriteJobsFile(dir, ra.Jobs())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+// judge makes j the coordinator's judge: the workers' gate results stand
+// for exactly their trees (unless --judge-on-coordinator), and each
+// landed commit names who ran its gates.
+func (co *coordinatorFlags) judge(j *judge.Judge) {
+	j.Here = cluster.JudgedHere()
+	if co.c != nil {
+		j.Attested = co.c.Attester()
 	}
 }
 
@@ -696,7 +336,9 @@ type WorkerOptions struct {
 	Dir      string
 	Parallel int
 	Token    string
-	conn     natsFlags
+	// KeyFile is the worker's own key (`ralph cluster key add`).
+	KeyFile string
+	conn    natsFlags
 	AgentFlags
 	RateLimitBackoff time.Duration
 	flagSet          func(string) bool
@@ -713,15 +355,23 @@ func newCmdWorker(f *Factory, runF func(*WorkerOptions) error) *cobra.Command {
 and run its jobs, --parallel at a time: for each, fetch the story's starting
 point from the run's git remote into a tree of its own under --dir, run the
 agent there (the coordinator's, unless --agent is given here), commit what it
-did, push it, and report the agent's result. The coordinator verifies and
-merges; a worker never commits to the feature branch.
+did, run the story's gates on that commit (unless the coordinator judges
+every story itself), push it, and report. The coordinator judges and lands;
+a worker never commits to the feature branch.
+
+A worker logs in with its own key (--key FILE, made by
+` + "`ralph cluster key add NAME`" + ` on the coordinator's machine; the worker is NAME,
+and the key signs each of its reports), or, where the coordinator has no
+worker keys, with its token (--token-file or $` + TokenEnv + `). A worker whose key is
+revoked is refused at once and stops, saying so.
 
 A worker started before its coordinator waits for it. While it works it
 renews its lease on the job; killed, its job goes to another worker when the
 lease runs out (the coordinator's --lease). Stop it with Ctrl-C: the jobs it
 had go back to the queue.`,
-		Example: `  ralph worker --nats nats://127.0.0.1:4222
-  ralph worker --nats nats://TOKEN@coordinator.lan:4222 --parallel 4 --dir /var/tmp/ralph
+		Example: `  ralph worker --nats nats://127.0.0.1:4222 --key build-1.key
+  ralph worker --nats tls://coordinator.lan:4222 --key build-1.key --tls-ca cert.pem --parallel 4 --dir /var/tmp/ralph
+  ralph worker --nats nats://127.0.0.1:4222 --token-file nats-token
   ralph worker --nats nats://127.0.0.1:4222 --agent codex --model gpt-5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -737,6 +387,7 @@ had go back to the queue.`,
 	fl.StringVar(&opts.Run, "run", "", "the run to work for (`NAME`, as the coordinator prints it): needed only when several coordinators share the NATS server")
 	fl.StringVar(&opts.Dir, "dir", "ralph-worker", "`DIR` for the worker's clone of the remote and its trees")
 	fl.IntVar(&opts.Parallel, "parallel", 1, "jobs run at once (`N` slots)")
+	fl.StringVar(&opts.KeyFile, "key", "", "the worker's own key `FILE` (`ralph cluster key add NAME` on the coordinator's machine): logs the worker in and signs its reports")
 	fl.StringVar(&opts.Token, "token", "", "NATS `TOKEN` (better: --token-file or $"+TokenEnv+", which the process list does not show)")
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the jobs' agents and gates without the sandbox (bubblewrap)")
@@ -771,6 +422,12 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s-%d", host, os.Getpid())
 	w := &cluster.Worker{RunName: o.Run, Dir: dir, Slots: o.Parallel, ID: cluster.SafeID(id), Host: host, Log: o.IO.IO.ErrOut, RateLimitBackoff: o.RateLimitBackoff}
+	if o.KeyFile != "" {
+		if w.Key, err = cluster.ReadKeyFile(o.KeyFile); err != nil {
+			return usage.Errorf("--key: %v", err)
+		}
+		w.ID = w.Key.Name
+	}
 	if err := o.confine(w, dir); err != nil {
 		return err
 	}
@@ -780,14 +437,30 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 		}
 		w.OverrideName = o.Agent
 	}
-	token, err := o.conn.token(o.Token)
+	token, _, err := o.conn.token(o.Token)
 	if err != nil {
 		return err
 	}
-	if err := o.conn.requireCredentials(o.NATS, token, "--nats"); err != nil {
+	if err := o.conn.requireCredentials(o.NATS, token, "--nats", w.Key != nil); err != nil {
 		return err
 	}
-	nc, err := cluster.Connect(o.NATS, o.conn.options(token, "ralph worker "+id))
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A server that refuses the worker's credentials (its key revoked
+	// while it runs, or never known) stops it: trying again would not
+	// change the answer.
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	conn := o.conn.options(token, "ralph worker "+w.ID)
+	conn.Own = w.Key
+	conn.Refused = func(err error) {
+		who := "its token"
+		if w.Key != nil {
+			who = "its key " + w.Key.Name + " (revoked, or not one the coordinator has: `ralph cluster key list` there)"
+		}
+		refuse(usage.Errorf("the NATS server at %s refused this worker's credentials (%v): %s", o.NATS, err, who))
+	}
+	nc, err := cluster.Connect(o.NATS, conn)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", o.NATS, err)
 	}
@@ -802,9 +475,13 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 	if err := startWorkerGuard(w.Mark); err != nil {
 		fmt.Fprintf(o.IO.IO.ErrOut, "ralph worker: no guard for the agents (they would outlive a killed worker): %v\n", err)
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err = w.Run(ctx)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	if errors.Is(err, cluster.ErrNeedsKey) {
+		return usage.Errorf("%v", err)
+	}
 	if ctx.Err() != nil {
 		return nil
 	}

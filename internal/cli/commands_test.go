@@ -187,7 +187,7 @@ func subcommands(c *cobra.Command) string {
 // The root lists every command, each in a group.
 func TestRootListsEveryCommandInAGroup(t *testing.T) {
 	root := newCmdRoot(testFactory(t))
-	want := map[string]string{"run": groupWork, "status": groupWork, "log": groupWork, "watch": groupWork, "serve": groupWork, "pause": groupWork, "resume": groupWork, "stop": groupWork, "approve": groupWork, "reject": groupWork, "answer": groupWork, "review": groupWork, "plan": groupWork, "guide": groupWork, "retry": groupWork, "clean": groupWork, "demo": groupWork, "init": groupWork, "doctor": groupWork, "config": groupWork, "coordinator": groupWork, "worker": groupWork,
+	want := map[string]string{"run": groupWork, "status": groupWork, "log": groupWork, "watch": groupWork, "serve": groupWork, "pause": groupWork, "resume": groupWork, "stop": groupWork, "approve": groupWork, "reject": groupWork, "answer": groupWork, "review": groupWork, "plan": groupWork, "guide": groupWork, "retry": groupWork, "clean": groupWork, "demo": groupWork, "init": groupWork, "doctor": groupWork, "config": groupWork, "coordinator": groupWork, "worker": groupWork, "cluster": groupWork,
 		"prd": groupFiles, "create-prd": groupFiles, "runs": groupFiles, "task": groupFiles, "pipeline": groupFiles, "roles": groupFiles, "hook": groupIntegrations, "loop": groupIntegrations, "mcp": groupIntegrations, "ask": groupIntegrations}
 	for _, c := range root.Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {

@@ -17,6 +17,7 @@ const (
 	exitLimit       = 3 // max iterations or budget reached with work left
 	exitBlocked     = 4
 	exitAwaiting    = 5 // every item left waits for a person: to approve its plan, or to answer its question (the Stop-hook driver)
+	exitUnverified  = 6 // every item left is marked done by hand, not verified
 	exitInterrupted = 130
 )
 
@@ -28,6 +29,7 @@ var statusCodes = map[string]int{
 	engine.StatusBlocked:          exitBlocked,
 	engine.StatusAwaitingApproval: exitAwaiting,
 	engine.StatusAwaitingAnswer:   exitAwaiting,
+	engine.StatusUnverified:       exitUnverified,
 	engine.StatusStopped:          exitInterrupted,
 	engine.StatusInterrupted:      exitInterrupted,
 	engine.StatusError:            ExitError,

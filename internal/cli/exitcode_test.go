@@ -20,6 +20,7 @@ func TestExitCodes(t *testing.T) {
 		{&statusError{status: engine.StatusMaxIterations}, 3},
 		{&statusError{status: engine.StatusBudget}, 3},
 		{&statusError{status: engine.StatusBlocked}, 4},
+		{&statusError{status: engine.StatusUnverified}, 6},
 		{&statusError{status: engine.StatusInterrupted}, 130},
 		{&statusError{status: engine.StatusStopped}, 130},
 		{&statusError{status: engine.StatusError}, 1},
@@ -39,7 +40,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestEveryRunStatusHasAnExitCode(t *testing.T) {
-	for _, s := range []string{engine.StatusComplete, engine.StatusMaxIterations, engine.StatusBudget, engine.StatusBlocked, engine.StatusStopped, engine.StatusInterrupted, engine.StatusError} {
+	for _, s := range []string{engine.StatusComplete, engine.StatusMaxIterations, engine.StatusBudget, engine.StatusBlocked, engine.StatusUnverified, engine.StatusAwaitingApproval, engine.StatusStopped, engine.StatusInterrupted, engine.StatusError} {
 		if _, ok := statusCodes[s]; !ok {
 			t.Errorf("status %s has no exit code", s)
 		}

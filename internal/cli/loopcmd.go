@@ -37,6 +37,9 @@ type LoopStartOptions struct {
 	Pipeline             string
 	AllowFailingBaseline bool
 	NoSandbox            bool
+	// TrustMarks: a PRD's stories marked passes: true by hand count as
+	// passed (--trust-marks, or trust_marks in the config).
+	TrustMarks bool
 }
 
 // newCmdLoop builds `ralph loop`: with a FILE, the plain external loop
@@ -121,6 +124,7 @@ that file, verified by the harness's gates and exit conditions.`,
 	cmd.Flags().BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "no longer needed: a base whose gates fail is work (never blamed on a story)")
 	_ = cmd.Flags().MarkHidden("allow-failing-baseline")
 	cmd.Flags().BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the loop's gates and checks without the sandbox (bubblewrap)")
+	cmd.Flags().BoolVar(&opts.TrustMarks, "trust-marks", false, "with --prd: count stories marked passes: true by hand as passed though no commit of ralph's records them (by default such a story is marked by hand, not verified: never counted as passed, and worked on like any other; also trust_marks: true in the config)")
 	return cmd
 }
 
@@ -157,7 +161,10 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err != nil {
 		return err
 	}
-	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), NoSandbox: o.NoSandbox}
+	a := &hook.Armed{Promise: o.Promise, MaxIterations: o.MaxIterations, Checks: o.Checks, ArmedAt: time.Now().UTC(), NoSandbox: o.NoSandbox, TrustMarks: o.TrustMarks}
+	if l, err := o.IO.Settings(root); err == nil && l.Config.TrustMarks {
+		a.TrustMarks = true
+	}
 	switch {
 	case o.PRD != "" && o.Pipeline != "" || (o.Prompt != "" && (o.PRD != "" || o.Pipeline != "")):
 		return usage.Errorf("give one of PROMPT, --prd, --pipeline")
@@ -200,6 +207,10 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	}
 	if res.Done {
 		fmt.Fprintf(o.IO.IO.ErrOut, "ralph: nothing to do: %s\n", res.Reason)
+		if res.Status == engine.StatusUnverified {
+			// Nothing to run is not "done" over marks nobody verified.
+			return &statusError{status: res.Status, reason: res.Reason}
+		}
 		return nil
 	}
 	if err := a.Save(root); err != nil {
@@ -233,10 +244,11 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 	}
 	cfg := engine.Config{Policy: guard,
 		Paths: engine.PathsFor(root), Git: repo,
-		Agent:  engine.AgentConfig{Name: "in-session (Stop hook)"},
-		Prompt: engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
-		Limits: engine.Limits{MaxIterations: a.MaxIterations},
-		Start:  engine.StartConfig{Fresh: fresh, AllowDirty: true},
+		Agent:      engine.AgentConfig{Name: "in-session (Stop hook)"},
+		Prompt:     engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
+		Limits:     engine.Limits{MaxIterations: a.MaxIterations},
+		Start:      engine.StartConfig{Fresh: fresh, AllowDirty: true},
+		TrustMarks: a.TrustMarks,
 	}
 	switch a.Kind {
 	case "loop":

@@ -153,7 +153,8 @@ verifiably done.
 
 Exit codes: 0 complete · 1 error · 2 usage or invalid input · 3 max iterations
 or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
-130 interrupted or stopped.`,
+6 unverified (only items marked done by hand are left) · 130 interrupted or
+stopped.`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -172,7 +173,7 @@ or budget reached with work left · 4 blocked · 5 awaiting plan approval ·
 			root.AddCommand(c)
 		}
 	}
-	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdAnswer(f, nil), newCmdGuide(f, nil), newCmdReview(f, nil), newCmdPlan(f, nil), newCmdRetry(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdConfig(f), newCmdCoordinator(f, nil), newCmdWorker(f, nil))
+	add(groupWork, newCmdRun(f, nil), newCmdStatus(f, nil), newCmdWatch(f, nil), newCmdServe(f, nil), newCmdLog(f, nil), newCmdStop(f, nil), newCmdPause(f, false), newCmdPause(f, true), newCmdApprove(f, nil), newCmdReject(f, nil), newCmdAnswer(f, nil), newCmdGuide(f, nil), newCmdReview(f, nil), newCmdPlan(f, nil), newCmdRetry(f, nil), newCmdClean(f, nil), newCmdDemo(f, nil), newCmdInit(f, nil), newCmdDoctor(f, nil), newCmdConfig(f), newCmdCoordinator(f, nil), newCmdWorker(f, nil), newCmdCluster(f))
 	add(groupFiles, newCmdPRD(f), newCmdCreatePRD(f), newCmdRuns(f, nil), newCmdTask(f), newCmdPipeline(f), newCmdRoles(f, nil))
 	add(groupIntegrations, newCmdHook(f), newCmdLoop(f), newCmdMCP(f, nil), newCmdAsk(f, nil))
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &commandLineError{err: err, cmd: c} })

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -101,8 +100,11 @@ type RunOptions struct {
 	Resume               bool
 	// ReloadPolicy takes the policy in the files (reported); without it
 	// a start restores the one the last run pinned.
-	ReloadPolicy     bool
-	ResetBreaker     bool
+	ReloadPolicy bool
+	ResetBreaker bool
+	// TrustMarks counts items a person marked done (passes: true, a
+	// ticked box, an archived task) as passed without ralph's commit.
+	TrustMarks       bool
 	NoMask           bool
 	JSON             bool
 	Plain            bool
@@ -226,6 +228,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.Resume, "resume", false, "resume the last run of this source, even a completed one (which otherwise gives way to a new run when the source has unfinished items); an error when there is none")
 	fl.BoolVar(&opts.ReloadPolicy, "reload-policy", false, "take the gates, story checks and flags, .ralph/config.yaml and roles.yaml as the files say now (a person's change since the last run pinned them; reported). Without it ralph restores the policy the last run pinned and keeps the edited files in .ralph/policy-edits/")
 	fl.BoolVar(&opts.ResetBreaker, "reset-breaker", false, "when resuming, close the circuit breaker (its counts survive a stop; reset it once the cause is fixed)")
+	fl.BoolVar(&opts.TrustMarks, "trust-marks", false, "count items marked done by hand (passes: true in a PRD, a ticked box in a --plan, a task in tasks-done.jsonl) as passed though no commit of ralph's on the branch records them. By default such an item is shown as marked by hand, not verified, and never counted as passed: an agent works on a story to verify it (it passes only on evidence); a task archived by hand is not worked on, and a run left with only those ends unverified (exit 6). Also trust_marks: true in the config")
 	fl.BoolVar(&opts.AllowDirty, "allow-dirty", false, "start even if the work tree has uncommitted changes (ralph never commits them)")
 	fl.BoolVar(&opts.AllowFailingBaseline, "allow-failing-baseline", false, "no longer needed: a base whose gates fail is work (listed when the run starts, never blamed on a story)")
 	_ = fl.MarkHidden("allow-failing-baseline")
@@ -255,7 +258,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 		{"Limits", []string{"max-iterations", "max-attempts", "max-item-iterations", "iteration-timeout", "gate-timeout", "max-cost", "max-tokens", "breaker", "breaker-cooldown", "rate-limit-backoff", "max-calls-per-hour", "preset", "progress", "progress-budget", "transcript-max-bytes"}},
 		{"Roles and review", []string{"test-fix", "test-fix-role", "plan-approval", "auto-approve", "council", "ask-timeout"}},
 		{"Parallel", []string{"parallel"}},
-		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty"}},
+		{"State", []string{"fresh", "resume", "reload-policy", "reset-breaker", "allow-dirty", "trust-marks"}},
 		{"Output", []string{"plain", "json", "dry-run", "no-mask", "notify", "notify-command", "pr", "pr-remote"}},
 	})
 }
@@ -323,6 +326,9 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	}
 	if !set("auto-approve") && c.AutoApprove {
 		o.AutoApprove = true
+	}
+	if !set("trust-marks") && c.TrustMarks {
+		o.TrustMarks = true
 	}
 	if !set("council") && c.Council > 0 {
 		o.Council = c.Council
@@ -493,12 +499,6 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		return nil, err
 	}
 	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
-	if o.coord != nil {
-		// Gate results a worker reports for exactly the tree verified
-		// here stand for it (see cluster.Attestations).
-		o.coord.attest = &cluster.Attestations{Repo: repo}
-		gates.Attested = o.coord.attest.Lookup
-	}
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
 		return nil, err
@@ -562,7 +562,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 		return nil, err
 	}
 	cfg := engine.Config{
-		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, Roles: rs, Deciders: rules,
+		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, TrustMarks: o.TrustMarks, Roles: rs, Deciders: rules,
 		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
 		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
 		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
@@ -603,6 +603,9 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	}
 	j.NoGates = o.NoGates
 	j.Protect, j.Declarations = o.protected, o.protectedRule == "declarations"
+	if o.coord != nil {
+		o.coord.judge(j)
+	}
 	cfg.Judge = j
 	if n := o.presetIterations(src); n > 0 {
 		cfg.Limits.MaxIterations = n
@@ -820,7 +823,7 @@ func (r *openedRun) run(ctx context.Context) error {
 		go pp.heartbeat(hctx, every)
 	}
 	if o.coord != nil {
-		o.coord.observe(ctx, r.repo, &cfg)
+		o.coord.c.Observe(ctx, r.repo, &cfg)
 	}
 	if o.DryRun {
 		return dryRun(ctx, o, cfg)
@@ -1036,7 +1039,7 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 	st := o.State
 	passed, blocked, total := st.Counts()
 	fmt.Fprintf(w, "\nralph: run %s ended: %s — %s\n", st.RunID, o.Status, o.Reason)
-	fmt.Fprintf(w, "ralph: %d/%d passed, %d blocked, %s", passed, total, blocked, engine.Plural(st.Iteration, "iteration"))
+	fmt.Fprintf(w, "ralph: %d/%d passed%s, %d blocked, %s", passed, total, engine.MarkedCount(len(st.Marked())), blocked, engine.Plural(st.Iteration, "iteration"))
 	if st.Usage.InputTokens+st.Usage.OutputTokens > 0 {
 		fmt.Fprintf(w, ", %d tokens", st.Usage.InputTokens+st.Usage.OutputTokens)
 	}
@@ -1050,7 +1053,7 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 		if is.Commit != "" {
 			line += "  (" + is.Commit[:min(8, len(is.Commit))] + ")"
 		}
-		if is.Status == engine.ItemBlocked && is.Reason != "" {
+		if (is.Status == engine.ItemBlocked || is.Status == engine.ItemMarked) && is.Reason != "" {
 			line += "  — " + is.Reason
 		}
 		fmt.Fprintln(w, line)

@@ -80,7 +80,7 @@ piped or redirected it is markdown. --json prints the same as JSON.`,
 			if opts.JSON {
 				passed, blocked, total := st.Counts()
 				out := map[string]any{"run": st.RunID, "state": st, "active": active, "passed": passed, "blocked": blocked, "total": total,
-					"next": st.NextStep(), "side_branches": side.count()}
+					"marked": len(st.Marked()), "next": st.NextStep(), "side_branches": side.count()}
 				if active {
 					out["next"] = ""
 				}
@@ -187,7 +187,13 @@ func statusMarkdown(st *engine.State, active bool, asked map[string][]string) st
 	if next := st.NextStep(); next != "" && !active {
 		fmt.Fprintf(&b, "- **Next:** %s\n", next)
 	}
-	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed, %d blocked\n", passed, total, kind, blocked)
+	fmt.Fprintf(&b, "- **Progress:** %d/%d %s passed%s, %d blocked\n", passed, total, kind, engine.MarkedCount(len(st.Marked())), blocked)
+	if len(st.BaseRed) > 0 {
+		fmt.Fprintf(&b, "- **Failing since the base** (work for the run, not blamed on any item, never called passed): %s\n", strings.Join(st.BaseRed, "; "))
+	}
+	for _, g := range st.NoInventory {
+		fmt.Fprintf(&b, "- **No test inventory for gate %s:** ralph knows only its exit code; ask its runner for an output ralph reads (-v, --verbose, a JUnit report)\n", g)
+	}
 	fmt.Fprintf(&b, "- **Iteration:** %s\n", engine.IterationOf(st.Iteration, st.MaxIterations))
 	if st.Branch != "" {
 		fmt.Fprintf(&b, "- **Branch:** %s\n", st.Branch)
@@ -231,7 +237,8 @@ func statusMarkdown(st *engine.State, active bool, asked map[string][]string) st
 	fmt.Fprintf(&b, "\n| ID | Title | Status | Attempts | Last role | Commit |\n|---|---|---|---|---|---|\n")
 	for _, id := range st.Order {
 		is := st.Items[id]
-		mark := map[string]string{engine.ItemPassed: "✅ passed", engine.ItemBlocked: "⛔ blocked", engine.ItemRunning: "🔄 running", engine.ItemPending: "⏳ pending"}[is.Status]
+		mark := map[string]string{engine.ItemPassed: "✅ passed", engine.ItemBlocked: "⛔ blocked", engine.ItemRunning: "🔄 running", engine.ItemPending: "⏳ pending",
+			engine.ItemMarked: "✋ " + engine.MarkedLabel}[is.Status]
 		commit := is.Commit
 		if len(commit) > 8 {
 			commit = commit[:8]
@@ -253,6 +260,11 @@ func statusMarkdown(st *engine.State, active bool, asked map[string][]string) st
 	for _, id := range st.Order {
 		if is := st.Items[id]; is.Status == engine.ItemBlocked && is.Reason != "" {
 			fmt.Fprintf(&b, "\n**%s blocked:** %s\n", id, is.Reason)
+		}
+	}
+	for _, id := range st.Order {
+		if is := st.Items[id]; is.Status == engine.ItemMarked && is.Reason != "" {
+			fmt.Fprintf(&b, "\n**%s marked by hand:** %s\n", id, is.Reason)
 		}
 	}
 	if st.Source == "prd" {

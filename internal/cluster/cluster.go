@@ -34,6 +34,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -185,6 +186,18 @@ type outcome struct {
 	// Gates are the job's gates' results on Commit's tree (none when the
 	// gates wrote into the tree: the coordinator runs them then).
 	Gates []gate.Result `json:"gates,omitempty"`
+	// Sig is the worker's signature of the rest with its key (base64),
+	// when the run has worker keys.
+	Sig string `json:"sig,omitempty"`
+}
+
+// signed is what a worker signs of an outcome: all of it but the
+// signature. The coordinator checks the signature on the outcome as it
+// decoded it, so what it uses is exactly what was signed.
+func (o outcome) signed() []byte {
+	o.Sig = ""
+	b, _ := json.Marshal(o)
+	return b
 }
 
 // sharedName is the name of a job's shared file in the files bucket.
@@ -197,6 +210,9 @@ type RunConfig struct {
 	// MaxPause bounds a rate-limit pause from the moment it was set: a
 	// worker that claims a reset far ahead stalls nobody for longer.
 	MaxPause time.Duration `json:"max_pause,omitempty"`
+	// Signed: the coordinator counts only reports signed with a worker's
+	// own key (it has worker keys): a worker without one cannot serve.
+	Signed bool `json:"signed,omitempty"`
 }
 
 // DefaultMaxPause is the longest rate-limit pause when the run sets none.
@@ -227,7 +243,14 @@ type ConnOptions struct {
 	CA    string // a root CA file for TLS
 	Cert  string // a client certificate (with Key) for mutual TLS
 	Key   string
-	Name  string
+	// Own is a worker's (or the coordinator's) own key: with no other
+	// credential it logs the client in (the embedded server with worker
+	// keys).
+	Own  *Key
+	Name string
+	// Refused, when set, hears the server refuse the client's
+	// credentials (a revoked key): the client keeps trying otherwise.
+	Refused func(error)
 }
 
 // Connect dials url and keeps trying, in the background, until a server
@@ -246,22 +269,46 @@ func Connect(url string, o ConnOptions) (*nats.Conn, error) {
 	if o.Cert != "" || o.Key != "" {
 		opts = append(opts, nats.ClientCert(o.Cert, o.Key))
 	}
+	if o.Own != nil && o.Token == "" && o.Creds == "" && o.Cert == "" {
+		opts = append(opts, nats.Nkey(o.Own.Public, o.Own.Sign))
+	}
+	if o.Refused != nil {
+		refused := func(err error) {
+			if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthRevoked) {
+				o.Refused(err)
+			}
+		}
+		opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { refused(err) }),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused(err) }))
+	}
 	return nats.Connect(url, opts...)
 }
 
-// ServerAuth is how the embedded server admits clients: the token every
-// client gives, and, with a certificate and its key, TLS.
+// ServerAuth is how the embedded server admits clients: by the token
+// every client gives, or — once there are worker keys — by key alone:
+// the coordinator's own (Self) and the workers' keys not revoked (Keys);
+// and, with a certificate and its key, over TLS.
 type ServerAuth struct {
 	Token           string
+	Self            *Key
+	Keys            []WorkerKey
 	TLSCert, TLSKey string
+}
+
+// Server is the embedded NATS server.
+type Server struct {
+	*server.Server
+	mu   sync.Mutex
+	opts *server.Options
+	self string // the coordinator's own key, with worker keys
 }
 
 // StartServer starts the embedded NATS server with JetStream, storing in
 // dir, on listen (host:port; port 0 picks a free one). Every client must
-// give auth.Token, on loopback too: any local process could otherwise
-// read the jobs and answer them. It returns the server and the URL clients
-// use (tls:// with TLS).
-func StartServer(listen, dir string, auth ServerAuth) (*server.Server, string, error) {
+// give auth.Token, or its key (auth.Self), on loopback too: any local
+// process could otherwise read the jobs and answer them. It returns the
+// server and the URL clients use (tls:// with TLS).
+func StartServer(listen, dir string, auth ServerAuth) (*Server, string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("--listen %q: want host:port", listen)
@@ -273,11 +320,18 @@ func StartServer(listen, dir string, auth ServerAuth) (*server.Server, string, e
 	if p == 0 {
 		p = server.RANDOM_PORT
 	}
-	if auth.Token == "" {
-		return nil, "", errors.New("the embedded NATS server needs a token for its clients")
-	}
 	opts := &server.Options{Host: host, Port: p, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-		Authorization: auth.Token, MaxPayload: 8 << 20, ServerName: "ralph-coordinator"}
+		MaxPayload: 8 << 20, ServerName: "ralph-coordinator"}
+	var self string
+	switch {
+	case auth.Self != nil:
+		self = auth.Self.Public
+		opts.Nkeys = nkeyUsers(self, auth.Keys)
+	case auth.Token != "":
+		opts.Authorization = auth.Token
+	default:
+		return nil, "", errors.New("the embedded NATS server needs a token or keys for its clients")
+	}
 	if auth.TLSCert != "" || auth.TLSKey != "" {
 		cert, err := tls.LoadX509KeyPair(auth.TLSCert, auth.TLSKey)
 		if err != nil {
@@ -295,7 +349,36 @@ func StartServer(listen, dir string, auth ServerAuth) (*server.Server, string, e
 		s.Shutdown()
 		return nil, "", errors.New("the embedded NATS server did not start")
 	}
-	return s, s.ClientURL(), nil
+	return &Server{Server: s, opts: opts, self: self}, s.ClientURL(), nil
+}
+
+// nkeyUsers are the server's users: the coordinator's key and keys.
+func nkeyUsers(self string, keys []WorkerKey) []*server.NkeyUser {
+	users := []*server.NkeyUser{{Nkey: self}}
+	for _, k := range keys {
+		if k.Revoked == nil {
+			users = append(users, &server.NkeyUser{Nkey: k.Public})
+		}
+	}
+	return users
+}
+
+// Admit makes a server that admits by key admit the coordinator and
+// keys, and nobody else: a client logged in with another key (a revoked
+// one) is disconnected at once, and refused when it tries again.
+func (s *Server) Admit(keys []WorkerKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.self == "" {
+		return errors.New("the embedded NATS server admits by token, not by key")
+	}
+	o := s.opts.Clone()
+	o.Nkeys = nkeyUsers(s.self, keys)
+	if err := s.ReloadOptions(o); err != nil {
+		return fmt.Errorf("changing the NATS server's keys: %w", err)
+	}
+	s.opts = o
+	return nil
 }
 
 // Loopback reports whether host only reaches this machine.

@@ -19,6 +19,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/judge"
 )
 
 // RemoteAgent is the coordinator's agent: it hands each iteration to a
@@ -37,12 +38,16 @@ type RemoteAgent struct {
 	// commits (the task loop), ships them with each job and merges the
 	// worker's edits back.
 	Shared Shared
-	// GatesFor, when set, names an item's gates: the worker runs them on
-	// its commit, and their results go to Attest for the coordinator's
-	// gate runner.
+	// GatesFor, when set with Attest, names an item's gates: the worker
+	// runs them on its commit, and their results go to Attest for the
+	// coordinator's judge (judge.Attester).
 	GatesFor    func(item string) []gate.Gate
 	GateTimeout time.Duration
 	Attest      *Attestations
+	// Keys, when the run has worker keys, are the keys workers sign their
+	// reports with: a report counts only with a signature of a key not
+	// revoked, and a worker whose key is revoked loses its job at once.
+	Keys *Keyring
 	// QueueTimeout is how long a job may wait for a worker to take it
 	// (default DefaultQueueTimeout); past it the run stops, saying so.
 	QueueTimeout time.Duration
@@ -167,281 +172,409 @@ func (r *RemoteAgent) PruneRefs(ctx context.Context, repo *git.Repo, all bool) e
 // ErrNoWorker is the error of a job no worker took in time.
 var ErrNoWorker = errors.New("no worker took the job")
 
-// Run publishes the job and waits for its outcome. The tree at req.Dir is
-// pushed first (its uncommitted changes as a commit of their own); after
-// the worker's report its commit is fetched and the tree fast-forwarded
-// to it, so that the engine verifies the worker's work in place.
+// Run publishes the job, awaits its outcome and collects the worker's
+// work into the iteration's tree. The tree at req.Dir is pushed first
+// (its uncommitted changes as a commit of their own); after the worker's
+// report its commit is fetched and the tree fast-forwarded to it, so that
+// the engine judges the worker's work in place.
 //
 // Only the outcome of the worker that holds the job's claim, proved by
-// the secret behind the claim, from a worker whose heartbeat is live,
-// counts: anything else is ignored and reported. A worker that could not
-// run the job (a failed fetch or push) puts it back in the queue: that is
-// never the agent's failure. A job nobody takes within QueueTimeout stops
-// the run; one a worker holds longer than the agent's timeout allows is
-// the agent's timeout. Either way, and when the iteration stops, the job
-// is taken off the queue and its worker's agent stopped.
+// the secret behind the claim, from a worker whose heartbeat is live (and,
+// with worker keys, signed by that worker's key, not revoked), counts:
+// anything else is ignored and reported. A worker that could not run the
+// job (a failed fetch or push) puts it back in the queue: that is never
+// the agent's failure. A job nobody takes within QueueTimeout stops the
+// run; one a worker holds longer than the agent's timeout allows is the
+// agent's timeout. Either way, and when the iteration stops, the job is
+// taken off the queue and its worker's agent stopped.
 func (r *RemoteAgent) Run(ctx context.Context, req agent.Request) (agent.Result, error) {
-	if err := r.buckets(ctx); err != nil {
+	j, err := r.publish(ctx, req)
+	if j != nil {
+		defer r.close(context.WithoutCancel(ctx), j)
+	}
+	if err != nil {
 		return agent.Result{}, err
+	}
+	for {
+		res, accepted, err := r.await(ctx, j)
+		if !accepted {
+			return res, err
+		}
+		if err := r.fetch(ctx, j); err != nil {
+			if errors.Is(err, errNotTheWorkers) {
+				continue // queued again
+			}
+			return agent.Result{}, err
+		}
+		return r.collect(ctx, j)
+	}
+}
+
+// remoteJob is one iteration's job, from its publishing to its end.
+type remoteJob struct {
+	req      agent.Request
+	w        io.Writer // the iteration's transcript
+	repo     *git.Repo // the iteration's tree
+	key      string
+	branch   string
+	job      job
+	msg      []byte // the job as queued
+	seq      uint64 // its message in the stream
+	requeued int
+	// The shared files sent (by path), which exist (as the job says), the
+	// paths a commit of the tree leaves out.
+	sent    map[string][]byte
+	shared  map[string]bool
+	keepOut []string
+	pushed  bool // its base is on the remote
+	results jetstream.KeyWatcher
+	claims  jetstream.KeyWatcher
+	// Waiting for a worker since queued (again); held since first taken.
+	queued, taken time.Time
+	current       claim
+	// Outcomes already judged, by revision; one ignored only for its
+	// worker's lapsed heartbeat is judged again while it waits, since
+	// lapsed, for as long as a heartbeat lives.
+	judged map[uint64]bool
+	lapsed time.Time
+	out    outcome // the outcome that counts, once accepted
+	done   bool    // the outcome was taken: nothing to cancel
+}
+
+// publish pushes the iteration's start to the remote and queues its job.
+// The job it returns (also on an error, once anything was made) is
+// closed by close.
+func (r *RemoteAgent) publish(ctx context.Context, req agent.Request) (*remoteJob, error) {
+	if err := r.buckets(ctx); err != nil {
+		return nil, err
 	}
 	repo := r.Repo.At(req.Dir)
 	branch, base, err := repo.Where(ctx)
 	if err != nil || branch == "" || branch == "HEAD" || base == "" {
-		return agent.Result{}, fmt.Errorf("remote agent: the tree %s is not on a branch with a commit (%v)", req.Dir, err)
+		return nil, fmt.Errorf("remote agent: the tree %s is not on a branch with a commit (%v)", req.Dir, err)
 	}
-	key := jobKey(r.Names.Run, r.Epoch, req.Iteration, req.ItemID)
-	var sent map[string][]byte
-	var restore, keepOut []string
+	j := &remoteJob{req: req, w: req.Transcript, repo: repo, branch: branch, key: jobKey(r.Names.Run, r.Epoch, req.Iteration, req.ItemID), judged: map[uint64]bool{}}
+	if j.w == nil {
+		j.w = io.Discard
+	}
+	var restore []string
 	if r.Shared != nil {
-		if sent, restore, keepOut, err = r.Shared.SharedFiles(ctx); err != nil {
-			return agent.Result{}, err
+		if j.sent, restore, j.keepOut, err = r.Shared.SharedFiles(ctx); err != nil {
+			return nil, err
 		}
 	}
-	if base, err = r.commitTree(ctx, repo, req, base, keepOut); err != nil {
-		return agent.Result{}, err
+	if base, err = r.commitTree(ctx, repo, req, base, j.keepOut); err != nil {
+		return nil, err
 	}
-	shared, err := r.putShared(ctx, key, sent)
-	if err != nil {
-		return agent.Result{}, err
+	if j.shared, err = r.putShared(ctx, j.key, j.sent); err != nil {
+		return j, err
 	}
-	var out outcome
-	if shared != nil {
-		defer func() { r.dropShared(context.WithoutCancel(ctx), key, shared, out.Shared) }()
-	}
-	if err := repo.PushForce(ctx, r.Remote, base, "refs/ralph/bases/"+key); err != nil {
-		return agent.Result{}, fmt.Errorf("remote agent: pushing %s's start: %w", branch, err)
+	if err := repo.PushForce(ctx, r.Remote, base, "refs/ralph/bases/"+j.key); err != nil {
+		return j, fmt.Errorf("remote agent: pushing %s's start: %w", branch, err)
 	}
 	// The job's refs leave the remote with the job: its commit is here
 	// once fetched, or no longer wanted.
-	defer r.dropRefs(context.WithoutCancel(ctx), repo, key)
-	results, err := r.results.Watch(ctx, key+".*")
-	if err != nil {
-		return agent.Result{}, err
+	j.pushed = true
+	if j.results, err = r.results.Watch(ctx, j.key+".*"); err != nil {
+		return j, err
 	}
-	defer results.Stop()
-	claims, err := r.claims.Watch(ctx, key)
-	if err != nil {
-		return agent.Result{}, err
+	if j.claims, err = r.claims.Watch(ctx, j.key); err != nil {
+		return j, err
 	}
-	defer claims.Stop()
-	job := job{Key: key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
+	j.job = job{Key: j.key, Item: req.ItemID, Role: req.Role, Iteration: req.Iteration, Attempt: req.Attempt, Branch: branch, Base: base,
 		Prompt: req.Prompt, Env: jobEnvOf(req.Env), Model: req.Model, Timeout: req.Timeout, Agent: r.Spec,
-		TreeEnv: treeEnv(req.Env, req.Dir), Shared: shared, Restore: restore, GateTimeout: r.GateTimeout}
+		TreeEnv: treeEnv(req.Env, req.Dir), Shared: j.shared, Restore: restore, GateTimeout: r.GateTimeout}
 	if r.GatesFor != nil && r.Attest != nil {
-		job.Gates = r.GatesFor(req.ItemID)
-		r.Attest.Drop(req.Dir)
+		j.job.Gates = r.GatesFor(req.ItemID)
+		r.Attest.Drop(req.ItemID)
 	}
-	w := req.Transcript
-	if w == nil {
-		w = io.Discard
+	j.msg, _ = json.Marshal(j.job)
+	if err := r.queue(ctx, j); err != nil {
+		return j, err
 	}
-	b, _ := json.Marshal(job)
-	var seq uint64 // the job's message in the stream
-	queue := func(n int) error {
-		id := key
-		if n > 0 {
-			id = fmt.Sprintf("%s#%d", key, n)
-		}
-		ack, err := r.JS.Publish(ctx, r.Names.Subject, b, jetstream.WithMsgID(id))
-		if err != nil {
-			return fmt.Errorf("remote agent: queueing the job: %w", err)
-		}
-		seq = ack.Sequence
-		return nil
+	fmt.Fprintf(j.w, "[ralph] job %s queued for a worker (%s at %s)\n", j.key, branch, short(base))
+	return j, nil
+}
+
+// queue puts the job on the queue (again: a message id of its own, or
+// the stream's duplicate window would drop it), waiting for any worker.
+func (r *RemoteAgent) queue(ctx context.Context, j *remoteJob) error {
+	id := j.key
+	if j.requeued > 0 {
+		id = fmt.Sprintf("%s#%d", j.key, j.requeued)
 	}
-	if err := queue(0); err != nil {
-		return agent.Result{}, err
+	ack, err := r.JS.Publish(ctx, r.Names.Subject, j.msg, jetstream.WithMsgID(id))
+	if err != nil {
+		return fmt.Errorf("remote agent: queueing the job: %w", err)
 	}
-	r.setJob(key, req.ItemID, nil, false)
-	defer r.setJob(key, req.ItemID, nil, true)
-	fmt.Fprintf(w, "[ralph] job %s queued for a worker (%s at %s)\n", key, branch, short(base))
-	done := false
-	defer func() {
-		if !done {
-			r.cancel(context.WithoutCancel(ctx), key, seq)
+	j.seq = ack.Sequence
+	j.current, j.queued = claim{}, time.Now()
+	r.setJob(j.key, j.req.ItemID, nil, false)
+	return nil
+}
+
+// requeue queues the job anew, for another worker.
+func (r *RemoteAgent) requeue(ctx context.Context, j *remoteJob) error {
+	j.requeued++
+	return r.queue(ctx, j)
+}
+
+// close ends the job: taken off the queue and its worker's agent stopped
+// unless its outcome was taken, its refs and shared files gone.
+func (r *RemoteAgent) close(ctx context.Context, j *remoteJob) {
+	if j.seq != 0 {
+		if !j.done {
+			r.cancel(ctx, j.key, j.seq)
 		}
-	}()
-	queueTimeout := r.QueueTimeout
-	if queueTimeout <= 0 {
-		queueTimeout = DefaultQueueTimeout
+		r.setJob(j.key, j.req.ItemID, nil, true)
 	}
-	// Waiting for a worker since queued (again); held since first taken.
-	queued, taken := time.Now(), time.Time{}
-	var current claim
-	// Outcomes already judged, by revision; one ignored only for its
-	// worker's lapsed heartbeat is judged again while it waits, since
-	// lapsed, for as long as a heartbeat lives.
-	judged := map[uint64]bool{}
-	var lapsed time.Time
-	// consider judges an outcome against the claim as it stands (held:
-	// there is one; its watch may lag): true when it is the job's (out
-	// set).
-	consider := func(e jetstream.KeyValueEntry, c claim, held bool) bool {
-		var o outcome
-		if held {
-			current = c
-		}
-		why, later := r.judge(ctx, e, key, current, &o)
-		if why != "" {
-			if !judged[e.Revision()] {
-				note := ""
-				if later {
-					note = "; it counts if the worker's heartbeat comes back"
-				}
-				r.report(w, "[ralph] ignored an outcome for job %s (%s) from %q: %s%s\n", key, req.ItemID, o.Worker, why, note)
-			}
-			judged[e.Revision()] = !later
-			if later && lapsed.IsZero() {
-				lapsed = time.Now()
-			}
-			return false
-		}
-		judged[e.Revision()], lapsed = true, time.Time{}
-		if o.Error != "" {
-			fmt.Fprintf(w, "\n[ralph] worker %s could not run the job: %s; it goes back to the queue\n", o.Worker, o.Error)
-			current, queued = claim{}, time.Now()
-			r.setJob(key, req.ItemID, nil, false)
-			return false
-		}
-		out = o
-		return true
+	if j.claims != nil {
+		_ = j.claims.Stop()
 	}
+	if j.results != nil {
+		_ = j.results.Stop()
+	}
+	if j.pushed {
+		r.dropRefs(ctx, j.repo, j.key)
+	}
+	if j.shared != nil {
+		r.dropShared(ctx, j.key, j.shared, j.out.Shared)
+	}
+}
+
+// waited is how a wait for the job's outcome ends: accepted (its
+// outcome in the job), or with the iteration's result or an error.
+type waited struct {
+	accepted bool
+	res      agent.Result
+	err      error
+}
+
+// await waits for the outcome that counts: accepted true, with it in
+// j.out; otherwise the iteration's result (the context ended, the job
+// ran past its time) or why it could not go on.
+func (r *RemoteAgent) await(ctx context.Context, j *remoteJob) (agent.Result, bool, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for requeued := 0; ; {
-		for accepted := false; !accepted; {
-			select {
-			case <-ctx.Done():
-				return agent.Result{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), ExitCode: -1}, ctx.Err()
-			case <-tick.C:
-				// The outcome stored for the claim as it stands, unless
-				// judged: the watch may lag it, or it waits on a
-				// heartbeat that lapsed (a worker's beat is a request
-				// that a reconnect can hold up).
-				if c, held := r.claimOf(ctx, key); held {
-					if e, err := r.results.Get(ctx, resultKey(key, c.Proof)); err == nil && !judged[e.Revision()] && consider(e, c, held) {
-						accepted = true
-						continue
-					}
-				}
-				waiting := !lapsed.IsZero() && time.Since(lapsed) < r.heartbeatLife()
-				if current.Worker != "" && !waiting && !r.enrolled(ctx, current.Worker) {
-					// Its worker is gone: the job comes back to the queue
-					// when its lease runs out.
-					current, queued, lapsed = claim{}, time.Now(), time.Time{}
-					r.setJob(key, req.ItemID, nil, false)
-				}
-				if current.Worker == "" && r.dequeued(ctx, seq) {
-					// Nobody holds the job and it has left the queue: its
-					// worker took it off (its outcome stored, or so it
-					// thought) and is gone, or its outcome did not count.
-					// Nobody would run it again: it is queued anew.
-					requeued++
-					if err := queue(requeued); err != nil {
-						return agent.Result{}, err
-					}
-					fmt.Fprintf(w, "[ralph] job %s left the queue without an outcome that counts: queued again\n", key)
-					queued = time.Now()
-				}
-				if current.Worker == "" && time.Since(queued) > queueTimeout {
-					return agent.Result{}, fmt.Errorf("remote agent: job %s (%s): %w within --queue-timeout %s; start workers (ralph worker --nats …), then run the coordinator again", key, req.ItemID, ErrNoWorker, queueTimeout)
-				}
-				if !taken.IsZero() && req.Timeout > 0 && time.Since(taken) > 2*req.Timeout+queueTimeout {
-					fmt.Fprintf(w, "\n[ralph] job %s: no outcome %s after a worker first took it: stopped\n", key, time.Since(taken).Round(time.Second))
-					return agent.Result{TimedOut: true, ExitCode: -1, IsError: true, ErrorText: "the job ran past its timeout on the workers"}, nil
-				}
-			case e, ok := <-claims.Updates():
-				if !ok {
-					return agent.Result{}, errors.New("remote agent: the claim watch ended")
-				}
-				var c claim
-				if e == nil || e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &c) != nil || c.Cancelled || c.Done {
-					continue
-				}
-				current = c
-				r.setJob(key, req.ItemID, &c, false)
-				if taken.IsZero() {
-					taken = time.Now()
-				}
-				fmt.Fprintf(w, takenLine, key, c.Worker, c.Host)
-			case e, ok := <-results.Updates():
-				if !ok {
-					return agent.Result{}, errors.New("remote agent: the result watch ended")
-				}
-				if e == nil || e.Operation() != jetstream.KeyValuePut {
-					continue // the initial-values marker
-				}
-				c, held := r.claimOf(ctx, key)
-				accepted = consider(e, c, held)
+	for {
+		var end *waited
+		select {
+		case <-ctx.Done():
+			return agent.Result{TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded), ExitCode: -1}, false, ctx.Err()
+		case <-tick.C:
+			end = r.check(ctx, j)
+		case e, ok := <-j.claims.Updates():
+			if !ok {
+				return agent.Result{}, false, errors.New("remote agent: the claim watch ended")
+			}
+			r.claimed(j, e)
+		case e, ok := <-j.results.Updates():
+			if !ok {
+				return agent.Result{}, false, errors.New("remote agent: the result watch ended")
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue // the initial-values marker
+			}
+			c, held := r.claimOf(ctx, j.key)
+			if r.consider(ctx, j, e, c, held) {
+				end = &waited{accepted: true}
 			}
 		}
-		if !fullCommit.MatchString(out.Commit) {
-			return agent.Result{}, fmt.Errorf("remote agent: worker %s reported %q as its commit", out.Worker, out.Commit)
+		if end != nil {
+			return end.res, end.accepted, end.err
 		}
-		// The job's ref is fetched without a local ref of its own (the
-		// fast-forward keeps the commit); the fast-forward to the commit
-		// the worker reported fails unless the fetch brought it.
-		fetch := func() error {
-			r.fetching.Lock()
-			defer r.fetching.Unlock()
-			return repo.Fetch(ctx, r.Remote, jobRef(key, current.Proof))
+	}
+}
+
+// claimed notes a worker's claim of the job.
+func (r *RemoteAgent) claimed(j *remoteJob, e jetstream.KeyValueEntry) {
+	var c claim
+	if e == nil || e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &c) != nil || c.Cancelled || c.Done {
+		return
+	}
+	j.current = c
+	r.setJob(j.key, j.req.ItemID, &c, false)
+	if j.taken.IsZero() {
+		j.taken = time.Now()
+	}
+	fmt.Fprintf(j.w, takenLine, j.key, c.Worker, c.Host)
+}
+
+// check is the wait's tick: the outcome stored for the claim as it
+// stands, unless judged (the watch may lag it, or it waits on a
+// heartbeat that lapsed: a worker's beat is a request that a reconnect
+// can hold up); a worker gone or revoked, a job that left the queue
+// without an outcome that counts, a job nobody takes, a job held past
+// its time.
+func (r *RemoteAgent) check(ctx context.Context, j *remoteJob) *waited {
+	if c, held := r.claimOf(ctx, j.key); held {
+		if e, err := r.results.Get(ctx, resultKey(j.key, c.Proof)); err == nil && !j.judged[e.Revision()] && r.consider(ctx, j, e, c, held) {
+			return &waited{accepted: true}
 		}
-		// A fetch that fails is tried again: its connectivity check reads
-		// every worktree's HEAD, and git beside it (a worktree added or
-		// removed outside the listing lock) can make it fail once.
-		for try := 1; ; try++ {
-			if r.Listing != nil {
-				err = r.Listing(fetch)
-			} else {
-				err = fetch()
+	}
+	if w := j.current.Worker; w != "" && r.Keys.Revoked(w) {
+		// Refused at once: its job goes to another worker now, not when
+		// its lease runs out (the revoked worker's message leaves the
+		// queue; anything it reports is refused).
+		r.report(j.w, "[ralph] job %s (%s): worker %s's key was revoked: the job is queued again for another worker\n", j.key, j.req.ItemID, w)
+		if st, err := r.JS.Stream(ctx, r.Names.Stream); err == nil {
+			_ = st.DeleteMsg(ctx, j.seq)
+		}
+		if err := r.requeue(ctx, j); err != nil {
+			return &waited{err: err}
+		}
+	}
+	waiting := !j.lapsed.IsZero() && time.Since(j.lapsed) < r.heartbeatLife()
+	if j.current.Worker != "" && !waiting && !r.enrolled(ctx, j.current.Worker) {
+		// Its worker is gone: the job comes back to the queue when its
+		// lease runs out.
+		j.current, j.queued, j.lapsed = claim{}, time.Now(), time.Time{}
+		r.setJob(j.key, j.req.ItemID, nil, false)
+	}
+	if j.current.Worker == "" && r.dequeued(ctx, j.seq) {
+		// Nobody holds the job and it has left the queue: its worker took
+		// it off (its outcome stored, or so it thought) and is gone, or its
+		// outcome did not count. Nobody would run it again: it is queued
+		// anew.
+		if err := r.requeue(ctx, j); err != nil {
+			return &waited{err: err}
+		}
+		fmt.Fprintf(j.w, "[ralph] job %s left the queue without an outcome that counts: queued again\n", j.key)
+	}
+	if j.current.Worker == "" && time.Since(j.queued) > r.queueTimeout() {
+		return &waited{err: fmt.Errorf("remote agent: job %s (%s): %w within --queue-timeout %s; start workers (ralph worker --nats …), then run the coordinator again", j.key, j.req.ItemID, ErrNoWorker, r.queueTimeout())}
+	}
+	if !j.taken.IsZero() && j.req.Timeout > 0 && time.Since(j.taken) > 2*j.req.Timeout+r.queueTimeout() {
+		fmt.Fprintf(j.w, "\n[ralph] job %s: no outcome %s after a worker first took it: stopped\n", j.key, time.Since(j.taken).Round(time.Second))
+		return &waited{res: agent.Result{TimedOut: true, ExitCode: -1, IsError: true, ErrorText: "the job ran past its timeout on the workers"}}
+	}
+	return nil
+}
+
+func (r *RemoteAgent) queueTimeout() time.Duration {
+	if r.QueueTimeout > 0 {
+		return r.QueueTimeout
+	}
+	return DefaultQueueTimeout
+}
+
+// consider judges an outcome against the claim as it stands (held:
+// there is one; its watch may lag): true when it is the job's (j.out
+// set). An outcome that does not count is reported once; one from a
+// worker that could not run the job puts the job back in the queue.
+func (r *RemoteAgent) consider(ctx context.Context, j *remoteJob, e jetstream.KeyValueEntry, c claim, held bool) bool {
+	var o outcome
+	if held {
+		j.current = c
+	}
+	why, later := r.admit(ctx, e, j.key, j.current, &o)
+	if why != "" {
+		if !j.judged[e.Revision()] {
+			note := ""
+			if later {
+				note = "; it counts if the worker's heartbeat comes back"
 			}
-			if err == nil || try == 3 || ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintf(w, "[ralph] fetching the worker's commit failed (%v): trying again\n", err)
-			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+			r.report(j.w, "[ralph] ignored an outcome for job %s (%s) from %q: %s%s\n", j.key, j.req.ItemID, o.Worker, why, note)
 		}
-		if err != nil {
-			return agent.Result{}, fmt.Errorf("remote agent: fetching the worker's commit: %w", err)
+		j.judged[e.Revision()] = !later
+		if later && j.lapsed.IsZero() {
+			j.lapsed = time.Now()
 		}
-		if _, err := repo.RevParse(ctx, out.Commit+"^{commit}"); err == nil {
+		return false
+	}
+	j.judged[e.Revision()], j.lapsed = true, time.Time{}
+	if o.Error != "" {
+		fmt.Fprintf(j.w, "\n[ralph] worker %s could not run the job: %s; it goes back to the queue\n", o.Worker, o.Error)
+		j.current, j.queued = claim{}, time.Now()
+		r.setJob(j.key, j.req.ItemID, nil, false)
+		return false
+	}
+	j.out = o
+	return true
+}
+
+// errNotTheWorkers: the commit on the job's ref is not the one the
+// worker reported; the job was queued again.
+var errNotTheWorkers = errors.New("the job's ref holds another commit than the worker's")
+
+// fetch brings the accepted outcome's commit here. The job's ref is
+// fetched without a local ref of its own (the fast-forward keeps the
+// commit); someone who moved the ref after the worker pushed gets the job
+// queued again (errNotTheWorkers), never their commit taken.
+func (r *RemoteAgent) fetch(ctx context.Context, j *remoteJob) error {
+	out := j.out
+	if !fullCommit.MatchString(out.Commit) {
+		return fmt.Errorf("remote agent: worker %s reported %q as its commit", out.Worker, out.Commit)
+	}
+	fetch := func() error {
+		r.fetching.Lock()
+		defer r.fetching.Unlock()
+		return j.repo.Fetch(ctx, r.Remote, jobRef(j.key, j.current.Proof))
+	}
+	// A fetch that fails is tried again: its connectivity check reads
+	// every worktree's HEAD, and git beside it (a worktree added or
+	// removed outside the listing lock) can make it fail once.
+	var err error
+	for try := 1; ; try++ {
+		if r.Listing != nil {
+			err = r.Listing(fetch)
+		} else {
+			err = fetch()
+		}
+		if err == nil || try == 3 || ctx.Err() != nil {
 			break
 		}
-		// Someone moved the job's ref after the worker pushed: what the
-		// remote holds is not the worker's commit. Not the agent's
-		// failure: the job runs again.
-		r.report(w, "[ralph] job %s: the remote's %s is not worker %s's commit %s (someone else pushed there): ignored, the job is queued again\n", key, jobRef(key, current.Proof), out.Worker, short(out.Commit))
-		requeued++
-		if err := queue(requeued); err != nil {
-			return agent.Result{}, err
-		}
-		current, queued = claim{}, time.Now()
-		r.setJob(key, req.ItemID, nil, false)
+		fmt.Fprintf(j.w, "[ralph] fetching the worker's commit failed (%v): trying again\n", err)
+		time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 	}
-	fmt.Fprintf(w, ranLine, out.Worker, out.Host, key)
+	if err != nil {
+		return fmt.Errorf("remote agent: fetching the worker's commit: %w", err)
+	}
+	if _, err := j.repo.RevParse(ctx, out.Commit+"^{commit}"); err == nil {
+		return nil
+	}
+	// Not the agent's failure: the job runs again.
+	r.report(j.w, "[ralph] job %s: the remote's %s is not worker %s's commit %s (someone else pushed there): ignored, the job is queued again\n", j.key, jobRef(j.key, j.current.Proof), out.Worker, short(out.Commit))
+	if err := r.requeue(ctx, j); err != nil {
+		return err
+	}
+	return errNotTheWorkers
+}
+
+// collect brings the worker's work into the iteration's tree: its commit
+// (the tree fast-forwarded to it), its gates' results for that commit's
+// tree (Attest), and the agent's edits of the shared files. The result is
+// the agent's, naming the worker that ran it.
+func (r *RemoteAgent) collect(ctx context.Context, j *remoteJob) (agent.Result, error) {
+	out, w := j.out, j.w
+	fmt.Fprintf(w, ranLine, out.Worker, out.Host, j.key)
 	_, _ = io.WriteString(w, out.Output)
-	if err := repo.MergeFastForward(ctx, out.Commit); err != nil {
-		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(out.Commit), branch, err)
+	if err := j.repo.MergeFastForward(ctx, out.Commit); err != nil {
+		return agent.Result{}, fmt.Errorf("remote agent: the worker's commit %s does not continue %s: %w", short(out.Commit), j.branch, err)
 	}
-	done = true
-	r.finish(context.WithoutCancel(ctx), key, current)
-	if len(job.Gates) > 0 && len(out.Gates) > 0 {
-		r.Attest.Put(req.Dir, out.Commit, out.Worker, out.Host, job.Gates, out.Gates, keepOut)
+	j.done = true
+	r.finish(context.WithoutCancel(ctx), j.key, j.current)
+	if len(j.job.Gates) > 0 && len(out.Gates) > 0 {
+		if tree, err := j.repo.TreeOf(ctx, out.Commit); err == nil {
+			r.Attest.Put(j.req.ItemID, judge.Attestation{Tree: tree, By: fmt.Sprintf("worker %s on %s", out.Worker, out.Host), Gates: j.job.Gates, Results: out.Gates})
+		}
 	}
 	if r.Shared != nil {
-		got, err := r.getShared(ctx, key, out.Shared, out.SharedSums)
+		got, err := r.getShared(ctx, j.key, out.Shared, out.SharedSums)
 		if err != nil {
 			return agent.Result{}, err
 		}
-		notes, err := r.Shared.MergeShared(sent, got)
+		notes, err := r.Shared.MergeShared(j.sent, got)
 		if err != nil {
-			return agent.Result{}, fmt.Errorf("remote agent: bringing the agent's edits of %s back: %w", strings.Join(slices.Sorted(maps.Keys(sent)), ", "), err)
+			return agent.Result{}, fmt.Errorf("remote agent: bringing the agent's edits of %s back: %w", strings.Join(slices.Sorted(maps.Keys(j.sent)), ", "), err)
 		}
 		for _, n := range notes {
 			fmt.Fprintf(w, "[ralph] %s\n", n)
 		}
 	}
-	return out.Result, nil
+	res := out.Result
+	res.Worker, res.WorkerHost = out.Worker, out.Host
+	return res, nil
 }
 
 func (r *RemoteAgent) buckets(ctx context.Context) error {
@@ -464,12 +597,13 @@ func (r *RemoteAgent) buckets(ctx context.Context) error {
 	return nil
 }
 
-// judge reads an outcome and says why it does not count ("" when it
+// admit reads an outcome and says why it does not count ("" when it
 // does): it must be the job's, at the key of the job's current claim,
-// carry that claim's secret, and come from a worker with a live
+// carry that claim's secret, be signed by its worker's key when the run
+// has worker keys (a key not revoked), and come from a worker with a live
 // heartbeat. later says the outcome may count yet: only its worker's
 // heartbeat is missing.
-func (r *RemoteAgent) judge(ctx context.Context, e jetstream.KeyValueEntry, key string, c claim, o *outcome) (why string, later bool) {
+func (r *RemoteAgent) admit(ctx context.Context, e jetstream.KeyValueEntry, key string, c claim, o *outcome) (why string, later bool) {
 	if err := json.Unmarshal(e.Value(), o); err != nil {
 		return "not an outcome", false
 	}
@@ -480,6 +614,11 @@ func (r *RemoteAgent) judge(ctx context.Context, e jetstream.KeyValueEntry, key 
 		return "no worker holds the job", false
 	case o.Worker != c.Worker || e.Key() != resultKey(key, c.Proof) || proofOf(o.Secret) != c.Proof:
 		return fmt.Sprintf("the job is %s's, and this report does not carry its claim's secret", c.Worker), false
+	}
+	if r.Keys.Any() {
+		if err := r.Keys.Verify(o.Worker, o.signed(), o.Sig); err != nil {
+			return err.Error(), false
+		}
 	}
 	if !r.enrolled(ctx, o.Worker) {
 		return "no such worker is enrolled (no heartbeat)", true

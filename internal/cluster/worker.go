@@ -52,6 +52,10 @@ type Worker struct {
 	// Mark, when set (KEY=VALUE), is put on every process a job starts,
 	// so that a guard can stop them all when the worker dies.
 	Mark string
+	// Key, when set, is the worker's own key (ID is its name): every
+	// report is signed with it. A run whose coordinator has worker keys
+	// counts no other.
+	Key *Key
 
 	js      jetstream.JetStream
 	names   Names
@@ -129,6 +133,9 @@ func (w *Worker) waitForCoordinator(ctx context.Context) (jetstream.Consumer, er
 			if settings, err := w.js.KeyValue(ctx, n.Settings); err == nil {
 				// Setup makes every bucket before it publishes the config.
 				if e, err := settings.Get(ctx, keyConfig); err == nil && json.Unmarshal(e.Value(), &w.cfg) == nil {
+					if w.cfg.Signed && w.Key == nil {
+						return nil, fmt.Errorf("%w: the coordinator of run %s counts only reports signed with a worker's own key: start this worker with --key FILE (made by `ralph cluster key add NAME` on the coordinator's machine)", ErrNeedsKey, n.Run)
+					}
 					results, rerr := w.js.KeyValue(ctx, n.Results)
 					workers, werr := w.js.KeyValue(ctx, n.Workers)
 					files, ferr := w.js.ObjectStore(ctx, n.Files)
@@ -220,6 +227,10 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
+// ErrNeedsKey is the error of a worker without a key for a run that
+// counts only signed reports.
+var ErrNeedsKey = errors.New("this worker has no key")
+
 // Why a job's run stopped before its end.
 var (
 	errCancelled = errors.New("the coordinator cancelled the job")
@@ -298,6 +309,10 @@ func (w *Worker) handle(ctx context.Context, slot int, msg jetstream.Msg) {
 		return
 	}
 	out.Key, out.Worker, out.Host, out.Secret = job.Key, w.ID, w.Host, secret
+	if err := w.Key.signOutcome(&out); err != nil {
+		w.logf("%s: signing the outcome: %v", job.Item, err)
+		return // not acknowledged: delivered again
+	}
 	b, _ = json.Marshal(out)
 	if _, err := w.results.Put(ctx, resultKey(job.Key, proof), b); err != nil {
 		w.logf("%s: storing the outcome: %v", job.Item, err)

@@ -60,17 +60,21 @@ type Config struct {
 	// (default 10s; 0 = none).
 	ErrorWait *Duration `yaml:"error_wait"`
 	// MaxCallsPerHour holds agent starts back beyond this many an hour.
-	MaxCallsPerHour   int               `yaml:"max_calls_per_hour"`
-	Env               map[string]string `yaml:"env"`
-	Gates             map[string]string `yaml:"gates"`    // task loop: gate name → command
-	Watch             bool              `yaml:"watch"`    // task loop: wait for new tasks
-	Interval          Duration          `yaml:"interval"` // task loop: watch interval
-	MaxItemIterations int               `yaml:"max_item_iterations"`
-	TestFix           int               `yaml:"test_fix"`      // re-runs after a failed test gate, per attempt
-	TestFixRole       string            `yaml:"test_fix_role"` // their role (default debugger)
-	PlanApproval      bool              `yaml:"plan_approval"`
-	AutoApprove       bool              `yaml:"auto_approve"`
-	Council           int               `yaml:"council"` // voters on a critical item (default 3)
+	MaxCallsPerHour int `yaml:"max_calls_per_hour"`
+	// JudgeOnCoordinator: `ralph coordinator` runs every story's gates
+	// itself, whatever its workers report.
+	JudgeOnCoordinator bool              `yaml:"judge_on_coordinator"`
+	Env                map[string]string `yaml:"env"`
+	Gates              map[string]string `yaml:"gates"`    // task loop: gate name → command
+	Watch              bool              `yaml:"watch"`    // task loop: wait for new tasks
+	Interval           Duration          `yaml:"interval"` // task loop: watch interval
+	MaxItemIterations  int               `yaml:"max_item_iterations"`
+	TestFix            int               `yaml:"test_fix"`      // re-runs after a failed test gate, per attempt
+	TestFixRole        string            `yaml:"test_fix_role"` // their role (default debugger)
+	PlanApproval       bool              `yaml:"plan_approval"`
+	AutoApprove        bool              `yaml:"auto_approve"`
+	TrustMarks         bool              `yaml:"trust_marks"` // count items marked done by hand as passed
+	Council            int               `yaml:"council"`     // voters on a critical item (default 3)
 	// Progress memory: the digest's budget and who folds older entries
 	// into the codebase patterns (default the run's agent).
 	ProgressBudgetTokens int `yaml:"progress_budget_tokens"`

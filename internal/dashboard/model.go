@@ -294,6 +294,9 @@ func (m *Model) Render() string {
 	}
 	fmt.Fprintf(&b, "%s · run %s · %s · iteration %s · %d/%d passed", bold.Render("ralph"), st.RunID, status,
 		engine.IterationOf(st.Iteration, st.MaxIterations), passed, total)
+	if marked := len(st.Marked()); marked > 0 {
+		fmt.Fprintf(&b, ", %s", yellow.Render(fmt.Sprintf("%d marked by hand (not verified)", marked)))
+	}
 	if blocked > 0 {
 		fmt.Fprintf(&b, ", %s", red.Render(fmt.Sprintf("%d blocked", blocked)))
 	}
@@ -332,6 +335,8 @@ func (m *Model) Render() string {
 			mark, style = "✓", green
 		case is.Status == engine.ItemBlocked:
 			mark, style = "✗", red
+		case is.Status == engine.ItemMarked:
+			mark, style = "✋", yellow
 		case running[id] != nil:
 			mark, style = "▶", cyan
 		}

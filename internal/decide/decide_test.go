@@ -521,11 +521,14 @@ func TestRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ds) != 4 || ds[2].(council).Members != 3 || ds[3].(testFix).Role != "debugger" {
+	if len(ds) != 5 || ds[3].(council).Members != 3 || ds[4].(testFix).Role != "debugger" {
 		t.Fatalf("rules %+v", ds)
 	}
-	if _, ok := ds[0].(plan); !ok {
-		t.Fatalf("the plan decider is not first: %T", ds[0])
+	if _, ok := ds[0].(ask); !ok {
+		t.Fatalf("the question decider is not first: %T", ds[0])
+	}
+	if _, ok := ds[1].(plan); !ok {
+		t.Fatalf("the plan decider is not second: %T", ds[1])
 	}
 	if _, err := Rules(Options{Roles: rs, TestFix: 1, TestFixRole: "fixer"}); err == nil || !strings.Contains(err.Error(), "no role fixer is in force") {
 		t.Fatalf("err %v", err)

@@ -212,6 +212,17 @@ func fromIteration(p Paths, st *State) string {
 	return ""
 }
 
+// FromIteration says why this process runs inside an iteration of the
+// run at p, or under the run itself ("" when it does not): what only a
+// person may do (a worker's key) is refused there.
+func FromIteration(p Paths) string {
+	st, _, _ := LoadOrRebuildState(p)
+	if st == nil {
+		st = &State{}
+	}
+	return fromIteration(p, st)
+}
+
 // refuseFromIteration refuses a decision asked for from inside an
 // iteration and records the attempt in the run's events.
 func refuseFromIteration(p Paths, st *State, item string, approve bool) error {

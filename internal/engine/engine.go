@@ -88,6 +88,11 @@ type Config struct {
 	// every Watch interval without running an agent (no tokens spent) until
 	// work appears, .ralph/stop exists or ctx ends.
 	Watch time.Duration
+	// TrustMarks counts the items a person marked done in the source's
+	// files (passes: true, a ticked box, an archived task) as passed
+	// without a commit of ralph's that records them (--trust-marks). By
+	// default such an item is ItemMarked: not run, not counted passed.
+	TrustMarks bool
 	// NoMask keeps secrets as they are in transcripts and everything else
 	// ralph writes (by default env values named like secrets and key
 	// shapes are masked: secret.Masker).
@@ -228,7 +233,7 @@ func (c *Config) defaults() {
 type Judge interface {
 	// Open readies it once the run is open (its dependency folders, the
 	// run-wide gates on the base rev) and says what fails at the base.
-	Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error)
+	Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) (judge.Opened, error)
 	// Begin pins an item's contract at its base before its agent runs,
 	// and takes the refs as they are.
 	Begin(ctx context.Context, item, base string, terms judge.Claim) (*judge.Contract, map[string]string)
@@ -486,12 +491,14 @@ func (e *Engine) initialState(ctx context.Context) (st *State, resumed bool, old
 		e.noteReasons(saved, reasons)
 		e.distrusted = e.distrusted[:0]
 		for _, id := range saved.Order {
-			if claimed[id] && saved.Items[id].Status != ItemPassed {
+			// (an item passed on trust that is marked again, trust not
+			// given this time, was never ralph's claim)
+			if claimed[id] && !saved.Items[id].Done() {
 				e.distrusted = append(e.distrusted, id)
 			}
 		}
 		if finished != nil {
-			if passed, _, total := saved.Counts(); passed < total {
+			if passed, _, total := saved.Counts(); passed+len(saved.Marked()) < total {
 				// A finished run is not resumed forever: the source has
 				// work it never saw (new stories, reopened ones).
 				old := new(State)
@@ -650,21 +657,82 @@ func reasonsOf(st *State) map[string]string {
 func (e *Engine) noteReasons(st *State, before map[string]string) {
 	e.notes = e.notes[:0]
 	for _, id := range st.Order {
-		if is := st.Items[id]; is.Status != ItemPassed && is.Reason != "" && is.Reason != before[id] {
+		if is := st.Items[id]; is.Status != ItemPassed && is.Status != ItemMarked && is.Reason != "" && is.Reason != before[id] {
 			e.notes = append(e.notes, Event{Type: "source_note", Item: id, Message: fmt.Sprintf("%s: %s", id, is.Reason)})
 		}
 	}
+	e.notes = append(e.notes, e.marksNote(st)...)
+}
+
+// marksNote says, once, which items are marked done by hand with nothing
+// of ralph's that proves them, or that the run trusts them.
+func (e *Engine) marksNote(st *State) []Event {
+	kind := e.info().ItemKind
+	if marked := st.Marked(); len(marked) > 0 {
+		what := "never counted as passed: ralph verifies them (an agent works on each, and it passes only on evidence)"
+		if !MarksWorked(st.Source) {
+			what = "neither run nor counted as passed (" + verifyMarks(st.Source) + ")"
+		}
+		return []Event{{Type: "marks_unverified", Message: fmt.Sprintf("%s %s, %s: %s; --trust-marks counts them as passed",
+			Plural(len(marked), kind), MarkedLabel, what, reasonsList(st, marked)), Data: map[string]any{"items": marked}}}
+	}
+	var trusted []string
+	for _, id := range st.Order {
+		if is := st.Items[id]; is.Status == ItemPassed && is.Reason == TrustedReason {
+			trusted = append(trusted, id)
+		}
+	}
+	if len(trusted) > 0 {
+		return []Event{{Type: "marks_trusted", Message: fmt.Sprintf("%s marked done by hand counted as passed without verification (--trust-marks): %s",
+			Plural(len(trusted), kind), idList(trusted)), Data: map[string]any{"items": trusted}}}
+	}
+	return nil
+}
+
+// reasonsList is "ID: reason; …" for the first ids (the rest counted).
+func reasonsList(st *State, ids []string) string {
+	var parts []string
+	for _, id := range ids[:min(len(ids), 5)] {
+		parts = append(parts, id+": "+st.Items[id].Reason)
+	}
+	if len(ids) > 5 {
+		parts = append(parts, fmt.Sprintf("and %d more", len(ids)-5))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// idList is "A, B, C" for the first ids (the rest counted).
+func idList(ids []string) string {
+	if len(ids) <= 10 {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:10], ", ") + fmt.Sprintf(" and %d more", len(ids)-10)
 }
 
 // syncState lets the source bring st up to date, then makes st know every
 // item of the source in its order (a PRD edited between runs may have new
-// stories; a task tree grows).
+// stories; a task tree grows), and counts marks as the run is told to.
 func (e *Engine) syncState(st *State, why SyncReason) error {
 	if err := e.cfg.Source.Sync(st, why); err != nil {
 		return err
 	}
 	e.syncItems(st, why)
+	e.applyTrust(st)
 	return nil
+}
+
+// applyTrust counts the items marked done by hand as passed when the run
+// trusts marks, and as marked when it does not (a run resumed without
+// --trust-marks no longer counts what an earlier start trusted).
+func (e *Engine) applyTrust(st *State) {
+	for _, is := range st.Items {
+		switch {
+		case e.cfg.TrustMarks && is.Status == ItemMarked:
+			is.Status, is.Reason = ItemPassed, TrustedReason
+		case !e.cfg.TrustMarks && is.Status == ItemPassed && is.Reason == TrustedReason:
+			is.Status, is.Reason = ItemMarked, "marked done by hand; an earlier start trusted it (--trust-marks), this one does not"
+		}
+	}
 }
 
 func (e *Engine) syncItems(st *State, why SyncReason) {

@@ -282,8 +282,11 @@ func (e *Engine) runAgent(ctx context.Context, x *Iteration) error {
 	res = e.masked(res)
 	e.maskRepoProgress(x.Workspace.Dir, it.ID)
 	x.Attempt.Result = res
-	e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt,
-		Message: agentSummary(res), Data: map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}})
+	data := map[string]any{"exit_code": res.ExitCode, "duration_ms": res.Duration.Milliseconds(), "usage": res.Usage, "session_id": res.SessionID}
+	if res.Worker != "" {
+		data["worker"], data["worker_host"] = res.Worker, res.WorkerHost
+	}
+	e.emit(Event{Type: "agent_finished", Iteration: cur.Iteration, Item: it.ID, Attempt: cur.Attempt, Message: agentSummary(res), Data: data})
 	if res.RateLimit != nil {
 		_ = e.box.update(func(st *State) { st.addUsage(it.ID, res.Usage) })
 		return e.rateLimited(it, cur, res.RateLimit)

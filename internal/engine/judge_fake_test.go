@@ -62,8 +62,8 @@ func (j *fakeJudge) callLog() string {
 	return strings.Join(j.calls, ", ")
 }
 
-func (j *fakeJudge) Open(context.Context, string, string, []gate.Gate, io.Writer) ([]string, error) {
-	return j.red, nil
+func (j *fakeJudge) Open(context.Context, string, string, []gate.Gate, io.Writer) (judge.Opened, error) {
+	return judge.Opened{Red: j.red}, nil
 }
 
 func (j *fakeJudge) Begin(_ context.Context, item, base string, terms judge.Claim) (*judge.Contract, map[string]string) {

@@ -72,15 +72,16 @@ func (e *Engine) openJudge(ctx context.Context) error {
 	if b, ok := e.cfg.Source.(baseliner); ok {
 		rev, gates = b.BaselineGates(ctx)
 	}
-	log, err := os.Create(filepath.Join(e.cfg.Paths.Dir, "baseline.log"))
-	if err != nil {
-		return err
-	}
+	// The log is made when the gates run: a resume that reuses the
+	// baseline keeps the output it was taken with.
+	log := &lazyFile{path: filepath.Join(e.cfg.Paths.Dir, "baseline.log")}
 	defer log.Close()
-	red, err := e.cfg.Judge.Open(ctx, e.runID(), rev, gates, log)
+	opened, err := e.cfg.Judge.Open(ctx, e.runID(), rev, gates, log)
 	if err != nil {
 		return fmt.Errorf("the judge: %w", err)
 	}
+	red := opened.Red
+	_ = e.box.update(func(st *State) { st.BaseRed, st.NoInventory = opened.RedRefs, opened.NoInventory })
 	if len(red) > 0 {
 		e.emit(Event{Type: "base_red", Message: fmt.Sprintf("the base already fails before any agent ran (work for this run, never blamed on a %s; see .ralph/baseline.log): %s", e.info().ItemKind, strings.Join(red, "; ")),
 			Data: map[string]any{"red": red}})
@@ -227,6 +228,10 @@ func (e *Engine) landed(ctx context.Context, x *Iteration, v Verdict, sha string
 	_ = os.Remove(e.refsFile(it.ID))
 	e.appendProgress(it, cur, "passed", v, att.Learnings, x.Files, sha)
 	e.markPassed(it, cur.Iteration, sha, v.Summary)
+	if sha != "" {
+		// What is still red since the base is what this landing left red.
+		_ = e.box.update(func(st *State) { st.BaseRed = v.StillRed })
+	}
 	e.appendSummary(it, att, x.Files, sha)
 	fmt.Fprintf(att.Log, "\n[ralph] %s passed: %s; commit %s\n", it.ID, v.Summary, ShortSHA(sha))
 	// Dependents may start now.
@@ -282,4 +287,28 @@ func (e *Engine) resolve(ctx context.Context, x *Iteration, v Verdict) (Verdict,
 		}
 	}
 	return rv, nil
+}
+
+// lazyFile is a file made (truncated) on its first write.
+type lazyFile struct {
+	path string
+	f    *os.File
+	err  error
+}
+
+func (l *lazyFile) Write(p []byte) (int, error) {
+	if l.f == nil && l.err == nil {
+		l.f, l.err = os.Create(l.path)
+	}
+	if l.err != nil {
+		return 0, l.err
+	}
+	return l.f.Write(p)
+}
+
+func (l *lazyFile) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
 }

@@ -10,10 +10,7 @@ import (
 // and JSON) and on the dashboard. "" while the run goes on, when it is
 // complete, or when its stop reason already says (plans to approve).
 func (st *State) NextStep() string {
-	kind := map[string]string{"prd": "story", "tasks": "task", "pipeline": "stage"}[st.Source]
-	if kind == "" {
-		kind = "item"
-	}
+	kind := itemKind(st.Source)
 	blocked := len(st.Blocked())
 	switch st.Status {
 	case StatusComplete, StatusAwaitingApproval, StatusAwaitingAnswer, StatusRunning:
@@ -26,10 +23,36 @@ func (st *State) NextStep() string {
 			return "`ralph retry` reopens the blocked " + pluralWord(blocked, kind) + " with attempts reset (`ralph retry ID` for one), then `ralph run` continues; `ralph run --fresh` starts a new run; their work is kept on ralph/blocked/… branches (`ralph clean` removes old ones)"
 		}
 		return "`ralph run --fresh` starts a new run"
+	case StatusUnverified:
+		return verifyMarks(st.Source) + "; `ralph run --trust-marks` counts the marks as passed"
 	case StatusMaxIterations, StatusBudget:
 		return "`ralph run` with a higher limit (--max-iterations, --max-cost, --max-tokens) continues the run"
 	}
 	return "`ralph run` resumes the run"
+}
+
+// MarksWorked reports whether a source (State.Source) offers its items
+// marked by hand as work, so that an agent verifies them: a PRD or a
+// plan does; a task tree's archive is append-only, so an archived task
+// is never worked on.
+func MarksWorked(source string) bool { return source != "tasks" }
+
+// itemKind is what an item of a source (State.Source) is called.
+func itemKind(source string) string {
+	if kind := map[string]string{"prd": "story", "tasks": "task", "pipeline": "stage"}[source]; kind != "" {
+		return kind
+	}
+	return "item"
+}
+
+// verifyMarks says how a person has ralph verify an item of a source
+// (State.Source) that is marked done by hand.
+func verifyMarks(source string) string {
+	kind := itemKind(source)
+	if !MarksWorked(source) {
+		return "to have ralph verify a task " + MarkedLabel + ", add it again as a new task (`ralph task add`)"
+	}
+	return "`ralph run` has an agent verify each " + kind + " " + MarkedLabel + " (it passes only on evidence)"
 }
 
 // pluralWord is Plural without the count.
@@ -56,13 +79,18 @@ func (is *ItemState) AttemptsUsed() int {
 // PassedBefore reports whether the item was done before this run began:
 // passed, and no iteration of the run worked on it or committed it.
 func (is *ItemState) PassedBefore() bool {
-	return is.Status == ItemPassed && is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
+	return is.Status == ItemPassed && is.untouched()
+}
+
+// untouched: no iteration of the run worked on the item or committed it.
+func (is *ItemState) untouched() bool {
+	return is.Runs == 0 && len(is.Iterations) == 0 && is.Commit == ""
 }
 
 // AttemptsOf is the item's attempts for people, "1/3" (used of the run's
-// limit), or "—" for an item done before the run.
+// limit), or "—" for an item done (or marked done) before the run.
 func (is *ItemState) AttemptsOf(limit int) string {
-	if is.PassedBefore() {
+	if is.Done() && is.untouched() {
 		return "—"
 	}
 	return fmt.Sprintf("%d/%d", is.AttemptsUsed(), limit)

@@ -42,6 +42,8 @@ func (st *State) Retryable(ids []string) ([]string, error) {
 		switch {
 		case !ok:
 			return nil, usage.Errorf("%s: no such item in run %s (%s)", id, st.RunID, which)
+		case is.Status == ItemMarked:
+			return nil, usage.Errorf("%s is %s, not blocked: %s; `ralph run --trust-marks` counts it as passed", id, MarkedLabel, verifyMarks(st.Source))
 		case is.Status != ItemBlocked:
 			return nil, usage.Errorf("%s is %s, not blocked: only a blocked item is retried (%s)", id, is.Status, which)
 		}

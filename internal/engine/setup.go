@@ -254,15 +254,20 @@ func (e *Engine) decideStop(ctx context.Context, st *State, next *Item, running 
 				Plural(len(w), kind), strings.Join(plans, ", "))
 		}
 		passed, blocked, total := st.Counts()
-		if passed == total {
+		marked := st.Marked()
+		if passed+len(marked) == total {
 			if u, ok := cfg.Source.(unfinished); ok {
 				if why := u.Unfinished(st); why != "" {
 					return StatusBlocked, why
 				}
 			}
+			if len(marked) > 0 {
+				// Never "all passed" over marks nobody verified.
+				return StatusUnverified, fmt.Sprintf("%d passed%s: %s", passed, MarkedCount(len(marked)), idList(marked))
+			}
 			return StatusComplete, fmt.Sprintf("all %s passed", Plural(total, kind))
 		}
-		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed, %d blocked, %d waiting on blocked dependencies", kind, passed, blocked, total-passed-blocked)
+		return StatusBlocked, fmt.Sprintf("no %s can start: %d passed%s, %d blocked, %d waiting on blocked dependencies", kind, passed, MarkedCount(len(marked)), blocked, total-passed-len(marked)-blocked)
 	}
 	if st.Counted() >= st.MaxIterations {
 		return StatusMaxIterations, fmt.Sprintf("max iterations (%d) reached with work left", st.MaxIterations)

@@ -28,6 +28,9 @@ const (
 	// StatusAwaitingApproval: nothing can go on until a person approves
 	// (or rejects) a plan (--plan-approval).
 	StatusAwaitingApproval = "awaiting_approval"
+	// StatusUnverified: nothing is left to run, but some items are only
+	// marked done by hand (ItemMarked): the run is not complete.
+	StatusUnverified = "unverified"
 )
 
 // Item statuses.
@@ -36,7 +39,23 @@ const (
 	ItemRunning = "running"
 	ItemPassed  = "passed"
 	ItemBlocked = "blocked"
+	// ItemMarked: the source's files mark the item done (passes: true, a
+	// ticked box, a line in tasks-done.jsonl) but no commit of ralph's on
+	// the branch the work lands on records it. It is never counted
+	// passed, nor blocked: it is counted apart. A PRD (or plan) offers
+	// it as work, so an agent verifies it like any story (MarksWorked); a
+	// task tree's archive is append-only, so such a task is not worked
+	// on, and a run left with only such items ends StatusUnverified.
+	// Config.TrustMarks counts them passed.
+	ItemMarked = "marked"
 )
+
+// MarkedLabel is how every surface names an ItemMarked item.
+const MarkedLabel = "marked by hand, not verified"
+
+// TrustedReason is the reason of an item marked by hand that the run
+// counts as passed because a person said to trust marks.
+const TrustedReason = "marked done by hand; counted as passed because marks are trusted (--trust-marks), not verified by ralph"
 
 // Iteration phases, persisted so a resume knows what was under way.
 const (
@@ -88,6 +107,12 @@ type State struct {
 	// start, or a later --reload-policy): files git ignores that changed
 	// since are the run's, not the user's environment (EnvSince).
 	PolicyPinnedAt time.Time `json:"policy_pinned_at,omitempty"`
+	// BaseRed is what fails since the base and still fails where the
+	// work last landed (each gate, or gate: test): work for the run,
+	// never blamed on an item, never called passed. NoInventory are the
+	// gates that run tests whose output ralph cannot read.
+	BaseRed     []string `json:"base_red,omitempty"`
+	NoInventory []string `json:"no_test_inventory,omitempty"`
 
 	// Parallel is the agents the run may have at once, and MaxCost and
 	// MaxTokens its budget (0: none), as the run was last started with:
@@ -411,6 +436,24 @@ func (st *State) Passed() map[string]bool {
 	return m
 }
 
+// Done reports whether the item passed or is marked done by hand
+// (ItemMarked): the files say it is done.
+func (is *ItemState) Done() bool {
+	return is != nil && (is.Status == ItemPassed || is.Status == ItemMarked)
+}
+
+// Marked are the ids of the items marked done by hand and not verified
+// (ItemMarked), in display order.
+func (st *State) Marked() []string {
+	var out []string
+	for _, id := range st.Order {
+		if is := st.Items[id]; is != nil && is.Status == ItemMarked {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // addUsage counts what an agent spent on item id, in the run's total and
 // the item's.
 func (st *State) addUsage(id string, u agent.Usage) {
@@ -425,7 +468,8 @@ func (st *State) addUsage(id string, u agent.Usage) {
 	is.Usage.Add(u)
 }
 
-// Counts returns passed, blocked and total items.
+// Counts returns passed, blocked and total items. Items marked by hand
+// (Marked) are neither passed nor blocked.
 func (st *State) Counts() (passed, blocked, total int) {
 	for _, id := range st.Order {
 		switch st.Items[id].Status {
@@ -436,6 +480,15 @@ func (st *State) Counts() (passed, blocked, total int) {
 		}
 	}
 	return passed, blocked, st.Total()
+}
+
+// MarkedCount is what a pass count adds for n items marked by hand:
+// ", 2 marked by hand (not verified)", or "" for none.
+func MarkedCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d marked by hand (not verified)", n)
 }
 
 // Total is the number of items, recorded or not.
@@ -465,6 +518,8 @@ func (st *State) Clone() *State {
 	c.RateLimitedAt = clonePtr(st.RateLimitedAt)
 	c.AgentCalls = slices.Clone(st.AgentCalls)
 	c.Preexisting = slices.Clone(st.Preexisting)
+	c.BaseRed = slices.Clone(st.BaseRed)
+	c.NoInventory = slices.Clone(st.NoInventory)
 	return &c
 }
 

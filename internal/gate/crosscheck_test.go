@@ -283,9 +283,11 @@ func TestUnittestCheats(t *testing.T) {
 }
 
 // Test code that forges go test's results: "--- PASS" lines printed to
-// its output, or -json events written to the go command's own stdout.
-// A forged pass for a test that fails is a contradiction; for a test the
-// tree no longer holds, a test not in the tree.
+// its output (which go reads as the test's), and -json events written to
+// the go command's own stdout, which fails: the gate's output is a socket
+// (proc.Cmd.SocketOutput), which /proc cannot open again. A forged pass
+// for a test that fails is a contradiction; for a test the tree no
+// longer holds, a test not in the tree.
 func TestForgedGoResults(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
@@ -293,8 +295,9 @@ func TestForgedGoResults(t *testing.T) {
 	dir := t.TempDir()
 	forger := func(line string) string {
 		return "package keep\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestForger(t *testing.T) {\n" +
-			"\tf, err := os.OpenFile(fmt.Sprintf(\"/proc/%d/fd/1\", os.Getppid()), os.O_WRONLY, 0)\n\tif err != nil {\n\t\tt.Skip(err)\n\t}\n" +
-			"\tfmt.Fprintln(f, `" + line + "`)\n\tfmt.Println(\"--- PASS: TestSub (0.00s)\")\n}\n"
+			"\tfmt.Println(\"--- PASS: TestSub (0.00s)\")\n" +
+			"\tf, err := os.OpenFile(fmt.Sprintf(\"/proc/%d/fd/1\", os.Getppid()), os.O_WRONLY, 0)\n\tif err != nil {\n\t\tfmt.Println(\"forge:\", err)\n\t\treturn\n\t}\n" +
+			"\tfmt.Fprintln(f, `" + line + "`)\n}\n"
 	}
 	writeFiles(t, dir, map[string]string{
 		"go.mod":             "module example.com/m\n\ngo 1.22\n",
@@ -302,30 +305,39 @@ func TestForgedGoResults(t *testing.T) {
 		"keep/forge_test.go": forger(`{"Action":"pass","Package":"example.com/m/keep","Test":"TestSub"}`),
 	})
 	tree := declaredIn(t, dir)
-	for _, command := range []string{"go test ./...", "go test -v ./... 2>&1"} {
-		res := runGateIn(t, dir, command, goEnv...)
-		if res.Tests == nil || res.Tests.Names["example.com/m/keep.TestSub"] != Fail || !slices.Equal(res.Tests.Contradictory, []string{"example.com/m/keep.TestSub"}) {
-			t.Fatalf("%s: %+v\n%s", command, res.Tests, res.Output)
-		}
-		p := CheckInventory("test", nil, res.Tests, tree, tree)
-		if len(p) != 1 || p[0].String() != "gate test: test example.com/m/keep.TestSub was reported with two different outcomes" {
-			t.Fatalf("%s: %v", command, p)
-		}
+	// go test -json: the test's printed line is its output, and the
+	// events it writes to go's output never get there.
+	res := runGateIn(t, dir, "go test ./...", goEnv...)
+	if res.Tests == nil || res.Tests.Names["example.com/m/keep.TestSub"] != Fail || len(res.Tests.Contradictory) > 0 {
+		t.Fatalf("go test ./...: %+v\n%s", res.Tests, res.Output)
+	}
+	if p := CheckInventory("test", nil, res.Tests, tree, tree); len(p) != 0 {
+		t.Fatalf("go test ./...: %v", p)
+	}
+	// go test -v's text: the printed line reads as a result.
+	res = runGateIn(t, dir, "go test -v ./... 2>&1", goEnv...)
+	if !strings.Contains(res.Output, "forge: open /proc/") || !strings.Contains(res.Output, "no such device or address") {
+		t.Fatalf("the forger opened go's output:\n%s", res.Output)
+	}
+	if res.Tests == nil || res.Tests.Names["example.com/m/keep.TestSub"] != Fail || !slices.Equal(res.Tests.Contradictory, []string{"example.com/m/keep.TestSub"}) {
+		t.Fatalf("go test -v: %+v\n%s", res.Tests, res.Output)
+	}
+	p := CheckInventory("test", nil, res.Tests, tree, tree)
+	if len(p) != 1 || p[0].String() != "gate test: test example.com/m/keep.TestSub was reported with two different outcomes" {
+		t.Fatalf("go test -v: %v", p)
 	}
 	// The test deleted: the forged pass names a test the tree lacks.
 	if err := os.Remove(filepath.Join(dir, "keep/sub_test.go")); err != nil {
 		t.Fatal(err)
 	}
 	tree = declaredIn(t, dir)
-	for _, command := range []string{"go test ./...", "go test -v ./... 2>&1"} {
-		res := runGateIn(t, dir, command, goEnv...)
-		if res.Tests == nil || res.Tests.Names["example.com/m/keep.TestSub"] != Pass {
-			t.Fatalf("%s: %+v\n%s", command, res.Tests, res.Output)
-		}
-		p := CheckInventory("test", nil, res.Tests, tree, tree)
-		if len(p) != 1 || p[0].Kind != ProblemNotInTree || p[0].Test != "example.com/m/keep.TestSub" {
-			t.Fatalf("%s: %v", command, p)
-		}
+	res = runGateIn(t, dir, "go test -v ./... 2>&1", goEnv...)
+	if res.Tests == nil || res.Tests.Names["example.com/m/keep.TestSub"] != Pass {
+		t.Fatalf("%+v\n%s", res.Tests, res.Output)
+	}
+	p = CheckInventory("test", nil, res.Tests, tree, tree)
+	if len(p) != 1 || p[0].Kind != ProblemNotInTree || p[0].Test != "example.com/m/keep.TestSub" {
+		t.Fatalf("%v", p)
 	}
 }
 

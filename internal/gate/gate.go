@@ -50,10 +50,6 @@ type Runner struct {
 	Proc    proc.Runner
 	Timeout time.Duration // per gate; 0 = 10 minutes
 	Env     []string
-	// Attested, when set, may answer for gates that ralph already ran on
-	// exactly this tree elsewhere (a worker of `ralph coordinator`): ok
-	// true returns its results instead of running the gates again.
-	Attested func(ctx context.Context, dir string, gates []Gate, log io.Writer) (results []Result, passed, ok bool)
 }
 
 // Run runs gates in order and stops at the first failure (later gates
@@ -64,11 +60,6 @@ type Runner struct {
 func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer) ([]Result, bool) {
 	if log == nil {
 		log = io.Discard
-	}
-	if r.Attested != nil {
-		if results, passed, ok := r.Attested(ctx, dir, gates, log); ok {
-			return results, passed
-		}
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
@@ -87,9 +78,11 @@ func (r Runner) Run(ctx context.Context, dir string, gates []Gate, log io.Writer
 		// (its network is chosen by name).
 		env := proc.Environ(nil, append(append([]string{}, r.Env...), sandbox.GateEnv+"="+g.Name)...)
 		start := time.Now()
+		// SocketOutput: test code cannot write forged results into the
+		// output of the runner that started it (proc.Cmd).
 		res, err := r.Proc.Run(ctx, proc.Cmd{
 			Argv: argv(command, env), Dir: dir, Env: env,
-			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout,
+			Stdin: strings.NewReader(""), Stdout: w, Stderr: w, Timeout: timeout, SocketOutput: true,
 		})
 		w.finish()
 		var junit *Tests

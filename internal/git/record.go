@@ -26,17 +26,9 @@ func (r *Repo) withEnv(ctx context.Context, env []string, stdin io.Reader, args 
 	return strings.TrimRight(out, "\n"), err
 }
 
-// GitPath is `git rev-parse --git-path name` made absolute: where the
-// work tree's own file of that name is (its index, its MERGE_HEAD).
-func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
-	paths, err := r.GitPaths(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	return paths[0], nil
-}
-
-// GitPaths is GitPath of each name, in one git process.
+// GitPaths is `git rev-parse --git-path name` of each name made absolute,
+// in one git process: where the work tree's own files of those names are
+// (its index, its MERGE_HEAD).
 func (r *Repo) GitPaths(ctx context.Context, names ...string) ([]string, error) {
 	args := []string{"rev-parse"}
 	for _, n := range names {
@@ -448,4 +440,40 @@ func short(sha string) string {
 		return sha[:8]
 	}
 	return sha
+}
+
+// Blobs reads the contents of blobs by id, in one git call (cat-file
+// --batch): the judge reads a tree's test files from the objects it
+// judged, not from a folder a gate could have written into.
+func (r *Repo) Blobs(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	c := r.cmd("cat-file", "--batch")
+	c.Stdin = strings.NewReader(strings.Join(ids, "\n") + "\n")
+	raw, err := proc.Output(ctx, r.Runner, c)
+	if err != nil {
+		return nil, err
+	}
+	for rest := raw; rest != ""; {
+		head, body, ok := strings.Cut(rest, "\n")
+		if !ok {
+			return nil, fmt.Errorf("git cat-file --batch: a header without its line end: %q", head)
+		}
+		f := strings.Fields(head)
+		if len(f) == 2 && f[1] == "missing" {
+			return nil, fmt.Errorf("git cat-file --batch: object %s is missing", f[0])
+		}
+		if len(f) != 3 {
+			return nil, fmt.Errorf("git cat-file --batch: unexpected header %q", head)
+		}
+		size, err := strconv.Atoi(f[2])
+		if err != nil || size < 0 || size+1 > len(body) {
+			return nil, fmt.Errorf("git cat-file --batch: object %s: size %q does not fit the output", f[0], f[2])
+		}
+		out[f[0]] = []byte(body[:size])
+		rest = body[size+1:]
+	}
+	return out, nil
 }

@@ -282,10 +282,6 @@ func TestGitPaths(t *testing.T) {
 		if len(paths) != 2 || real(paths[0]) != real(want[0]) || real(paths[1]) != real(want[1]) {
 			t.Errorf("GitPaths in %s = %q, want %q", c.repo.Dir, paths, want)
 		}
-		one, err := c.repo.GitPath(ctx, "index")
-		if err != nil || one != paths[0] {
-			t.Errorf("GitPath(index) = %q, %v; GitPaths said %q", one, err, paths[0])
-		}
 	}
 }
 

@@ -117,3 +117,23 @@ func TestReportOnceAcrossACrash(t *testing.T) {
 		t.Fatalf("record %+v %v", rec, err)
 	}
 }
+
+// A pull request's body counts an item marked by hand apart, never as
+// passed, and says of a trusted mark that ralph did not verify it.
+func TestPullRequestBodyCountsMarksApart(t *testing.T) {
+	st := &engine.State{RunID: "r1", Order: []string{"S-1", "S-2", "S-3"}, Items: map[string]*engine.ItemState{
+		"S-1": {ID: "S-1", Status: engine.ItemPassed, Commit: "0123456789abcdef"},
+		"S-2": {ID: "S-2", Status: engine.ItemMarked, Reason: "passes: true in next.json, but no commit of ralph's on main records it"},
+		"S-3": {ID: "S-3", Status: engine.ItemPassed, Reason: engine.TrustedReason},
+	}}
+	body := PullRequestBody(st, nil)
+	for _, want := range []string{
+		"2 of 3 items passed, 1 marked by hand (not verified).",
+		"| S-2 | marked |  | no: marked by hand, not verified (passes: true in next.json, but no commit of ralph's on main records it) |",
+		"| S-3 | passed |  | no: marked done by hand, counted as passed because the run trusts marks (--trust-marks) |",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("body lacks %q:\n%s", want, body)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func passedRow(st *engine.State, id string) (PRItem, bool) {
 func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 	var b strings.Builder
 	passed, blocked, total := st.Counts()
-	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %s passed", st.RunID, passed, engine.Plural(total, "item"))
+	fmt.Fprintf(&b, "Made by ralph, run %s: %d of %s passed%s", st.RunID, passed, engine.Plural(total, "item"), engine.MarkedCount(len(st.Marked())))
 	if blocked > 0 {
 		fmt.Fprintf(&b, ", %d blocked", blocked)
 	}
@@ -133,11 +133,16 @@ func PullRequestBody(st *engine.State, earlier map[string]PRItem) string {
 		switch is.Status {
 		case engine.ItemPassed:
 			commit, verified = short(is.Commit), verification(is)
-			if is.Commit == "" {
+			switch {
+			case is.Reason == engine.TrustedReason:
+				verified = "no: marked done by hand, counted as passed because the run trusts marks (--trust-marks)"
+			case is.Commit == "":
 				verified = "passed before the run"
 			}
 		case engine.ItemBlocked:
 			verified = "blocked: " + oneLine(is.Reason)
+		case engine.ItemMarked:
+			verified = "no: " + engine.MarkedLabel + " (" + oneLine(is.Reason) + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(itemTitle(id, is.Title)), is.Status, commit, cell(verified), cost(is))
 	}

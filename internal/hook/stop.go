@@ -62,6 +62,9 @@ type Armed struct {
 	// NoSandbox: the loop was armed with --no-sandbox, so its gates run
 	// unconfined.
 	NoSandbox bool `json:"no_sandbox,omitempty"`
+	// TrustMarks: the loop was armed with --trust-marks: a PRD's stories
+	// marked passed by hand count as passed.
+	TrustMarks bool `json:"trust_marks,omitempty"`
 }
 
 // claudeBlockLimit is how many consecutive blocks Claude Code accepts

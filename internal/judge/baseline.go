@@ -216,6 +216,29 @@ func (b *Baseline) Red() []string {
 	return out
 }
 
+// RedRefs names what fails at the base as verdicts name what is still
+// red: each failing test (gate: test), or the gate without a test
+// inventory.
+func (b *Baseline) RedRefs() []string {
+	var out []string
+	for _, r := range b.Failing() {
+		var red []string
+		if r.Tests != nil && r.Tests.PerTest {
+			for name, o := range r.Tests.Names {
+				if o == gate.Fail {
+					red = append(red, TestRef{Gate: r.Name, Test: name}.String())
+				}
+			}
+			slices.Sort(red)
+		}
+		if len(red) == 0 {
+			red = []string{r.Name}
+		}
+		out = append(out, red...)
+	}
+	return out
+}
+
 // SandboxRed are the gates that fail at the base because the sandbox
 // refused them something a setting of the user's allows (a host, a
 // path): not work for the run but its setting, each with what the

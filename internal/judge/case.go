@@ -151,6 +151,7 @@ type Case struct {
 	ticket   *land.Ticket
 	changes  []git.Change // what the item's work changed from its base
 	marked   []string     // the bookkeeping paths ralph wrote into the tree
+	judgedBy string       // who ran the gates, when it is named (Judge.Here, a worker)
 	results  []gate.Result
 	base     []gate.Result // the run-wide gates' results at the base
 	checks   []CheckResult
@@ -178,6 +179,7 @@ type prior struct {
 	evidence []Evidence
 	stillRed []TestRef
 	met      string
+	judgedBy string
 }
 
 // claimed reports whether the iteration claims the item done.

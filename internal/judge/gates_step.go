@@ -34,12 +34,30 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	if p := c.prior; p != nil && p.tree == c.tree {
 		// Built anew on the branch as it is now, the work is the very tree
 		// already judged: its results stand.
-		c.results, c.base, c.stillRed, c.met = p.results, p.base, p.stillRed, p.met
+		c.results, c.base, c.stillRed, c.met, c.judgedBy = p.results, p.base, p.stillRed, p.met, p.judgedBy
 		fmt.Fprintf(c.log(), "ralph: %s is the same tree (%s) as judged before: its gates' results stand\n", c.Item, short(c.tree))
 		return Finding{}
 	}
 	if len(c.Claim.Gates) > 0 {
 		c.base = j.Baseline.At(ctx, c.Base, c.Log)
+	}
+	if a, ok := j.attestation(ctx, c, gates); ok && c.Claim.Condition == nil {
+		f, complete := c.judgeGates(gates, func(i int, _ gate.Gate) (gate.Result, bool) {
+			if i < len(a.Results) {
+				return a.Results[i], true
+			}
+			return gate.Result{}, false
+		})
+		if complete {
+			c.judgedBy = a.By
+			fmt.Fprintf(c.log(), "\n%s\n", attestedNote(c.Item, a.By, a.Tree, c.results))
+			c.noteInventory()
+			return f
+		}
+		// A gate red at the base too, after which the worker ran no more:
+		// the rest is not attested, and all of them run here.
+		c.results, c.stillRed = nil, nil
+		fmt.Fprintf(c.log(), "ralph: %s stopped at a gate red at the base too: the gates run here\n", a.By)
 	}
 	co, err := j.Trees.Acquire(ctx, c.tree)
 	if err != nil {
@@ -49,13 +67,39 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	fmt.Fprintf(c.log(), "\nralph: the gates run on a fresh checkout of the tree that lands (%s)\n", short(c.tree))
 	gctx, dir, done := j.view(ctx, co.Dir)
 	defer done()
-	var f Finding
-	for i, g := range gates {
+	c.judgedBy = j.Here
+	f, _ := c.judgeGates(gates, func(_ int, g gate.Gate) (gate.Result, bool) {
 		rs, _ := j.Gates.Run(gctx, dir, []gate.Gate{g}, c.log())
 		if len(rs) == 0 {
-			break
+			return gate.Result{}, false
 		}
-		r := rs[0]
+		return rs[0], true
+	})
+	if f.Fail != nil {
+		return f
+	}
+	if c.Claim.Condition != nil {
+		met, detail, failure := c.Claim.Condition(gctx, co.Dir)
+		if !met {
+			f.Fail = &Verdict{Claimed: true, Summary: "exit condition not met: " + firstLine(detail), Failure: failure}
+			return f
+		}
+		c.met = firstLine(detail)
+	}
+	c.noteInventory()
+	return f
+}
+
+// judgeGates judges the gates' results in order, each from result (false:
+// there is none): a gate that fails fails the claim unless it failed at
+// the item's base too and nothing new fails in it. complete says every
+// gate was judged or one failed the claim.
+func (c *Case) judgeGates(gates []gate.Gate, result func(i int, g gate.Gate) (gate.Result, bool)) (f Finding, complete bool) {
+	for i, g := range gates {
+		r, ok := result(i, g)
+		if !ok {
+			return f, false
+		}
 		c.results = append(c.results, r)
 		if r.Passed {
 			continue
@@ -73,22 +117,18 @@ func (gatesStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 				failure = "Your work was judged merged onto " + c.Claim.Target + " as it is now (work that landed there since you started is in it), and the checks failed there; bring your work in line with it:\n\n"
 			}
 			f.Fail = &Verdict{Claimed: true, Summary: why, Failure: failure + gate.FailureContext([]gate.Result{r}, 4<<10)}
-			return f
+			return f, true
 		}
 		c.stillRed = append(c.stillRed, red...)
 	}
-	if c.Claim.Condition != nil {
-		met, detail, failure := c.Claim.Condition(gctx, co.Dir)
-		if !met {
-			f.Fail = &Verdict{Claimed: true, Summary: "exit condition not met: " + firstLine(detail), Failure: failure}
-			return f
-		}
-		c.met = firstLine(detail)
-	}
+	return f, true
+}
+
+// noteInventory notes the gates that named no tests.
+func (c *Case) noteInventory() {
 	for _, name := range gate.NoInventory(c.results) {
 		c.notes = append(c.notes, "no test inventory for gate "+name)
 	}
-	return f
 }
 
 // resultOf is gate r's result among results (the base's), or nil.

@@ -77,6 +77,7 @@ func Checks() []Check {
 		protectedCheck{},
 		secretsCheck{},
 		gatesStep{},
+		inventoryCheck{},
 		lostTestsCheck{},
 		evidenceCheck{},
 	}
@@ -111,7 +112,13 @@ type Judge struct {
 	// Declarations lets a Go test file gain declarations (its own ones
 	// must stay byte for byte); off, a protected file may not change.
 	Declarations bool
-	checks       []Check
+	// Attested, when set, gives gate results that ran elsewhere (a worker
+	// of `ralph coordinator`): they stand for exactly the tree they ran
+	// on; otherwise the gates run here. Here names this judge on the
+	// commits whose gates it ran ("" names nobody: a local run).
+	Attested Attester
+	Here     string
+	checks   []Check
 
 	mu sync.Mutex
 	// alternates is objects/info/alternates as the run found it; hooksSeen
@@ -139,33 +146,43 @@ func New(repo *git.Repo, gates gate.Runner, stateDir string) (*Judge, error) {
 // Open readies the judge for a run: the dependency folders the tree has
 // now, taken as the base's (once per run: a resumed run keeps the ones
 // its start took), and the run-wide gates on the base rev (the
-// baseline). It returns what fails at the base: work for the run,
-// listed up front, never blamed on an item. What a killed run's judging
-// left (index files in .git, locks in the checkouts) goes first.
-func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) ([]string, error) {
+// baseline). It returns what fails at the base (work for the run,
+// listed up front, never blamed on an item) and the gates whose tests it
+// cannot count. What a killed run's judging left (index files in .git,
+// locks in the checkouts) goes first.
+func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, log io.Writer) (Opened, error) {
 	git.RemoveDeadSnapshots(j.gitDir)
 	j.Trees.RemoveLocks()
 	root := j.Repo.Dir
 	env, err := OpenEnv(ctx, j.Repo, root, filepath.Join(j.StateDir, "judge", "env"), runID)
 	if err != nil {
-		return nil, err
+		return Opened{}, err
 	}
 	j.Trees.Env.Close()
 	j.Trees.Env = env
 	if len(gates) == 0 {
-		return nil, nil
+		return Opened{}, nil
 	}
 	b, err := j.TakeBaseline(ctx, runID, rev, gates, log)
 	if err != nil || b == nil {
-		return nil, err
+		return Opened{}, err
 	}
 	if caused := b.SandboxRed(); len(caused) > 0 {
 		// Every item would be judged without that gate: the run does not
 		// start until the person allows what it needs (the failing
 		// result is taken again then, never replayed).
-		return nil, usage.Errorf("the base %s already fails before any agent ran, and the sandbox refused what a gate needed:\n  %s\nallow it in your own config as the line says, or run with --no-sandbox (see .ralph/baseline.log)", short(b.Commit), strings.Join(caused, "\n  "))
+		return Opened{}, usage.Errorf("the base %s already fails before any agent ran, and the sandbox refused what a gate needed:\n  %s\nallow it in your own config as the line says, or run with --no-sandbox (see .ralph/baseline.log)", short(b.Commit), strings.Join(caused, "\n  "))
 	}
-	return b.Red(), nil
+	return Opened{Red: b.Red(), RedRefs: b.RedRefs(), NoInventory: gate.NoInventory(b.Results)}, nil
+}
+
+// Opened is what Open found at the base: Red, what fails there (each
+// failing gate with the tests it names, a line each), and RedRefs the
+// same named as verdicts name what is still red (gate: test, or the
+// gate); NoInventory, the gates that run tests whose output ralph cannot
+// read (it knows only their exit code).
+type Opened struct {
+	Red, RedRefs, NoInventory []string
 }
 
 // Begin is called before an item's agent runs: it pins the item's
@@ -222,9 +239,10 @@ func (j *Judge) Judge(ctx context.Context, c *Case) Verdict {
 // recorded and integrated anew on the queue's end.
 func (j *Judge) Rejudge(ctx context.Context, c *Case) Verdict {
 	if c.failure == nil && c.tree != "" {
-		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met}
+		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met, judgedBy: c.judgedBy}
 	}
 	c.failure, c.checks, c.results, c.evidence, c.stillRed, c.lost, c.notes = nil, nil, nil, nil, nil, nil, nil
+	c.judgedBy = ""
 	c.ticket, c.tree = nil, ""
 	c.snap.Remove()
 	c.snap = nil
@@ -285,6 +303,9 @@ func (j *Judge) finish(c *Case) Verdict {
 	default:
 		v.Passed = true
 		v.Tree, v.Ticket, v.Snapshot = c.tree, c.ticket, c.snap
+		for _, t := range c.stillRed {
+			v.StillRed = append(v.StillRed, t.String())
+		}
 		v.Summary = c.summary()
 		v.Message = c.message(v.Summary)
 	}
@@ -361,6 +382,9 @@ func (c *Case) message(summary string) string {
 	for _, t := range c.Claim.Trailers {
 		b.WriteString(oneLine(t) + "\n")
 	}
+	if c.judgedBy != "" {
+		b.WriteString(judgedByTrailer + ": " + oneLine(c.judgedBy) + "\n")
+	}
 	return b.String()
 }
 
@@ -384,7 +408,7 @@ func oneLine(s string) string {
 // said in the transcript: the verdict stands).
 func (j *Judge) record(c *Case, v Verdict) *Judgement {
 	jd := Judgement{Item: c.Item, Iteration: c.Iteration, Attempt: c.Attempt, Time: time.Now().UTC(), Tree: v.Tree, Base: c.Base,
-		Claimed: v.Claimed, Passed: v.Passed, Summary: v.Summary, Checks: c.checks, Evidence: c.evidence, StillRed: c.stillRed, Lost: c.lost, Contract: c.contract}
+		Claimed: v.Claimed, Passed: v.Passed, Summary: v.Summary, Checks: c.checks, Evidence: c.evidence, StillRed: c.stillRed, Lost: c.lost, Contract: c.contract, Worker: c.judgedBy}
 	if c.ticket != nil {
 		if p := c.ticket.Plan(); p.On == nil {
 			jd.Parent = p.Base

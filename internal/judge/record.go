@@ -170,8 +170,10 @@ type Judgement struct {
 	// Lost are tests that passed at the base and do not now.
 	Lost  []string   `json:"lost,omitempty"`
 	Files []FileStat `json:"files,omitempty"`
-	// Worker names the machine whose gates judged the commit (a
-	// coordinator's run), "" for this one.
+	// Worker names who ran the gates that judged the tree when it is
+	// named (a coordinator's run: a worker whose results stood for exactly
+	// this tree, or the coordinator itself), "" for a local run. The
+	// landed commit says the same in its Ralph-Judged-By trailer.
 	Worker   string    `json:"worker,omitempty"`
 	Contract *Contract `json:"contract,omitempty"`
 }

@@ -182,6 +182,10 @@ func (j *Judge) integrate(ctx context.Context, c *Case, on *land.Ticket, base st
 	if err != nil {
 		return "", "", nil, err
 	}
+	c.marked = c.marked[:0]
+	for p := range extra {
+		c.marked = append(c.marked, p)
+	}
 	tree = merged
 	if len(extra) > 0 {
 		if tree, err = j.Repo.WithFiles(ctx, merged, extra); err != nil {

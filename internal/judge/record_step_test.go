@@ -60,7 +60,7 @@ func TestRecordInPlaceAfterThePlanAheadWentHoldsTheMarks(t *testing.T) {
 	write("work.txt", "work\n")
 	marks := 0
 	c := &Case{Item: "D", Dir: dir, Base: base, Lander: l, Claim: Claim{
-		Mark: func(parent func(string) []byte, onTip bool) (map[string][]byte, error) {
+		Mark: func(parent func(string) []byte, _ bool) (map[string][]byte, error) {
 			marks++
 			if marks == 1 {
 				// Built on the plan ahead, the story is about to be queued

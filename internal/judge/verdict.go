@@ -29,6 +29,9 @@ type Verdict struct {
 	// "Verified by ralph" line names the evidence.
 	Message  string
 	Evidence []Evidence
+	// StillRed are the tests and gates red at the base and still red on
+	// a passing commit: not this item's, never called passed.
+	StillRed []string
 	// Files are the paths the item's work changed (from its base).
 	Files []string
 	// Conflict: the work does not merge onto the branch as it is; a

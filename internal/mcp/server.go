@@ -216,6 +216,7 @@ type runOutput struct {
 	ReadyToMerge  *bool  `json:"ready_to_merge,omitempty"`
 	FeatureBranch string `json:"feature_branch,omitempty"`
 	Passed        *int   `json:"passed,omitempty"`
+	Marked        *int   `json:"marked,omitempty" jsonschema:"items marked done by hand that nothing of ralph's verifies: never counted as passed"`
 	Total         *int   `json:"total,omitempty"`
 	Status        string `json:"status,omitempty"`
 	StopReason    string `json:"stop_reason,omitempty"`
@@ -298,7 +299,7 @@ func (r *server) run(ctx context.Context, _ *sdk.CallToolRequest, in runInput) (
 			return nil, runOutput{}, err
 		}
 		out.AllPassed, out.ReadyToMerge, out.FeatureBranch = &st.AllPassed, &st.ReadyToMerge, st.FeatureBranch
-		out.Passed, out.Total, out.Status, out.StopReason = &st.Passed, &st.Total, st.Status, st.StopReason
+		out.Passed, out.Marked, out.Total, out.Status, out.StopReason = &st.Passed, &st.Marked, &st.Total, st.Status, st.StopReason
 		if in.Wait || ended {
 			code := 0
 			var ee *exec.ExitError
@@ -387,10 +388,11 @@ type StatusItem struct {
 // statusOutput is the status metadata.
 type statusOutput struct {
 	RunID         string       `json:"run_id"`
-	AllPassed     bool         `json:"all_passed"`
+	AllPassed     bool         `json:"all_passed" jsonschema:"every item passed (false while any is only marked done by hand)"`
 	ReadyToMerge  bool         `json:"ready_to_merge" jsonschema:"every item passed and the run ended complete"`
 	FeatureBranch string       `json:"feature_branch"`
 	Passed        int          `json:"passed"`
+	Marked        int          `json:"marked" jsonschema:"items marked done by hand (passes: true, a ticked box, an archived task) with no commit of ralph's that records them: not verified, never counted as passed"`
 	Total         int          `json:"total"`
 	Blocked       int          `json:"blocked"`
 	Status        string       `json:"status"`
@@ -437,6 +439,7 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 		State     *engine.State         `json:"state"`
 		Active    bool                  `json:"active"`
 		Passed    int                   `json:"passed"`
+		Marked    int                   `json:"marked"`
 		Blocked   int                   `json:"blocked"`
 		Total     int                   `json:"total"`
 		Message   string                `json:"message"`
@@ -450,7 +453,7 @@ func (r *server) status(ctx context.Context, _ *sdk.CallToolRequest, in statusIn
 		return nil, statusOutput{}, &ToolError{Code: 2, Msg: doc.Message}
 	}
 	st := doc.State
-	res := statusOutput{RunID: st.RunID, FeatureBranch: st.Branch, Passed: doc.Passed, Total: doc.Total, Blocked: doc.Blocked,
+	res := statusOutput{RunID: st.RunID, FeatureBranch: st.Branch, Passed: doc.Passed, Marked: doc.Marked, Total: doc.Total, Blocked: doc.Blocked,
 		Status: st.Status, Active: doc.Active, Iteration: st.Iteration, MaxIterations: st.MaxIterations, StopReason: st.StopReason}
 	if !doc.Active {
 		res.Next = st.NextStep()
@@ -507,9 +510,12 @@ func notStarted(repo, prdPath string) (statusOutput, bool, error) {
 	res := statusOutput{FeatureBranch: doc.BranchName, Total: len(doc.Stories), Status: "not_started", Items: []StatusItem{},
 		Next: "ralph run --prd " + rel}
 	for _, s := range doc.Stories {
-		status := "pending"
+		status := engine.ItemPending
 		if s.Passes {
-			status = "marked_passed_unverified"
+			// (a run judges the mark by ralph's commits; until then it
+			// is not verified)
+			status = engine.ItemMarked
+			res.Marked++
 		}
 		res.Items = append(res.Items, StatusItem{ID: s.ID, Title: s.Title, Status: status})
 	}

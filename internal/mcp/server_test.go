@@ -177,6 +177,15 @@ func TestMCPTools(t *testing.T) {
 			t.Errorf("items %v", out["items"])
 		}
 	}
+	// A story the file marks passed is marked, never passed, until a run
+	// judges the mark by ralph's commits.
+	b, _ := os.ReadFile(filepath.Join(dir, "seeded.json"))
+	os.WriteFile(filepath.Join(dir, "marked.json"), []byte(strings.Replace(string(b), `"passes": false`, `"passes": true`, 1)), 0o644)
+	if text, out, isErr := call(t, cs, "status", map[string]any{"prd_path": "marked.json"}); isErr || out["passed"] != 0.0 || out["marked"] != 1.0 || out["all_passed"] != false {
+		t.Errorf("status of a PRD with a mark by hand: %v %s %v", isErr, text, out)
+	} else if items, _ := out["items"].([]any); len(items) != 1 || items[0].(map[string]any)["status"] != "marked" {
+		t.Errorf("items %v", out["items"])
+	}
 	if text, _, isErr := call(t, cs, "status", map[string]any{"prd_path": "missing.json"}); !isErr || !strings.Contains(text, "missing.json") {
 		t.Errorf("status of a PRD that does not exist: %v %s", isErr, text)
 	}

@@ -27,6 +27,13 @@ type Cmd struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0 = none beyond ctx
+	// SocketOutput gives the command a socket, not a pipe, for its
+	// output (on Linux): a process cannot open a socket again through
+	// /proc/PID/fd (the kernel answers ENXIO), so what a command starts
+	// (test code under a test runner) cannot write into the output of the
+	// process that started it (the runner's report, which ralph reads);
+	// it can only write to its own output, which that process reads.
+	SocketOutput bool
 	// Started is told the child's pid (= its process group id) as soon as
 	// it runs, so a supervisor can record it before anything else happens.
 	Started func(pid int)
@@ -100,6 +107,10 @@ func (e Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	cmd.Stdout = c.Stdout
 	cmd.Stderr = c.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.SocketOutput {
+		drain := socketOutputs(cmd, c.Stdout, c.Stderr)
+		defer drain()
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return Result{ExitCode: -1}, fmt.Errorf("proc: start %s: %w", c.Argv[0], err)
@@ -354,4 +365,15 @@ func Running(match func(argv []string) bool) (running, ok bool) {
 		}
 	}
 	return false, true
+}
+
+// SameWriter reports whether a and b are one writer (a value that cannot
+// be compared is not, as os/exec has it).
+func SameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a != nil && a == b
 }

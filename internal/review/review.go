@@ -301,7 +301,8 @@ func (r Report) PRD(branch string, gates prd.QualityChecks, all bool) *prd.PRD {
 			desc += "\n\n" + f.Detail
 		}
 		doc.Stories = append(doc.Stories, prd.Story{ID: fmt.Sprintf("R-%d", n), Title: title, Description: desc, Priority: n,
-			AcceptanceCriteria: []string{"the finding is fixed: " + f.Title, "the quality checks pass"}})
+			AcceptanceCriteria: []string{"the finding is fixed: " + f.Title,
+				"a test, in a new file, fails without the fix and passes with it", "the quality checks pass"}})
 	}
 	if len(doc.Stories) == 0 {
 		return nil

@@ -37,7 +37,7 @@ var envPrefixes = []string{
 // base URLs, switches): an agent gets them, a gate does not.
 var envAgentPrefixes = []string{
 	"ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "OPENCODE_", "AMP_", "DISABLE_",
-	"AZURE_OPENAI_", "OLLAMA_", "OPENROUTER_", "MISTRAL_", "GROQ_", "DEEPSEEK_", "XAI_", "VERTEX_",
+	"COPILOT_", "AZURE_OPENAI_", "OLLAMA_", "OPENROUTER_", "MISTRAL_", "GROQ_", "DEEPSEEK_", "XAI_", "VERTEX_",
 	"CLOUD_ML_REGION",
 }
 

@@ -114,7 +114,7 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 	}
 	// One writer for both, when they are one: os/exec then writes from
 	// one goroutine at a time, as the caller expects.
-	same := c.Stdout != nil && sameWriter(c.Stdout, c.Stderr)
+	same := c.Stdout != nil && proc.SameWriter(c.Stdout, c.Stderr)
 	if c.Stdout != nil {
 		c.Stdout = io.MultiWriter(c.Stdout, scan)
 	}
@@ -130,17 +130,6 @@ func (g gateRunner) Run(ctx context.Context, c proc.Cmd) (proc.Result, error) {
 		}
 	}
 	return res, err
-}
-
-// sameWriter: a and b are one writer (a value that cannot be compared is
-// not, as os/exec has it).
-func sameWriter(a, b io.Writer) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
 }
 
 func nonEmpty(s, def string) string {

@@ -219,7 +219,7 @@ func StateDirs(adapter string) []string {
 }
 
 // Adapters are the agent CLIs whose state the sandbox knows.
-var Adapters = []string{"claude", "codex", "gemini", "opencode", "amp"}
+var Adapters = []string{"claude", "codex", "gemini", "opencode", "amp", "copilot"}
 
 // AllStateDirs are the state of every adapter, expanded.
 func AllStateDirs() []string {

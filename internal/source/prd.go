@@ -31,6 +31,7 @@ func (s *PRD) Next(st *engine.State, busy map[string]bool) (*engine.Item, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	story := s.Doc.NextStoryBy(func(id string) bool {
+		// (a story marked by hand is work: an agent verifies it)
 		is := st.Items[id]
 		return is != nil && is.Status == engine.ItemPassed
 	}, func(id string) bool {

@@ -57,6 +57,13 @@ type prdDoc struct {
 	itemsVersion uint64
 	// mirror is a file rendered from the model (nil: none).
 	mirror *Mirror
+	// source names the PRD in its stories' commits (sourceName): a mark
+	// in it is proved by a commit that names it.
+	source string
+	// filed are the stories the file marked passed when it was opened:
+	// one the run works on after all (ralph retry) is not the agent's
+	// claim for being marked there.
+	filed map[string]bool
 }
 
 // Mirror is a file of the user's that the harness renders from the PRD's
@@ -135,7 +142,8 @@ func openPRDDoc(path string, repo *git.Repo, gates gate.Runner) (*prdDoc, error)
 			}
 		}
 	}
-	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch, commands: commands}, nil
+	return &prdDoc{File: abs, Doc: doc, Git: repo, Gates: gates, Branch: branch, commands: commands,
+		source: sourceName(repo.Dir, abs), filed: doc.PassedInFile()}, nil
 }
 
 func (s *prdDoc) Info() engine.SourceInfo {
@@ -175,32 +183,45 @@ func (s *prdDoc) reviewed() bool {
 	return slices.ContainsFunc(s.Doc.Stories, func(st prd.Story) bool { return st.Review != "" })
 }
 
-// seededReason marks a story a person passed before the run started.
+// seededReason is how older versions of ralph marked a story a person
+// passed before the run started (a state file they left is read).
 const seededReason = "passes:true in the PRD before the run started"
 
-// Sync trusts, when a run starts, the stories that were already passed in
-// the file: a person put them there, not an agent of this run. When a run
+// Sync reads, when a run starts, the stories the file already marks
+// passed: a story whose commit of ralph's (with its trailer and this
+// PRD's) is on the feature branch — or on the branch it is to be cut
+// from — passed before the run; any other was marked by hand, and is
+// engine.ItemMarked: neither run nor counted passed. When a run
 // resumes, the saved state is believed only where the repository agrees:
 // a story recorded as passed with a commit must have that commit on the
 // feature branch with its trailer and this run's (a recorded commit the
 // repository does not have — the state was saved ahead of git, as a power
 // cut leaves it — gives way to the commit the branch records the story
-// with); one recorded without a commit must be one a person passed. Any
-// other is pending again (the engine reports it). A story's recorded base
-// that the repository lacks is forgotten (forgetLostBases). The model
-// follows the state; nothing is written.
+// with); one recorded without a commit, and a marked one, is judged
+// again as a mark (the file must still mark it). Any other is pending
+// again (the engine reports it). A story's recorded base that the
+// repository lacks is forgotten (forgetLostBases). The model follows the
+// state; nothing is written.
 func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx := context.Background()
 	switch why {
 	case engine.SyncNewRun:
-		for id := range s.Doc.PassedInFile() {
-			is := st.Item(id)
-			is.Status = engine.ItemPassed
-			is.Reason = seededReason
+		inFile := s.Doc.PassedInFile()
+		if len(inFile) == 0 {
+			return nil
+		}
+		marks, err := s.marks(ctx)
+		if err != nil {
+			return err
+		}
+		for _, story := range s.Doc.Stories {
+			if inFile[story.ID] {
+				marks.judge(st.Item(story.ID), story.ID)
+			}
 		}
 	case engine.SyncResume:
-		ctx := context.Background()
 		var idx map[string]string
 		if s.Git.BranchExists(ctx, s.Branch) {
 			var err error
@@ -210,9 +231,29 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 			}
 		}
 		inFile := s.Doc.PassedInFile()
+		var marks *markProof
+		judgeMark := func(is *engine.ItemState, id string) error {
+			if marks == nil {
+				var err error
+				if marks, err = s.marks(ctx); err != nil {
+					return err
+				}
+			}
+			marks.judge(is, id)
+			return nil
+		}
 		for _, story := range s.Doc.Stories {
 			is := st.Items[story.ID]
-			if is == nil || is.Status != engine.ItemPassed {
+			if is == nil || !is.Done() {
+				continue
+			}
+			if is.Status == engine.ItemMarked {
+				if !inFile[story.ID] {
+					// A person unticked it: work to do.
+					is.Status, is.Reason = engine.ItemPending, ""
+				} else if err := judgeMark(is, story.ID); err != nil {
+					return err
+				}
 				continue
 			}
 			switch sha := idx[oneLine(story.ID)]; {
@@ -223,7 +264,10 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 				// but the branch lost it (rewritten): the story stays
 				// passed, and the guard restores the branch at the next
 				// verification.
-			case is.Commit == "" && is.Reason == seededReason && inFile[story.ID]:
+			case is.Commit == "" && seeded(is.Reason) && inFile[story.ID]:
+				if err := judgeMark(is, story.ID); err != nil {
+					return err
+				}
 			default:
 				is.Status, is.Reason = engine.ItemPending, fmt.Sprintf("the saved state said passed (commit %q), but no commit on %s records it; verified again", is.Commit, s.Branch)
 				is.Commit, is.PassedAt = "", nil
@@ -234,13 +278,62 @@ func (s *prdDoc) Sync(st *engine.State, why engine.SyncReason) error {
 		for i := range s.Doc.Stories {
 			story := &s.Doc.Stories[i]
 			is := st.Items[story.ID]
-			story.Passes = is != nil && is.Status == engine.ItemPassed
-			if story.Passes && is.Commit != "" && is.PassedAt != nil && !is.PassedAt.Before(newest) {
+			story.Passes = is.Done()
+			if is != nil && is.Status == engine.ItemPassed && is.Commit != "" && is.PassedAt != nil && !is.PassedAt.Before(newest) {
 				newest, s.resumedTip = *is.PassedAt, is.Commit
 			}
 		}
 	}
 	return nil
+}
+
+// markProof is what proves the marks of a PRD: the stories ralph's
+// commits on rev record.
+type markProof struct {
+	rev    string            // the branch, as people name it
+	proved map[string]string // story id (as a trailer has it) → commit
+	how    string            // how the file marks a story
+}
+
+// marks reads which of the PRD's stories ralph's commits record on the
+// feature branch, or on the branch it is to be cut from. Called with s.mu
+// held.
+func (s *prdDoc) marks(ctx context.Context) (*markProof, error) {
+	m := &markProof{rev: s.Branch, how: "passes: true in " + filepath.Base(s.File)}
+	if s.mirror != nil {
+		m.how = "its box is ticked in " + filepath.Base(s.mirror.Path)
+	}
+	rev := s.Branch
+	if !s.Git.BranchExists(ctx, rev) {
+		if !s.Git.HasCommits(ctx) {
+			return m, nil
+		}
+		rev, m.rev = "HEAD", "HEAD"
+		if cur, err := s.Git.CurrentBranch(ctx); err == nil && cur != "" {
+			m.rev = cur
+		}
+	}
+	var err error
+	if m.proved, err = provedMarks(ctx, s.Git, rev, storyTrailer, s.source); err != nil {
+		return nil, fmt.Errorf("reading the commits of %s: %w", m.rev, err)
+	}
+	return m, nil
+}
+
+// judge makes the record of story id, which the file marks passed,
+// passed when a commit of ralph's proves it, else marked by hand.
+func (m *markProof) judge(is *engine.ItemState, id string) {
+	if sha := m.proved[oneLine(id)]; sha != "" {
+		is.Status, is.Reason = engine.ItemPassed, provedReason(m.rev, sha)
+		return
+	}
+	is.Status, is.Reason = engine.ItemMarked, markedReason(m.how, m.rev)
+}
+
+// seeded reports whether a story's reason says it was passed before the
+// run by its mark (proved, or trusted), not by a commit of this run.
+func seeded(reason string) bool {
+	return reason == seededReason || reason == engine.TrustedReason || strings.HasPrefix(reason, provedPrefix)
 }
 
 // excluded are the stories Next must not offer: blocked ones and busy ones.
@@ -300,7 +393,7 @@ func (s *prdDoc) terms(it *engine.Item, st *engine.State) judge.Claim {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := judge.Claim{Target: s.Branch, Tip: s.resumedTip, Subject: fmt.Sprintf("feat(%s): %s", it.ID, it.Title),
-		Trailers: itemTrailers(storyTrailer, it.ID, st.RunID), Mark: s.mark(it.ID)}
+		Trailers: markedTrailers(storyTrailer, it.ID, st.RunID, s.source), Mark: s.mark(it.ID)}
 	for _, g := range s.Doc.QualityChecks.Gates() {
 		c.Gates = append(c.Gates, gate.Gate{Name: g.Name, Command: g.Command})
 	}
@@ -418,8 +511,8 @@ func (s *prdDoc) compare(b []byte, current string) (tampered []string, claimed b
 	}
 	mine := s.Doc.PassedInFile()
 	for id := range disk.PassedInFile() {
-		if mine[id] {
-			continue
+		if mine[id] || s.filed[id] {
+			continue // (a story marked when the run began, reopened since: not a claim)
 		}
 		if id == current {
 			claimed = true
@@ -506,12 +599,6 @@ func storiesByID(p *prd.PRD) map[string]*prd.Story {
 		m[p.Stories[i].ID] = &p.Stories[i]
 	}
 	return m
-}
-
-// storyMessage is the message of a story's commit on the feature branch.
-func storyMessage(a *engine.Attempt, result, runID string) string {
-	return commitMessage(fmt.Sprintf("feat(%s): %s", a.Item.ID, a.Item.Title), a.Learnings, result,
-		itemTrailers(storyTrailer, a.Item.ID, runID)...)
 }
 
 // BaselineGates are the gates the baseline runs — the PRD's quality

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -212,3 +213,47 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r == 0x85 || r == 
 func itemTrailers(key, id, runID string) []string {
 	return []string{key + ": " + id, runTrailer + ": " + runID}
 }
+
+// sourceTrailer names, on the commit of an item of a file that marks its
+// items done (a PRD, a task tree), that file by its path in the
+// repository: the commit proves a mark in that file, never one of the
+// same id in another file.
+const sourceTrailer = "Ralph-Source"
+
+// markedTrailers are the trailers of the commit of an item whose file,
+// src (sourceName), marks it done.
+func markedTrailers(key, id, runID, src string) []string {
+	return append(itemTrailers(key, id, runID), sourceTrailer+": "+src)
+}
+
+// sourceName is how the trailers name the file at path: its path in the
+// repository at root with forward slashes, or its absolute path when it
+// is outside.
+func sourceName(root, path string) string {
+	if rel, err := filepath.Rel(root, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.ToSlash(rel)
+	}
+	return oneLine(path)
+}
+
+// provedMarks are the items of file src that rev's history records as
+// ralph's commits (key names the kind of item), each with the newest such
+// commit: a mark in src is verified only when its item is among them. Any
+// run's commits count; the commits of an item of another file do not.
+func provedMarks(ctx context.Context, repo *git.Repo, rev, key, src string) (map[string]string, error) {
+	return repo.TrailerIndex(ctx, rev, key, sourceTrailer, oneLine(src))
+}
+
+// markedReason is why an item marked done in its file (how says how)
+// is not counted passed: no commit of ralph's on rev records it.
+func markedReason(how, rev string) string {
+	return fmt.Sprintf("%s, but no commit of ralph's on %s records it", how, rev)
+}
+
+// provedReason is the reason of an item marked done whose commit of ralph's
+// (sha) is on rev.
+func provedReason(rev, sha string) string {
+	return fmt.Sprintf("%s%s on %s records it", provedPrefix, short(sha), rev)
+}
+
+const provedPrefix = "passed before this run: ralph's commit "

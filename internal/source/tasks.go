@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,15 @@ type Tasks struct {
 	loaded  filesStamp // the files' stamp when set was read (reload)
 	split   map[string]splitInfo
 	state   *engine.State // the run's, as Prepare was given it
+	// source names the task tree in its tasks' commits (sourceName).
+	source string
+	// archive is what the archive's tasks were found to be, by id: the
+	// commit of ralph's on the base branch that proves one, or "" for one
+	// marked done by hand (a line written into tasks-done.jsonl, a
+	// "complete" archived without a commit of ralph's); scanned is the set
+	// the archive was last looked through in.
+	archive map[string]string
+	scanned *tasks.Set
 }
 
 type splitInfo struct {
@@ -103,7 +113,7 @@ func OpenTasks(ctx context.Context, path string, repo *git.Repo, root string, ga
 		return nil, usage.Errorf("tasks file %s: %v (create it with `ralph task add ID TITLE`)", path, errors.Unwrap(err))
 	}
 	s := &Tasks{File: abs, Store: tasks.Open(abs), Git: repo, Root: root, Gates: gates, GateList: list,
-		tracked: map[string]bool{}, split: map[string]splitInfo{}}
+		tracked: map[string]bool{}, split: map[string]splitInfo{}, source: sourceName(root, abs), archive: map[string]string{}}
 	if err := s.restoreAside(); err != nil {
 		return nil, err
 	}
@@ -336,6 +346,16 @@ func (s *Tasks) Sync(st *engine.State, why engine.SyncReason) error {
 				is.Reason = strandedReason
 			}
 		}
+		// A leaf "complete" in tasks.jsonl that no iteration holds as its
+		// claim was marked by hand: the next write archives it as it is.
+		held := s.Store.Held()
+		var marked []*tasks.Task
+		for _, t := range s.set.Open(tasks.StatusComplete) {
+			if is := st.Items[t.ID]; t.Leaf && !running[t.ID] && !held[t.ID] && !is.Done() && (is == nil || is.Status != engine.ItemBlocked) {
+				marked = append(marked, t)
+			}
+		}
+		s.judgeMarks(st, marked, `"status": "complete" in `+filepath.Base(s.File))
 	}
 	return nil
 }
@@ -353,22 +373,23 @@ func (s *Tasks) sync(st *engine.State) {
 			st.Item(it.ID) // tasks added since the run started (splits, appends)
 		}
 	}
+	var archived []*tasks.Task // archived since the state last looked
 	for id, is := range st.Items {
 		t, ok := s.set.Get(id)
 		if !ok {
 			continue
 		}
 		switch {
-		case !t.Archived() && is.Status == engine.ItemPassed:
+		case !t.Archived() && is.Status == engine.ItemMarked && t.Status == tasks.StatusComplete:
+			// Marked complete by hand: the next write archives it.
+		case !t.Archived() && is.Done():
 			// The archive is the record of a completed task: a state
 			// that says passed without it is not believed.
 			is.Status, is.Commit, is.PassedAt = engine.ItemPending, "", nil
 			is.Reason = fmt.Sprintf("the saved state said passed, but %s does not archive it; worked on again", filepath.Base(s.Store.DonePath))
 		case t.Archived():
-			if is.Status != engine.ItemPassed {
-				is.Status = engine.ItemPassed
-				is.Commit = t.Commit
-				is.Reason = "completed in " + filepath.Base(s.Store.DonePath)
+			if !is.Done() {
+				archived = append(archived, t)
 			}
 		case t.Leaf && t.Status == tasks.StatusBlocked:
 			if is.Status != engine.ItemBlocked && is.Status != engine.ItemRunning {
@@ -381,6 +402,62 @@ func (s *Tasks) sync(st *engine.State) {
 			is.Reason = ""
 		}
 	}
+	s.judgeArchive(st, archived)
+}
+
+// judgeArchive judges the archived leaves among the run's items that it
+// has not counted done yet (archived), and the archive's other leaves when
+// the files changed since it last looked (judgeMarks).
+func (s *Tasks) judgeArchive(st *engine.State, archived []*tasks.Task) {
+	if s.scanned != s.set {
+		s.scanned = s.set
+		for _, t := range s.set.Archived() {
+			if _, known := s.archive[t.ID]; !known && t.Leaf && st.Items[t.ID] == nil {
+				archived = append(archived, t)
+			}
+		}
+	}
+	s.judgeMarks(st, archived, "archived in "+filepath.Base(s.Store.DonePath))
+}
+
+// judgeMarks judges tasks the files mark done (how says how) by the
+// commits of ralph's on the base branch (one look at its history, only
+// for a task not judged before): a task one of them records passed; any
+// other is marked done by hand (engine.ItemMarked) and becomes one of the
+// run's items, counted apart. A proved task the run never worked on
+// stays out of its items, as every task completed before it.
+func (s *Tasks) judgeMarks(st *engine.State, marked []*tasks.Task, how string) {
+	rev, name := s.base, s.base
+	if rev == "" {
+		rev, name = "HEAD", "HEAD"
+	}
+	var proved map[string]string
+	looked := false
+	for _, t := range marked {
+		sha, known := s.archive[t.ID]
+		if !known {
+			if !looked {
+				// No history to read (no commits yet): nothing is proved.
+				proved, _ = provedMarks(context.Background(), s.Git, rev, taskTrailer, s.source)
+				looked = true
+			}
+			sha = proved[oneLine(t.ID)]
+			if t.Archived() {
+				s.archive[t.ID] = sha
+			}
+		}
+		is := st.Items[t.ID]
+		switch {
+		case sha != "" && is == nil:
+		case sha != "":
+			is.Status, is.Commit, is.Reason = engine.ItemPassed, cmp.Or(t.Commit, sha), how+" with ralph's commit "+short(sha)+" on "+name
+		default:
+			s.tracked[t.ID] = true
+			is = st.Item(t.ID)
+			is.Title = t.Title
+			is.Status, is.Commit, is.Reason = engine.ItemMarked, "", markedReason(how, name)
+		}
+	}
 }
 
 // resumable reports whether a claimed (active) task is this run's to work
@@ -388,7 +465,7 @@ func (s *Tasks) sync(st *engine.State) {
 // it — a claim left by a crash, or written before the run, is resumed.
 func resumable(st *engine.State, id string) bool {
 	is := st.Items[id]
-	return is == nil || is.Status != engine.ItemBlocked && is.Status != engine.ItemPassed
+	return is == nil || is.Status != engine.ItemBlocked && !is.Done()
 }
 
 // strandedReason marks a claim that no iteration held when the run began.
@@ -517,7 +594,7 @@ func (s *Tasks) Terms(it *engine.Item, st *engine.State) judge.Claim {
 	branch := s.branchName(it.ID, it.Title)
 	c := judge.Claim{Gates: s.GateList, Target: s.base, Own: branch, Tip: s.baseTip,
 		Subject:  fmt.Sprintf("[%s] %s", it.ID, it.Title),
-		Trailers: append([]string{"Completes: " + it.ID}, itemTrailers(taskTrailer, it.ID, st.RunID)...),
+		Trailers: append([]string{"Completes: " + it.ID}, markedTrailers(taskTrailer, it.ID, st.RunID, s.source)...),
 		Unclaimed: engine.Verdict{Summary: "task not completed",
 			Failure: fmt.Sprintf("The previous iteration ended without completing task %s. When it is done and its checks pass, run `ralph task complete %s` (or split it with `ralph task split %s \"…\" \"…\"`).", it.ID, it.ID, it.ID)},
 		AllowTestChanges: s.allowTestChanges(it.ID)}
@@ -629,7 +706,7 @@ func (s *Tasks) claimSplit(ctx context.Context, a *engine.Attempt, c judge.Claim
 	c.Judged = &engine.Verdict{Passed: true, Claimed: true, Summary: "split into " + strings.Join(kids, ", ")}
 	c.NoLand = !info.work
 	c.Subject = fmt.Sprintf("[%s] %s", id, a.Item.Title)
-	c.Trailers = itemTrailers(taskTrailer, id, s.state.RunID)
+	c.Trailers = markedTrailers(taskTrailer, id, s.state.RunID, s.source)
 	c.Body = append([]string{"Split into " + strings.Join(kids, ", ")}, a.Learnings...)
 	return c
 }

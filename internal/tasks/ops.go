@@ -68,6 +68,10 @@ func (s *Set) Next() *Task {
 	return nil
 }
 
+// Archived is the archive's tasks, each id once (its first line), in
+// the archive's order.
+func (s *Set) Archived() []*Task { return s.archivedOnce() }
+
 // archivedOnce is the archive's tasks, each id once (its first line).
 func (s *Set) archivedOnce() []*Task {
 	var out []*Task

@@ -89,6 +89,7 @@ type repoInfo struct {
 	Status string `json:"status"`
 	Active bool   `json:"active"`
 	Passed int    `json:"passed"`
+	Marked int    `json:"marked"`
 	Total  int    `json:"total"`
 }
 
@@ -100,6 +101,7 @@ func (s *Server) apiRepos(w http.ResponseWriter, r *http.Request) {
 		if st := snap.State; st != nil {
 			ri.RunID = st.RunID
 			ri.Passed, _, ri.Total = st.Counts()
+			ri.Marked = len(st.Marked())
 		}
 		out = append(out, ri)
 	}
@@ -114,6 +116,7 @@ type stateAnswer struct {
 	Paused  bool     `json:"paused"`
 	Passed  int      `json:"passed"`
 	Blocked int      `json:"blocked"`
+	Marked  int      `json:"marked"` // marked done by hand, not verified
 	Total   int      `json:"total"`
 	Waiting []string `json:"waiting_for_approval"`
 	// Questions are the run's questions from agents to a person (ralph
@@ -134,6 +137,7 @@ func (s *Server) apiState(w http.ResponseWriter, r *http.Request) {
 		Questions: engine.QuestionViews(snap.Questions)}
 	if st := snap.State; st != nil {
 		a.Passed, a.Blocked, a.Total = st.Counts()
+		a.Marked = len(st.Marked())
 		a.Waiting = engine.Waiting(st)
 	}
 	gs, _ := engine.ReadGuidance(rp.paths)

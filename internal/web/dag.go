@@ -60,7 +60,7 @@ func itemStatus(is *engine.ItemState, running, waiting bool) string {
 	switch {
 	case is.PassedBefore():
 		return "earlier"
-	case is.Status == engine.ItemPassed, is.Status == engine.ItemBlocked:
+	case is.Status == engine.ItemPassed, is.Status == engine.ItemBlocked, is.Status == engine.ItemMarked:
 		return is.Status
 	case waiting:
 		return "waiting"

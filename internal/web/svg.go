@@ -45,7 +45,8 @@ func outcomeLook(o string) look {
 }
 
 // statusLooks are the items' statuses (the DAG, the tables): the
-// engine's, and two of the page's own (itemStatus).
+// engine's (an item marked by hand among them), and two of the page's
+// own (itemStatus).
 var statusLooks = map[string]look{
 	"passed":  {"passed", "✓", "passed"},
 	"blocked": {"blocked", "⊘", "blocked"},
@@ -53,6 +54,7 @@ var statusLooks = map[string]look{
 	"pending": {"pending", "○", "pending"},
 	"waiting": {"waiting", "✎", "plan awaits approval"},
 	"earlier": {"passed", "✓", "passed before this run"},
+	"marked":  {"waiting", "✋", "marked by hand, not verified"},
 }
 
 func statusLook(s string) look {

@@ -212,6 +212,7 @@ type view struct {
 	StatusLook  look
 	Passed      int
 	Blocked     int
+	Marked      int // marked done by hand, not verified
 	Total       int
 	Percent     int
 	Usage       string
@@ -252,6 +253,7 @@ type repoView struct {
 	Look          look
 	Passed, Total int
 	Blocked       int
+	Marked        int // marked done by hand, not verified
 	Percent       int
 	Iterations    int
 	Usage         string
@@ -286,6 +288,7 @@ func (s *Server) snapshot(r *http.Request, rp *repo, n int) view {
 		return v
 	}
 	v.Passed, v.Blocked, v.Total = st.Counts()
+	v.Marked = len(st.Marked())
 	if v.Total > 0 {
 		v.Percent = 100 * v.Passed / v.Total
 	}
@@ -384,6 +387,8 @@ func runLook(s string) look {
 		return look{"waiting", "‖", "paused"}
 	case engine.StatusBlocked, engine.StatusError:
 		return look{"blocked", "⊘", strings.ReplaceAll(s, "_", " ")}
+	case engine.StatusUnverified:
+		return look{"waiting", "✋", "unverified: items marked by hand are left"}
 	case "no run":
 		return look{"pending", "○", "no run yet"}
 	}
@@ -445,6 +450,7 @@ func (s *Server) overview() []repoView {
 		if st := snap.State; st != nil {
 			rv.RunID = st.RunID
 			rv.Passed, rv.Blocked, rv.Total = st.Counts()
+			rv.Marked = len(st.Marked())
 			if rv.Total > 0 {
 				rv.Percent = 100 * rv.Passed / rv.Total
 			}

@@ -1,4 +1,4 @@
-package cli
+package cluster
 
 import (
 	"os"
@@ -21,8 +21,8 @@ func TestAbsRemote(t *testing.T) {
 		"file:///srv/git/app.git":     "file:///srv/git/app.git",
 		"./odd:name/app.git":          filepath.Join(wd, "odd:name/app.git"),
 	} {
-		if got := absRemote(in); got != want {
-			t.Errorf("absRemote(%q) = %q, want %q", in, got, want)
+		if got := AbsRemote(in); got != want {
+			t.Errorf("AbsRemote(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
