@@ -28,7 +28,7 @@ func benchDist(tmp, bin string) {
 		files := map[string]string{}
 		var s []string
 		for i := 1; i <= stories; i++ {
-			s = append(s, fmt.Sprintf(`{"id":"S-%d","title":"story %d","priority":1}`, i, i))
+			s = append(s, fmt.Sprintf(`{"id":"S-%d","title":"story %d","priority":1,"checks":["test -f out-S-%d.txt"]}`, i, i, i))
 			files[fmt.Sprintf("times/S-%d", i)] = fmt.Sprintf("%g\n", secs)
 		}
 		files["prd.json"] = `{"project":"b","branch_name":"ralph/b","user_stories":[` + strings.Join(s, ",\n") + `],"quality_checks":{"test":"true"}}` + "\n"

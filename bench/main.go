@@ -1,33 +1,7 @@
 // Command bench prints ralph's benchmark tables. Every number is measured
 // beside a baseline in the same run on the same machine; a table with a
-// goal prints it beside its numbers:
-//
-//	loop      wall time per passing story vs the thinnest bash script
-//	          doing the same work (goal ≤ 1.3×), and per iteration that
-//	          does not pass vs a bash loop of agent and gate (goal ≤ 1.5×)
-//	flat      ralph's own cost of one iteration at 200 and 1,000 stories
-//	          and at 1,000 and 5,000 tasks vs at 10 (goal ≤ 1.3×);
-//	          flat:sequential, flat:parallel, flat:tasks run one loop
-//	output    agent output throughput vs `cat` (goal ≥ 300 MB/s) and
-//	          ralph's peak memory meanwhile (goal < 64 MB)
-//	parallel  makespan of random 50-story DAGs vs the lower bound (goal
-//	          ≤ 1.15× at 4 workers) and vs a dependency-level schedule
-//	schedule  time to done of a 12-story DAG, sequential and on 2 and 4
-//	          workers, vs the best schedule of the same DAG;
-//	          schedule:dist (not in the default set: about three minutes)
-//	          a 200-story DAG on a coordinator and 8 worker processes vs
-//	          its lower bound
-//	tasks     `ralph task next|complete` on 5,000 tasks beside `ralph
-//	          --version` (goal: complete < 50 ms, peak memory < 64 MB)
-//	memory    prompt bytes at iteration 200 vs 10 with the progress
-//	          memory (goal ≤ 1.2×), an early learning still present
-//	sandbox   wall time per passing iteration with the sandbox (agent and
-//	          gate in bubblewrap) vs --no-sandbox (goal: ≤ 30 ms more)
-//	dist      coordinator and 1, 2, 4 worker processes vs `ralph run
-//	          --parallel 2` and the lower bound (goals: 4 workers ≥ 3.2×
-//	          the throughput, makespan ≤ 1.2× the bound)
-//
-// Usage: go run ./bench [loop|flat[:sequential|:parallel|:tasks]|output|parallel|schedule[:dist]|tasks|memory|dist|sandbox]... (default: every table but schedule:dist)
+// goal prints it beside its numbers. `go run ./bench -h` lists the tables
+// (usage below); docs/benchmarks.md explains each.
 package main
 
 import (
@@ -45,14 +19,63 @@ import (
 	"github.com/ralph-loop/ralph/internal/scratch"
 )
 
+// usage is what -h prints.
+const usage = `Usage: go run ./bench [table]...   (default: every table but schedule:dist)
+
+Every number is measured beside a baseline in the same run on the same
+machine; a table with a goal prints it beside its numbers.
+
+  loop      wall time per passing story, ralph with --no-sandbox and
+            with the sandbox, vs the thinnest bash script doing the same
+            work (goal: --no-sandbox ≤ 1.5×), per iteration that does
+            not pass vs a bash loop of agent and gate, and processes per
+            story by program
+  flat      ralph's own cost of one iteration at 200 and 1,000 stories
+            and at 1,000 and 5,000 tasks vs at 10 (goal ≤ 1.3×);
+            flat:sequential, flat:parallel, flat:tasks run one loop
+  ignored   ralph's own cost of one iteration with 50,000 ignored files
+            in node_modules/ vs none (goal ≤ 1.2×), with --no-sandbox
+            and with the sandbox
+  output    agent output throughput vs cat (goal ≥ 300 MB/s) and
+            ralph's peak memory meanwhile (goal < 64 MB)
+  parallel  makespan of random 50-story DAGs vs the lower bound (goal
+            ≤ 1.15× at 4 workers) and vs a dependency-level schedule
+  schedule  time to done of a 12-story DAG, sequential and on 2, 4 and
+            8 workers, vs the best schedule of the same DAG (goals:
+            4 workers ≤ 1.15×, 8 workers ≤ 1.2×);
+            schedule:dist (not in the default set: minutes) a 200-story
+            DAG on a coordinator and 8 worker processes vs its lower
+            bound (goal ≤ 1.3× with a core per worker) and gate runs
+            per landed story (goal ≤ 1.1)
+  tasks     ralph task next|complete on 5,000 tasks beside ralph
+            --version (goal: complete < 50 ms, peak memory < 64 MB)
+  memory    prompt bytes at iteration 200 vs 10 with the progress
+            memory (goal ≤ 1.2×), an early learning still present
+  sandbox   wall time per passing iteration with the sandbox (agent and
+            gate in bubblewrap) vs --no-sandbox (goal: ≤ 30 ms more)
+  dist      coordinator and 1, 2, 4 worker processes vs ralph run
+            --parallel 2 and the lower bound (goals: 4 workers ≥ 3.2×
+            the throughput, makespan ≤ 1.2× the bound)
+
+Environment: BENCH_TMP (where the repositories live), BENCH_REPEAT,
+BENCH_FLAT_REPS, BENCH_IGNORED_REPS, BENCH_DIST_STORIES, BENCH_DAGS,
+BENCH_N, BENCH_KEEP (see docs/benchmarks.md).
+`
+
 func main() {
+	for _, a := range os.Args[1:] {
+		if a == "-h" || a == "-help" || a == "--help" || a == "help" {
+			fmt.Print(usage)
+			return
+		}
+	}
 	if len(os.Args) > 1 && os.Args[1] == "sleep-agent" {
 		sleepAgent()
 		return
 	}
 	which := os.Args[1:]
 	if len(which) == 0 {
-		which = []string{"loop", "flat", "output", "parallel", "schedule", "tasks", "memory", "dist", "sandbox"}
+		which = []string{"loop", "flat", "ignored", "output", "parallel", "schedule", "tasks", "memory", "dist", "sandbox"}
 	}
 	tmp, err := os.MkdirTemp(benchTmp(), "ralph-bench-")
 	check(err)
@@ -60,6 +83,7 @@ func main() {
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "ralph")
 	run("", nil, "go", "build", "-o", bin, "./cmd/ralph")
+	benchSelf = selfCopy(tmp)
 	for _, w := range which {
 		switch w {
 		case "loop":
@@ -80,8 +104,10 @@ func main() {
 			benchDist(tmp, bin)
 		case "sandbox":
 			benchSandbox(tmp, bin)
+		case "ignored":
+			benchIgnored(tmp, bin)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], output, parallel, schedule[:dist], tasks, memory, dist, sandbox)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], ignored, output, parallel, schedule[:dist], tasks, memory, dist, sandbox)\n", w)
 			os.Exit(2)
 		}
 	}

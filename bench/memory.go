@@ -46,7 +46,7 @@ const memorySummarizer = `awk '
 func benchMemory(tmp, bin string) {
 	const n = 200
 	dir := filepath.Join(tmp, "memory")
-	newRepo(dir, map[string]string{"prd.json": storyPRD(n, "true"), "agent.sh": memoryAgent, "sum.sh": memorySummarizer, ".gitignore": "sizes.txt\n"})
+	newRepo(dir, map[string]string{"prd.json": storyPRD(n, "true", "%s.txt"), "agent.sh": memoryAgent, "sum.sh": memorySummarizer, ".gitignore": "sizes.txt\n"})
 	run(dir, gitEnv, bin, "run", "--prd", "prd.json", "--agent", "cmd", "--agent-cmd", "sh agent.sh",
 		"--summarizer", "cmd", "--summarizer-cmd", "sh "+filepath.Join(dir, "sum.sh"), "--progress-budget", "1000", "--max-iterations", strconv.Itoa(n))
 	b, err := os.ReadFile(filepath.Join(dir, "sizes.txt"))

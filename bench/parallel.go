@@ -231,11 +231,18 @@ func dagRepo(dir string, d []dagStory, gate string) []string {
 		Title     string   `json:"title"`
 		Priority  int      `json:"priority"`
 		DependsOn []string `json:"depends_on"`
+		Checks    []string `json:"checks,omitempty"`
 	}
 	var stories []story
 	files := map[string]string{}
 	for _, s := range d {
-		stories = append(stories, story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)})
+		st := story{ID: s.ID, Title: "story " + s.ID, Priority: 1, DependsOn: append([]string{}, s.Deps...)}
+		if gate != "" {
+			// The evidence a judged story needs: its file, there now,
+			// was not at its base.
+			st.Checks = []string{"test -f out-" + s.ID + ".txt"}
+		}
+		stories = append(stories, st)
 		files["times/"+s.ID] = fmt.Sprintf("%.3f\n", s.Dur.Seconds())
 	}
 	doc := map[string]any{"project": "dag", "branch_name": "ralph/dag", "user_stories": stories}
@@ -250,11 +257,25 @@ func dagRepo(dir string, d []dagStory, gate string) []string {
 	return args
 }
 
-// sleepAgentCmd is the --agent-cmd that runs sleepAgent.
+// sleepAgentCmd is the --agent-cmd that runs sleepAgent: this program's
+// copy in the bench's folder, which a sandboxed agent sees (`go run` may
+// run the program from its build cache, which the sandbox hides).
 func sleepAgentCmd() string {
+	return proc.QuoteArgv([]string{benchSelf, "sleep-agent"})
+}
+
+// benchSelf is this program's copy in the bench's folder.
+var benchSelf string
+
+// selfCopy copies this program into dir and returns the copy's path.
+func selfCopy(dir string) string {
 	self, err := os.Executable()
 	check(err)
-	return proc.QuoteArgv([]string{self, "sleep-agent"})
+	b, err := os.ReadFile(self)
+	check(err)
+	p := filepath.Join(dir, "bench")
+	check(os.WriteFile(p, b, 0o755))
+	return p
 }
 
 // sleepAgent is the stories' agent (`bench sleep-agent`, one process, so

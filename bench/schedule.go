@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/schedule"
@@ -31,16 +33,17 @@ func benchSchedule(tmp, bin, only string) {
 	const agent, gate = time.Second, 500 * time.Millisecond
 	gateCmd := fmt.Sprintf("sleep %g", gate.Seconds())
 	fmt.Println("\n## Time to done on a story DAG")
-	fmt.Printf("\nAgent %.1f s and gate `%s` per story; real ralph, real git repositories.\n", agent.Seconds(), gateCmd)
+	fmt.Printf("\nAgent %.1f s and gate `%s` per story, and each story's check `test -f out-<id>.txt`; real ralph, real git repositories; %s.\n", agent.Seconds(), gateCmd, loadLine())
 	if only == "dist" {
-		const stories, workers = 200, 8
+		const workers = 8
+		stories := envInt("BENCH_DIST_STORIES", 200)
 		d := randomDAG(rand.New(rand.NewSource(42)), stories)
 		for i := range d {
 			d[i].Dur = agent
 		}
 		fmt.Printf("%d stories in a random DAG (layers of width 1–8, one to three dependencies each); a coordinator and %d worker processes of one slot each on this machine over loopback. Bound: max(critical path, total work / %d), each story taking agent + gate.\n\n", stories, workers, workers)
-		fmt.Println("| run | workers | time to done | bound | ratio |")
-		fmt.Println("|---|---|---|---|---|")
+		fmt.Println("| run | workers | time to done | bound | ratio | goal | gate runs per landed story | goal |")
+		fmt.Println("|---|---|---|---|---|---|---|---|")
 		dir := filepath.Join(tmp, "schedule-dist")
 		dagRepo(dir, d, gateCmd)
 		// --parallel: twice the slots (and two), as the README advises.
@@ -53,22 +56,30 @@ func benchSchedule(tmp, bin, only string) {
 			full[i].Dur = agent + gate
 		}
 		bound := schedule.LowerBound(full, workers)
-		fmt.Printf("| ralph coordinator + %d workers | %d | %s | %s | %.2f |\n", workers, workers, secs3(took), secs3(bound), float64(took)/float64(bound))
+		ratio := float64(took) / float64(bound)
+		runs, landed := gateRuns(dir, "test")
+		perStory := float64(runs) / float64(max(landed, 1))
+		fmt.Printf("| ralph coordinator + %d workers | %d | %s | %s | %.2f | %s | %.2f (%d runs, %d landed) | %s |\n", workers, workers, secs3(took), secs3(bound), ratio,
+			goalVerdict(ratio <= distBoundGoal, fmt.Sprintf("≤ %.1f× with a core per worker", distBoundGoal)), perStory, runs, landed, goalVerdict(perStory <= distGateGoal, fmt.Sprintf("≤ %.1f", distGateGoal)))
+		fmt.Printf("\nThis machine has %d CPUs for %d workers and the coordinator: the time to done is bound by the CPUs here; gate runs per landed story do not depend on the machine. Gate runs are the run-wide gate's, on the workers and on the coordinator (its run at the base not counted), read from the stories' transcripts.\n", runtime.NumCPU(), workers)
 		return
 	}
 	d := featureDAG(agent)
 	fmt.Printf("%d stories: a root, six after it, three joins of two of them each, two last stories after two joins each.\n", len(d))
 	fmt.Println("Best schedule: the shortest time to done over every way to run the DAG on that many workers, each story taking agent + gate, no harness cost.")
 	fmt.Println()
-	fmt.Println("| run | workers | runs | time to done (median) | best schedule | ratio |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, p := range []int{1, 2, 4} {
+	fmt.Println("| run | workers | runs | time to done (median) | best schedule | ratio | goal | gate runs per landed story |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, p := range []int{1, 2, 4, 8} {
 		runs := benchRepeat(p)
 		var took []time.Duration
+		gates, landed := 0, 0
 		for r := 0; r < runs; r++ {
 			dir := filepath.Join(tmp, fmt.Sprintf("schedule-p%d-%d", p, r))
 			t, _ := runDAG(dir, bin, d, p, gateCmd)
 			took = append(took, t)
+			g, l := gateRuns(dir, "test")
+			gates, landed = gates+g, landed+l
 			_ = os.RemoveAll(dir)
 		}
 		best := bestMakespan(d, p, agent+gate)
@@ -76,9 +87,47 @@ func benchSchedule(tmp, bin, only string) {
 		if p > 1 {
 			name = fmt.Sprintf("ralph run --parallel %d", p)
 		}
-		fmt.Printf("| %s | %d | %d | %s | %s | %.2f |\n", name, p, runs, secs3(median(took)), secs3(best), float64(median(took))/float64(best))
+		ratio := float64(median(took)) / float64(best)
+		verdict := ""
+		if goal := scheduleGoals[p]; goal > 0 {
+			verdict = goalVerdict(ratio <= goal, fmt.Sprintf("≤ %.2f×", goal))
+		}
+		fmt.Printf("| %s | %d | %d | %s | %s | %.2f | %s | %.2f |\n", name, p, runs, secs3(median(took)), secs3(best), ratio, verdict, float64(gates)/float64(max(landed, 1)))
 	}
+	fmt.Printf("\nOn %d CPUs a run of more workers than CPUs shares them: its ratio is bound by the CPUs as much as by ralph.\n", runtime.NumCPU())
 }
+
+// Goals of schedule:dist: time to done as a ratio of the lower bound on
+// a machine with a core per worker, and gate runs per landed story.
+const (
+	distBoundGoal = 1.3
+	distGateGoal  = 1.1
+)
+
+// gateRuns counts the runs of the run-wide gate named gate in a run's
+// story transcripts (a worker's, forwarded with its agent's output, and
+// the judge's own; a worker's result the coordinator took without running
+// the gate again is not a run) and the stories that landed.
+func gateRuns(dir, gate string) (runs, landed int) {
+	logs, err := filepath.Glob(filepath.Join(dir, ".ralph", "transcripts", "*.log"))
+	check(err)
+	done := regexp.MustCompile(`(?m)^=== gate ` + regexp.QuoteMeta(gate) + `: (passed|FAILED) \(exit `)
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		check(err)
+		runs += len(done.FindAll(b, -1))
+	}
+	for _, ev := range events(dir) {
+		if ev["type"] == "item_passed" {
+			landed++
+		}
+	}
+	return runs, landed
+}
+
+// scheduleGoals are the most time to done may be, as a ratio of the best
+// schedule, by workers.
+var scheduleGoals = map[int]float64{4: 1.15, 8: 1.2}
 
 // featureDAG is the 12-story DAG of benchSchedule, each story's agent
 // taking agent.

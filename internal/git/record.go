@@ -26,17 +26,29 @@ func (r *Repo) withEnv(ctx context.Context, env []string, stdin io.Reader, args 
 	return strings.TrimRight(out, "\n"), err
 }
 
-// GitPath is `git rev-parse --git-path name` made absolute: where the
-// work tree's own file of that name is (its index, its MERGE_HEAD).
-func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
-	out, err := r.Run(ctx, "rev-parse", "--git-path", name)
+// GitPaths is `git rev-parse --git-path name` of each name made absolute,
+// in one git process: where the work tree's own files of those names are
+// (its index, its MERGE_HEAD).
+func (r *Repo) GitPaths(ctx context.Context, names ...string) ([]string, error) {
+	args := []string{"rev-parse"}
+	for _, n := range names {
+		args = append(args, "--git-path", n)
+	}
+	out, err := r.Run(ctx, args...)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if !filepath.IsAbs(out) {
-		out = filepath.Join(r.Dir, out)
+	paths := strings.Split(out, "\n")
+	if len(paths) != len(names) {
+		return nil, fmt.Errorf("git rev-parse --git-path: %d paths for %d names", len(paths), len(names))
 	}
-	return filepath.Clean(out), nil
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(r.Dir, p)
+		}
+		paths[i] = filepath.Clean(p)
+	}
+	return paths, nil
 }
 
 // Snapshot is the work tree recorded as a tree in an index file of its
@@ -44,6 +56,9 @@ func (r *Repo) GitPath(ctx context.Context, name string) (string, error) {
 type Snapshot struct {
 	Tree  string
 	Index string // the index file that holds Tree with the files' stats
+	// Of is the work tree's own index the snapshot's began as a copy of
+	// (where UseIndex puts it).
+	Of string
 }
 
 // snapshotPrefix begins the name of a snapshot's index file, followed by
@@ -99,7 +114,7 @@ func (r *Repo) SnapshotTree(ctx context.Context, indexPath, base string, except 
 	}
 	name := idx.Name()
 	_ = idx.Close()
-	snap := &Snapshot{Index: name}
+	snap := &Snapshot{Index: name, Of: indexPath}
 	if err := copyFile(indexPath, name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		snap.Remove()
 		return nil, err
@@ -216,14 +231,15 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// UseIndex makes the snapshot's index the work tree's own (a rename): after
-// its commit landed, the index of the tree that was recorded is exactly
-// the commit, with the files' stats, and the next status costs no hashing.
-func (s *Snapshot) UseIndex(indexPath string) error {
+// UseIndex makes the snapshot's index the work tree's own (a rename onto
+// Of): after its commit landed, the index of the tree that was recorded
+// is exactly the commit, with the files' stats, and the next status costs
+// no hashing.
+func (s *Snapshot) UseIndex() error {
 	if s == nil || s.Index == "" {
 		return nil
 	}
-	err := os.Rename(s.Index, indexPath)
+	err := os.Rename(s.Index, s.Of)
 	s.Index = ""
 	return err
 }
@@ -264,17 +280,32 @@ func (r *Repo) DeleteRef(ctx context.Context, ref, oldSHA string) error {
 // Refs maps every ref under the given prefixes (refs/heads/, refs/tags/,
 // …; none: all) to the object it names, in one git call.
 func (r *Repo) Refs(ctx context.Context, prefixes ...string) (map[string]string, error) {
-	out, err := r.Run(ctx, append([]string{"for-each-ref", "--format=%(refname) %(objectname)"}, prefixes...)...)
+	refs, _, err := r.RefsAndHead(ctx, prefixes...)
+	return refs, err
+}
+
+// RefsAndHead is Refs with the branch the work tree's HEAD is on, in the
+// same git call: "" when HEAD is detached, on a branch with no commit,
+// or on one outside the prefixes.
+func (r *Repo) RefsAndHead(ctx context.Context, prefixes ...string) (map[string]string, string, error) {
+	out, err := r.Run(ctx, append([]string{"for-each-ref", "--format=%(refname) %(objectname) %(HEAD)"}, prefixes...)...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	refs := map[string]string{}
+	refs, head := map[string]string{}, ""
 	for _, l := range lines(out) {
-		if name, sha, ok := strings.Cut(l, " "); ok {
-			refs[name] = sha
+		// A ref name has no spaces; %(HEAD) is "*" for HEAD's branch and
+		// a space for every other ref.
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		refs[f[0]] = f[1]
+		if len(f) == 3 && f[2] == "*" {
+			head = f[0]
 		}
 	}
-	return refs, nil
+	return refs, head, nil
 }
 
 // Change is one path a diff between two trees names.

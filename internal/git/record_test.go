@@ -234,3 +234,101 @@ func TestParseRawNumstat(t *testing.T) {
 		t.Errorf("empty output: %+v", got)
 	}
 }
+
+// committedRepo is newTestRepo with one commit on main (returned).
+func committedRepo(t *testing.T) (*Repo, string, string) {
+	t.Helper()
+	r, dir := newTestRepo(t)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := r.Commit(context.Background(), "init\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, dir, sha
+}
+
+// GitPaths names each file of a work tree's own git folder in one call:
+// a linked worktree's index and MERGE_HEAD are in its admin folder, not
+// the main one's.
+func TestGitPaths(t *testing.T) {
+	ctx := context.Background()
+	r, dir, _ := committedRepo(t)
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := r.WorktreeAdd(ctx, wt, "side", "main"); err != nil {
+		t.Fatal(err)
+	}
+	real := func(p string) string {
+		t.Helper()
+		q, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(q, filepath.Base(p))
+	}
+	for _, c := range []struct {
+		repo   *Repo
+		gitDir string
+	}{{r, filepath.Join(dir, ".git")}, {r.At(wt), filepath.Join(dir, ".git", "worktrees", "wt")}} {
+		paths, err := c.repo.GitPaths(ctx, "index", "MERGE_HEAD")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{filepath.Join(c.gitDir, "index"), filepath.Join(c.gitDir, "MERGE_HEAD")}
+		if len(paths) != 2 || real(paths[0]) != real(want[0]) || real(paths[1]) != real(want[1]) {
+			t.Errorf("GitPaths in %s = %q, want %q", c.repo.Dir, paths, want)
+		}
+	}
+}
+
+// RefsAndHead names the branch HEAD is on with the refs, in the tree it
+// runs in (a worktree's own HEAD), and none when HEAD is detached.
+func TestRefsAndHead(t *testing.T) {
+	ctx := context.Background()
+	r, _, sha := committedRepo(t)
+	for _, b := range []string{"a-first", "zz-last"} {
+		if err := r.CreateBranch(ctx, b, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := r.WorktreeAdd(ctx, wt, "side", "main"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(repo *Repo, wantHead string) {
+		t.Helper()
+		refs, head, err := repo.RefsAndHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if head != wantHead {
+			t.Errorf("head in %s = %q, want %q", repo.Dir, head, wantHead)
+		}
+		for _, ref := range []string{"refs/heads/a-first", "refs/heads/main", "refs/heads/side", "refs/heads/zz-last"} {
+			if refs[ref] != sha {
+				t.Errorf("refs[%s] = %q, want %s (all: %v)", ref, refs[ref], sha, refs)
+			}
+		}
+		if len(refs) != 4 {
+			t.Errorf("refs = %v, want 4", refs)
+		}
+	}
+	check(r, "refs/heads/main")
+	check(r.At(wt), "refs/heads/side")
+	if err := r.Checkout(ctx, "zz-last"); err != nil {
+		t.Fatal(err)
+	}
+	check(r, "refs/heads/zz-last")
+	if _, err := r.Run(ctx, "checkout", "-q", "--detach"); err != nil {
+		t.Fatal(err)
+	}
+	check(r, "")
+	plain, err := r.Refs(ctx, "refs/heads/")
+	if err != nil || len(plain) != 4 || plain["refs/heads/a-first"] != sha {
+		t.Errorf("Refs = %v, %v", plain, err)
+	}
+}

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -161,6 +162,9 @@ type Case struct {
 	tampered []string
 	failure  *Verdict
 	met      string // a condition's detail, when met
+	// gitPaths are where the agent's work tree keeps its index and
+	// MERGE_HEAD, asked once per case (gitPath).
+	gitPaths map[string]string
 	// prior is the judgement the case passed before it went stale: when
 	// the work built anew is the very same tree, its results stand and no
 	// gate runs again.
@@ -187,4 +191,27 @@ func (c *Case) log() io.Writer {
 		return io.Discard
 	}
 	return c.Log
+}
+
+// caseGitFiles are the work tree's own git files a judging reads.
+var caseGitFiles = []string{"index", "MERGE_HEAD"}
+
+// gitPath is where the agent's work tree keeps its git file name (one of
+// caseGitFiles): the paths are asked once per case, in one git process.
+func (c *Case) gitPath(ctx context.Context, j *Judge, name string) (string, error) {
+	if c.gitPaths == nil {
+		paths, err := j.Repo.At(c.Dir).GitPaths(ctx, caseGitFiles...)
+		if err != nil {
+			return "", err
+		}
+		c.gitPaths = map[string]string{}
+		for i, n := range caseGitFiles {
+			c.gitPaths[n] = paths[i]
+		}
+	}
+	p, ok := c.gitPaths[name]
+	if !ok {
+		return "", fmt.Errorf("no git path %q asked for a case", name)
+	}
+	return p, nil
 }

@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -37,10 +38,16 @@ func (refsCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	if want == "" {
 		want = target
 	}
+	// The branch HEAD is on comes with the refs when the agent's tree is
+	// the repository's own; else (a worktree, or no branch found) it is
+	// asked of the tree.
+	now, head, refsErr := j.Repo.RefsAndHead(ctx)
 	// The tree must be on its branch: HEAD goes back there, the tree as
 	// the agent left it (nothing of its work is lost).
 	if want != "" {
-		head, _ := repo.Run(ctx, "symbolic-ref", "-q", "HEAD")
+		if head == "" || filepath.Clean(c.Dir) != filepath.Clean(j.Repo.Dir) {
+			head, _ = repo.Run(ctx, "symbolic-ref", "-q", "HEAD")
+		}
 		if head != want {
 			where := "a detached HEAD"
 			if head != "" {
@@ -56,10 +63,9 @@ func (refsCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 				fmt.Sprintf("Your work must be on the branch %s, where the harness judges it, but the previous iteration left the tree on %s. HEAD is back on %s with your files as you left them. Do not switch branches.", name, where, name))
 		}
 	}
-	now, err := j.Repo.Refs(ctx)
-	if err != nil {
+	if refsErr != nil {
 		if f.Fail == nil {
-			f.Fail = fail("reading the refs failed", err.Error())
+			f.Fail = fail("reading the refs failed", refsErr.Error())
 		}
 		return f
 	}
@@ -189,7 +195,7 @@ func (j *Judge) keep(ctx context.Context, c *Case, ref, sha string) string {
 // cur) under a ralph ref, like keep.
 func (j *Judge) keepTree(ctx context.Context, c *Case, ref, cur string) string {
 	repo := j.Repo.At(c.Dir)
-	index, err := repo.GitPath(ctx, "index")
+	index, err := c.gitPath(ctx, j, "index")
 	if err != nil {
 		return j.keep(ctx, c, ref, cur)
 	}

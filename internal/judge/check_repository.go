@@ -62,7 +62,7 @@ func (repositoryCheck) Check(ctx context.Context, j *Judge, c *Case) Finding {
 		}
 	}
 	if !c.Claim.Merging {
-		merge, err := j.Repo.At(c.Dir).GitPath(ctx, "MERGE_HEAD")
+		merge, err := c.gitPath(ctx, j, "MERGE_HEAD")
 		if err == nil {
 			dir := filepath.Dir(merge)
 			var left []string

@@ -31,6 +31,9 @@ type Env struct {
 
 	mu    sync.Mutex
 	given map[string]string // checkout folder/name → manifest it was given with
+	// seen notices a change in a folder given (nil: none here, and each
+	// giving walks it).
+	seen *changes
 }
 
 // EnvFolders are the dependency folders the judge looks for at the
@@ -72,6 +75,7 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 			}
 		}
 		if len(e.sums) == len(e.names) {
+			e.seen = newChanges()
 			return e, nil
 		}
 	}
@@ -89,7 +93,11 @@ func OpenEnv(ctx context.Context, repo *git.Repo, root, dir, runID string) (*Env
 		}
 		e.sums[n] = sum
 	}
-	return e, os.WriteFile(stamp, []byte(runID+"\n"), 0o600)
+	if err := os.WriteFile(stamp, []byte(runID+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	e.seen = newChanges()
+	return e, nil
 }
 
 // Names are the folders given to each checkout.
@@ -101,7 +109,10 @@ func (e *Env) Names() []string {
 }
 
 // Give puts each folder, as the base had it, into the checkout at dir:
-// copied the first time, and again whenever a gate changed the copy.
+// copied the first time, and again whenever a gate changed the copy. A
+// copy is watched (changes) from when it was made: one nothing touched
+// since is not walked again, so judging costs the same with a folder of
+// any size; where there is no watch, a walk compares it (manifest).
 func (e *Env) Give(ctx context.Context, dir string) error {
 	if e == nil {
 		return nil
@@ -113,21 +124,44 @@ func (e *Env) Give(ctx context.Context, dir string) error {
 		had := e.given[key]
 		e.mu.Unlock()
 		if had != "" {
-			if now, err := manifest(dst); err == nil && now == e.sums[n] {
+			switch e.seen.state(dst) {
+			case untouched:
 				continue
+			case unwatched:
+				if now, err := manifest(dst); err == nil && now == e.sums[n] {
+					continue
+				}
 			}
 		}
+		e.seen.forget(dst)
 		if err := os.RemoveAll(dst); err != nil {
 			return err
 		}
 		if err := copyTree(ctx, filepath.Join(e.dir, n), dst); err != nil {
 			return err
 		}
+		e.seen.watch(dst)
 		e.mu.Lock()
 		e.given[key] = e.sums[n]
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// watchState is what the watch of a folder given saw.
+type watchState int
+
+const (
+	unwatched watchState = iota // no watch: walk it
+	untouched                   // nothing happened under it
+	touched                     // something did: copy it afresh
+)
+
+// Close stops watching the copies given (a later Give walks them).
+func (e *Env) Close() {
+	if e != nil {
+		e.seen.close()
+	}
 }
 
 // manifest sums a folder's entries: paths, types, sizes, modes and

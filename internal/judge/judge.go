@@ -158,6 +158,7 @@ func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, 
 	if err != nil {
 		return Opened{}, err
 	}
+	j.Trees.Env.Close()
 	j.Trees.Env = env
 	if len(gates) == 0 {
 		return Opened{}, nil

@@ -28,7 +28,7 @@ const maxRebuilds = 8
 
 func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	repo := j.Repo.At(c.Dir)
-	index, err := repo.GitPath(ctx, "index")
+	index, err := c.gitPath(ctx, j, "index")
 	if err != nil {
 		return Finding{Fail: fail("could not record the work", err.Error())}
 	}
@@ -208,7 +208,7 @@ func (j *Judge) RecordWork(ctx context.Context, c *Case, msg string) (string, er
 		return "", nil
 	}
 	repo := j.Repo.At(c.Dir)
-	index, err := repo.GitPath(ctx, "index")
+	index, err := c.gitPath(ctx, j, "index")
 	if err != nil {
 		return "", err
 	}
@@ -227,7 +227,7 @@ func (j *Judge) RecordWork(ctx context.Context, c *Case, msg string) (string, er
 		return "", err
 	}
 	return c.Lander.Land(ctx, t, msg, func(ctx context.Context, old, landed string) error {
-		return snap.UseIndex(index)
+		return snap.UseIndex()
 	})
 }
 

@@ -126,7 +126,7 @@ func (s *prdDoc) followMain(id string) func(ctx context.Context, v engine.Verdic
 		if err := followTree(ctx, s.Git, v, landed); err != nil {
 			return err
 		}
-		s.recovered(ctx, landed)
+		s.landedOn(ctx, old, landed)
 		return s.setPassed(id, true)
 	}
 }
@@ -163,6 +163,20 @@ func (s *prdDoc) recovered(ctx context.Context, sha string) {
 		s.resumedTip = sha
 	}
 	s.mu.Unlock()
+}
+
+// landedOn is recovered for a commit the lander made on old (its
+// parent): when old is the newest known, no git is asked.
+func (s *prdDoc) landedOn(ctx context.Context, old, sha string) {
+	s.mu.Lock()
+	next := old != "" && s.resumedTip == old
+	if next {
+		s.resumedTip = sha
+	}
+	s.mu.Unlock()
+	if !next {
+		s.recovered(ctx, sha)
+	}
 }
 
 // followRecovered brings the main tree, on the branch a recovered commit

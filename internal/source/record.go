@@ -45,19 +45,15 @@ func parkWork(ctx context.Context, repo *git.Repo, kind, itemID, runID string, p
 }
 
 // followTree makes the tree at repo, where an item's work was recorded,
-// hold what landed: it takes the index the work was recorded in and, when
-// what landed is more than that work (built on commits the tree did not
-// have), the difference is written in.
+// hold what landed: it takes the index the work was recorded in (as the
+// tree's own) and, when what landed is more than that work (built on
+// commits the tree did not have), the difference is written in.
 func followTree(ctx context.Context, repo *git.Repo, v engine.Verdict, landed string) error {
 	if v.Snapshot == nil {
 		return nil
 	}
-	idx, err := repo.GitPath(ctx, "index")
-	if err != nil {
-		return err
-	}
 	own := v.Snapshot.Tree
-	if err := v.Snapshot.UseIndex(idx); err != nil {
+	if err := v.Snapshot.UseIndex(); err != nil {
 		return err
 	}
 	if own == v.Tree {
