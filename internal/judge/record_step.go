@@ -36,10 +36,15 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 	// it. One taken to merge onto plans ahead has none, and is taken
 	// again once those went and the work lands in place.
 	marked := false
+	// The turn to build on the queue's end, held from End to Enqueue.
+	release := func() {}
+	defer func() { release() }()
 	for round := 0; round < maxRebuilds; round++ {
+		release()
 		var on *land.Ticket
 		base, endTree := c.Base, ""
 		if c.Lander != nil {
+			release = c.Lander.Build()
 			on, base, endTree = c.Lander.End()
 		}
 		if c.Base == "" {
@@ -82,6 +87,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 				if on != nil {
 					// It may be the plans ahead that it conflicts with:
 					// once they landed (or left), it is built on the tip.
+					release()
 					c.Lander.Wait(ctx, on)
 					continue
 				}
@@ -102,6 +108,7 @@ func (recordStep) Check(ctx context.Context, j *Judge, c *Case) Finding {
 			}
 		}
 		t, err := c.Lander.Enqueue(land.Plan{Item: c.Item, Tree: tree, On: on, Base: base, Commit: spec})
+		release()
 		if errors.Is(err, land.ErrStale) {
 			continue // the end moved while it was built: build again
 		}

@@ -85,8 +85,13 @@ type Lander struct {
 	ref string // refs/heads/<branch>
 	git Git
 
-	mu      sync.Mutex
-	tip     string
+	// building is held by the one worker building a plan on the end of
+	// the queue (Build), from End until Enqueue: builders take turns, so
+	// a plan goes stale only when the queue shrinks or someone else moves
+	// the branch, never because another worker queued first.
+	building sync.Mutex
+	mu       sync.Mutex
+	tip      string
 	tipTree string
 	queue   []*Ticket // accepted, not landed or gone, in order
 	closed  bool
@@ -174,6 +179,15 @@ func (l *Lander) End() (on *Ticket, base, tree string) {
 		return t, "", t.plan.Tree
 	}
 	return nil, l.tip, l.tipTree
+}
+
+// Build takes the turn to build a plan on the end of the queue (End,
+// then Enqueue); the returned release gives it up (it may be called more
+// than once). Nothing else waits on it: landing goes on meanwhile.
+func (l *Lander) Build() (release func()) {
+	l.building.Lock()
+	var once sync.Once
+	return func() { once.Do(l.building.Unlock) }
 }
 
 // Wait returns when t landed or left the queue.

@@ -3,6 +3,7 @@ package land_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -455,5 +456,38 @@ func TestAdoptMakesTheQueueStale(t *testing.T) {
 	}
 	if err := l.Adopt(ctx, "c0404"); err == nil {
 		t.Fatal("adopted a commit that does not exist")
+	}
+}
+
+// Workers that build on the end at once take turns (Build): each plan is
+// built on the one queued before it, and none goes stale however many
+// build together; release may be called twice.
+func TestBuildersTakeTurns(t *testing.T) {
+	l, _ := newLander(t)
+	const workers = 16
+	stale := make(chan error, workers)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			release := l.Build()
+			defer release()
+			on, base, _ := l.End()
+			time.Sleep(time.Millisecond) // the build: another worker would queue meanwhile
+			_, err := l.Enqueue(land.Plan{Item: fmt.Sprint(i), Tree: fmt.Sprint("tree-", i), On: on, Base: base})
+			release()
+			stale <- err
+		}(i)
+	}
+	wg.Wait()
+	close(stale)
+	for err := range stale {
+		if err != nil {
+			t.Fatalf("a builder's plan went stale: %v", err)
+		}
+	}
+	if on, _, _ := l.End(); l.Ahead(on) != workers-1 {
+		t.Fatalf("%d plans ahead of the last, want %d", l.Ahead(on), workers-1)
 	}
 }
