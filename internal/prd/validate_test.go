@@ -103,7 +103,7 @@ func TestValidateRules(t *testing.T) {
 		{
 			name: "unknown agent",
 			src:  `{"user_stories": [{"id": "A", "title": "a", "agent": "claude"}, {"id": "B", "title": "b", "agent": "gpt"}]}`,
-			want: []Problem{{"B", ruleUnknownAgent, `agent "gpt" is not one ralph knows (amp, claude, cmd, codex, gemini, native, opencode, scripted)`}},
+			want: []Problem{{"B", ruleUnknownAgent, `agent "gpt" is not one ralph knows (amp, claude, cmd, codex, copilot, gemini, native, opencode, scripted)`}},
 		},
 		{
 			name: "blank check",
