@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ralph-loop/ralph/internal/usage"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/usage"
 
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -160,6 +162,11 @@ func (j *Judge) Open(ctx context.Context, runID, rev string, gates []gate.Gate, 
 	}
 	j.Trees.Env.Close()
 	j.Trees.Env = env
+	if env != nil && slices.Contains(env.Names(), "node_modules") {
+		if err := checkNodeLock(root, env.dir); err != nil {
+			return Opened{}, err
+		}
+	}
 	if len(gates) == 0 {
 		return Opened{}, nil
 	}
