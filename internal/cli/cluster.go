@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -428,7 +429,7 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 		}
 		w.ID = w.Key.Name
 	}
-	if err := o.confine(w, dir); err != nil {
+	if err := app.ConfineWorker(w, dir, o.NoSandbox, o.BaseURL, o.Env); err != nil {
 		return err
 	}
 	if o.flagSet("agent") {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -342,7 +343,7 @@ func (o *RunOptions) cliHostsChecks() []preflightCheck {
 		o.BaseURL != "" || os.Getenv("RALPH_"+strings.ToUpper(o.Agent)+"_BASE_URL") != "" {
 		return nil
 	}
-	allowed := append(slices.Clone(o.sandboxCfg.AllowHosts), agentHosts(o.Agent, o.BaseURL, o.Env)...)
+	allowed := append(slices.Clone(o.sandboxCfg.AllowHosts), app.AgentHosts(o.Agent, o.BaseURL, o.Env)...)
 	var out []preflightCheck
 	for _, h := range sandbox.CLIHosts(o.Agent) {
 		c := preflightCheck{Name: "agent " + o.Agent + "'s own endpoint"}
@@ -375,7 +376,7 @@ func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git
 		return nil
 	}
 	where := "in the sandbox"
-	sb, err := openSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
+	sb, err := app.OpenSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
 	switch {
 	case err != nil:
 		return nil // the sandbox check says why
@@ -404,7 +405,7 @@ func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git
 		_ = repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
 		_ = repo.WorktreePrune(context.WithoutCancel(ctx))
 	}()
-	runner := confinedGates(o.IO.GateRunner(o.GateTimeout), sb)
+	runner := app.ConfinedGates(o.IO.GateRunner(o.GateTimeout), sb)
 	var out []preflightCheck
 	for _, g := range gates {
 		c := preflightCheck{Name: "gate " + g.Name + " on the base"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
@@ -292,7 +293,7 @@ func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed,
 	if cfg.Deciders, err = decide.Rules(decide.Options{Paths: cfg.Paths, Roles: rs}); err != nil {
 		return nil, err
 	}
-	if cfg.Judge, err = newJudge(repo, cfg.Paths, gates, sb, secret.FromEnv()); err != nil {
+	if cfg.Judge, err = app.NewJudge(repo, cfg.Paths, gates, sb, secret.FromEnv()); err != nil {
 		return nil, err
 	}
 	return engine.New(cfg)
@@ -494,13 +495,13 @@ func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (g
 	if err != nil {
 		return gates, nil, err
 	}
-	s, err := sandboxSettings(l)
+	s, err := app.SandboxSettings(l)
 	if err != nil {
 		return gates, nil, err
 	}
-	sb, err := openSandbox(s, a.NoSandbox, engine.PathsFor(root))
+	sb, err := app.OpenSandbox(s, a.NoSandbox, engine.PathsFor(root))
 	if err != nil {
 		return gates, nil, err
 	}
-	return confinedGates(gates, sb), sb, nil
+	return app.ConfinedGates(gates, sb), sb, nil
 }

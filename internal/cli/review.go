@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -131,7 +132,7 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 	ro.flagSet = o.flagSet
 	ro.root = root
 	ro.AgentFlags.applyConfig(c, o.flagSet)
-	if ro.sandboxCfg, err = sandboxSettings(l); err != nil {
+	if ro.sandboxCfg, err = app.SandboxSettings(l); err != nil {
 		return err
 	}
 	t, err := o.target(ctx, root, repo)
@@ -150,7 +151,7 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 		return err
 	}
 	paths := engine.PathsFor(root)
-	if ro.sandbox, err = openSandbox(ro.sandboxCfg, ro.NoSandbox, paths); err != nil {
+	if ro.sandbox, err = app.OpenSandbox(ro.sandboxCfg, ro.NoSandbox, paths); err != nil {
 		return err
 	}
 	ag, err := ro.AgentFlags.build()
@@ -377,7 +378,7 @@ func (o *ReviewOptions) roleReview(ctx context.Context, repo *git.Repo, rs *role
 	}
 	defer done()
 	ro := &o.Run
-	ag := confine(choice.Agent, ro.sandbox, engine.PathsFor(ro.root), ro.BaseURL, ro.Env)
+	ag := app.Confine(choice.Agent, ro.sandbox, engine.PathsFor(ro.root), ro.BaseURL, ro.Env)
 	prompt := review.Prompt(text, t.base, t.baseSHA, t.head, t.headSHA, t.commits, t.stat, t.diff)
 	pf := filepath.Join(dir, safeName(role)+".prompt.md")
 	if err := store.WriteFile(pf, []byte(prompt), 0o644); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -382,7 +383,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if err := o.applyPreset(); err != nil {
 		return err
 	}
-	o.sandboxCfg, err = sandboxSettings(l)
+	o.sandboxCfg, err = app.SandboxSettings(l)
 	return err
 }
 
@@ -495,10 +496,10 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	// every commit.
 	repo.BatchMaintenance = true
 	// The sandbox, or why it cannot start: before anything is written.
-	if o.sandbox, err = openSandbox(o.sandboxCfg, o.NoSandbox, paths); err != nil && !o.DryRun {
+	if o.sandbox, err = app.OpenSandbox(o.sandboxCfg, o.NoSandbox, paths); err != nil && !o.DryRun {
 		return nil, err
 	}
-	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
+	gates := app.ConfinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
 	src, err := o.openSource(ctx, root, repo, gates)
 	if err != nil {
 		return nil, err
@@ -597,7 +598,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	if o.NoMask {
 		mask = nil
 	}
-	j, err := newJudge(repo, paths, gates, o.sandbox, mask)
+	j, err := app.NewJudge(repo, paths, gates, o.sandbox, mask)
 	if err != nil {
 		return nil, err
 	}
