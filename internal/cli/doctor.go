@@ -190,7 +190,7 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		checks = append(checks, preflightCheck{Name: "agent " + o.Agent, Err: err})
 	}
-	if rs, err := loadRoles(root); err != nil {
+	if rs, err := app.LoadRoles(root); err != nil {
 		checks = append(checks, preflightCheck{Name: "roles", Err: err})
 	} else if len(ags) > 0 {
 		ags = append(ags, o.roleAgents(rs, ags[0].agent)...)

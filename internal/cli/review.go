@@ -139,7 +139,7 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 	if err != nil {
 		return err
 	}
-	rs, err := loadRoles(root)
+	rs, err := app.LoadRoles(root)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/roles"
@@ -133,17 +134,8 @@ func repoRoles(c *cobra.Command, f *Factory) (string, *roles.Set, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	rs, err := loadRoles(root)
+	rs, err := app.LoadRoles(root)
 	return root, rs, err
-}
-
-// loadRoles reads the roles in force; a bad file is a usage error (exit 2).
-func loadRoles(root string) (*roles.Set, error) {
-	rs, err := roles.Load(root)
-	if err != nil {
-		return nil, usage.Errorf("%v", err)
-	}
-	return rs, nil
 }
 
 func relOr(root, p string) string {

@@ -515,7 +515,7 @@ func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
 	if err := checkItemAgents(src); err != nil {
 		return nil, err
 	}
-	rs, err := loadRoles(root)
+	rs, err := app.LoadRoles(root)
 	if err != nil {
 		return nil, err
 	}
