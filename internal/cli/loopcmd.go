@@ -72,7 +72,7 @@ with ` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
 				return usage.Errorf("give one prompt FILE (or a subcommand: start, cancel)")
 			}
 			opts.Prompt, opts.PlainLoop = args[0], true
-			opts.flagSet = cmd.Flags().Changed
+			opts.FlagSet = cmd.Flags().Changed
 			if err := opts.applyConfig(cmd.Context()); err != nil {
 				return err
 			}
@@ -220,13 +220,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 
 // absFrom is p made absolute against the Factory's working directory (the
 // process's own may differ in tests).
-func absFrom(f *Factory, p string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	wd, _ := f.Getwd()
-	return filepath.Join(wd, p)
-}
+func absFrom(f *Factory, p string) string { return app.Abs(f.Getwd, p) }
 
 // newCmdLoopCancel builds `ralph loop cancel`.
 func newCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {

@@ -7,36 +7,14 @@ import (
 
 	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/app"
-	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 )
 
-// confine is a of this run, in the run's sandbox. The coordinator's
-// remote agent is not confined here: its workers confine the real one.
-func (o *RunOptions) confine(a agent.Agent, paths engine.Paths) agent.Agent {
-	if _, remote := a.(*cluster.RemoteAgent); remote {
-		return a
-	}
-	return app.Confine(a, o.sandbox, paths, o.BaseURL, o.Env)
-}
-
-// confinedChooser confines every agent choose picks (roles, resolvers,
-// council members).
-func (o *RunOptions) confinedChooser(choose func(*engine.Item, string) (engine.AgentChoice, error), paths engine.Paths) func(*engine.Item, string) (engine.AgentChoice, error) {
-	return func(it *engine.Item, role string) (engine.AgentChoice, error) {
-		c, err := choose(it, role)
-		if err == nil {
-			c.Agent = o.confine(c.Agent, paths)
-		}
-		return c, err
-	}
-}
-
 // sandboxCheck is doctor's word on the sandbox: that it starts here, and
 // what it allows the run's agent and gates.
-func (o *RunOptions) sandboxCheck(root string) preflightCheck {
-	c := preflightCheck{Name: "sandbox"}
-	sb, err := app.OpenSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
+func (o *RunOptions) sandboxCheck(root string) app.Check {
+	c := app.Check{Name: "sandbox"}
+	sb, err := app.OpenSandbox(o.SandboxConfig, o.NoSandbox, engine.PathsFor(root))
 	switch {
 	case err != nil:
 		c.Err = err
@@ -48,16 +26,16 @@ func (o *RunOptions) sandboxCheck(root string) preflightCheck {
 	return c
 }
 
-// oneOffAgent is the agent the flags name for a command that runs one
+// oneOffAgent is the agent the flags a name for a command that runs one
 // agent outside a loop (prd import, plan): the config's settings fill the
 // flags not given, and it runs in the repository's sandbox.
-func (a *AgentFlags) oneOffAgent(f *Factory, dir string, noSandbox bool, set func(string) bool) (agent.Agent, error) {
+func oneOffAgent(f *Factory, a *AgentFlags, dir string, noSandbox bool, set func(string) bool) (agent.Agent, error) {
 	l, err := f.Settings(dir)
 	if err != nil {
 		return nil, err
 	}
-	a.applyConfig(l.Config, set)
-	ag, err := a.build()
+	applyAgentConfig(a, l.Config, set)
+	ag, err := a.Build()
 	if err != nil {
 		return nil, err
 	}
