@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	neturl "net/url"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -45,7 +47,8 @@ type coordinatorFlags struct {
 	// story's gates run here, whatever the workers report.
 	JudgeHere bool
 
-	c *cluster.Coordinator // once started
+	c   *cluster.Coordinator // once started
+	out io.Writer            // where it reports
 }
 
 // natsFlags are how a client reaches a NATS server.
@@ -114,7 +117,7 @@ func (n natsFlags) options(token, name string) cluster.ConnOptions {
 // newCmdCoordinator builds `ralph coordinator`: `ralph run` over a PRD
 // whose agent iterations run on workers.
 func newCmdCoordinator(f *Factory, runF func(*RunOptions) error) *cobra.Command {
-	co := &coordinatorFlags{}
+	co := &coordinatorFlags{out: f.IO.ErrOut}
 	var cmd *cobra.Command
 	cmd = newCmdRun(f, func(o *RunOptions) error {
 		o.coord = co
@@ -226,9 +229,9 @@ func (co *coordinatorFlags) applyConfig(ctx context.Context, o *RunOptions) erro
 	return nil
 }
 
-// start checks the coordinator's flags, then starts it (cluster.Coordinator):
+// Start checks the coordinator's flags, then starts it (cluster.Coordinator):
 // NATS, the run's lease and settings there, and the agent that queues jobs.
-func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
+func (co *coordinatorFlags) Start(ctx context.Context, o *app.Options, root string, repo *git.Repo, src engine.Source) (agent.Agent, error) {
 	if co.Remote == "" {
 		return nil, usage.Errorf("--remote is required: the git remote the coordinator and its workers exchange branches through")
 	}
@@ -259,7 +262,7 @@ func (co *coordinatorFlags) start(ctx context.Context, o *RunOptions, root strin
 	conn := co.conn.options(token, "")
 	co.c = cluster.NewCoordinator(cluster.CoordinatorConfig{Remote: co.Remote, NATS: co.NATS, Listen: co.Listen, Conn: conn, TokenFrom: from,
 		ListenCert: co.ListenCert, ListenKey: co.ListenKey, Lease: co.Lease, QueueTimeout: co.QueueTimeout, MaxPause: co.MaxPause,
-		TakeOver: co.TakeOver, Fresh: o.Fresh, JudgeHere: co.JudgeHere, Spec: spec, GateTimeout: o.GateTimeout, Out: o.IO.IO.ErrOut})
+		TakeOver: co.TakeOver, Fresh: o.Fresh, JudgeHere: co.JudgeHere, Spec: spec, GateTimeout: o.GateTimeout, Out: co.out})
 	return co.c.Start(ctx, root, repo, src)
 }
 
@@ -272,17 +275,17 @@ func (co *coordinatorFlags) runContext(ctx context.Context) (context.Context, co
 	return co.c.RunContext(ctx)
 }
 
-// stop stops the coordinator, if it started.
-func (co *coordinatorFlags) stop(ctx context.Context, repo *git.Repo) {
+// Stop stops the coordinator, if it started.
+func (co *coordinatorFlags) Stop(ctx context.Context, repo *git.Repo) {
 	if co.c != nil {
 		co.c.Stop(ctx, repo)
 	}
 }
 
-// judge makes j the coordinator's judge: the workers' gate results stand
+// Judge makes j the coordinator's judge: the workers' gate results stand
 // for exactly their trees (unless --judge-on-coordinator), and each
 // landed commit names who ran its gates.
-func (co *coordinatorFlags) judge(j *judge.Judge) {
+func (co *coordinatorFlags) Judge(j *judge.Judge) {
 	j.Here = cluster.JudgedHere()
 	if co.c != nil {
 		j.Attested = co.c.Attester()
@@ -392,7 +395,7 @@ had go back to the queue.`,
 	fl.DurationVar(&opts.RateLimitBackoff, "rate-limit-backoff", time.Minute, "pause every worker this long (`DURATION`) when an agent hits a limit without saying when it resets")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the jobs' agents and gates without the sandbox (bubblewrap)")
 	opts.conn.register(cmd)
-	opts.AgentFlags.register(fl)
+	registerAgentFlags(fl, &opts.AgentFlags)
 	cmd.AddCommand(newCmdWorkerGuard())
 	return cmd
 }
@@ -428,11 +431,11 @@ func runWorker(ctx context.Context, o *WorkerOptions) error {
 		}
 		w.ID = w.Key.Name
 	}
-	if err := o.confine(w, dir); err != nil {
+	if err := app.ConfineWorker(w, dir, o.NoSandbox, o.BaseURL, o.Env); err != nil {
 		return err
 	}
 	if o.flagSet("agent") {
-		if w.Override, err = o.AgentFlags.build(); err != nil {
+		if w.Override, err = o.AgentFlags.Build(); err != nil {
 			return err
 		}
 		w.OverrideName = o.Agent

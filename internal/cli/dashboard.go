@@ -20,15 +20,15 @@ import (
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// runWithDashboard runs the engine with the live dashboard in front: the
-// view reads the run's files like `ralph watch` does. q closes the view
+// withDashboard puts the live dashboard in front of a run: the view
+// reads the run's files like `ralph watch` does. It returns the run's
+// event sink (nothing while the view is open, then plain, the display
+// once the view is closed) and how the run is driven: q closes the view
 // and the run goes on here with plain lines; ctrl+c interrupts the run.
-func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOStreams, notify *notifier) (engine.Outcome, error) {
-	plain := cfg.OnEvent // the display once the view is closed
+func withDashboard(out *iostreams.IOStreams, paths engine.Paths, plain func(engine.Event)) (func(engine.Event), func(context.Context, func(context.Context) (engine.Outcome, error)) (engine.Outcome, error)) {
 	var mu sync.Mutex
 	var sink func(engine.Event) // nil while the view is open
-	cfg.OnEvent = func(ev engine.Event) {
-		notify.event(ev)
+	onEvent := func(ev engine.Event) {
 		mu.Lock()
 		s := sink
 		mu.Unlock()
@@ -36,37 +36,36 @@ func runWithDashboard(ctx context.Context, cfg engine.Config, out *iostreams.IOS
 			s(ev)
 		}
 	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		return engine.Outcome{}, err
+	drive := func(ctx context.Context, run func(context.Context) (engine.Outcome, error)) (engine.Outcome, error) {
+		runCtx, interrupt := context.WithCancel(ctx)
+		defer interrupt()
+		model := dashboard.New(dashboard.NewFeed(paths), dashboardControls(paths, interrupt))
+		prog := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(out.In), tea.WithOutput(out.Out))
+		type result struct {
+			o   engine.Outcome
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			o, err := run(runCtx)
+			res <- result{o, err}
+			prog.Send(dashboard.DoneMsg{})
+		}()
+		if _, err := prog.Run(); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(out.ErrOut, "ralph: the dashboard failed (%v); plain lines follow\n", err)
+		} else {
+			fmt.Fprint(out.Out, model.FinalFrame())
+		}
+		if model.Closed {
+			fmt.Fprintln(out.ErrOut, "ralph: the dashboard is closed; the run goes on here (`ralph watch` in another terminal shows it again)")
+		}
+		mu.Lock()
+		sink = plain
+		mu.Unlock()
+		r := <-res
+		return r.o, r.err
 	}
-	runCtx, interrupt := context.WithCancel(ctx)
-	defer interrupt()
-	model := dashboard.New(dashboard.NewFeed(cfg.Paths), dashboardControls(cfg.Paths, interrupt))
-	prog := tea.NewProgram(model, tea.WithContext(ctx), tea.WithInput(out.In), tea.WithOutput(out.Out))
-	type result struct {
-		o   engine.Outcome
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		o, err := eng.Run(runCtx)
-		res <- result{o, err}
-		prog.Send(dashboard.DoneMsg{})
-	}()
-	if _, err := prog.Run(); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(out.ErrOut, "ralph: the dashboard failed (%v); plain lines follow\n", err)
-	} else {
-		fmt.Fprint(out.Out, model.FinalFrame())
-	}
-	if model.Closed {
-		fmt.Fprintln(out.ErrOut, "ralph: the dashboard is closed; the run goes on here (`ralph watch` in another terminal shows it again)")
-	}
-	mu.Lock()
-	sink = plain
-	mu.Unlock()
-	r := <-res
-	return r.o, r.err
+	return onEvent, drive
 }
 
 // dashboardControls are the keys' actions on the run's files.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
@@ -89,7 +90,7 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	sb := demoSandbox(w, o.NoSandbox, paths)
 	fmt.Fprintln(w)
 	repo := o.IO.GitAt(root)
-	gates := confinedGates(o.IO.GateRunner(2*time.Minute), sb)
+	gates := app.ConfinedGates(o.IO.GateRunner(2*time.Minute), sb)
 	src, err := source.OpenPRD(filepath.Join(root, "prd.json"), repo, gates)
 	if err != nil {
 		return err
@@ -102,7 +103,7 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	if sb != nil {
 		sb.Save() // `ralph status` in the project says the run was confined
 	}
-	j, err := newJudge(repo, paths, gates, sb, nil)
+	j, err := app.NewJudge(repo, paths, gates, sb, nil)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	guard.PRD = src.Info().PRDPath
 	eng, err := engine.New(engine.Config{
 		Paths: paths, Source: src, Git: repo, Judge: j, Policy: guard,
-		Agent:  engine.AgentConfig{Default: confine(ag, sb, paths, "", nil), Name: "scripted"},
+		Agent:  engine.AgentConfig{Default: app.Confine(ag, sb, paths, "", nil), Name: "scripted"},
 		Limits: engine.Limits{IterationTimeout: time.Minute},
 		OnEvent: func(ev engine.Event) {
 			pp.event(ev)
@@ -167,8 +168,8 @@ func demoSandbox(w io.Writer, off bool, paths engine.Paths) *sandbox.Sandbox {
 	var sb *sandbox.Sandbox
 	if err == nil {
 		var s config.Sandbox
-		if s, err = sandboxSettings(user); err == nil {
-			sb, err = openSandbox(s, false, paths)
+		if s, err = app.SandboxSettings(user); err == nil {
+			sb, err = app.OpenSandbox(s, false, paths)
 		}
 	}
 	switch {

@@ -5,116 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/config"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
-	"github.com/ralph-loop/ralph/internal/hook"
-	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/sandbox"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
-
-// preflightCheck is one thing a run needs: what was looked at, what was
-// found, or what is wrong with the fix in the message.
-type preflightCheck struct {
-	Name  string
-	Found string
-	Err   error
-}
-
-// preflight checks, before a run writes anything, what it will need: the
-// agent can start (its CLI installed, and which version; its command, key
-// or script), every gate's program resolves, and git knows who commits.
-// `ralph doctor` prints the same checks, and more.
-func preflight(ctx context.Context, root string, repo *git.Repo, ags []namedAgent, commands []string) []preflightCheck {
-	var out []preflightCheck
-	for _, a := range ags {
-		c, ok := a.agent.(agent.Checker)
-		if !ok || a.same {
-			continue
-		}
-		found, err := c.Check(ctx, a.model)
-		out = append(out, preflightCheck{Name: a.what, Found: found, Err: err})
-	}
-	for _, p := range gate.Programs(commands) {
-		path, err := agent.LookProgram(p, root)
-		out = append(out, preflightCheck{Name: "gate program " + p, Found: path, Err: err})
-	}
-	id, err := repo.Identity(ctx)
-	if err != nil {
-		err = fmt.Errorf("git does not know who commits (ralph's commits would be by ralph <ralph@localhost>): git config --global user.name \"Your Name\" && git config --global user.email you@example.com")
-	}
-	out = append(out, preflightCheck{Name: "git identity", Found: id, Err: err})
-	return out
-}
-
-// namedAgent is an agent a run will start, for the preflight.
-type namedAgent struct {
-	what  string // "agent claude", "summarizer native"
-	agent agent.Agent
-	model string
-	same  bool // the run's own agent again: checked once
-}
-
-// roleAgents are the agents roles.yaml names for its roles (agents:),
-// when they are not the run's own: the preflight checks them too. A
-// setting that cannot be built is a check that fails.
-func (o *RunOptions) roleAgents(rs *roles.Set, run agent.Agent) []namedAgent {
-	if rs == nil {
-		return nil
-	}
-	choose := o.agentChooser(rs, run)
-	var out []namedAgent
-	for _, role := range slices.Sorted(maps.Keys(rs.Agents)) {
-		c, err := choose(nil, role)
-		what := "role " + role + " agent"
-		if err != nil {
-			out = append(out, namedAgent{what: what, agent: failedAgent{err}})
-			continue
-		}
-		if c.Agent != nil && c.Agent != run {
-			out = append(out, namedAgent{what: what + " " + c.Name, agent: c.Agent, model: c.Model})
-		}
-	}
-	return out
-}
-
-// failedAgent is an agent setting that could not be built: its check
-// says why.
-type failedAgent struct{ err error }
-
-func (f failedAgent) Name() string                                 { return "" }
-func (f failedAgent) Plan(agent.Request) (agent.Invocation, error) { return agent.Invocation{}, f.err }
-func (f failedAgent) Run(context.Context, agent.Request) (agent.Result, error) {
-	return agent.Result{}, f.err
-}
-func (f failedAgent) Check(context.Context, string) (string, error) { return "", f.err }
-
-// preflightError is the usage error of a failed preflight: one line per
-// problem, with its fix.
-func preflightError(checks []preflightCheck) error {
-	var lines []string
-	for _, c := range checks {
-		if c.Err != nil {
-			lines = append(lines, "  "+c.Name+": "+c.Err.Error())
-		}
-	}
-	if len(lines) == 0 {
-		return nil
-	}
-	return usage.Errorf("preflight: %d problem(s), nothing was started:\n%s\n(`ralph doctor` runs every check)", len(lines), strings.Join(lines, "\n"))
-}
 
 // DoctorOptions are `ralph doctor`'s settings: a run's, whose flags it
 // takes.
@@ -151,7 +55,7 @@ check fails. It writes nothing in the work tree.`,
   ralph doctor --agent codex --prd docs/prd.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Run.flagSet = cmd.Flags().Changed
+			opts.Run.FlagSet = cmd.Flags().Changed
 			if runF != nil {
 				return runF(opts)
 			}
@@ -163,7 +67,7 @@ check fails. It writes nothing in the work tree.`,
 	}
 	fl := cmd.Flags()
 	o := opts.Run
-	o.AgentFlags.register(fl)
+	registerAgentFlags(fl, &o.AgentSpec)
 	fl.StringVar(&o.PRD, "prd", "", "PRD `FILE` whose gates to check (default prd.json in the repository root)")
 	fl.StringVar(&o.Tasks, "tasks", "", "task tree `FILE` (with --gate)")
 	fl.StringArrayVar(&o.Gates, "gate", nil, "with --tasks: gate `NAME=COMMAND` (repeatable)")
@@ -184,35 +88,35 @@ func runDoctor(ctx context.Context, opts *DoctorOptions) error {
 	if err != nil {
 		return err
 	}
-	var checks []preflightCheck
-	ags, err := o.runAgents()
+	var checks []app.Check
+	ags, err := o.RunAgents()
 	if err != nil {
-		checks = append(checks, preflightCheck{Name: "agent " + o.Agent, Err: err})
+		checks = append(checks, app.Check{Name: "agent " + o.Agent, Err: err})
 	}
-	if rs, err := loadRoles(root); err != nil {
-		checks = append(checks, preflightCheck{Name: "roles", Err: err})
+	if rs, err := app.LoadRoles(root); err != nil {
+		checks = append(checks, app.Check{Name: "roles", Err: err})
 	} else if len(ags) > 0 {
-		ags = append(ags, o.roleAgents(rs, ags[0].agent)...)
+		ags = append(ags, o.RoleAgents(root, rs, ags[0].Agent())...)
 	}
 	var commands []string
-	src, serr := o.openSource(ctx, root, repo, f.GateRunner(0))
+	src, serr := app.OpenSource(ctx, &o.Options, o.deps(), root, repo, f.GateRunner(0))
 	switch {
 	case serr != nil:
-		checks = append(checks, preflightCheck{Name: "work source", Err: serr})
+		checks = append(checks, app.Check{Name: "work source", Err: serr})
 	default:
 		info := src.Info()
 		commands = info.Commands
-		c := preflightCheck{Name: "quality gates", Found: fmt.Sprintf("%d command(s) in %s", len(commands), relOr(root, info.Path))}
+		c := app.Check{Name: "quality gates", Found: fmt.Sprintf("%d command(s) in %s", len(commands), relOr(root, info.Path))}
 		if !info.Gated {
 			c.Err = fmt.Errorf("none: every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them), or run with --no-gates", info.ItemKind)
 		}
 		checks = append(checks, c)
 	}
-	checks = append(checks, preflight(ctx, root, repo, ags, commands)...)
+	checks = append(checks, app.Preflight(ctx, root, repo, ags, commands)...)
 	checks = append(checks, o.sandboxCheck(root))
-	checks = append(checks, o.cliHostsChecks()...)
+	checks = append(checks, o.CLIHostsChecks()...)
 	if src != nil {
-		checks = append(checks, o.treeCheck(ctx, root, repo, src.Info()))
+		checks = append(checks, o.TreeCheck(ctx, root, repo, src.Info()))
 		if !opts.SkipGates {
 			checks = append(checks, o.baseGatesChecks(ctx, root, repo, src)...)
 		}
@@ -283,87 +187,12 @@ func splitSentences(text string) []string {
 	return append(out, text[start:])
 }
 
-// runAgents are the agents a run starts up front: its own, then the
-// progress summariser (the run's own agent, or another).
-func (o *RunOptions) runAgents() ([]namedAgent, error) {
-	ag, err := o.AgentFlags.build()
-	if err != nil {
-		return nil, err
-	}
-	ags := []namedAgent{{what: "agent " + o.Agent, agent: ag, model: o.Model}}
-	sum, model, err := o.summarizer(ag)
-	if err != nil {
-		return ags, err
-	}
-	what := "summarizer " + o.Summarizer
-	if o.Summarizer == "" {
-		what = "summarizer (the run's agent)"
-	}
-	return append(ags, namedAgent{what: what, agent: sum, model: model, same: sum == ag}), nil
-}
-
-// treeCheck is the verdict a new run gives the work tree
-// (engine.CheckStartTree), or why a run would not look at it: a resume
-// keeps the tree its run left.
-func (o *RunOptions) treeCheck(ctx context.Context, root string, repo *git.Repo, info engine.SourceInfo) preflightCheck {
-	c := preflightCheck{Name: "work tree"}
-	p := engine.PathsFor(root)
-	if saved, _, err := engine.LoadOrRebuildState(p); err == nil && saved != nil && !o.Fresh &&
-		saved.Source == info.Kind && saved.SourcePath == info.Path && saved.Status != engine.StatusComplete {
-		c.Found = fmt.Sprintf("not checked: the next `ralph run` resumes run %s (`ralph run --fresh` would check it)", saved.RunID)
-		return c
-	}
-	tree, err := engine.CheckStartTree(ctx, repo, root, info, setupFiles())
-	switch {
-	case err != nil:
-		c.Err = err
-	case o.AllowDirty:
-		c.Found = fmt.Sprintf("%d uncommitted change(s), allowed (--allow-dirty)", len(tree.Refused))
-	default:
-		c.Err = tree.Err()
-		c.Found = "clean"
-		if len(tree.Kept) > 0 {
-			c.Found = fmt.Sprintf("clean but for ralph's own %s (never committed by a run)", strings.Join(tree.Kept, ", "))
-		}
-	}
-	return c
-}
-
-// setupFiles are the files ralph's own commands write into a repository
-// that a new run accepts uncommitted (engine.StartConfig.Setup).
-func setupFiles() []string { return hook.ProjectMCPFiles() }
-
-// cliHostsChecks name the hosts the agent CLI's own configuration sends
-// it to (when ralph gives it no base URL): each must be allowed in the
-// user's config, or every iteration would end at a 403 from ralph's
-// proxy, an attempt spent each time.
-func (o *RunOptions) cliHostsChecks() []preflightCheck {
-	if o.NoSandbox || (o.sandboxCfg.Enabled != nil && !*o.sandboxCfg.Enabled) || o.sandboxCfg.Network == sandbox.NetHost ||
-		o.BaseURL != "" || os.Getenv("RALPH_"+strings.ToUpper(o.Agent)+"_BASE_URL") != "" {
-		return nil
-	}
-	allowed := append(slices.Clone(o.sandboxCfg.AllowHosts), agentHosts(o.Agent, o.BaseURL, o.Env)...)
-	var out []preflightCheck
-	for _, h := range sandbox.CLIHosts(o.Agent) {
-		c := preflightCheck{Name: "agent " + o.Agent + "'s own endpoint"}
-		name, _, _ := strings.Cut(h.Host, ":")
-		if sandbox.Allowed(allowed, h.Host) {
-			c.Found = fmt.Sprintf("%s, set in %s, allowed", h.Host, h.From)
-		} else {
-			c.Err = fmt.Errorf("%s sends %s to %s, which the sandbox does not allow: every iteration would fail at ralph's proxy; if you trust it, allow it once with `allow_hosts: [%s]` under `sandbox:` in %s",
-				h.From, o.Agent, h.Host, name, config.UserPath())
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
 // baseGatesChecks run the run-wide gates on the base in the sandbox, as
 // the run's baseline will (each gate, also after one failed), and say
 // for each whether it passes; the notes of what the sandbox refused a
 // failing gate (a path, a host, with the setting that allows it) come
 // first.
-func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git.Repo, src engine.Source) []preflightCheck {
+func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git.Repo, src engine.Source) []app.Check {
 	bg, ok := src.(interface {
 		BaselineGates(context.Context) (string, []gate.Gate)
 	})
@@ -375,7 +204,7 @@ func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git
 		return nil
 	}
 	where := "in the sandbox"
-	sb, err := openSandbox(o.sandboxCfg, o.NoSandbox, engine.PathsFor(root))
+	sb, err := app.OpenSandbox(o.SandboxConfig, o.NoSandbox, engine.PathsFor(root))
 	switch {
 	case err != nil:
 		return nil // the sandbox check says why
@@ -384,12 +213,12 @@ func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git
 	default:
 		defer sb.CloseGates()
 	}
-	fail := func(err error) []preflightCheck {
-		return []preflightCheck{{Name: "gates on the base", Err: err}}
+	fail := func(err error) []app.Check {
+		return []app.Check{{Name: "gates on the base", Err: err}}
 	}
 	commit, err := repo.RevParse(ctx, rev)
 	if err != nil || commit == "" {
-		return []preflightCheck{{Name: "gates on the base", Found: "not run: the repository has no commit yet"}}
+		return []app.Check{{Name: "gates on the base", Found: "not run: the repository has no commit yet"}}
 	}
 	tmp, err := os.MkdirTemp("", "ralph-doctor-")
 	if err != nil {
@@ -404,10 +233,10 @@ func (o *RunOptions) baseGatesChecks(ctx context.Context, root string, repo *git
 		_ = repo.WorktreeRemove(context.WithoutCancel(ctx), tree)
 		_ = repo.WorktreePrune(context.WithoutCancel(ctx))
 	}()
-	runner := confinedGates(o.IO.GateRunner(o.GateTimeout), sb)
-	var out []preflightCheck
+	runner := app.ConfinedGates(o.IO.GateRunner(o.GateTimeout), sb)
+	var out []app.Check
 	for _, g := range gates {
-		c := preflightCheck{Name: "gate " + g.Name + " on the base"}
+		c := app.Check{Name: "gate " + g.Name + " on the base"}
 		results, _ := runner.Run(ctx, tree, []gate.Gate{g}, io.Discard)
 		switch {
 		case len(results) == 0:

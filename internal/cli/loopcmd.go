@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,15 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/decide"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
 	"github.com/ralph-loop/ralph/internal/hook"
 	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/sandbox"
-	"github.com/ralph-loop/ralph/internal/secret"
-	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/store"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -76,7 +72,7 @@ with ` + "`ralph hook install`" + ` (or use ` + "`ralph hook plugin`" + `).`,
 				return usage.Errorf("give one prompt FILE (or a subcommand: start, cancel)")
 			}
 			opts.Prompt, opts.PlainLoop = args[0], true
-			opts.flagSet = cmd.Flags().Changed
+			opts.FlagSet = cmd.Flags().Changed
 			if err := opts.applyConfig(cmd.Context()); err != nil {
 				return err
 			}
@@ -197,7 +193,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 	if err := repo.EnsureExcluded(ctx, "/.ralph/"); err != nil {
 		return err
 	}
-	eng, err := hookEngine(ctx, root, repo, a, gates, sb, true, o.IO.IO.ErrOut)
+	eng, err := app.HookEngine(ctx, root, repo, a, gates, sb, true, o.IO.IO.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -224,79 +220,7 @@ func runLoopStart(ctx context.Context, o *LoopStartOptions) error {
 
 // absFrom is p made absolute against the Factory's working directory (the
 // process's own may differ in tests).
-func absFrom(f *Factory, p string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	wd, _ := f.Getwd()
-	return filepath.Join(wd, p)
-}
-
-// hookEngine builds the engine for an armed loop. Every Stop-hook step is
-// a resume: the policy files are checked against the pinned policy before
-// they are read, as `ralph run` does. A PRD's run-wide gates run on the
-// untouched base first, as for ralph run (kept in .ralph/baseline.json,
-// so a Stop re-runs them only when the base moved).
-func hookEngine(ctx context.Context, root string, repo *git.Repo, a *hook.Armed, gates gate.Runner, sb *sandbox.Sandbox, fresh bool, errOut io.Writer) (*engine.Engine, error) {
-	guard, err := policy.Check(engine.PathsFor(root), policy.Options{Fresh: fresh}, errOut)
-	if err != nil {
-		return nil, err
-	}
-	cfg := engine.Config{Policy: guard,
-		Paths: engine.PathsFor(root), Git: repo,
-		Agent:      engine.AgentConfig{Name: "in-session (Stop hook)"},
-		Prompt:     engine.PromptConfig{Paths: []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}, Promise: a.Promise},
-		Limits:     engine.Limits{MaxIterations: a.MaxIterations},
-		Start:      engine.StartConfig{Fresh: fresh, AllowDirty: true},
-		TrustMarks: a.TrustMarks,
-	}
-	switch a.Kind {
-	case "loop":
-		var checks []gate.Gate
-		for i, c := range a.Checks {
-			checks = append(checks, gate.Gate{Name: fmt.Sprintf("check %d", i+1), Command: c})
-		}
-		// What each iteration leaves lands on the branch checked out, as
-		// `ralph run --prompt` does (on a detached HEAD nothing is
-		// committed: the session's own commits are all there is).
-		branch, _ := repo.CurrentBranch(ctx)
-		cfg.Source = &source.Loop{Root: root, Prompt: a.Prompt, Checks: checks, Gates: gates, MaxIterations: a.MaxIterations, Git: repo, Commit: branch != "" && repo.HasCommits(ctx)}
-		cfg.Prompt.Text = source.LiteralTemplate(a.Prompt)
-		cfg.Limits.MaxAttempts = a.MaxIterations + 1
-	case "prd":
-		src, err := source.OpenPRD(a.Path, repo, gates)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Source, guard.PRD = src, src.Info().PRDPath
-	case "pipeline":
-		src, err := source.OpenPipeline(a.Path, root, repo, gates.Proc, gates.Timeout)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Source = src
-		if a.Path != "pagent" {
-			guard.Whole = append(guard.Whole, a.Path)
-		}
-	default:
-		return nil, fmt.Errorf("%s: unknown loop kind %q", hook.ArmedPath(root), a.Kind)
-	}
-	// The same roles as `ralph run`: the Stop hook hands the agent the
-	// role's prompt (its agent is the session itself, so roles.yaml's
-	// agents do not apply).
-	rs, err := loadRoles(root)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Roles = rs
-	if cfg.Deciders, err = decide.Rules(decide.Options{Paths: cfg.Paths, Roles: rs}); err != nil {
-		return nil, err
-	}
-	if cfg.Judge, err = newJudge(repo, cfg.Paths, gates, sb, secret.FromEnv()); err != nil {
-		return nil, err
-	}
-	return engine.New(cfg)
-}
+func absFrom(f *Factory, p string) string { return app.Abs(f.Getwd, p) }
 
 // newCmdLoopCancel builds `ralph loop cancel`.
 func newCmdLoopCancel(f *Factory, runF func(*LoopCancelOptions) error) *cobra.Command {
@@ -424,7 +348,7 @@ func runHookStop(ctx context.Context, o *HookStopOptions) error {
 		logEvent("hook_error", "stop allowed: "+err.Error())
 		return nil
 	}
-	eng, err := hookEngine(ctx, top, f.GitAt(top), a, gates, sb, false, f.IO.ErrOut)
+	eng, err := app.HookEngine(ctx, top, f.GitAt(top), a, gates, sb, false, f.IO.ErrOut)
 	var untrusted *policy.UntrustedError
 	if errors.As(err, &untrusted) {
 		// The loop is not over, and cannot be judged: it holds (the stop
@@ -494,13 +418,5 @@ func loopGates(f *Factory, root string, a *hook.Armed, timeout time.Duration) (g
 	if err != nil {
 		return gates, nil, err
 	}
-	s, err := sandboxSettings(l)
-	if err != nil {
-		return gates, nil, err
-	}
-	sb, err := openSandbox(s, a.NoSandbox, engine.PathsFor(root))
-	if err != nil {
-		return gates, nil, err
-	}
-	return confinedGates(gates, sb), sb, nil
+	return app.LoopGates(gates, l, root, a.NoSandbox)
 }

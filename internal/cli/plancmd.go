@@ -86,7 +86,7 @@ nothing. Without a terminal the proposal is accepted as it comes (give
 	fl.BoolVar(&opts.Force, "force", false, "overwrite an existing output file")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the planning agent without the sandbox (bubblewrap)")
 	fl.DurationVar(&opts.Timeout, "timeout", 20*time.Minute, "time limit (`DURATION`) of each agent turn")
-	opts.AgentFlags.register(fl)
+	registerAgentFlags(fl, &opts.AgentFlags)
 	completeAgents(cmd, "agent")
 	return cmd
 }
@@ -121,7 +121,7 @@ func runPlan(ctx context.Context, o *PlanOptions) error {
 	if !repo.HasCommits(ctx) {
 		return usage.Errorf("the repository has no commits yet: make a first commit, so the planning agent has a copy of it to read")
 	}
-	ag, err := o.AgentFlags.oneOffAgent(f, root, o.NoSandbox, o.flagSet)
+	ag, err := oneOffAgent(f, &o.AgentFlags, root, o.NoSandbox, o.flagSet)
 	if err != nil {
 		return err
 	}

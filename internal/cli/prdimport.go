@@ -75,7 +75,7 @@ prompts and transcripts stay in .ralph/import/.`,
 	fl.BoolVar(&opts.Force, "force", false, "overwrite an existing output file")
 	fl.BoolVar(&opts.NoSandbox, "no-sandbox", false, "run the prep agent without the sandbox (bubblewrap)")
 	fl.DurationVar(&opts.Timeout, "timeout", 20*time.Minute, "time limit (`DURATION`) of each agent iteration")
-	opts.AgentFlags.register(fl)
+	registerAgentFlags(fl, &opts.AgentFlags)
 	completeAgents(cmd, "agent")
 	return cmd
 }
@@ -117,7 +117,7 @@ func runPRDImport(ctx context.Context, o *PRDImportOptions) error {
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
-	ag, err := o.AgentFlags.oneOffAgent(f, dir, o.NoSandbox, o.flagSet)
+	ag, err := oneOffAgent(f, &o.AgentFlags, dir, o.NoSandbox, o.flagSet)
 	if err != nil {
 		return err
 	}

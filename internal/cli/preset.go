@@ -1,16 +1,16 @@
 package cli
 
 import (
-	"github.com/ralph-loop/ralph/internal/engine"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// presetNova is Nova26's Ralph loop as a preset: the bounds of its
+// app.PresetNova is Nova26's Ralph loop as a preset: the bounds of its
 // ralphLoop — iterations = items × 3, one retry with the failure's
 // context (two attempts), every item's plan written first and approved
 // at once (its planApproval logs the plan and goes on), and the
 // test → fix → retest loop (autoTestFix) after a failed test gate.
-const presetNova = "nova"
+const presetNova = app.PresetNova
 
 // novaTestFixes is Nova26's test-fix loop's re-runs per attempt.
 const novaTestFixes = 3
@@ -26,9 +26,6 @@ func (o *RunOptions) applyPreset() error {
 		return usage.Errorf("--preset %q: the presets are %s (Nova26's bounds)", o.Preset, presetNova)
 	}
 	set := o.flagSet
-	if set == nil {
-		set = func(string) bool { return false }
-	}
 	if !set("max-attempts") {
 		o.MaxAttempts = 2
 	}
@@ -42,13 +39,4 @@ func (o *RunOptions) applyPreset() error {
 		o.AutoApprove = true
 	}
 	return nil
-}
-
-// presetIterations is the run's iteration bound under the preset, once
-// the source's items are known (0: the engine's default).
-func (o *RunOptions) presetIterations(src engine.Source) int {
-	if o.Preset != presetNova || (o.flagSet != nil && o.flagSet("max-iterations")) {
-		return 0
-	}
-	return 3 * len(src.Items())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/engine"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
@@ -100,7 +101,7 @@ remote's default branch, whichever exists.`,
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON (the .json file) instead of markdown")
 	fl.DurationVar(&opts.Timeout, "timeout", 20*time.Minute, "time limit (`DURATION`) of each reviewer")
 	fl.BoolVar(&opts.Run.NoSandbox, "no-sandbox", false, "run the reviewers without the sandbox (bubblewrap)")
-	opts.Run.AgentFlags.register(fl)
+	registerAgentFlags(fl, &opts.Run.AgentSpec)
 	completeAgents(cmd, "agent")
 	return cmd
 }
@@ -128,17 +129,17 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 	}
 	c := l.Config
 	ro := &o.Run
-	ro.flagSet = o.flagSet
+	ro.FlagSet = o.flagSet
 	ro.root = root
-	ro.AgentFlags.applyConfig(c, o.flagSet)
-	if ro.sandboxCfg, err = sandboxSettings(l); err != nil {
+	applyAgentConfig(&ro.AgentSpec, c, o.flagSet)
+	if ro.SandboxConfig, err = app.SandboxSettings(l); err != nil {
 		return err
 	}
 	t, err := o.target(ctx, root, repo)
 	if err != nil {
 		return err
 	}
-	rs, err := loadRoles(root)
+	rs, err := app.LoadRoles(root)
 	if err != nil {
 		return err
 	}
@@ -150,10 +151,10 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 		return err
 	}
 	paths := engine.PathsFor(root)
-	if ro.sandbox, err = openSandbox(ro.sandboxCfg, ro.NoSandbox, paths); err != nil {
+	if ro.sandbox, err = app.OpenSandbox(ro.SandboxConfig, ro.NoSandbox, paths); err != nil {
 		return err
 	}
-	ag, err := ro.AgentFlags.build()
+	ag, err := ro.AgentSpec.Build()
 	if err != nil {
 		return err
 	}
@@ -168,8 +169,8 @@ func runReview(ctx context.Context, o *ReviewOptions) error {
 	rep := review.Report{ID: id, CreatedAt: time.Now().UTC(), Base: t.base, BaseSHA: t.baseSHA, Head: t.head, HeadSHA: t.headSHA, Commits: t.commits, Files: t.files,
 		Page: relOr(root, filepath.Join(paths.Dir, "reviews", id+".md")), PR: o.PR}
 	rep.Reviewers = make([]review.Reviewer, len(names)+len(o.Commands))
-	choose := ro.agentChooser(rs, ag)
-	mask := ro.masker()
+	choose := ro.AgentChooser(root, rs, ag)
+	mask := app.Masker(ro.NoMask, ro.Env)
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Add(1)
@@ -244,7 +245,7 @@ func (o *ReviewOptions) target(ctx context.Context, root string, repo *git.Repo)
 	}
 	t.base = o.Base
 	if t.base == "" && o.PR > 0 {
-		b, err := o.Run.gh(root).PullRequestBase(ctx, o.PR)
+		b, err := o.IO.gh(root).PullRequestBase(ctx, o.PR)
 		if err != nil {
 			return t, fmt.Errorf("the base of pull request #%d: %w", o.PR, err)
 		}
@@ -377,7 +378,7 @@ func (o *ReviewOptions) roleReview(ctx context.Context, repo *git.Repo, rs *role
 	}
 	defer done()
 	ro := &o.Run
-	ag := confine(choice.Agent, ro.sandbox, engine.PathsFor(ro.root), ro.BaseURL, ro.Env)
+	ag := app.Confine(choice.Agent, ro.sandbox, engine.PathsFor(ro.root), ro.BaseURL, ro.Env)
 	prompt := review.Prompt(text, t.base, t.baseSHA, t.head, t.headSHA, t.commits, t.stat, t.diff)
 	pf := filepath.Join(dir, safeName(role)+".prompt.md")
 	if err := store.WriteFile(pf, []byte(prompt), 0o644); err != nil {
@@ -469,7 +470,7 @@ func postReview(ctx context.Context, ro *RunOptions, root string, n int, rep rev
 	if len(body) > 60000 {
 		body = body[:60000] + "\n\n… (cut; the whole review is in " + rep.Page + ")\n"
 	}
-	if err := ro.gh(root).ReviewPullRequest(ctx, n, "ralph review "+rep.ID+"\n\n"+body, false); err != nil {
+	if err := ro.IO.gh(root).ReviewPullRequest(ctx, n, "ralph review "+rep.ID+"\n\n"+body, false); err != nil {
 		return fmt.Errorf("posting the review on pull request #%d (it is kept in %s): %w", n, rep.Page, err)
 	}
 	return nil
@@ -522,7 +523,7 @@ func (o *ReviewOptions) afterReview(ctx context.Context, root string, repo *git.
 	// `ralph run --prd FILE` with the agent flags given here: its own
 	// defaults and config apply as to any run.
 	args := []string{"--prd", file}
-	a := o.Run.AgentFlags
+	a := o.Run.AgentSpec
 	for name, v := range map[string]string{"agent": a.Agent, "agent-cmd": a.AgentCmd, "model": a.Model, "base-url": a.BaseURL, "provider": a.Provider, "script": a.Script} {
 		if o.flagSet(name) {
 			args = append(args, "--"+name, v)

@@ -2,16 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/agent"
-	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/proc"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/roles"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
@@ -133,28 +128,12 @@ func repoRoles(c *cobra.Command, f *Factory) (string, *roles.Set, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	rs, err := loadRoles(root)
+	rs, err := app.LoadRoles(root)
 	return root, rs, err
 }
 
-// loadRoles reads the roles in force; a bad file is a usage error (exit 2).
-func loadRoles(root string) (*roles.Set, error) {
-	rs, err := roles.Load(root)
-	if err != nil {
-		return nil, usage.Errorf("%v", err)
-	}
-	return rs, nil
-}
-
-func relOr(root, p string) string {
-	if p == roles.BuiltinFrom {
-		return p
-	}
-	if r, err := filepath.Rel(root, p); err == nil {
-		return r
-	}
-	return p
-}
+// relOr is p relative to root where it can be.
+func relOr(root, p string) string { return app.RelOr(root, p) }
 
 func agentSpecText(a roles.AgentSpec) string {
 	var parts []string
@@ -168,126 +147,4 @@ func agentSpecText(a roles.AgentSpec) string {
 		parts = append(parts, "model "+a.Model)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// agentChooser resolves the agent of each iteration, each setting on its
-// own: a flag given on the command line wins, then the item's own agent
-// and model fields (a story's, a task's), then the role's entry in
-// roles.yaml, then the config file and the defaults (the run's agent). A
-// model given at no level above the config's is the config's only when
-// the agent is the config's too. Adapters are built once per setting.
-func (o *RunOptions) agentChooser(rs *roles.Set, def agent.Agent) func(it *engine.Item, role string) (engine.AgentChoice, error) {
-	var mu sync.Mutex
-	built := map[[3]string]engine.AgentChoice{}
-	flag := func(name string) bool { return o.flagSet != nil && o.flagSet(name) }
-	return func(it *engine.Item, role string) (engine.AgentChoice, error) {
-		run := engine.AgentChoice{Agent: def, Name: o.Agent, Model: o.Model, From: "the run's agent"}
-		var spec roles.AgentSpec
-		specFrom := ""
-		if s, ok := rs.Agents[role]; ok && role != "" {
-			spec, specFrom = s, fmt.Sprintf("%s agents.%s", relOr(o.root, rs.TriggersFrom), role)
-		}
-		itemFrom := ""
-		if it != nil {
-			itemFrom = fmt.Sprintf("%s %s's", it.Kind, it.ID)
-		}
-		// Each setting from the first level that gives it. The agent
-		// flags and an item's own agent set the worker's agent; a role's
-		// own agent (roles.yaml agents:) wins for that role unless
-		// --agent-all; an item's agent is never its reviewer's or its
-		// council's.
-		worker := role == ""
-		flagsWin := worker || o.AgentAll
-		name, nameFrom, fromSpec, note := o.Agent, "", false, ""
-		switch {
-		case flag("agent") && (flagsWin || spec.Agent == ""):
-			nameFrom = "--agent"
-		case worker && it != nil && it.Agent != "":
-			name, nameFrom = it.Agent, itemFrom+" agent field"
-		case spec.Agent != "":
-			name, nameFrom, fromSpec = spec.Agent, specFrom, true
-			if flag("agent") {
-				note = " (a role's own agent wins over --agent; --agent-all gives every role the flags' agent)"
-			}
-		}
-		model, modelFrom := "", ""
-		switch {
-		case flag("model") && (flagsWin || (spec.Agent == "" && spec.Model == "")):
-			model, modelFrom = o.Model, "--model"
-		// A level's model goes with its own agent: it is not handed to
-		// another agent a higher level chose.
-		case worker && it != nil && it.Model != "" && (it.Agent == "" || it.Agent == name):
-			model, modelFrom = it.Model, itemFrom+" model field"
-		case spec.Model != "" && (spec.Agent == "" || spec.Agent == name):
-			model, modelFrom = spec.Model, specFrom
-		case name == o.Agent:
-			model = o.Model
-		}
-		cmdline := ""
-		switch {
-		case fromSpec && spec.AgentCmd != "":
-			cmdline = spec.AgentCmd
-		case name == o.Agent:
-			cmdline = o.AgentCmd
-		}
-		if nameFrom == "--agent" {
-			switch {
-			case worker && it != nil && it.Agent != "":
-				nameFrom = "--agent (flags win over the " + itemFrom + " agent field)"
-			case spec.Agent != "":
-				nameFrom = "--agent-all (flags win over " + specFrom + ")"
-			}
-		}
-		if name == o.Agent && model == o.Model && cmdline == o.AgentCmd {
-			if nameFrom != "" {
-				run.From = nameFrom
-			} else if modelFrom != "" && modelFrom != "--model" {
-				run.From = modelFrom
-			}
-			return run, nil
-		}
-		var from []string
-		for _, f := range []string{nameFrom, modelFrom} {
-			if f != "" && !slices.Contains(from, f) {
-				from = append(from, f)
-			}
-		}
-		key := [3]string{name, model, cmdline}
-		mu.Lock()
-		defer mu.Unlock()
-		where := strings.Join(from, ", ") + note
-		if c, ok := built[key]; ok {
-			c.From = where
-			return c, nil
-		}
-		ao := agent.Options{Script: o.Script, Model: model, Args: o.AgentArgs, BaseURL: o.BaseURL, Provider: o.Provider, APIKeyEnv: o.APIKeyEnv}
-		if name == "cmd" {
-			if cmdline == "" {
-				return run, fmt.Errorf("%s: agent cmd needs agent_cmd (in roles.yaml agents.%s, or --agent-cmd)", where, role)
-			}
-			argv, err := proc.SplitArgs(cmdline)
-			if err != nil {
-				return run, fmt.Errorf("%s: agent_cmd: %v", where, err)
-			}
-			ao.Command = argv
-		}
-		a, err := agent.New(name, ao)
-		if err != nil {
-			return run, fmt.Errorf("%s: %v", where, err)
-		}
-		c := engine.AgentChoice{Agent: a, Name: name, Model: model, From: where}
-		built[key] = c
-		return c, nil
-	}
-}
-
-// checkItemAgents names, before anything runs, an item whose agent field
-// is no agent ralph knows.
-func checkItemAgents(src engine.Source) error {
-	for _, it := range src.Items() {
-		if it.Agent != "" && !slices.Contains(agent.Names(), it.Agent) {
-			return usage.Errorf("%s: %s %s: agent %q is not one ralph knows (%s)", src.Info().Path, it.Kind, it.ID, it.Agent, strings.Join(agent.Names(), ", "))
-		}
-	}
-	return nil
 }

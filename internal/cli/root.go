@@ -21,6 +21,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/git"
+	"github.com/ralph-loop/ralph/internal/github"
 	"github.com/ralph-loop/ralph/internal/iostreams"
 	"github.com/ralph-loop/ralph/internal/proc"
 	"github.com/ralph-loop/ralph/internal/sandbox"
@@ -86,6 +87,9 @@ func (f *Factory) runner() proc.Runner {
 	}
 	return f.Runner
 }
+
+// gh is GitHub through the user's gh CLI, run in dir.
+func (f *Factory) gh(dir string) *github.GH { return &github.GH{Runner: f.runner(), Dir: dir} }
 
 // GitAt is the git repository (or worktree) at dir.
 func (f *Factory) GitAt(dir string) *git.Repo { return &git.Repo{Dir: dir, Runner: f.runner()} }

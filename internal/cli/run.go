@@ -2,14 +2,11 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -17,131 +14,30 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/config"
-	"github.com/ralph-loop/ralph/internal/decide"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/gate"
-	"github.com/ralph-loop/ralph/internal/git"
-	"github.com/ralph-loop/ralph/internal/github"
-	"github.com/ralph-loop/ralph/internal/plan"
-	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/proc"
-	"github.com/ralph-loop/ralph/internal/runfolder"
 	"github.com/ralph-loop/ralph/internal/sandbox"
-	"github.com/ralph-loop/ralph/internal/secret"
-	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
-// RunOptions are `ralph run`'s settings.
+// RunOptions are `ralph run`'s settings: the run's own (app.Options,
+// which the flags and the config fill) and the command's.
 type RunOptions struct {
-	IO       *Factory
-	PRD      string
-	Tasks    string
-	Pipeline string
-	// Issues is a GitHub search (--issues): its open issues are the work.
-	Issues string
-	// Plan is a markdown checklist plan (--plan); PlanCompleted the folder
-	// a finished one moves to ("-": it stays).
-	Plan          string
-	PlanCompleted string
-	// PR opens or updates the run's pull request (--pr) after pushing
-	// the feature branch to PRRemote; CloseIssues closes an issue that
-	// passed (else ralph only comments).
-	PR          bool
-	PRRemote    string
-	CloseIssues bool
-	plan        *plan.Plan
-	RunDir      string
-	NoLint      bool
-	NoGates     bool
-	// protected and protectedRule are the config's: more protected
-	// globs, and how a protected Go test file is kept.
-	protected     []string
-	protectedRule string
-	AgentFlags
-	Prompt string
-	// PlainLoop runs Prompt as the plain Ralph loop (`ralph loop FILE`):
-	// also without it when --prompt is given and there is no PRD.
-	PlainLoop bool
-	// NoCommit leaves a plain loop's work uncommitted.
-	NoCommit bool
-	// ErrorWait is the plain loop's wait after an agent's non-zero exit.
-	ErrorWait time.Duration
-	// AskTimeout: an agent's question nobody answered this long stops
-	// waiting (0: it waits as long as the run runs).
-	AskTimeout time.Duration
-	// AgentAll gives every role the agent flags' agent, over roles.yaml's
-	// agents: (by default the flags set the worker's).
-	AgentAll          bool
-	Promise           string
-	MaxIterations     int
-	MaxAttempts       int
-	MaxItemIterations int
-	TestFix           int
-	TestFixRole       string
-	PlanApproval      bool
-	AutoApprove       bool
-	Council           int
-	IterationTimeout  time.Duration
-	GateTimeout       time.Duration
-	MaxCost           float64
-	MaxTokens         int64
-	TranscriptMax     int64
-	AllowDirty        bool
-	// AllowFailingBaseline is an older version's flag: a failing base is
-	// work now, so it does nothing but say so.
-	AllowFailingBaseline bool
-	Parallel             int
-	Breaker              int
-	BreakerCooldown      time.Duration
-	DryRun               bool
-	Fresh                bool
-	Resume               bool
-	// ReloadPolicy takes the policy in the files (reported); without it
-	// a start restores the one the last run pinned.
-	ReloadPolicy bool
-	ResetBreaker bool
-	// TrustMarks counts items a person marked done (passes: true, a
-	// ticked box, an archived task) as passed without ralph's commit.
-	TrustMarks       bool
-	NoMask           bool
-	JSON             bool
-	Plain            bool
-	RateLimitBackoff time.Duration
-	MaxCallsPerHour  int
-	// Preset names a set of bounds (nova: Nova26's loop, preset.go).
-	Preset string
-	// The task loop's (--tasks) own settings.
-	Watch    bool
-	Interval time.Duration
-	Gates    []string // NAME=COMMAND
-	// Notifications.
-	Notify        []string
-	NotifyCommand string
-	notifyTo      config.Notify // the config's notify: section
-	// Progress memory.
-	ProgressBudget  int
-	Progress        string // ralph | repo (RepoProgressFile, kept by the agents) | agents-md (agentsFile)
-	Summarizer      string
-	SummarizerCmd   string
-	SummarizerModel string
-	// flagSet reports whether a flag was given on the command line (flags
-	// win over the config file).
-	flagSet func(name string) bool
-	root    string // the repository, once openRun found it
-	// policy is the run's pinned policy, checked before any policy file
-	// is read (checkPolicy).
-	policy *policy.Guard
+	IO *Factory
+	app.Options
 	// coord is set by `ralph coordinator`: the agent runs on workers.
 	coord *coordinatorFlags
-	// NoSandbox runs agents and gates unconfined; sandboxCfg is the
-	// config's `sandbox:` (the user's and the project's), sandbox the one
-	// openRun readied.
-	NoSandbox  bool
-	sandboxCfg config.Sandbox
-	sandbox    *sandbox.Sandbox
+	// root and sandbox are ralph review's: the repository, and the
+	// sandbox its reviewers run in.
+	root    string
+	sandbox *sandbox.Sandbox
 }
+
+// flagSet reports whether a flag was given on the command line (flags
+// win over the config file).
+func (o *RunOptions) flagSet(name string) bool { return o.FlagSet != nil && o.FlagSet(name) }
 
 // newCmdRun builds `ralph run`.
 func newCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
@@ -171,7 +67,7 @@ finishes first. Ctrl-C stops at once; the state is kept for a resume.`,
 			if len(args) == 1 {
 				opts.RunDir = args[0]
 			}
-			opts.flagSet = cmd.Flags().Changed
+			opts.FlagSet = cmd.Flags().Changed
 			if runF != nil {
 				return runF(opts)
 			}
@@ -200,10 +96,10 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.BoolVar(&opts.PR, "pr", false, "push the feature branch and open or update its pull request with gh when the run ends (a draft until every item passed)")
 	fl.StringVar(&opts.PRRemote, "pr-remote", "origin", "with --pr: the git `REMOTE` the feature branch is pushed to")
 	fl.StringVar(&opts.Pipeline, "pipeline", "", "pipeline `FILE` (stages with exit conditions; see ralph pipeline --help), or a built-in pipeline name: pagent")
-	opts.AgentFlags.register(fl)
+	registerAgentFlags(fl, &opts.AgentSpec)
 	fl.StringVar(&opts.Prompt, "prompt", "", "prompt template `FILE` (default .ralph/PROMPT.md, then PROMPT.md, then built-in); with no PRD (nor --tasks, --pipeline, RUN_DIR) the plain loop: this prompt, as is, every iteration until the promise")
 	fl.BoolVar(&opts.NoCommit, "no-commit", false, "plain loop (--prompt without a PRD): leave each iteration's work uncommitted (by default ralph commits it on the current branch)")
-	fl.DurationVar(&opts.ErrorWait, "error-wait", defaultErrorWait, "plain loop: wait this `DURATION` after an agent exits non-zero before the next iteration (as ralph.sh; 0 = no wait)")
+	fl.DurationVar(&opts.ErrorWait, "error-wait", app.DefaultErrorWait, "plain loop: wait this `DURATION` after an agent exits non-zero before the next iteration (as ralph.sh; 0 = no wait)")
 	fl.StringVar(&opts.Promise, "promise", "", "completion promise `TEXT` the agent prints as <promise>TEXT</promise> (default COMPLETE)")
 	fl.IntVar(&opts.MaxIterations, "max-iterations", 0, "stop after `N` iterations (default 10 × stories)")
 	fl.IntVar(&opts.MaxAttempts, "max-attempts", 0, "`N` failed attempts per story before it is blocked (default 3): a claim of done that fails the gates or a review, or an iteration that changed nothing")
@@ -244,7 +140,7 @@ func (opts *RunOptions) register(cmd *cobra.Command) {
 	fl.DurationVar(&opts.Interval, "interval", 30*time.Second, "with --watch: how often (`DURATION`) to look for new tasks")
 	fl.StringArrayVar(&opts.Notify, "notify", nil, "webhook `URL` that gets a JSON POST when the run ends, an item is blocked or a rate limit pauses it (repeatable)")
 	fl.StringVar(&opts.NotifyCommand, "notify-command", "", "shell `COMMAND` that gets the same events as JSON on stdin (a desktop notification, a chat tool)")
-	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default), repo (also "+RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch) or agents-md (the codebase patterns in AGENTS.md, CLAUDE.md for claude, between markers: every agent CLI reads it by itself; the agents keep it, committed with each item)")
+	fl.StringVar(&opts.Progress, "progress", "", "`WHERE` the progress memory lives: ralph (.ralph/progress.md, the default), repo (also "+app.RepoProgressFile+" in the repository: the agents keep it, it is committed with each item and travels with the branch) or agents-md (the codebase patterns in AGENTS.md, CLAUDE.md for claude, between markers: every agent CLI reads it by itself; the agents keep it, committed with each item)")
 	fl.IntVar(&opts.ProgressBudget, "progress-budget", 0, "`TOKENS` of progress.md a prompt carries (default 2000): a quarter for the codebase patterns the summariser keeps, the rest for the newest entries")
 	fl.StringVar(&opts.Summarizer, "summarizer", "", "agent `NAME` that folds older progress entries into the codebase patterns (default the run's agent; native for a cheap model)")
 	fl.StringVar(&opts.SummarizerCmd, "summarizer-cmd", "", "for --summarizer cmd: the program and its arguments (`ARGV`)")
@@ -291,15 +187,15 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 		str(&o.Tasks, "tasks", c.Tasks)
 		str(&o.Pipeline, "pipeline", c.Pipeline)
 	}
-	o.AgentFlags.applyConfig(c, set)
+	applyAgentConfig(&o.AgentSpec, c, set)
 	str(&o.Summarizer, "summarizer", c.Summarizer)
 	str(&o.NotifyCommand, "notify-command", c.NotifyCommand)
 	str(&o.NotifyCommand, "notify-command", c.Notify.Command)
 	if !set("notify") && len(c.Notify.Webhooks) > 0 {
 		o.Notify = c.Notify.Webhooks
 	}
-	o.notifyTo = c.Notify
-	o.protected, o.protectedRule = c.Protected, c.ProtectedRule
+	o.NotifyTo = c.Notify
+	o.Protected, o.ProtectedRule = c.Protected, c.ProtectedRule
 	str(&o.SummarizerCmd, "summarizer-cmd", c.SummarizerCmd)
 	str(&o.SummarizerModel, "summarizer-model", c.SummarizerModel)
 	str(&o.Progress, "progress", c.Progress)
@@ -382,7 +278,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 	if err := o.applyPreset(); err != nil {
 		return err
 	}
-	o.sandboxCfg, err = sandboxSettings(l)
+	o.SandboxConfig, err = app.SandboxSettings(l)
 	return err
 }
 
@@ -390,12 +286,7 @@ func (o *RunOptions) applyConfig(ctx context.Context) error {
 // pinned before any of them is read (internal/policy): a resume restores
 // and reports what changed, or takes it with --reload-policy.
 func (o *RunOptions) checkPolicy(root string) error {
-	if o.policy != nil {
-		return nil
-	}
-	g, err := policy.Check(engine.PathsFor(root), policy.Options{Reload: o.ReloadPolicy, Fresh: o.Fresh, Resume: o.Resume, DryRun: o.DryRun}, o.IO.IO.ErrOut)
-	o.policy = g
-	return err
+	return o.CheckPolicy(root, o.IO.IO.ErrOut)
 }
 
 // sortedPairs renders m as KEY=VALUE strings in key order.
@@ -417,11 +308,22 @@ func runRun(ctx context.Context, o *RunOptions) error {
 	if o.AllowFailingBaseline {
 		fmt.Fprintln(o.IO.IO.ErrOut, noFailingBaselineFlag)
 	}
-	r, err := openRun(ctx, o)
+	r, err := app.Open(ctx, &o.Options, o.deps())
 	if err != nil {
 		return err
 	}
-	return r.run(ctx)
+	return o.run(ctx, r)
+}
+
+// deps are what the run takes from the command: the repository, the
+// gate and process runners, the streams, a coordinator's workers.
+func (o *RunOptions) deps() app.Deps {
+	f := o.IO
+	d := app.Deps{Repo: f.Repo, Gates: f.GateRunner, Runner: f.runner(), Getwd: f.Getwd, ErrOut: f.IO.ErrOut}
+	if o.coord != nil {
+		d.Remote = o.coord
+	}
+	return d
 }
 
 // noFailingBaselineFlag answers the flag older versions needed.
@@ -460,354 +362,17 @@ func (o *RunOptions) validate() error {
 	return nil
 }
 
-// openedRun is a run ready to start: the engine's settings and the
-// repository it runs in.
-type openedRun struct {
-	o    *RunOptions
-	repo *git.Repo
-	cfg  engine.Config
-	// loopLog is the plain loop's ralph.log (nil for other runs).
-	loopLog *loopLog
-}
-
-// openRun finds the repository, opens the source, the roles and the
-// agents (a coordinator's: started on NATS), checks that what the run
-// needs is there, and fills the engine's Config. Nothing of the run is
-// written yet.
-func openRun(ctx context.Context, o *RunOptions) (_ *openedRun, err error) {
-	f := o.IO
-	root, repo, err := f.Repo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.checkPolicy(root); err != nil {
-		return nil, err
-	}
-	paths := engine.PathsFor(root)
-	var orch *runfolder.OrchestrationFile
-	var runDir string
-	if o.RunDir != "" {
-		if runDir, orch, err = o.openRunFolder(ctx, root, repo, &paths); err != nil {
-			return nil, err
-		}
-	}
-	// Git's auto-maintenance runs once when the run ends instead of after
-	// every commit.
-	repo.BatchMaintenance = true
-	// The sandbox, or why it cannot start: before anything is written.
-	if o.sandbox, err = openSandbox(o.sandboxCfg, o.NoSandbox, paths); err != nil && !o.DryRun {
-		return nil, err
-	}
-	gates := confinedGates(f.GateRunner(o.GateTimeout), o.sandbox)
-	src, err := o.openSource(ctx, root, repo, gates)
-	if err != nil {
-		return nil, err
-	}
-	if orch != nil {
-		if src, err = source.OpenCadence(src.(*source.PRD), root, runDir, *orch); err != nil {
-			return nil, err
-		}
-	}
-	if err := o.checkSource(root, src); err != nil {
-		return nil, err
-	}
-	if err := checkItemAgents(src); err != nil {
-		return nil, err
-	}
-	rs, err := loadRoles(root)
-	if err != nil {
-		return nil, err
-	}
-	ags, err := o.runAgents()
-	if err != nil {
-		return nil, err
-	}
-	ag, sum, sumModel := ags[0].agent, ags[len(ags)-1].agent, ags[len(ags)-1].model
-	if o.coord != nil {
-		// Stopped when the run ends, or here when it does not open.
-		defer func() {
-			if err != nil {
-				o.coord.stop(ctx, repo)
-			}
-		}()
-		remote, err := o.coord.start(ctx, o, root, repo, src)
-		if err != nil {
-			return nil, err
-		}
-		// The agent runs on the workers (not checked here); a summariser
-		// of progress memory stays on this machine.
-		ags[0].agent, ag = remote, remote
-		o.Plain = true
-	}
-	// Before anything is written (the branch, the state): what the run
-	// needs is there, or every missing piece is named with its fix.
-	if err := preflightError(append(preflight(ctx, root, repo, append(ags, o.roleAgents(rs, ag)...), src.Info().Commands), o.cliHostsChecks()...)); err != nil {
-		if !o.DryRun {
-			return nil, err
-		}
-		fmt.Fprintf(f.IO.ErrOut, "ralph: warning: %v\n", err)
-	}
-	// A tree a new run refuses, refused now: before the baseline's gates
-	// run, and before the lock, the sandbox record or the baseline are
-	// written (the engine checks again as it starts).
-	if o.surelyNew(paths, src.Info()) {
-		if c := o.treeCheck(ctx, root, repo, src.Info()); c.Err != nil && !o.DryRun {
-			return nil, c.Err
-		}
-	}
-	o.root = root
-	rules, err := decide.Rules(decide.Options{Paths: paths, Roles: rs, PlanApproval: o.PlanApproval, AutoApprove: o.AutoApprove,
-		Council: o.Council, TestFix: o.TestFix, TestFixRole: o.TestFixRole})
-	if err != nil {
-		return nil, err
-	}
-	cfg := engine.Config{
-		Paths: paths, Source: src, Git: repo, Parallel: o.Parallel, NoMask: o.NoMask, TrustMarks: o.TrustMarks, Roles: rs, Deciders: rules,
-		Agent:  engine.AgentConfig{Default: o.confine(ag, paths), Name: o.Agent, Model: o.Model, Env: o.Env, For: o.confinedChooser(o.agentChooser(rs, ag), paths)},
-		Prompt: engine.PromptConfig{Paths: o.promptPaths(root, runDir), Promise: o.Promise},
-		Limits: engine.Limits{MaxIterations: o.MaxIterations, MaxAttempts: o.MaxAttempts, MaxItemIterations: o.MaxItemIterations,
-			IterationTimeout: o.IterationTimeout, MaxCost: o.MaxCost, MaxTokens: o.MaxTokens, TranscriptMax: o.TranscriptMax, BreakerThreshold: o.Breaker,
-			BreakerCooldown: o.BreakerCooldown, AskTimeout: o.AskTimeout},
-		RateLimit: engine.RateLimitConfig{Backoff: o.RateLimitBackoff, MaxCallsPerHour: o.MaxCallsPerHour},
-		Progress:  engine.ProgressConfig{Budget: o.ProgressBudget, Summarizer: o.confine(sum, paths), SummarizerModel: sumModel, InRepo: o.repoProgress(), AgentsFile: o.agentsFile()},
-		Start: engine.StartConfig{Fresh: o.Fresh, Resume: o.Resume, ResetBreaker: o.ResetBreaker, AllowDirty: o.AllowDirty, Setup: setupFiles(),
-			Fingerprint: breakerFingerprint(root, repo, src.Info().Commands)},
-	}
-	if !o.DryRun {
-		if info := src.Info(); info.Kind == "prd" {
-			o.policy.PRD = info.PRDPath
-		}
-		if o.Pipeline != "" && o.Pipeline != "pagent" {
-			o.policy.Whole = append(o.policy.Whole, absFrom(o.IO, o.Pipeline))
-		}
-		cfg.Policy = o.policy
-		for _, f := range []string{o.repoProgress(), o.agentsFile()} {
-			if f == "" {
-				continue
-			}
-			// Stories that each append to the progress file (or add to
-			// the patterns) merge as both additions (git's union merge),
-			// not as a conflict.
-			if err := repo.EnsureAttribute(ctx, "/"+f+" merge=union"); err != nil {
-				return nil, fmt.Errorf("setting the union merge for %s in .git/info/attributes: %w", f, err)
-			}
-		}
-	}
-	mask := secret.FromEnv(o.Env...)
-	if o.NoMask {
-		mask = nil
-	}
-	j, err := newJudge(repo, paths, gates, o.sandbox, mask)
-	if err != nil {
-		return nil, err
-	}
-	j.NoGates = o.NoGates
-	j.Protect, j.Declarations = o.protected, o.protectedRule == "declarations"
-	if o.coord != nil {
-		o.coord.judge(j)
-	}
-	cfg.Judge = j
-	if n := o.presetIterations(src); n > 0 {
-		cfg.Limits.MaxIterations = n
-	}
-	if l, ok := src.(*source.Loop); ok {
-		// The user's prompt as is, every iteration.
-		cfg.Prompt.Text = source.LiteralTemplate(l.Prompt)
-		if cfg.Limits.MaxIterations <= 0 {
-			cfg.Limits.MaxIterations = l.MaxIterations
-		}
-	}
-	// The task loop's own: the agent finds the task tree, and --watch.
-	if o.Tasks != "" {
-		cfg.Agent.Env = append(cfg.Agent.Env, "RALPH_TASKS_FILE="+src.Info().Path)
-		if o.Watch {
-			cfg.Watch = o.Interval
-			if cfg.Watch <= 0 {
-				cfg.Watch = 30 * time.Second
-			}
-			if cfg.Limits.MaxIterations <= 0 {
-				// Watching is open-ended: each task is still bounded by
-				// --max-attempts, the run by --max-cost / --max-tokens.
-				cfg.Limits.MaxIterations = engine.Unlimited
-			}
-		}
-	}
-	r := &openedRun{o: o, repo: repo, cfg: cfg}
-	if _, ok := src.(*source.Loop); ok && !o.DryRun {
-		if err := r.paceLoop(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-// surelyNew reports whether the engine will start a new run of the
-// source (and so refuse a dirty tree): --fresh, no saved run, or one of
-// another source. A saved run of this source is the engine's to judge (it
-// resumes it, or starts anew when a finished one has work it never saw).
-func (o *RunOptions) surelyNew(p engine.Paths, info engine.SourceInfo) bool {
-	saved, _, err := engine.LoadOrRebuildState(p)
-	if err != nil {
-		return false // the engine says what is wrong with it
-	}
-	return o.Fresh || saved == nil || saved.Source != info.Kind || saved.SourcePath != info.Path
-}
-
-// promptPaths are where the engine looks for the prompt template, first
-// found first: --prompt, else the run folder's PROMPT.md, else
-// .ralph/PROMPT.md then PROMPT.md (then its built-in one).
-func (o *RunOptions) promptPaths(root, runDir string) []string {
-	switch {
-	case o.Prompt != "":
-		return []string{o.Prompt}
-	case runDir != "":
-		return []string{filepath.Join(runDir, runfolder.Prompt)}
-	}
-	return []string{filepath.Join(root, ".ralph", "PROMPT.md"), filepath.Join(root, "PROMPT.md")}
-}
-
-// openRunFolder checks RUN_DIR is Ralph-ready, points the run's PRD,
-// transcripts and summary into it, reads its orchestration (the run folder's
-// cadence) and keeps ralph's files there out of git.
-func (o *RunOptions) openRunFolder(ctx context.Context, root string, repo *git.Repo, paths *engine.Paths) (string, *runfolder.OrchestrationFile, error) {
-	rd, err := filepath.Abs(o.RunDir)
-	if err != nil {
-		return "", nil, err
-	}
-	if st, err := os.Stat(rd); err != nil || !st.IsDir() {
-		return "", nil, usage.Errorf("run folder %s does not exist", o.RunDir)
-	}
-	if !o.NoLint {
-		if problems := runfolder.Lint(root, rd); len(problems) > 0 {
-			var lines []string
-			for _, p := range problems {
-				lines = append(lines, "  "+p.String())
-			}
-			return "", nil, usage.Errorf("%s is not Ralph-ready:\n%s\n(fix it, see `ralph runs lint`, or run it anyway with --no-lint)", o.RunDir, strings.Join(lines, "\n"))
-		}
-	}
-	if o.PRD == "" {
-		o.PRD = filepath.Join(rd, runfolder.PRDJSON)
-	}
-	// The agent's progress.md is its work (committed with the story);
-	// ralph's log stays in .ralph. Transcripts and SUMMARY.md are
-	// ralph's, written after a story's commit: kept out of git, so a
-	// run never leaves them uncommitted in the tree.
-	paths.Transcripts = filepath.Join(rd, runfolder.Transcripts)
-	paths.Summary = filepath.Join(rd, runfolder.Summary)
-	excluded := []string{paths.Transcripts + "/", paths.Summary}
-	// orchestration.json schedules reviews among the workers (the
-	// worker/reviewer cadence); its control files are ralph's and a person's,
-	// never a story's work.
-	orch, err := runfolder.ReadOrchestration(rd)
-	if err != nil {
-		return "", nil, usage.Errorf("%v", err)
-	}
-	if orch != nil {
-		if o.Parallel > 1 {
-			return "", nil, usage.Errorf("%s schedules reviews between worker iterations, one at a time: --parallel does not run with a cadence (remove it to run the stories in parallel)", filepath.Join(o.RunDir, runfolder.Orchestration))
-		}
-		if o.Tasks != "" || o.Pipeline != "" {
-			return "", nil, usage.Errorf("%s schedules reviews among the stories of a PRD: not with --tasks or --pipeline", filepath.Join(o.RunDir, runfolder.Orchestration))
-		}
-		excluded = append(excluded, filepath.Join(rd, runfolder.LoopState), filepath.Join(rd, runfolder.Control), filepath.Join(rd, filepath.Dir(runfolder.WorkerResult))+"/")
-	}
-	for _, p := range excluded {
-		suffix := ""
-		if strings.HasSuffix(p, "/") {
-			p, suffix = strings.TrimSuffix(p, "/"), "/"
-		}
-		if rel, err := filepath.Rel(root, p); err == nil && !strings.HasPrefix(rel, "..") {
-			if err := repo.EnsureExcluded(ctx, "/"+filepath.ToSlash(rel)+suffix); err != nil {
-				return "", nil, fmt.Errorf("listing %s in .git/info/exclude: %w", rel, err)
-			}
-		}
-	}
-	return rd, orch, nil
-}
-
-// RepoProgressFile is the progress file the agents keep in the
-// repository under `progress: repo` (the bash Ralph's name).
-const RepoProgressFile = "progress.txt"
-
-// repoProgress is the repository's progress file, "" unless `progress: repo`.
-func (o *RunOptions) repoProgress() string {
-	if o.Progress == "repo" {
-		return RepoProgressFile
-	}
-	return ""
-}
-
-// agentsFile is the agents' instructions file whose codebase-patterns
-// section the agents keep, "" unless `progress: agents-md`: CLAUDE.md
-// when the run's agent is Claude Code (it reads no AGENTS.md), else
-// AGENTS.md, which the other agent CLIs read.
-func (o *RunOptions) agentsFile() string {
-	if o.Progress != "agents-md" {
-		return ""
-	}
-	if o.Agent == "claude" {
-		return "CLAUDE.md"
-	}
-	return "AGENTS.md"
-}
-
-// worktrees says the stories run in worktrees of their own and merge
-// through the queue: with --parallel above 1, and on a coordinator at any
-// --parallel (its workers' commits come into a story's own tree).
-func (o *RunOptions) worktrees() bool {
-	return o.Parallel > 1 || (o.coord != nil && o.Tasks == "" && o.Pipeline == "")
-}
-
-// checkSource checks what the flags ask of the opened source: --parallel
-// runs a PRD in a clean tree, and a source with no gate runs only with
-// --no-gates (a dry run warns).
-func (o *RunOptions) checkSource(root string, src engine.Source) error {
-	info := src.Info()
-	if o.worktrees() {
-		if info.Kind != "prd" {
-			return usage.Errorf("--parallel works with PRD runs; %s runs are sequential", info.Kind)
-		}
-		if o.AllowDirty {
-			return usage.Errorf("--parallel merges in the main work tree, which must be clean: commit or stash instead of --allow-dirty")
-		}
-	}
-	if info.Kind == "loop" {
-		if !info.Gated {
-			// A plain loop marks nothing passed: it may run on the
-			// promise alone, but the user hears that plainly.
-			fmt.Fprintf(o.IO.IO.ErrOut, "ralph: no gates: this loop stops when the agent says <promise>%s</promise>, on its word alone (add --gate NAME=COMMAND, or gates: in .ralph/config.yaml, to check its work after each iteration)\n", o.promise())
-		}
-		return nil
-	}
-	if !info.Gated && !o.NoGates {
-		what := "quality_checks in " + relOr(root, info.Path) + " and no story has checks"
-		switch {
-		case info.Kind == "tasks", o.Issues != "":
-			what = "--gate (nor gates: in .ralph/config.yaml)"
-		case o.Plan != "":
-			what = "Validation Commands in " + o.Plan + ", --gate (nor gates: in .ralph/config.yaml)"
-		}
-		msg := fmt.Sprintf("no quality gate: there are no %s, so every %s would pass on the agent's word alone; add the commands that test your project (`ralph init` finds them) or give --no-gates to run anyway", what, info.ItemKind)
-		if !o.DryRun {
-			return usage.Errorf("%s", msg)
-		}
-		fmt.Fprintf(o.IO.IO.ErrOut, "ralph: warning: %s\n", msg)
-	}
-	return nil
-}
-
 // run shows the run's events (JSON lines, the plain log or the
-// dashboard), sends its notifications, runs the engine and prints the
-// summary; a dry run prints the plan instead.
-func (r *openedRun) run(ctx context.Context) error {
-	o, cfg, out := r.o, r.cfg, r.o.IO.IO
+// dashboard), runs it and prints the summary; a dry run prints the plan
+// instead.
+func (o *RunOptions) run(ctx context.Context, r *app.Run) error {
+	cfg, out := r.Config(), o.IO.IO
 	if o.coord != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = o.coord.runContext(ctx)
 		defer cancel()
-		defer o.coord.stop(ctx, r.repo)
 	}
+	defer r.Close(ctx)
 	if o.JSON {
 		enc := json.NewEncoder(out.Out)
 		cfg.OnEvent = func(ev engine.Event) { _ = enc.Encode(ev) }
@@ -823,64 +388,23 @@ func (r *openedRun) run(ctx context.Context) error {
 		go pp.heartbeat(hctx, every)
 	}
 	if o.coord != nil {
-		o.coord.c.Observe(ctx, r.repo, &cfg)
+		o.coord.c.Observe(ctx, r.Repo(), cfg)
 	}
 	if o.DryRun {
-		return dryRun(ctx, o, cfg)
-	}
-	// The run's sandbox record (.ralph/sandbox.json), or none for a run
-	// without the sandbox, so that status never shows an earlier run's.
-	if o.sandbox != nil {
-		o.sandbox.Save()
-	} else {
-		_ = os.Remove(sandbox.RecordFile(cfg.Paths.Dir))
+		return dryRun(ctx, o, r.Root(), *cfg)
 	}
 	if b, err := os.ReadFile(cfg.Paths.Pause); err == nil {
 		// A pause asked for with no run active holds this one: said
 		// at its start, with the way out.
 		fmt.Fprintf(out.ErrOut, "ralph: this run starts paused: .ralph/pause is there (%s); `ralph resume` lets it start, `ralph stop` ends it\n", strings.TrimSpace(string(b)))
 	}
-	notify, err := o.notifier(cfg.Paths)
-	if err != nil {
-		return err
-	}
-	defer notify.wait()
-	if notify != nil && len(notify.chats) > 0 {
-		// A reply in a chat answers an agent's question.
-		lctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go notify.listen(lctx, func() string { return runIDOf(cfg.Paths) })
-	}
-	var reporter *github.Reporter
-	if o.Issues != "" {
-		reporter = &github.Reporter{GH: o.gh(o.root), Record: filepath.Join(cfg.Paths.Dir, github.RecordFile), Close: o.CloseIssues, Mask: o.masker(), Logf: o.logf}
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); reportWhileRunning(rctx, cfg.Paths, reporter, 2*time.Second) }()
-		defer func() { stop(); <-done }()
-	}
-	var outcome engine.Outcome
 	if !o.JSON && !o.Plain && out.IsInteractive() {
-		outcome, err = runWithDashboard(ctx, cfg, out, notify)
-	} else {
-		if notify != nil {
-			display := cfg.OnEvent
-			cfg.OnEvent = func(ev engine.Event) { display(ev); notify.event(ev) }
-		}
-		var eng *engine.Engine
-		if eng, err = engine.New(cfg); err != nil {
-			return err
-		}
-		outcome, err = eng.Run(ctx)
+		cfg.OnEvent, r.Drive = withDashboard(out, cfg.Paths, cfg.OnEvent)
 	}
-	r.repo.Maintain(context.WithoutCancel(ctx))
-	if r.loopLog != nil {
-		r.loopLog.end(outcome)
-	}
+	outcome, err := r.Run(ctx)
 	if err != nil && outcome.State == nil {
 		return err
 	}
-	r.afterRun(ctx, outcome.State, reporter)
 	if !o.JSON {
 		printSummary(out.ErrOut, outcome, cfg.Paths)
 	}
@@ -893,146 +417,6 @@ func (r *openedRun) run(ctx context.Context) error {
 		return &exitError{code: exitUsage}
 	}
 	return &statusError{status: outcome.Status, reason: outcome.Reason}
-}
-
-// notifier is what --notify, --notify-command and the config's notify:
-// section ask for (nil for none).
-func (o *RunOptions) notifier(paths engine.Paths) (*notifier, error) {
-	runner := o.IO.Runner
-	if runner == nil {
-		runner = proc.Exec{}
-	}
-	errOut := o.IO.IO.ErrOut
-	return newNotifier(o.notifyTo, o.Notify, o.NotifyCommand, o.root, paths, runner,
-		func(msg string) { fmt.Fprintf(errOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), msg) })
-}
-
-// breakerFingerprint sums what a person changes to fix what opened the
-// circuit breaker: the gate and check commands, the tree (HEAD and every
-// change in it, ralph's own files left out) and ralph's config files. A
-// start that finds another sum than the breaker kept makes it half-open.
-func breakerFingerprint(root string, repo *git.Repo, commands []string) func(context.Context) string {
-	return func(ctx context.Context) string {
-		h := sha256.New()
-		for _, c := range commands {
-			fmt.Fprintf(h, "command %q\n", c)
-		}
-		for _, f := range []string{"config.yaml", "roles.yaml"} {
-			b, _ := os.ReadFile(filepath.Join(root, ".ralph", f))
-			fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
-		}
-		head, _ := repo.Run(ctx, "rev-parse", "HEAD")
-		status, _ := repo.Run(ctx, "status", "--porcelain", "--untracked-files=all")
-		diff, _ := repo.Run(ctx, "diff", "--no-ext-diff", "HEAD")
-		fmt.Fprintf(h, "head %s\nstatus %s\ndiff %s\n", head, status, diff)
-		return hex.EncodeToString(h.Sum(nil))
-	}
-}
-
-// promise is the completion promise the run asks for.
-func (o *RunOptions) promise() string {
-	if o.Promise != "" {
-		return o.Promise
-	}
-	return engine.DefaultPromise
-}
-
-// plainLoop reports whether the run is the plain Ralph loop over --prompt:
-// `ralph loop FILE`, or --prompt with no other source and no prd.json.
-func (o *RunOptions) plainLoop(root string) bool {
-	if o.PlainLoop {
-		return true
-	}
-	if o.Prompt == "" || o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(root, "prd.json"))
-	return err != nil
-}
-
-// openLoop opens the plain loop: the prompt file's text every iteration,
-// the --gate commands (or the config's gates:) after each.
-func (o *RunOptions) openLoop(root string, repo *git.Repo, gates gate.Runner) (*source.Loop, error) {
-	if o.PRD != "" || o.Tasks != "" || o.Pipeline != "" || o.RunDir != "" {
-		return nil, usage.Errorf("the plain loop runs one prompt: not with --prd, --tasks, --pipeline or a RUN_DIR")
-	}
-	text, err := os.ReadFile(o.Prompt)
-	if err != nil {
-		return nil, usage.Errorf("--prompt: %v", err)
-	}
-	if strings.TrimSpace(string(text)) == "" {
-		return nil, usage.Errorf("%s is empty: the loop gives the agent this prompt every iteration", o.Prompt)
-	}
-	checks, err := parseGates(o.Gates)
-	if err != nil {
-		return nil, err
-	}
-	limit := o.MaxIterations
-	if limit <= 0 {
-		limit = defaultLoopIterations
-	}
-	return &source.Loop{Root: root, Prompt: string(text), Checks: checks, Gates: gates, MaxIterations: limit, Git: repo, Commit: !o.NoCommit}, nil
-}
-
-// defaultLoopIterations bounds a plain loop without --max-iterations.
-const defaultLoopIterations = 10
-
-// openSource opens the work the flags name: a task tree, a pipeline, the
-// plain loop over a prompt, or (the default) a PRD.
-func (o *RunOptions) openSource(ctx context.Context, root string, repo *git.Repo, gates gate.Runner) (engine.Source, error) {
-	given := 0
-	for _, s := range []string{o.PRD, o.Tasks, o.Pipeline, o.Issues, o.Plan} {
-		if s != "" {
-			given++
-		}
-	}
-	if given > 1 {
-		return nil, usage.Errorf("give one of --prd, --tasks, --pipeline, --issues, --plan")
-	}
-	if o.plainLoop(root) {
-		return o.openLoop(root, repo, gates)
-	}
-	switch {
-	case o.Tasks != "":
-		if o.Interval <= 0 {
-			return nil, usage.Errorf("--interval must be positive")
-		}
-		list, err := parseGates(o.Gates)
-		if err != nil {
-			return nil, err
-		}
-		return source.OpenTasks(ctx, absFrom(o.IO, o.Tasks), repo, root, gates, list)
-	case o.Pipeline != "":
-		return source.OpenPipeline(o.Pipeline, root, repo, gates.Proc, gates.Timeout)
-	}
-	p := o.PRD
-	var err error
-	switch {
-	case o.Issues != "":
-		if p, err = o.issuesSource(ctx, root, repo); err != nil {
-			return nil, err
-		}
-	case o.Plan != "":
-		if p, o.plan, err = o.planSource(ctx, root, repo); err != nil {
-			return nil, err
-		}
-	}
-	if p == "" {
-		p = filepath.Join(root, "prd.json")
-		if _, err := os.Stat(p); err != nil {
-			return nil, usage.Errorf("no prd.json in %s: pass --prd FILE (create one with `ralph prd new`)", root)
-		}
-	}
-	var src engine.Source
-	if o.worktrees() {
-		src, err = source.OpenParallelPRD(p, repo, gates)
-	} else {
-		src, err = source.OpenPRD(p, repo, gates)
-	}
-	if err == nil {
-		mirrorPlan(src, o.plan)
-	}
-	return src, err
 }
 
 func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
@@ -1069,7 +453,7 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 
 // dryRun prints what the next iteration would be, as the engine computes
 // it for a real run (engine.Plan), and writes nothing.
-func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
+func dryRun(ctx context.Context, o *RunOptions, root string, cfg engine.Config) error {
 	w := o.IO.IO.Out
 	eng, err := engine.New(cfg)
 	if err != nil {
@@ -1097,7 +481,7 @@ func dryRun(ctx context.Context, o *RunOptions, cfg engine.Config) error {
 	case plan.RoleWhy != "":
 		fmt.Fprintf(w, "role: none, because %s\n", plan.RoleWhy)
 	case cfg.Roles != nil && cfg.Roles.TriggersFrom != "":
-		fmt.Fprintf(w, "role: none (no trigger in %s holds)\n", relOr(o.root, cfg.Roles.TriggersFrom))
+		fmt.Fprintf(w, "role: none (no trigger in %s holds)\n", relOr(root, cfg.Roles.TriggersFrom))
 	}
 	inv, err := plan.Agent.Agent.Plan(plan.Request)
 	if err != nil {
@@ -1172,25 +556,4 @@ func orRun(name, run string) string {
 		return run
 	}
 	return name
-}
-
-// summarizer is the agent that folds older progress entries into the
-// codebase patterns: the run's own unless --summarizer names another.
-func (o *RunOptions) summarizer(run agent.Agent) (agent.Agent, string, error) {
-	if o.Summarizer == "" {
-		if o.SummarizerModel != "" {
-			return run, o.SummarizerModel, nil
-		}
-		return run, o.Model, nil
-	}
-	a := o.AgentFlags
-	a.Agent, a.AgentCmd, a.Model = o.Summarizer, o.SummarizerCmd, o.SummarizerModel
-	if a.Agent == "cmd" && a.AgentCmd == "" {
-		return nil, "", usage.Errorf("--summarizer cmd needs --summarizer-cmd (or summarizer_cmd in .ralph/config.yaml)")
-	}
-	ag, err := a.build()
-	if err != nil {
-		return nil, "", usage.Errorf("--summarizer: %v", err)
-	}
-	return ag, a.Model, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/tasks"
 	"github.com/ralph-loop/ralph/internal/usage"
@@ -639,19 +638,3 @@ func (o *TaskOptions) printTasks(list ...*tasks.Task) {
 }
 
 // --- `ralph run --tasks` ---
-
-func parseGates(specs []string) ([]gate.Gate, error) {
-	var out []gate.Gate
-	for i, s := range specs {
-		name, cmd, ok := strings.Cut(s, "=")
-		if !ok || strings.ContainsAny(name, " \t'\"") {
-			name, cmd = fmt.Sprintf("gate%d", i+1), s
-		}
-		name, cmd = strings.TrimSpace(name), strings.TrimSpace(cmd)
-		if name == "" || cmd == "" {
-			return nil, usage.Errorf("--gate %q: use NAME=COMMAND", s)
-		}
-		out = append(out, gate.Gate{Name: name, Command: cmd})
-	}
-	return out, nil
-}

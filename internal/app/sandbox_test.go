@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -53,7 +53,7 @@ echo '<promise>COMPLETE</promise>'`
 		}
 		return tr.String()
 	}
-	out := run(confine(a, sb, paths, "", nil))
+	out := run(Confine(a, sb, paths, "", nil))
 	if strings.Contains(out, "CHANGED") || strings.Contains(out, "REMOVED") || !strings.Contains(out, "WROTE") {
 		t.Fatalf("confined: the protected file was changed, or the tree not writable:\n%s", out)
 	}

@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -27,23 +27,24 @@ func materialisedPRD(root, kind, name string) string {
 	return filepath.Join(root, ".ralph", kind, git.Slug(name, 60), "prd.json")
 }
 
-// masker is what ralph writes to GitHub and into the PRDs it makes from
-// issues goes through: secrets masked unless --no-mask.
-func (o *RunOptions) masker() func(string) string {
-	if o.NoMask {
+// Masker is what ralph writes to GitHub and into the PRDs it makes from
+// issues goes through: secrets masked unless noMask (env: the agent's
+// variables, masked too).
+func Masker(noMask bool, env []string) func(string) string {
+	if noMask {
 		return secret.Off().String
 	}
-	return secret.FromEnv(o.Env...).String
+	return secret.FromEnv(env...).String
 }
 
-func (o *RunOptions) gh(root string) *github.GH {
-	return &github.GH{Runner: o.IO.runner(), Dir: root}
+func (o *opener) gh(root string) *github.GH {
+	return &github.GH{Runner: o.d.Runner, Dir: root}
 }
 
 // materialised says whether the harness-owned PRD at path is to be made
 // afresh: not while the last run of it is unfinished (it resumes with
 // the PRD, and so the policy, it started with), unless --fresh.
-func (o *RunOptions) materialise(root, path string) bool {
+func (o *opener) materialise(root, path string) bool {
 	if o.Fresh {
 		return true
 	}
@@ -74,8 +75,8 @@ func writePRD(ctx context.Context, repo *git.Repo, path string, doc *prd.PRD) er
 
 // runGates are the gates of .ralph/config.yaml and --gate for a
 // materialised PRD.
-func (o *RunOptions) runGates() ([]prd.Gate, error) {
-	list, err := parseGates(o.Gates)
+func (o *Options) runGates() ([]prd.Gate, error) {
+	list, err := ParseGates(o.Gates)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func (o *RunOptions) runGates() ([]prd.Gate, error) {
 
 // issuesSource makes (or, for an unfinished run, keeps) the PRD of the
 // open issues --issues matches and returns its path.
-func (o *RunOptions) issuesSource(ctx context.Context, root string, repo *git.Repo) (string, error) {
+func (o *opener) issuesSource(ctx context.Context, root string, repo *git.Repo) (string, error) {
 	path := materialisedPRD(root, "issues", o.Issues)
 	if !o.materialise(root, path) {
 		return path, nil
@@ -104,7 +105,7 @@ func (o *RunOptions) issuesSource(ctx context.Context, root string, repo *git.Re
 	if err != nil {
 		return "", err
 	}
-	doc, err := github.IssuesPRD(o.Issues, issues, gates, "ralph/issues-"+git.Slug(o.Issues, 40), o.masker())
+	doc, err := github.IssuesPRD(o.Issues, issues, gates, "ralph/issues-"+git.Slug(o.Issues, 40), Masker(o.NoMask, o.Env))
 	if err != nil {
 		return "", fmt.Errorf("--issues: %w", err)
 	}
@@ -113,8 +114,8 @@ func (o *RunOptions) issuesSource(ctx context.Context, root string, repo *git.Re
 
 // planSource makes (or keeps) the PRD of the --plan file, and returns
 // its path and the plan (whose boxes the PRD's write-back ticks).
-func (o *RunOptions) planSource(ctx context.Context, root string, repo *git.Repo) (string, *plan.Plan, error) {
-	p, err := plan.Load(absFrom(o.IO, o.Plan))
+func (o *opener) planSource(ctx context.Context, root string, repo *git.Repo) (string, *plan.Plan, error) {
+	p, err := plan.Load(o.abs(o.Plan))
 	if err != nil {
 		return "", nil, err
 	}
@@ -149,7 +150,7 @@ func mirrorPlan(src any, p *plan.Plan) {
 // stopped: the last reports on the issues, the finished plan moved to
 // its completed/ folder, and the pull request. Failures are told, never
 // fatal: the run's verdicts are recorded already.
-func (r *openedRun) afterRun(ctx context.Context, st *engine.State, reporter *github.Reporter) {
+func (r *Run) afterRun(ctx context.Context, st *engine.State, reporter *github.Reporter) {
 	o := r.o
 	ctx = context.WithoutCancel(ctx)
 	if reporter != nil {
@@ -162,7 +163,7 @@ func (r *openedRun) afterRun(ctx context.Context, st *engine.State, reporter *gi
 	}
 	if o.PR && st != nil {
 		url, err := github.UpdatePullRequest(ctx, github.PullRequestOptions{GH: o.gh(o.root), Git: r.repo, Remote: o.PRRemote,
-			Record: filepath.Join(r.cfg.Paths.Dir, github.RecordFile), Title: o.prTitle(st), Mask: o.masker()}, st)
+			Record: filepath.Join(r.cfg.Paths.Dir, github.RecordFile), Title: o.prTitle(st), Mask: Masker(o.NoMask, o.Env)}, st)
 		if err != nil {
 			o.logf("pull request: %v", err)
 		} else {
@@ -173,12 +174,12 @@ func (r *openedRun) afterRun(ctx context.Context, st *engine.State, reporter *gi
 
 // completePlan moves a finished plan into its completed folder (as
 // ralphex does) in one commit on the feature branch.
-func (r *openedRun) completePlan(ctx context.Context) error {
+func (r *Run) completePlan(ctx context.Context) error {
 	o := r.o
 	if o.PlanCompleted == "-" {
 		return nil
 	}
-	from := absFrom(o.IO, o.Plan)
+	from := o.abs(o.Plan)
 	dir := o.PlanCompleted
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(filepath.Dir(from), dir)
@@ -206,7 +207,7 @@ func (r *openedRun) completePlan(ctx context.Context) error {
 }
 
 // prTitle names the run's pull request.
-func (o *RunOptions) prTitle(st *engine.State) string {
+func (o *opener) prTitle(st *engine.State) string {
 	switch {
 	case o.Issues != "":
 		return "ralph: issues " + o.Issues // the pull request takes the issues' titles
@@ -238,6 +239,6 @@ func reportWhileRunning(ctx context.Context, paths engine.Paths, rep *github.Rep
 }
 
 // logf tells the user something about the run's side effects.
-func (o *RunOptions) logf(format string, args ...any) {
-	fmt.Fprintf(o.IO.IO.ErrOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+func (o *opener) logf(format string, args ...any) {
+	fmt.Fprintf(o.d.ErrOut, "%s ralph: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

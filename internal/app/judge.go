@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/ralph-loop/ralph/internal/secret"
 )
 
-// newJudge is a run's one judge: its gates run through the run's gate
+// NewJudge is a run's one judge: its gates run through the run's gate
 // runner (in the sandbox, where they see the judge's checkout of the
 // commit at the repository's own path), and the work's files are
 // searched for the secrets ralph masks.
-func newJudge(repo *git.Repo, paths engine.Paths, gates gate.Runner, sb *sandbox.Sandbox, mask *secret.Masker) (*judge.Judge, error) {
+func NewJudge(repo *git.Repo, paths engine.Paths, gates gate.Runner, sb *sandbox.Sandbox, mask *secret.Masker) (*judge.Judge, error) {
 	j, err := judge.New(repo, gates, paths.Dir)
 	if err != nil {
 		return nil, err

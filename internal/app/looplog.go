@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // follows a run.
 const LoopLogFile = "ralph.log"
 
-// defaultErrorWait is how long the plain loop waits after an agent's
+// DefaultErrorWait is how long the plain loop waits after an agent's
 // non-zero exit before the next iteration (ralph.sh's `sleep 10`).
-const defaultErrorWait = 10 * time.Second
+const DefaultErrorWait = 10 * time.Second
 
 // loopLog appends the plain loop's lines to ralph.log. A line is one
 // write to a file opened for appending, so a reader never sees half of
@@ -106,7 +106,7 @@ func (p *pacedAgent) Run(ctx context.Context, req agent.Request) (agent.Result, 
 // paceLoop makes cfg's agent the plain loop's paced agent, writing
 // ralph.log at the repository root (listed in .git/info/exclude: the log
 // is never a commit's).
-func (r *openedRun) paceLoop(ctx context.Context) error {
+func (r *Run) paceLoop(ctx context.Context) error {
 	root := r.cfg.Paths.Root
 	if err := r.repo.EnsureExcluded(ctx, "/"+LoopLogFile); err != nil {
 		return fmt.Errorf("listing %s in .git/info/exclude: %w", LoopLogFile, err)

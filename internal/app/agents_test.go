@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"testing"
@@ -44,11 +44,11 @@ func TestAgentPrecedence(t *testing.T) {
 	cases = append(cases, precedenceCase{"agent-all over role", []string{"agent", "agent-all"}, engine.Item{Kind: "story", ID: "S-1"}, "reviewer", "claude", "m-config", "--agent-all (flags win over .ralph/roles.yaml agents.reviewer)"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			o := &RunOptions{AgentFlags: AgentFlags{Agent: "claude", Model: "m-config"}, root: "/r"}
+			o := &Options{AgentSpec: AgentSpec{Agent: "claude", Model: "m-config"}}
 			for _, f := range c.flags {
 				o.AgentAll = o.AgentAll || f == "agent-all"
 			}
-			o.flagSet = func(name string) bool {
+			o.FlagSet = func(name string) bool {
 				for _, f := range c.flags {
 					if f == name {
 						return true
@@ -60,7 +60,7 @@ func TestAgentPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			choose := o.agentChooser(rs, def)
+			choose := o.AgentChooser("/r", rs, def)
 			got, err := choose(&c.item, c.role)
 			if err != nil {
 				t.Fatal(err)
