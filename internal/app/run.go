@@ -223,6 +223,15 @@ func (r *Run) Root() string { return r.o.root }
 
 // Close stops what the run started besides the engine: a coordinator's
 // workers' queue.
+// Plan is what the run would do next, without doing it (--dry-run).
+func (r *Run) Plan(ctx context.Context) (engine.Plan, error) {
+	eng, err := engine.New(r.cfg)
+	if err != nil {
+		return engine.Plan{}, err
+	}
+	return eng.Plan(ctx)
+}
+
 func (r *Run) Close(ctx context.Context) {
 	if r.o.d.Remote != nil {
 		r.o.d.Remote.Stop(ctx, r.repo)

@@ -12,14 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ralph-loop/ralph/internal/agent"
 	"github.com/ralph-loop/ralph/internal/app"
 	"github.com/ralph-loop/ralph/internal/config"
 	"github.com/ralph-loop/ralph/internal/demo"
 	"github.com/ralph-loop/ralph/internal/engine"
-	"github.com/ralph-loop/ralph/internal/policy"
 	"github.com/ralph-loop/ralph/internal/sandbox"
-	"github.com/ralph-loop/ralph/internal/source"
 	"github.com/ralph-loop/ralph/internal/usage"
 )
 
@@ -91,44 +88,18 @@ func runDemo(ctx context.Context, o *DemoOptions) error {
 	fmt.Fprintln(w)
 	repo := o.IO.GitAt(root)
 	gates := app.ConfinedGates(o.IO.GateRunner(2*time.Minute), sb)
-	src, err := source.OpenPRD(filepath.Join(root, "prd.json"), repo, gates)
-	if err != nil {
-		return err
-	}
-	ag, err := agent.New("scripted", agent.Options{Script: script})
-	if err != nil {
-		return err
-	}
 	pp := newPlainPrinter(w, o.IO.IO.Color())
-	if sb != nil {
-		sb.Save() // `ralph status` in the project says the run was confined
-	}
-	j, err := app.NewJudge(repo, paths, gates, sb, nil)
-	if err != nil {
-		return err
-	}
-	// The demo pins its policy as a run does: a `ralph run` in the demo's
-	// project afterwards finds it.
-	guard, err := policy.Check(paths, policy.Options{Fresh: true}, w)
-	if err != nil {
-		return err
-	}
-	guard.PRD = src.Info().PRDPath
-	eng, err := engine.New(engine.Config{
-		Paths: paths, Source: src, Git: repo, Judge: j, Policy: guard,
-		Agent:  engine.AgentConfig{Default: app.Confine(ag, sb, paths, "", nil), Name: "scripted"},
-		Limits: engine.Limits{IterationTimeout: time.Minute},
-		OnEvent: func(ev engine.Event) {
-			pp.event(ev)
-			if ev.Type == "iteration_started" && ev.Data["retry"] == true {
-				fmt.Fprintf(w, "           (retry: the prompt carries the failing gate's output)\n")
-			}
-		},
+	d, err := app.OpenDemo(repo, gates, sb, root, script, w, func(ev engine.Event) {
+		pp.event(ev)
+		if ev.Type == "iteration_started" && ev.Data["retry"] == true {
+			fmt.Fprintf(w, "           (retry: the prompt carries the failing gate's output)\n")
+		}
 	})
 	if err != nil {
 		return err
 	}
-	outcome, err := eng.Run(ctx)
+	src := d.Source
+	outcome, err := d.Engine.Run(ctx)
 	if err != nil && outcome.State == nil {
 		return err
 	}

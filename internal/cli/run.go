@@ -391,7 +391,7 @@ func (o *RunOptions) run(ctx context.Context, r *app.Run) error {
 		o.coord.c.Observe(ctx, r.Repo(), cfg)
 	}
 	if o.DryRun {
-		return dryRun(ctx, o, r.Root(), *cfg)
+		return dryRun(ctx, o, r)
 	}
 	if b, err := os.ReadFile(cfg.Paths.Pause); err == nil {
 		// A pause asked for with no run active holds this one: said
@@ -453,13 +453,10 @@ func printSummary(w io.Writer, o engine.Outcome, p engine.Paths) {
 
 // dryRun prints what the next iteration would be, as the engine computes
 // it for a real run (engine.Plan), and writes nothing.
-func dryRun(ctx context.Context, o *RunOptions, root string, cfg engine.Config) error {
+func dryRun(ctx context.Context, o *RunOptions, r *app.Run) error {
 	w := o.IO.IO.Out
-	eng, err := engine.New(cfg)
-	if err != nil {
-		return err
-	}
-	plan, err := eng.Plan(ctx)
+	root, cfg := r.Root(), *r.Config()
+	plan, err := r.Plan(ctx)
 	if err != nil {
 		return err
 	}
