@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -183,9 +184,33 @@ func Summary(results []Result) string {
 	}
 	var parts []string
 	for _, r := range results {
-		parts = append(parts, r.Name+" "+PassWord(r.Passed))
+		part := r.Name + " " + PassWord(r.Passed)
+		if failed := r.failedTests(); !r.Passed && len(failed) > 0 {
+			// Which tests, so a reader of the one line knows where.
+			more := ""
+			if len(failed) > 3 {
+				failed, more = failed[:3], fmt.Sprintf(" and %d more", len(failed)-3)
+			}
+			part += ": " + strings.Join(failed, ", ") + more
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// failedTests are the tests the gate's inventory names as failed, sorted.
+func (r Result) failedTests() []string {
+	if r.Tests == nil || !r.Tests.PerTest {
+		return nil
+	}
+	var failed []string
+	for name, o := range r.Tests.Names {
+		if o == Fail {
+			failed = append(failed, name)
+		}
+	}
+	slices.Sort(failed)
+	return failed
 }
 
 // FailureContext renders the failing gate's output for the next prompt,

@@ -177,3 +177,18 @@ func FuzzSummary(f *testing.F) {
 		}
 	})
 }
+
+// A failed gate's summary names the tests its inventory saw fail (three,
+// then how many more); a passing gate's and one without an inventory
+// stay one word.
+func TestSummaryNamesFailedTests(t *testing.T) {
+	names := map[string]Outcome{"p.TestA": Fail, "p.TestB": Pass, "p.TestC": Fail, "p.TestD": Fail, "p.TestE": Fail}
+	got := Summary([]Result{
+		{Name: "test", Tests: &Tests{PerTest: true, Names: names}},
+		{Name: "lint", Passed: true},
+		{Name: "e2e"},
+	})
+	if want := "test FAILED: p.TestA, p.TestC, p.TestD and 1 more, lint passed, e2e FAILED"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
