@@ -191,7 +191,7 @@ func Summary(results []Result) string {
 			if len(failed) > 3 {
 				failed, more = failed[:3], fmt.Sprintf(" and %d more", len(failed)-3)
 			}
-			part += ": " + strings.Join(failed, ", ") + more
+			part += " (" + strings.Join(failed, ", ") + more + ")"
 		}
 		parts = append(parts, part)
 	}

@@ -188,7 +188,7 @@ func TestSummaryNamesFailedTests(t *testing.T) {
 		{Name: "lint", Passed: true},
 		{Name: "e2e"},
 	})
-	if want := "test FAILED: p.TestA, p.TestC, p.TestD and 1 more, lint passed, e2e FAILED"; got != want {
+	if want := "test FAILED (p.TestA, p.TestC, p.TestD and 1 more), lint passed, e2e FAILED"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
