@@ -379,6 +379,20 @@ if [ $rc -eq 0 ]; then printf 'ok  \ttorture\t0.01s\n'; else printf 'FAIL\ttortu
 exit $rc
 `
 
+// taskTests declares the tests the task gate reports, so the judge finds
+// them in the tree it judged (a test reported that the tree does not
+// declare fails a claim).
+const taskTests = `package torture
+
+import "testing"
+
+func TestWorkA1(t *testing.T) {}
+func TestWorkA2(t *testing.T) {}
+func TestWorkB1(t *testing.T) {}
+func TestWorkC(t *testing.T)  {}
+func TestWorkD(t *testing.T)  {}
+`
+
 func storiesJSON(branch string, deps map[string][]string, ids []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"project": "torture", "branch_name": %q, "user_stories": [`, branch)
@@ -470,7 +484,7 @@ var kinds = map[string]kind{
 		}
 	}(),
 	"tasks": {
-		files: map[string]string{"taskgate.sh": taskGateScript, "tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
+		files: map[string]string{"taskgate.sh": taskGateScript, "go.mod": "module torture\n\ngo 1.21\n", "work_test.go": taskTests, "tasks.jsonl": `{"id":"A","title":"group a","status":"pending","leaf":false}
 {"id":"A.1","title":"first of a","status":"pending","leaf":true}
 {"id":"A.2","title":"second of a","status":"pending","leaf":true}
 {"id":"B","title":"group b","status":"pending","leaf":false}

@@ -216,6 +216,15 @@ func (r *Repo) Checkout(ctx context.Context, name string) error {
 	return err
 }
 
+// CheckoutOver checks out name over what the work tree holds: its
+// changes to tracked files and the untracked files name has are
+// replaced by name's versions (ignored files stay). For a tree whose work
+// is already in name (it landed there), never for a person's changes.
+func (r *Repo) CheckoutOver(ctx context.Context, name string) error {
+	_, err := r.Run(ctx, "checkout", "--quiet", "--force", name, "--")
+	return err
+}
+
 // DeleteBranch force-deletes a local branch.
 func (r *Repo) DeleteBranch(ctx context.Context, name string) error {
 	_, err := r.Run(ctx, "branch", "-D", "--", name)

@@ -92,9 +92,9 @@ type Lander struct {
 	building sync.Mutex
 	mu       sync.Mutex
 	tip      string
-	tipTree string
-	queue   []*Ticket // accepted, not landed or gone, in order
-	closed  bool
+	tipTree  string
+	queue    []*Ticket // accepted, not landed or gone, in order
+	closed   bool
 	// Rewritten, when set, is told when the branch was found rewritten
 	// (it no longer holds tip) and put back to tip: the other version is
 	// kept under kept.

@@ -940,7 +940,10 @@ func (s *Tasks) Recover(ctx context.Context, it *engine.Item, st *engine.State) 
 	if tip := committedIn(ctx, s.Git, s.base, taskTrailer, it.ID, st.RunID); tip != "" {
 		s.baseTip = tip
 		if cur != s.base {
-			if err := s.switchTo(ctx, s.base, nil); err != nil {
+			// A run killed between the landing and the checkout that
+			// follows it left the task's work in the tree, where the base
+			// now has it: the checkout goes over it.
+			if err := s.switchOver(ctx, s.base, nil, true); err != nil {
 				return "", false, err
 			}
 		}
@@ -1165,14 +1168,26 @@ func (s *Tasks) cleanControl(ctx context.Context) error {
 // checkout untouched (the usual case: no commit ever changes them); else
 // they are set aside, made to match HEAD, and put back after.
 func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error) error {
+	return s.switchOver(ctx, branch, before, false)
+}
+
+// switchOver is switchTo; over: the work tree's work is in branch already
+// (it landed there), so the checkout replaces it (git.CheckoutOver).
+func (s *Tasks) switchOver(ctx context.Context, branch string, before func() error, over bool) error {
+	checkout := s.Git.Checkout
+	if over {
+		checkout = s.Git.CheckoutOver
+	}
 	return store.WithLock(s.Store.LockPath, func() error {
 		if before != nil {
 			if err := before(); err != nil {
 				return err
 			}
 		}
-		if s.carries(ctx, branch) {
-			return s.Git.Checkout(ctx, branch)
+		// A checkout over the tree would drop the task files' changes
+		// git carries through a plain one: they are set aside first.
+		if !over && s.carries(ctx, branch) {
+			return checkout(ctx, branch)
 		}
 		snap, err := s.aside()
 		if err != nil {
@@ -1181,7 +1196,7 @@ func (s *Tasks) switchTo(ctx context.Context, branch string, before func() error
 		if err := s.cleanControl(ctx); err != nil {
 			return err
 		}
-		cerr := s.Git.Checkout(ctx, branch)
+		cerr := checkout(ctx, branch)
 		if err := s.putBack(snap); err != nil {
 			return err
 		}
