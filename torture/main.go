@@ -552,10 +552,11 @@ func newTrial(tmp, template, name string, n int, bin string, k kind) *trial {
 	check(os.WriteFile(filepath.Join(t.dir, "summarize.sh"), []byte(summarizeScript), 0o644))
 	// Agents, gates and the summariser run in ralph's sandbox, as on a
 	// user's machine: the user's config lets them write the trial's marks
-	// (without it no mark is written and no kill is aimed at them).
+	// and see the campaign's TORTURE_ variables (without it no mark is
+	// written, no kill is aimed at them, and a review has nowhere to go).
 	xdg := filepath.Join(t.dir, "xdg")
 	check(os.MkdirAll(filepath.Join(xdg, "ralph"), 0o755))
-	check(os.WriteFile(filepath.Join(xdg, "ralph", "config.yaml"), []byte("sandbox:\n  writable: ["+strconv.Quote(t.dir)+"]\n"), 0o644))
+	check(os.WriteFile(filepath.Join(xdg, "ralph", "config.yaml"), []byte("sandbox:\n  writable: ["+strconv.Quote(t.dir)+"]\n  env: [\"TORTURE_*\"]\n"), 0o644))
 	t.env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TORTURE_DIR="+t.dir, "TORTURE_TRIAL="+t.id, "XDG_CONFIG_HOME="+xdg,
 		"GIT_AUTHOR_NAME=torture", "GIT_AUTHOR_EMAIL=torture@example.com",
