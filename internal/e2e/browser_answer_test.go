@@ -20,7 +20,7 @@ import (
 func TestBrowserAnswer(t *testing.T) {
 	self, _ := os.Executable()
 	dir := newRepo(t, map[string]string{
-		"prd.json": `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"a button","priority":1}]}`,
+		"prd.json": `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"a button","priority":1,"checks":["test -f S-1.txt"]}]}`,
 		"agent.sh": `prompt=$(cat)
 if echo "$prompt" | grep -q '  Answer: '; then
   echo "$prompt" | sed -n 's/^  Answer: //p' > S-1.txt

@@ -173,7 +173,7 @@ func (c *cdp) typeText(text string) {
 // files.
 func TestBrowserControls(t *testing.T) {
 	dir := newRepo(t, map[string]string{
-		"prd.json":   `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"slow one","priority":1},{"id":"S-2","title":"second","priority":2}]}`,
+		"prd.json":   `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"slow one","priority":1,"checks":["test -f S-1.txt"]},{"id":"S-2","title":"second","priority":2,"checks":["test -f S-2.txt"]}]}`,
 		"agent.sh":   "cat > /dev/null\nif [ \"$RALPH_ITEM_ID\" = S-1 ]; then while [ ! -f go.flag ]; do sleep 0.1; done; fi\necho \"$RALPH_ITEM_ID\" > \"$RALPH_ITEM_ID.txt\"\necho 'GUIDANCE-ACK: g1'\necho '<promise>COMPLETE</promise>'\n",
 		".gitignore": "go.flag\n",
 	})
@@ -249,7 +249,7 @@ func TestWebRetryControl(t *testing.T) {
 	// see before the run, inside it, would be set aside while the gates run.
 	fixed := filepath.Join(t.TempDir(), "fixed.flag")
 	dir := newRepo(t, map[string]string{
-		"prd.json": `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"[ ! -f S-1.txt ] || test -f ` + fixed + `"},"user_stories":[{"id":"S-1","title":"needs a fix","priority":1}]}`,
+		"prd.json": `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"[ ! -f S-1.txt ] || test -f ` + fixed + `"},"user_stories":[{"id":"S-1","title":"needs a fix","priority":1,"checks":["test -f S-1.txt"]}]}`,
 		"agent.sh": "cat > /dev/null\necho done > S-1.txt\necho '<promise>COMPLETE</promise>'\n",
 	})
 	p := engine.PathsFor(dir)

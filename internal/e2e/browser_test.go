@@ -41,7 +41,7 @@ func chromium(t *testing.T) string {
 func TestBrowserDashboard(t *testing.T) {
 	browser := chromium(t)
 	dir := newRepo(t, map[string]string{
-		"prd.json":   `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"slow one","priority":1},{"id":"S-2","title":"second","priority":2,"depends_on":["S-1"]}]}`,
+		"prd.json":   `{"project":"web","branch_name":"ralph/web","quality_checks":{"test":"true"},"user_stories":[{"id":"S-1","title":"slow one","priority":1,"checks":["test -f S-1.txt"]},{"id":"S-2","title":"second","priority":2,"depends_on":["S-1"],"checks":["test -f S-2.txt"]}]}`,
 		"agent.sh":   "cat > /dev/null\nif [ \"$RALPH_ITEM_ID\" = S-1 ]; then while [ ! -f go.flag ]; do sleep 0.1; done; fi\necho \"$RALPH_ITEM_ID\" > \"$RALPH_ITEM_ID.txt\"\necho working\necho '<promise>COMPLETE</promise>'\n",
 		".gitignore": "go.flag\n",
 	})

@@ -54,7 +54,7 @@ echo "secret=[$MY_API_KEY] nats=[$RALPH_NATS_TOKEN] item=[$RALPH_ITEM_ID]" > "$M
 echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
 echo '<promise>COMPLETE</promise>'
 `
-	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[{"id":"S-1","title":"a","priority":1},{"id":"S-2","title":"b","priority":2}],"quality_checks":{"test":"test -f agent.sh"}}`
+	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[{"id":"S-1","title":"a","priority":1,"checks":["test -f out-S-1.txt"]},{"id":"S-2","title":"b","priority":2,"checks":["test -f out-S-2.txt"]}],"quality_checks":{"test":"test -f agent.sh"}}`
 	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh})
 	const apiKey = "sk-test-0123456789abcdefghijklmnop"
 	os.MkdirAll(filepath.Join(repo, ".ralph"), 0o755)

@@ -143,8 +143,9 @@ func TestClusterCoordinatorKilledInMergeQueue(t *testing.T) {
 	bin := buildRalph(t)
 	// The coordinator's gates hold once a first merge is on the remote:
 	// those of a story judged on the stories ahead of it in the merge
-	// queue (in its tree there), or of a merge (in the main tree).
-	const checkSh = `case "$PWD" in "$COORD" | "$COORD"/.ralph/worktrees/*) here=1 ;; esac
+	// queue (in a checkout of the judge, which the sandbox shows at the
+	// repository's path).
+	const checkSh = `case "$PWD" in "$COORD" | "$COORD"/.ralph/judge/trees/*) here=1 ;; esac
 if [ -n "$here" ] && [ -f "$MARK/hold" ] && git ls-remote --exit-code "$REMOTE" refs/heads/ralph/d >/dev/null; then
 	touch "$MARK/in-merge"; sleep 60
 fi
@@ -154,7 +155,7 @@ test -f agent.sh
 		"agent.sh": clusterAgent, "check.sh": checkSh})
 	url := natsServerProcess(t)
 	os.WriteFile(filepath.Join(mark, "hold"), nil, 0o644)
-	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark), "COORD=" + repo, "REMOTE=" + remote}
+	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark, remote), "COORD=" + repo, "REMOTE=" + remote}
 	co := startBg(t, repo, env, bin, natsCoordinatorArgs(remote, url)...)
 	w1 := startBg(t, t.TempDir(), env, bin, "worker", "--nats", url, "--dir", "w", "--parallel", "2")
 	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(mark, "in-merge")); return err == nil }, co, w1)

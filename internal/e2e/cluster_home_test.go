@@ -19,7 +19,7 @@ echo '{"prompt":"the whole prompt"}' > .ralph/agents/codex-home/sessions/rollout
 echo "$RALPH_ITEM_ID" > "out-$RALPH_ITEM_ID.txt"
 echo '<promise>COMPLETE</promise>'
 `
-	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[{"id":"S-1","title":"one","priority":1}],"quality_checks":{"test":"test -f agent.sh"}}` + "\n"
+	prd := `{"project":"d","branch_name":"ralph/d","user_stories":[{"id":"S-1","title":"one","priority":1,"checks":["test -f out-S-1.txt"]}],"quality_checks":{"test":"test -f agent.sh"}}` + "\n"
 	repo, remote, mark, url := clusterRepo(t, map[string]string{"prd.json": prd, "agent.sh": agentSh})
 	env := []string{natsTokenEnv, "MARK=" + mark, sandboxWritable(t, mark)}
 	co := startBg(t, repo, env, bin, coordinatorArgs(remote, url)...)

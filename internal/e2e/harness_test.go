@@ -254,16 +254,23 @@ func tail(s string, n int) string {
 }
 
 // sandboxWritable is the environment entry (XDG_CONFIG_HOME) of a user
-// config that lets the sandboxed agents and gates write dir too, for
-// tests whose agents leave marks outside their repository.
-func sandboxWritable(t *testing.T, dir string) string {
+// config that lets the sandboxed agents and gates write dirs too, and
+// see the variables the tests give them ($MARK, $REMOTE, $COORD), for
+// tests whose agents and gates leave marks outside their repository or
+// read its git remote: the sandbox's /tmp is its own, and its
+// environment is built from an allowlist.
+func sandboxWritable(t *testing.T, dirs ...string) string {
 	t.Helper()
 	home := t.TempDir()
 	cfg := filepath.Join(home, "ralph", "config.yaml")
 	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, []byte("sandbox:\n  writable: ["+strconv.Quote(dir)+"]\n"), 0o644); err != nil {
+	var quoted []string
+	for _, d := range dirs {
+		quoted = append(quoted, strconv.Quote(d))
+	}
+	if err := os.WriteFile(cfg, []byte("sandbox:\n  writable: ["+strings.Join(quoted, ", ")+"]\n  env: [MARK, REMOTE, COORD]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return "XDG_CONFIG_HOME=" + home

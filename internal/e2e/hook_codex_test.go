@@ -23,8 +23,11 @@ func TestHookCodexExecNeedsHookTrustBypass(t *testing.T) {
 	ralphBin := buildRalph(t)
 	scenario := func(args ...string) (string, *llmtest.Server, string) {
 		dir := newRepo(t, map[string]string{"README.md": "# codex hook e2e\n"})
+		// The second turn does the work (the hook's judge passes no claim
+		// without it), then says the promise.
 		srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
 			{Text: "working"},
+			{ToolCalls: []llmtest.ToolCall{tc("exec_command", map[string]any{"cmd": "echo done > done.txt", "login": false})}},
 			{Text: "done <promise>DONE</promise>"},
 		}})
 		a, err := agent.New("codex", agent.Options{BaseURL: srv.URL(), Args: args})
@@ -66,8 +69,8 @@ func TestHookCodexExecNeedsHookTrustBypass(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".ralph", "hook.json")); !os.IsNotExist(err) {
 		t.Errorf(".ralph/hook.json still there after the promise (%v)\n%s", err, tail(tr, 3000))
 	}
-	if last := highestStep(srv); last != 1 {
-		t.Errorf("highest step served = %d, want 1 (the hook's block brought the second turn)", last)
+	if last := highestStep(srv); last != 2 {
+		t.Errorf("highest step served = %d, want 2 (the hook's block brought the second turn)", last)
 	}
 	st := loadState(t, dir)
 	if st.Status != "complete" || st.Iteration != 2 {

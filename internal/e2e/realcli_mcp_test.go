@@ -15,7 +15,7 @@ import (
 	"github.com/ralph-loop/ralph/internal/llmtest"
 )
 
-const mcpPRD = `{"project":"mcp","branch_name":"ralph/mcp","quality_checks":{"test":"true"},"user_stories":[{"id":"US-001","title":"first","priority":1},{"id":"US-002","title":"second","priority":2}]}`
+const mcpPRD = `{"project":"mcp","branch_name":"ralph/mcp","quality_checks":{"test":"true"},"user_stories":[{"id":"US-001","title":"first","priority":1,"checks":["test -f US-001.txt"]},{"id":"US-002","title":"second","priority":2,"checks":["test -f US-002.txt"]}]}`
 
 // TestRealCLIMCPClient: the real Claude Code, Codex and opencode CLIs as
 // ralph's MCP clients. The scripted model calls create_prd, writes the stories with
@@ -119,10 +119,16 @@ func testMCPClient(t *testing.T, c cliCase) {
 	// Every tool reached the model by its own name: none renamed with a
 	// hash to break a collision (Codex's "-" to "_" made create-prd one
 	// with create_prd).
-	if reqs := srv.Requests(); len(reqs) > 0 {
-		first := string(reqs[0].Body)
+	// (The first request the agent's turn made: opencode asks for a
+	// title beside it, with no tools, and that may come first.)
+	for _, r := range srv.Requests() {
+		if r.Side {
+			continue
+		}
+		first := string(r.Body)
 		if !strings.Contains(first, "create_prd") || regexp.MustCompile(`create_prd_[0-9a-f]{4,}`).MatchString(first) {
 			t.Errorf("the tools offered to the model: %s", tail(first, 3000))
 		}
+		break
 	}
 }

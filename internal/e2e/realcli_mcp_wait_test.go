@@ -26,7 +26,8 @@ func TestRealClaudeMCPCreatePRDRunWait(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	dir := newRepo(t, map[string]string{
-		"Makefile": "test:\n\ttest ! -e US-001.txt || grep -q US-001 US-001.txt\n",
+		// Red at the base: the story's work turns it green, its evidence.
+		"Makefile": "test:\n\tgrep -q US-001 US-001.txt\n",
 		"agent.sh": "cat > /dev/null\necho \"$RALPH_ITEM_ID\" > \"$RALPH_ITEM_ID.txt\"\necho '<promise>COMPLETE</promise>'\n",
 	})
 	self, err := os.Executable()

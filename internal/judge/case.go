@@ -161,7 +161,10 @@ type Case struct {
 	notes    []string
 	tampered []string
 	failure  *Verdict
-	met      string // a condition's detail, when met
+	// onAhead: the failure is a gate's on the work merged onto plans
+	// ahead of it in the queue, which may be theirs.
+	onAhead bool
+	met     string // a condition's detail, when met
 	// gitPaths are where the agent's work tree keeps its index and
 	// MERGE_HEAD, asked once per case (gitPath).
 	gitPaths map[string]string

@@ -113,6 +113,7 @@ func (c *Case) judgeGates(gates []gate.Gate, result func(i int, g gate.Gate) (ga
 		if why != "" {
 			failure := "You claimed completion, but the harness's checks failed on the commit:\n\n"
 			if c.tree != c.own {
+				c.onAhead = c.ticket != nil && c.ticket.Plan().On != nil
 				why = "integrated gates failed: " + why
 				failure = "Your work was judged merged onto " + c.Claim.Target + " as it is now (work that landed there since you started is in it), and the checks failed there; bring your work in line with it:\n\n"
 			}

@@ -238,17 +238,43 @@ func (j *Judge) Judge(ctx context.Context, c *Case) Verdict {
 			break
 		}
 	}
-	return j.finish(c)
+	return j.conclude(ctx, c)
 }
 
 // Rejudge judges again work already judged once whose place in the queue
 // went stale: the restore checks and the claim stand; the work is
 // recorded and integrated anew on the queue's end.
 func (j *Judge) Rejudge(ctx context.Context, c *Case) Verdict {
+	j.rejudge(ctx, c)
+	return j.conclude(ctx, c)
+}
+
+// conclude finishes the judgement. Gates that failed on the work merged
+// onto plans ahead of it in the queue may have failed on those plans'
+// work: the verdict waits until they landed (the failure stands: it is
+// the work's on what landed) or left the queue unlanded (their own
+// judgement failed), and then the work is judged again on the queue's
+// end as it is now, rather than blamed for work that never lands.
+func (j *Judge) conclude(ctx context.Context, c *Case) Verdict {
+	for round := 0; round < maxRebuilds && c.failure != nil && c.onAhead && c.ticket != nil && ctx.Err() == nil; round++ {
+		c.Lander.Wait(ctx, c.ticket.Plan().On)
+		if !c.ticket.Stale() {
+			break
+		}
+		fmt.Fprintf(c.log(), "ralph: %s's gates failed on it merged onto work ahead of it in the queue, which then left the queue without landing: judged again on %s as it is now\n", c.Item, c.Claim.Target)
+		j.rejudge(ctx, c)
+	}
+	return j.finish(c)
+}
+
+// rejudge runs the checks after the claim again on the work recorded and
+// integrated anew on the queue's end.
+func (j *Judge) rejudge(ctx context.Context, c *Case) {
 	if c.failure == nil && c.tree != "" {
 		c.prior = &prior{tree: c.tree, results: c.results, base: c.base, evidence: c.evidence, stillRed: c.stillRed, met: c.met, judgedBy: c.judgedBy}
 	}
 	c.failure, c.checks, c.results, c.evidence, c.stillRed, c.lost, c.notes = nil, nil, nil, nil, nil, nil, nil
+	c.onAhead = false
 	c.judgedBy = ""
 	c.ticket, c.tree = nil, ""
 	c.snap.Remove()
@@ -278,7 +304,6 @@ func (j *Judge) Rejudge(ctx context.Context, c *Case) Verdict {
 		}
 		c.checks = append(c.checks, r)
 	}
-	return j.finish(c)
 }
 
 // finish makes the verdict, withdraws a failed claim from the queue and

@@ -73,6 +73,18 @@ type Ticket struct {
 // Plan is the plan the ticket holds.
 func (t *Ticket) Plan() Plan { return t.plan }
 
+// Stale reports whether t left the queue because what it was built on
+// did not land (or the branch was moved by someone else): its tree can
+// never land.
+func (t *Ticket) Stale() bool {
+	select {
+	case <-t.done:
+		return errors.Is(t.err, ErrStale)
+	default:
+		return false
+	}
+}
+
 const (
 	queued = iota
 	asked
