@@ -177,7 +177,7 @@ func testToolchain(t *testing.T, c cliCase, p toolchainProject) {
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-qm", "initial")
 	srv := startServer(t, &llmtest.Script{Steps: []llmtest.Step{
-		{ToolCalls: []llmtest.ToolCall{c.write(dir, p.fixPath, p.fix)}},
+		{ToolCalls: []llmtest.ToolCall{writeFix(c, dir, p.fixPath, p.files[p.fixPath], p.fix)}},
 		{ToolCalls: []llmtest.ToolCall{c.shell(p.run)}},
 		{Text: "Added double, and the project's own tests pass.\n\n<promise>COMPLETE</promise>"},
 	}})
@@ -223,4 +223,14 @@ func testToolchain(t *testing.T, c cliCase, p toolchainProject) {
 			t.Errorf("~/%s was written in the user's home", name)
 		}
 	}
+}
+
+// writeFix is the CLI's own file tool call that writes content at path:
+// its writing tool, or Copilot's edit tool over a file that exists (its
+// create tool refuses a path that exists).
+func writeFix(c cliCase, dir, path, old, content string) llmtest.ToolCall {
+	if c.name == "copilot" && old != "" {
+		return tc("edit", map[string]any{"path": filepath.Join(dir, path), "old_str": old, "new_str": content})
+	}
+	return c.write(dir, path, content)
 }
