@@ -12,9 +12,9 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"github.com/ralph-loop/ralph/internal/proc"
+	"golang.org/x/sys/unix"
 )
 
 func initMain(args []string) int {
@@ -162,20 +162,17 @@ const (
 // dropCapabilities gives up every capability of this thread, and of
 // anything it starts (the bounding set goes too).
 func dropCapabilities() error {
-	for c := uintptr(0); c <= 63; c++ {
-		if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, syscall.PR_CAPBSET_DROP, c, 0, 0, 0, 0); e != 0 && e != syscall.EINVAL {
-			return fmt.Errorf("dropping capability %d: %w", c, e)
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}
 	}
-	// No ambient ones (PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL).
-	_, _, _ = syscall.RawSyscall6(syscall.SYS_PRCTL, 47, 4, 0, 0, 0, 0)
-	hdr := struct {
-		version uint32
-		pid     int32
-	}{version: 0x20080522}
-	var data [2]struct{ effective, permitted, inheritable uint32 }
-	if _, _, e := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("dropping capabilities: %w", e)
+	// No ambient ones.
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping capabilities: %w", err)
 	}
 	return nil
 }
