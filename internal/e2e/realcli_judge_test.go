@@ -86,14 +86,9 @@ const (
 // which the next request carries too).
 const judgeCheat = `sed -i 's/got != 5/got != -1/' calc_test.go; echo sed'-'exit=$?`
 
-// fixAdd is the CLI's own file tool call that fixes Add: its writing
-// tool, or Copilot's edit tool (its create tool refuses a path that
-// exists).
+// fixAdd is the CLI's own file tool call that fixes Add (writeFix).
 func fixAdd(c cliCase, dir string) llmtest.ToolCall {
-	if c.name == "copilot" {
-		return tc("edit", map[string]any{"path": filepath.Join(dir, "calc.go"), "old_str": "a - b", "new_str": "a + b"})
-	}
-	return c.write(dir, "calc.go", judgeCalcFixed)
+	return writeFix(c, dir, "calc.go", judgeCalcBroken, judgeCalcFixed)
 }
 
 func testJudgeCheatThenFix(t *testing.T, c cliCase, sandboxed bool, env []string, args func(srv *llmtest.Server, extra ...string) []string) {

@@ -155,6 +155,12 @@ func (r *Repo) SnapshotTree(ctx context.Context, indexPath, base string, except 
 // bytes) written into it, as a new tree: no work tree or index of anyone
 // is touched.
 func (r *Repo) WithFiles(ctx context.Context, tree string, extra map[string][]byte) (string, error) {
+	return r.onTree(ctx, tree, func(env []string) error { return r.addBlobs(ctx, env, extra) })
+}
+
+// onTree reads tree into an index of its own, lets change edit it (env
+// names that index) and writes the result as a new tree.
+func (r *Repo) onTree(ctx context.Context, tree string, change func(env []string) error) (string, error) {
 	idx, err := os.CreateTemp("", "ralph-tree-*.index")
 	if err != nil {
 		return "", err
@@ -167,7 +173,7 @@ func (r *Repo) WithFiles(ctx context.Context, tree string, extra map[string][]by
 	if _, err := r.withEnv(ctx, env, nil, "read-tree", tree); err != nil {
 		return "", err
 	}
-	if err := r.addBlobs(ctx, env, extra); err != nil {
+	if err := change(env); err != nil {
 		return "", err
 	}
 	return r.withEnv(ctx, env, nil, "write-tree")
@@ -176,26 +182,14 @@ func (r *Repo) WithFiles(ctx context.Context, tree string, extra map[string][]by
 // WithBlobs is tree with the blobs of files (path → blob id, objects the
 // repository has) put in it, as a new tree.
 func (r *Repo) WithBlobs(ctx context.Context, tree string, files map[string]string) (string, error) {
-	idx, err := os.CreateTemp("", "ralph-tree-*.index")
-	if err != nil {
-		return "", err
-	}
-	name := idx.Name()
-	_ = idx.Close()
-	_ = os.Remove(name)
-	defer os.Remove(name)
-	env := []string{"GIT_INDEX_FILE=" + name}
-	if _, err := r.withEnv(ctx, env, nil, "read-tree", tree); err != nil {
-		return "", err
-	}
-	var info strings.Builder
-	for p, id := range files {
-		fmt.Fprintf(&info, "100644 %s\t%s\n", id, p)
-	}
-	if _, err := r.withEnv(ctx, env, strings.NewReader(info.String()), "update-index", "--add", "--index-info"); err != nil {
-		return "", err
-	}
-	return r.withEnv(ctx, env, nil, "write-tree")
+	return r.onTree(ctx, tree, func(env []string) error {
+		var info strings.Builder
+		for p, id := range files {
+			fmt.Fprintf(&info, "100644 %s\t%s\n", id, p)
+		}
+		_, err := r.withEnv(ctx, env, strings.NewReader(info.String()), "update-index", "--add", "--index-info")
+		return err
+	})
 }
 
 // addBlobs writes each file of extra as a blob and puts it in the index
