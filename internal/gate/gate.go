@@ -185,7 +185,7 @@ func Summary(results []Result) string {
 	var parts []string
 	for _, r := range results {
 		part := r.Name + " " + PassWord(r.Passed)
-		if failed := r.failedTests(); !r.Passed && len(failed) > 0 {
+		if failed := r.FailedTests(); !r.Passed && len(failed) > 0 {
 			// Which tests, so a reader of the one line knows where.
 			more := ""
 			if len(failed) > 3 {
@@ -198,8 +198,9 @@ func Summary(results []Result) string {
 	return strings.Join(parts, ", ")
 }
 
-// failedTests are the tests the gate's inventory names as failed, sorted.
-func (r Result) failedTests() []string {
+// FailedTests are the tests the gate's inventory names as failed,
+// sorted (none without a per-test inventory).
+func (r Result) FailedTests() []string {
 	if r.Tests == nil || !r.Tests.PerTest {
 		return nil
 	}

@@ -3,8 +3,6 @@ package judge
 import (
 	"context"
 	"fmt"
-	"github.com/ralph-loop/ralph/internal/sandbox"
-	"github.com/ralph-loop/ralph/internal/usage"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ralph-loop/ralph/internal/sandbox"
+	"github.com/ralph-loop/ralph/internal/usage"
 
 	"github.com/ralph-loop/ralph/internal/gate"
 	"github.com/ralph-loop/ralph/internal/store"
@@ -196,14 +197,7 @@ func (b *Baseline) Red() []string {
 	for _, r := range b.Failing() {
 		line := fmt.Sprintf("gate %s (`%s`) fails", r.Name, r.Command)
 		if r.Tests != nil && r.Tests.PerTest {
-			var red []string
-			for name, o := range r.Tests.Names {
-				if o == gate.Fail {
-					red = append(red, name)
-				}
-			}
-			slices.Sort(red)
-			if len(red) > 0 {
+			if red := r.FailedTests(); len(red) > 0 {
 				line += ": " + list(red, 10)
 			}
 		} else if note := sandboxNote(r.Output, nil); note != "" {
@@ -223,13 +217,8 @@ func (b *Baseline) RedRefs() []string {
 	var out []string
 	for _, r := range b.Failing() {
 		var red []string
-		if r.Tests != nil && r.Tests.PerTest {
-			for name, o := range r.Tests.Names {
-				if o == gate.Fail {
-					red = append(red, TestRef{Gate: r.Name, Test: name}.String())
-				}
-			}
-			slices.Sort(red)
+		for _, name := range r.FailedTests() {
+			red = append(red, TestRef{Gate: r.Name, Test: name}.String())
 		}
 		if len(red) == 0 {
 			red = []string{r.Name}
