@@ -622,12 +622,18 @@ func (s *ParallelPRD) reuseWorktree(ctx context.Context, dir, id, start, idle st
 		_ = s.trees.move(idle, treeNone, treeTaken)
 		return false
 	}
-	_ = s.trees.move(idle, treeNone, treeTaken) // it is id's, cutting, now
-	if err := s.switchWorktree(ctx, dir, id, start); err != nil {
-		s.removeWorktree(ctx, dir)
-		return false
+	if s.pause != nil {
+		s.pause("reuseWorktree: moved")
 	}
-	return true
+	// The tree is idle's story's until it leaves that story's branch: were
+	// idle's tree released first, that story could start meanwhile and
+	// fail to add a tree on its branch ("already checked out" here).
+	err := s.switchWorktree(ctx, dir, id, start)
+	if err != nil {
+		s.removeWorktree(ctx, dir)
+	}
+	_ = s.trees.move(idle, treeNone, treeTaken) // it is id's, cutting, now
+	return err == nil
 }
 
 // Conflict merges the feature branch's tip into the story's worktree so

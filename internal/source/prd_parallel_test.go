@@ -408,3 +408,51 @@ func TestParallelStoryRunAgainKeepsAFeatureBase(t *testing.T) {
 		t.Fatalf("a story branch's commit reached the feature branch:\n%s", log)
 	}
 }
+
+// A tree readied for one story and taken by another is still on the
+// first story's branch until it is switched: the first story, starting
+// meanwhile, waits for the switch (its tree is taken), then cuts its own
+// tree on its branch. Releasing the taken tree before the switch let it
+// start at once and fail: "… is already checked out at …/worktrees/e".
+func TestParallelTakenTreeHeldUntilItLeavesTheBranch(t *testing.T) {
+	f := newParallelFixture(t, fanOut)
+	f.prepare("A")
+	f.finish("A") // A's tree is readied for B
+	if got := f.src.trees.state("B"); got != treeReady {
+		t.Fatalf("B's tree is %s, want ready", orNone(got))
+	}
+	started := make(chan error, 1)
+	paused := false
+	f.src.pause = func(point string) {
+		if point != "reuseWorktree: moved" || paused {
+			return
+		}
+		paused = true
+		if got := f.src.trees.state("B"); got != treeTaken {
+			t.Errorf("B's tree, moved to E's path but still on B's branch, is %s, want taken", orNone(got))
+		}
+		go func() {
+			_, err := f.src.Prepare(f.ctx, f.items["B"], f.st)
+			started <- err
+		}()
+		// B's start gets the chance to run ahead of the switch.
+		select {
+		case err := <-started:
+			started <- err
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	f.prepare("E") // takes B's readied tree
+	if !paused {
+		t.Fatal("E did not take B's tree: the interleaving was not forced")
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("B's start: %v", err)
+	}
+	for _, id := range []string{"B", "E"} {
+		br := gitOut(t, f.repo.At(f.src.WorktreeDir(id)), "symbolic-ref", "--short", "HEAD")
+		if strings.TrimSpace(br) != f.src.StoryBranch(id) {
+			t.Errorf("%s's tree is on %q", id, br)
+		}
+	}
+}
