@@ -7,7 +7,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags natsserver \
       -ldflags "-s -w -X github.com/ralph-loop/ralph/internal/cli.version=${VERSION}" \
       -o /out/ralph ./cmd/ralph
 

@@ -2,6 +2,9 @@
 GO        ?= go
 export RALPH_AGENTS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ralph/agents
 export GOFLAGS ?= -buildvcs=false
+# Every build and test here has the coordinator's embedded NATS server
+# (docs/many-machines.md); a plain `go run`/`go install` leaves it out.
+GOFLAGS += -tags=natsserver
 # A race-enabled binary sleeps a second as it exits (to catch races at
 # exit); the testscripts start the race-enabled ralph hundreds of times
 # (cmd/ralph passes GORACE on to them).
@@ -22,6 +25,7 @@ agents:
 vet:
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
+	$(GO) vet -tags= ./internal/cluster ./internal/cli
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 # Packages that run the real agent CLIs. Their time is the CLIs' (the race
@@ -42,6 +46,7 @@ GOTEST = $(GO) run ./scripts/testprogress $(GO) test -json
 test:
 	RALPH_REQUIRE_AGENTS=1 $(GOTEST) -count=1 -race -timeout 25m $(UNIT_PKGS)
 	RALPH_REQUIRE_AGENTS=1 $(GOTEST) -count=1 -race -timeout 25m $(addprefix ./,$(REAL_CLI_PKGS))
+	$(GO) test -count=1 -tags= -run 'WithoutEmbeddedServer' ./internal/cli
 
 # The kill -9 campaign (go run ./torture -h): ralph killed at random
 # moments, inside agents' git commits and gates and ralph's own worktree

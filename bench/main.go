@@ -20,7 +20,7 @@ import (
 )
 
 // usage is what -h prints.
-const usage = `Usage: go run ./bench [table]...   (default: every table but schedule:dist)
+const usage = `Usage: go run ./bench [table]...   (default: every table but schedule:dist and firstbuild)
 
 Every number is measured beside a baseline in the same run on the same
 machine; a table with a goal prints it beside its numbers.
@@ -56,6 +56,10 @@ machine; a table with a goal prints it beside its numbers.
   dist      coordinator and 1, 2, 4 worker processes vs ralph run
             --parallel 2 and the lower bound (goals: 4 workers ≥ 3.2×
             the throughput, makespan ≤ 1.2× the bound)
+  firstbuild (not in the default set: minutes) go build ./cmd/ralph
+            from an empty build cache and the demo, as go run builds it
+            (goal ≤ 45 s together, the modules already downloaded), and
+            the same with -tags natsserver for comparison
 
 Environment: BENCH_TMP (where the repositories live), BENCH_REPEAT,
 BENCH_FLAT_REPS, BENCH_IGNORED_REPS, BENCH_DIST_STORIES, BENCH_DAGS,
@@ -82,7 +86,7 @@ func main() {
 	fmt.Printf("Repositories under %s\n", tmp)
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "ralph")
-	run("", nil, "go", "build", "-o", bin, "./cmd/ralph")
+	run("", nil, "go", "build", "-tags", "natsserver", "-o", bin, "./cmd/ralph") // schedule:dist's coordinator embeds its server
 	benchSelf = selfCopy(tmp)
 	for _, w := range which {
 		switch w {
@@ -106,8 +110,10 @@ func main() {
 			benchSandbox(tmp, bin)
 		case "ignored":
 			benchIgnored(tmp, bin)
+		case "firstbuild":
+			benchFirstBuild(tmp)
 		default:
-			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], ignored, output, parallel, schedule[:dist], tasks, memory, dist, sandbox)\n", w)
+			fmt.Fprintf(os.Stderr, "bench: unknown benchmark %q (loop, flat[:sequential|parallel|tasks], ignored, output, parallel, schedule[:dist], tasks, memory, dist, sandbox, firstbuild)\n", w)
 			os.Exit(2)
 		}
 	}

@@ -24,7 +24,7 @@ for os in linux darwin; do
     [ -f "$bin" ] || fail "$bin is missing"
     grep -q "  $bin\$" SHA256SUMS || fail "$bin is not in SHA256SUMS"
     info=$("$go" version -m "$bin") || fail "$bin: go version -m failed"
-    for want in "build	GOOS=$os" "build	GOARCH=$arch" "build	CGO_ENABLED=0" "build	-trimpath=true"; do
+    for want in "build	GOOS=$os" "build	GOARCH=$arch" "build	CGO_ENABLED=0" "build	-trimpath=true" "build	-tags=natsserver"; do
       grep -qF -- "$want" <<<"$info" || fail "$bin: go version -m does not show \"$want\""
     done
     grep -qaF -- "$version" "$bin" || fail "$bin: the version $version is not stamped in it"

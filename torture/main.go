@@ -104,7 +104,8 @@ func main() {
 	check(err)
 	bin := filepath.Join(tmp, "bin")
 	check(os.MkdirAll(bin, 0o755))
-	out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "ralph"), "./cmd/ralph").CombinedOutput()
+	// With the coordinator's embedded NATS server (the coordinator kind).
+	out, err := exec.Command("go", "build", "-tags", "natsserver", "-o", filepath.Join(bin, "ralph"), "./cmd/ralph").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "torture: building ralph: %v\n%s", err, out)
 		os.Exit(1)

@@ -170,6 +170,9 @@ With --listen-tls-cert and --listen-tls-key the server speaks TLS only
 (workers trust it with --tls-ca). With --nats it uses an existing server or
 cluster instead, with credentials (--token, --token-file, --creds or a
 client certificate); the worker keys then sign the workers' reports.
+The embedded server is in release binaries, the container image and
+` + "`make build`" + `; a ralph built without the natsserver build tag (a plain
+` + "`go run`" + ` or ` + "`go install`" + `) has none and needs --nats.
 
 No secret travels in a job: a job carries the prompt, the story and the
 RALPH_* variables, never the values of .ralph/config.yaml's env: a worker's
@@ -197,7 +200,11 @@ split, add) are merged back into this repository's files by task id.`
 		p.DefValue = "16"
 	}
 	fl.StringVar(&co.Remote, "remote", "", "git remote `URL` the coordinator and workers exchange branches through (required)")
-	fl.StringVar(&co.NATS, "nats", "", "use the NATS server at `URL` instead of embedding one")
+	natsUsage := "use the NATS server at `URL` instead of embedding one"
+	if !cluster.EmbeddedServer {
+		natsUsage = "the NATS server at `URL` (required: this ralph was built without the embedded one)"
+	}
+	fl.StringVar(&co.NATS, "nats", "", natsUsage)
 	fl.StringVar(&co.Listen, "listen", cluster.DefaultListen, "the embedded NATS server's `ADDR` (host:port; port 0 picks one)")
 	fl.StringVar(&co.Token, "token", "", "NATS `TOKEN` workers must give (default: generated once and kept in .ralph/nats-token)")
 	fl.StringVar(&co.ListenCert, "listen-tls-cert", "", "the embedded NATS server's TLS certificate `FILE` (with --listen-tls-key): workers connect over TLS")
@@ -243,6 +250,9 @@ func (co *coordinatorFlags) Start(ctx context.Context, o *app.Options, root stri
 	}
 	if co.QueueTimeout < time.Second || co.MaxPause < time.Second {
 		return nil, usage.Errorf("--queue-timeout and --max-pause must be at least 1s")
+	}
+	if co.NATS == "" && !cluster.EmbeddedServer {
+		return nil, usage.Errorf("%v", cluster.ErrNoEmbeddedServer)
 	}
 	token, from, err := co.conn.token(co.Token)
 	if err != nil {

@@ -170,6 +170,7 @@ func TestOutcomeSignatures(t *testing.T) {
 // disconnected at once, told so (Refused), and refused when it tries
 // again, while the other workers stay connected.
 func TestServerAdmitsByKey(t *testing.T) {
+	needEmbeddedServer(t)
 	path, ring, keys := workerKeys(t, "w1", "w2")
 	now := time.Now()
 	k1, k2 := keys["w1"], keys["w2"]

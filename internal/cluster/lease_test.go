@@ -14,6 +14,7 @@ import (
 
 func testJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
+	needEmbeddedServer(t)
 	srv, url, err := StartServer("127.0.0.1:0", t.TempDir(), ServerAuth{Token: "lease-test-token"})
 	if err != nil {
 		t.Fatal(err)
@@ -113,5 +114,15 @@ func TestBoundPause(t *testing.T) {
 	}
 	if got := boundPause(far, set, 0); !got.Equal(set.Add(DefaultMaxPause)) {
 		t.Fatal(got)
+	}
+}
+
+// needEmbeddedServer skips a test that starts the embedded NATS server in
+// a build without it (go test without -tags natsserver; make check sets
+// the tag, and tests the build without it in TestNoEmbeddedServer).
+func needEmbeddedServer(t *testing.T) {
+	t.Helper()
+	if !EmbeddedServer {
+		t.Skip("needs the embedded NATS server: go test -tags natsserver (make check sets it)")
 	}
 }

@@ -22,6 +22,7 @@ import (
 // token: coordinators on "other machines" share it.
 func standaloneNATS(t *testing.T) string {
 	t.Helper()
+	needEmbeddedServer(t)
 	srv, url, err := cluster.StartServer("127.0.0.1:0", t.TempDir(), cluster.ServerAuth{Token: testToken})
 	if err != nil {
 		t.Fatal(err)
@@ -193,4 +194,14 @@ test -f agent.sh
 	}
 	requireOneEach(t, remote, 4, co, co2, w1)
 	requireWork(t, remote, 4, co, co2, w1)
+}
+
+// needEmbeddedServer skips a test of the coordinator's embedded NATS
+// server in a build without it (go test without -tags natsserver; make
+// check sets the tag).
+func needEmbeddedServer(t *testing.T) {
+	t.Helper()
+	if !cluster.EmbeddedServer {
+		t.Skip("needs the embedded NATS server: go test -tags natsserver (make check sets it)")
+	}
 }

@@ -119,6 +119,7 @@ func clusterSetup(t *testing.T, prd string) (repo, remote, mark, url string) {
 
 // clusterRepo is clusterSetup with the repository's files given.
 func clusterRepo(t *testing.T, files map[string]string) (repo, remote, mark, url string) {
+	needEmbeddedServer(t)
 	repo = newRepo(t, files)
 	remote = filepath.Join(t.TempDir(), "remote.git")
 	git(t, repo, "init", "-q", "--bare", remote)
