@@ -49,10 +49,20 @@ func HomesDir() string {
 // repoKey names a repository's homes: its main folder's name and a hash
 // of its git folder (every worktree of a repository shares them).
 func repoKey(root string) string {
-	common := gitCommonDir(root)
-	if common == "" {
-		common = root
+	return keyOf(repoOf(root))
+}
+
+// repoOf is the path a repository's homes are named after and belong
+// to: its git folder (its main folder's when root is a worktree), or
+// root itself outside git.
+func repoOf(root string) string {
+	if common := gitCommonDir(root); common != "" {
+		return common
 	}
+	return root
+}
+
+func keyOf(common string) string {
 	sum := sha256.Sum256([]byte(common))
 	name := filepath.Base(filepath.Dir(common))
 	if filepath.Base(common) != ".git" {

@@ -465,3 +465,67 @@ func run1(t *testing.T, argv ...string) string {
 
 // hasLine: out (stdout and stderr, in either order) has the line.
 func hasLine(out, line string) bool { return slices.Contains(strings.Split(out, "\n"), line) }
+
+// A repository's homes are kept between runs and say which repository
+// they are; when that repository is gone (a deleted clone, a demo's
+// temporary project) the next sandbox's start takes its homes out at once
+// and deletes them, Go's read-only module folders included. Homes of
+// repositories still there, and folders that do not say their
+// repository, stay; a folder a killed process left half-removed goes.
+func TestHomesOfGoneRepositoriesRemoved(t *testing.T) {
+	f := newFixture(t, Policy{})
+	other := filepath.Join(filepath.Dir(f.repo), "other")
+	git(t, filepath.Dir(f.repo), "init", "-q", "-b", "main", other)
+	ctx := context.Background()
+	for _, dir := range []string{f.tree, other} {
+		ss, err := f.sb.Open(Use{Label: "agent test", Dir: dir, Network: NetNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As go leaves its module cache: folders and files read-only.
+		out, code := sh(t, ctx, ss, dir, `set -e
+mkdir -p "$HOME/.cache/go-mod/m@v1" && echo x > "$HOME/.cache/go-mod/m@v1/f.go"
+chmod 0444 "$HOME/.cache/go-mod/m@v1/f.go" && chmod 0555 "$HOME/.cache/go-mod/m@v1"
+echo ok`)
+		ss.Close()
+		if code != 0 || !hasLine(out, "ok") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	}
+	homes := HomesDir()
+	mine, others := filepath.Join(homes, repoKey(f.tree)), filepath.Join(homes, repoKey(other))
+	if b, _ := os.ReadFile(filepath.Join(mine, repositoryFile)); strings.TrimSpace(string(b)) != filepath.Join(f.repo, ".git") {
+		t.Fatalf("the worktree's homes say they belong to %q, want its repository's git folder", b)
+	}
+	legacy := filepath.Join(homes, "legacy-0123456789ab", homeGate)
+	write(t, filepath.Join(legacy, "f"), "kept\n")
+	half := filepath.Join(homes, trashPrefix+"old-1")
+	write(t, filepath.Join(half, ".cache", "go-mod", "m@v1", "f.go"), "x\n")
+	_ = os.Chmod(filepath.Join(half, ".cache", "go-mod", "m@v1"), 0o555)
+
+	if err := os.RemoveAll(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(others); !os.IsNotExist(err) {
+		t.Errorf("the gone repository's homes are still there: %v", err)
+	}
+	for _, p := range []string{mine, legacy} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, _ := filepath.Glob(filepath.Join(homes, trashPrefix+"*"))
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not deleted: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -95,6 +95,7 @@ func New(p Policy) (*Sandbox, error) {
 		p.Caches = DefaultCaches()
 	}
 	removeOrphans()
+	pruneHomes(HomesDir())
 	s := &Sandbox{Policy: p, bwrap: bw, helper: helperPath(), homes: map[string]*home{}, gates: &gatePool{open: map[string]*pooled{}}}
 	s.hidden = hiddenPaths(p.Hidden)
 	// An empty folder to show over a hidden one.

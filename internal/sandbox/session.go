@@ -174,7 +174,8 @@ func (s *Sandbox) count() {
 // homeFor is the repository's private home of a kind, seeded once per
 // run.
 func (s *Sandbox) homeFor(kind, root string) (*home, error) {
-	key := repoKey(root)
+	repo := repoOf(root)
+	key := keyOf(repo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.homes[kind+"/"+key]; h != nil {
@@ -189,6 +190,7 @@ func (s *Sandbox) homeFor(kind, root string) (*home, error) {
 	if err != nil {
 		return nil, err
 	}
+	recordRepository(filepath.Join(HomesDir(), key), repo)
 	s.homes[kind+"/"+key] = h
 	return h, nil
 }
