@@ -146,10 +146,13 @@ func (c *cdp) waitFor(cond string) {
 	}
 }
 
-// click clicks the element sel with the mouse, as a person does.
+// click clicks the element sel with the mouse, as a person does, once
+// the page's live parts stopped changing: a live update above sel moves
+// it, and a click aimed before the move lands elsewhere.
 func (c *cdp) click(sel string) {
 	c.t.Helper()
 	c.waitFor(fmt.Sprintf("!!document.querySelector(%q)", sel))
+	c.settle()
 	pos, ok := c.eval(fmt.Sprintf(`(function(){var e=document.querySelector(%q);e.scrollIntoView({block:"center"});var r=e.getBoundingClientRect();return [r.left+r.width/2, r.top+r.height/2]})()`, sel)).([]any)
 	if !ok || len(pos) != 2 {
 		c.t.Fatalf("no place for %s", sel)
@@ -159,9 +162,33 @@ func (c *cdp) click(sel string) {
 	}
 }
 
-// typeText types text where the focus is.
-func (c *cdp) typeText(text string) {
+// settle waits until the page's live parts have not changed for 300 ms
+// (its count of live updates), five seconds at most.
+func (c *cdp) settle() {
+	count := `document.body ? (document.body.dataset.updates || "0") : "0"`
+	last, since := c.eval(count), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if now := c.eval(count); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) >= 300*time.Millisecond {
+			return
+		}
+	}
+}
+
+// typeInto clicks the field sel and types text into it, as a person
+// does, clicking again while the click did not give it the focus.
+func (c *cdp) typeInto(sel, text string) {
+	c.t.Helper()
+	focused := fmt.Sprintf("document.activeElement === document.querySelector(%q)", sel)
+	for try := 0; c.eval(focused) != true; try++ {
+		if try == 10 {
+			c.t.Fatalf("%s never took the focus", sel)
+		}
+		c.click(sel)
+	}
 	c.call("Input.insertText", map[string]any{"text": text})
+	c.waitFor(fmt.Sprintf("document.querySelector(%q).value.includes(%q)", sel, text))
 }
 
 // TestBrowserControls: `ralph serve`, started before the run, in headless
@@ -215,8 +242,7 @@ func TestBrowserControls(t *testing.T) {
 
 	// Guidance, typed into the form.
 	const key = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
-	page.click("#guide-text")
-	page.typeText("keep the second story small; the key is " + key)
+	page.typeInto("#guide-text", "keep the second story small; the key is "+key)
 	page.click("#guide-send")
 	page.waitFor(`!!document.querySelector("#guidance") && document.querySelector("#guidance").textContent.includes("keep the second story small")`)
 	if html := page.eval("document.documentElement.outerHTML").(string); strings.Contains(html, key) || !strings.Contains(html, "[masked]") {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ralph-loop/ralph/internal/agent"
+	"github.com/ralph-loop/ralph/internal/cluster"
 	"github.com/ralph-loop/ralph/internal/llmtest"
 )
 
@@ -20,7 +21,13 @@ import (
 func buildRalph(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ralph")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/ralph-loop/ralph/cmd/ralph")
+	// With the embedded NATS server when this test binary has it (its
+	// build tag given on the command line or in GOFLAGS).
+	argv := []string{"build", "-o", bin}
+	if cluster.EmbeddedServer {
+		argv = append(argv, "-tags", "natsserver")
+	}
+	cmd := exec.Command("go", append(argv, "github.com/ralph-loop/ralph/cmd/ralph")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ralph: %v\n%s", err, out)
 	}
